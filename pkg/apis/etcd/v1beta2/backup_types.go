@@ -1,0 +1,134 @@
+package v1beta2
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// BackupStorageType names where a backup is kept.
+type BackupStorageType string
+
+const (
+	BackupStorageTypeS3  BackupStorageType = "S3"
+	BackupStorageTypeABS BackupStorageType = "ABS"
+	BackupStorageTypeGCS BackupStorageType = "GCS"
+	BackupStorageTypeOSS BackupStorageType = "OSS"
+
+	// BackupPeriodicFinalizer keeps a periodic EtcdBackup until its runner has stopped.
+	BackupPeriodicFinalizer = "backup-operator-periodic"
+	// DefaultBackupTimeoutInSecond bounds one backup when the policy names no timeout.
+	DefaultBackupTimeoutInSecond = 60
+	// DefaultOSSEndpoint is used when an OSS source names no endpoint.
+	DefaultOSSEndpoint = "http://oss-cn-hangzhou.aliyuncs.com"
+
+	// Keys of the secrets named by the sources.
+	AWSSecretCredentialsFileKey = "credentials"
+	AWSSecretConfigFileKey      = "config"
+	OSSSecretAccessKeyID        = "accessKeyID"
+	OSSSecretAccessKeySecret    = "accessKeySecret"
+	ABSSecretStorageAccount     = "storage-account"
+	ABSSecretStorageKey         = "storage-key"
+	ABSSecretCloud              = "cloud"
+	GCPSecretAccessToken        = "access-token"
+	GCPSecretCredentialsJSON    = "credentials.json"
+
+	// Keys of the client TLS secrets (clientTLSSecret, operatorSecret).
+	CliCertFile = "etcd-client.crt"
+	CliKeyFile  = "etcd-client.key"
+	CliCAFile   = "etcd-client-ca.crt"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EtcdBackup asks for a one-shot or periodic backup of an etcd cluster.
+type EtcdBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              BackupSpec   `json:"spec"`
+	Status            BackupStatus `json:"status,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EtcdBackupList is a list of EtcdBackups.
+type EtcdBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackup `json:"items"`
+}
+
+// BackupSpec says what to back up and where to.
+type BackupSpec struct {
+	// EtcdEndpoints are the client URLs of one cluster; the member with the highest
+	// revision among those reachable is snapshotted.
+	EtcdEndpoints []string          `json:"etcdEndpoints,omitempty"`
+	StorageType   BackupStorageType `json:"storageType"`
+	BackupPolicy  *BackupPolicy     `json:"backupPolicy,omitempty"`
+	BackupSource  `json:",inline"`
+	// ClientTLSSecret holds etcd-client.crt, etcd-client.key and etcd-client-ca.crt.
+	ClientTLSSecret string `json:"clientTLSSecret,omitempty"`
+}
+
+// BackupSource is where the backup goes; only the one matching StorageType is used.
+type BackupSource struct {
+	S3  *S3BackupSource  `json:"s3,omitempty"`
+	ABS *ABSBackupSource `json:"abs,omitempty"`
+	GCS *GCSBackupSource `json:"gcs,omitempty"`
+	OSS *OSSBackupSource `json:"oss,omitempty"`
+}
+
+// BackupPolicy makes a backup periodic and bounds it.
+type BackupPolicy struct {
+	// TimeoutInSecond bounds one backup; 0 means 60 seconds.
+	TimeoutInSecond int64 `json:"timeoutInSecond,omitempty"`
+	// BackupIntervalInSecond > 0 makes the backup periodic; 0 means one-shot.
+	BackupIntervalInSecond int64 `json:"backupIntervalInSecond,omitempty"`
+	// MaxBackups > 0 keeps only the newest N periodic backups; 0 keeps all.
+	MaxBackups int `json:"maxBackups,omitempty"`
+}
+
+// BackupStatus is the result of the latest backup.
+type BackupStatus struct {
+	Succeeded bool `json:"succeeded"`
+	// Reason is the failure, if any. The capital R is the original's JSON key.
+	Reason          string      `json:"Reason,omitempty"`
+	EtcdVersion     string      `json:"etcdVersion,omitempty"`
+	EtcdRevision    int64       `json:"etcdRevision,omitempty"`
+	LastSuccessDate metav1.Time `json:"lastSuccessDate,omitempty"`
+	// BackupPath is the "bucket/key" of the latest stored snapshot.
+	BackupPath string `json:"backupPath,omitempty"`
+	// BackupSize is the latest snapshot's size in bytes.
+	BackupSize int64 `json:"backupSize,omitempty"`
+	// SHA256 is the hex digest of the latest stored snapshot.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// S3BackupSource stores backups in S3 or an S3-compatible store.
+type S3BackupSource struct {
+	// Path is "<bucket>/<key>".
+	Path string `json:"path"`
+	// AWSSecret holds the AWS "credentials" and "config" files (profile default).
+	AWSSecret string `json:"awsSecret"`
+	// Endpoint is an S3-compatible endpoint; empty means AWS.
+	Endpoint string `json:"endpoint,omitempty"`
+	// ForcePathStyle addresses buckets as "<endpoint>/<bucket>", as MinIO and Ceph need.
+	ForcePathStyle bool `json:"forcePathStyle"`
+}
+
+// ABSBackupSource stores backups in Azure Blob Storage (not supported yet).
+type ABSBackupSource struct {
+	Path      string `json:"path"`
+	ABSSecret string `json:"absSecret"`
+}
+
+// GCSBackupSource stores backups in Google Cloud Storage (not supported yet).
+type GCSBackupSource struct {
+	Path      string `json:"path"`
+	GCPSecret string `json:"gcpSecret,omitempty"`
+}
+
+// OSSBackupSource stores backups in Alibaba Cloud OSS through its S3-compatible API.
+type OSSBackupSource struct {
+	Path      string `json:"path"`
+	OSSSecret string `json:"ossSecret"`
+	// Endpoint defaults to http://oss-cn-hangzhou.aliyuncs.com.
+	Endpoint string `json:"endpoint,omitempty"`
+}

@@ -1,0 +1,142 @@
+package v1beta2
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// DefaultRepository is where the etcd image is pulled from; the image tag is "v<version>".
+	DefaultRepository = "quay.io/coreos/etcd"
+	// DefaultEtcdVersion is the etcd version of a cluster whose spec names none.
+	// The original defaulted to 3.2.13, which no longer runs on current nodes.
+	DefaultEtcdVersion = "3.5.21"
+	// DefaultBusyboxImage pins a glibc busybox: the uclibc nslookup of busybox:latest
+	// ignores the resolv.conf search list and the DNS init container never finishes.
+	DefaultBusyboxImage = "busybox:1.28.0-glibc"
+
+	// MaxNameLength keeps "<cluster>-<10 random chars>" within a 63-character DNS label.
+	MaxNameLength  = 52
+	MinClusterSize = 1
+	MaxClusterSize = 7
+
+	// ScopeAnnotation opts an EtcdCluster into management by a cluster-wide operator.
+	ScopeAnnotation  = "etcd.database.coreos.com/scope"
+	ScopeClusterWide = "clusterwide"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EtcdCluster is an etcd cluster managed by etcd-operator.
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              ClusterSpec   `json:"spec"`
+	Status            ClusterStatus `json:"status"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EtcdClusterList is a list of EtcdClusters.
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
+
+// ClusterSpec is what the user asks for.
+type ClusterSpec struct {
+	// Size is the number of members, 1 to 7.
+	Size int `json:"size"`
+	// Repository is the etcd image repository; it must carry the official "v<version>" tags.
+	Repository string `json:"repository,omitempty"`
+	// Version is the etcd version, with or without a leading "v".
+	Version string `json:"version,omitempty"`
+	// Paused stops the operator from changing the cluster.
+	Paused bool `json:"paused,omitempty"`
+	// Pod is the template knobs of member pods. Changes apply to new members only.
+	Pod *PodPolicy `json:"pod,omitempty"`
+	// TLS configures static TLS for peers and clients.
+	TLS *TLSPolicy `json:"TLS,omitempty"`
+}
+
+// PodPolicy is the knobs of the etcd member pods.
+type PodPolicy struct {
+	// Labels are added to member pods; "app" and "etcd_*" are reserved.
+	Labels       map[string]string `json:"labels,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	Affinity     *corev1.Affinity  `json:"affinity,omitempty"`
+	// AntiAffinity is deprecated: use Affinity. When true and Affinity is unset, members
+	// are spread one per node.
+	AntiAffinity bool `json:"antiAffinity,omitempty"`
+	// Resources apply to the etcd container and every init container.
+	Resources   corev1.ResourceRequirements `json:"resources,omitempty"`
+	Tolerations []corev1.Toleration         `json:"tolerations,omitempty"`
+	// EtcdEnv is appended to the etcd container's environment, the way to set etcd flags
+	// such as ETCD_AUTO_COMPACTION_RETENTION. Bootstrap settings may not be overridden.
+	EtcdEnv []corev1.EnvVar `json:"etcdEnv,omitempty"`
+	// PersistentVolumeClaimSpec gives each member its own PVC instead of an emptyDir.
+	PersistentVolumeClaimSpec *corev1.PersistentVolumeClaimSpec `json:"persistentVolumeClaimSpec,omitempty"`
+	Annotations               map[string]string                 `json:"annotations,omitempty"`
+	// BusyboxImage is the image of the DNS init container.
+	BusyboxImage    string                     `json:"busyboxImage,omitempty"`
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// DNSTimeoutInSecond bounds the wait for the member's DNS record; 0 waits forever.
+	DNSTimeoutInSecond int64 `json:"DNSTimeoutInSecond,omitempty"`
+	// ClusterDomain is appended to member DNS names, e.g. ".cluster.local".
+	ClusterDomain string `json:"ClusterDomain"`
+}
+
+// ClusterPhase is the coarse state of a cluster.
+type ClusterPhase string
+
+const (
+	ClusterPhaseNone     ClusterPhase = ""
+	ClusterPhaseCreating ClusterPhase = "Creating"
+	ClusterPhaseRunning  ClusterPhase = "Running"
+	ClusterPhaseFailed   ClusterPhase = "Failed"
+)
+
+// ClusterConditionType names a condition of ClusterStatus.
+type ClusterConditionType string
+
+const (
+	ClusterConditionAvailable  ClusterConditionType = "Available"
+	ClusterConditionRecovering ClusterConditionType = "Recovering"
+	ClusterConditionScaling    ClusterConditionType = "Scaling"
+	ClusterConditionUpgrading  ClusterConditionType = "Upgrading"
+)
+
+// ClusterStatus is what the operator observed.
+type ClusterStatus struct {
+	Phase         ClusterPhase `json:"phase"`
+	Reason        string       `json:"reason,omitempty"`
+	ControlPaused bool         `json:"controlPaused,omitempty"`
+	// ObservedGeneration is the metadata.generation the status describes.
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []ClusterCondition `json:"conditions,omitempty"`
+	// Size is the number of members the operator knows of.
+	Size           int           `json:"size"`
+	ServiceName    string        `json:"serviceName,omitempty"`
+	ClientPort     int           `json:"clientPort,omitempty"`
+	Members        MembersStatus `json:"members"`
+	CurrentVersion string        `json:"currentVersion"`
+	TargetVersion  string        `json:"targetVersion"`
+}
+
+// ClusterCondition is one condition of a cluster. Times are RFC 3339 strings, as in the original.
+type ClusterCondition struct {
+	Type               ClusterConditionType   `json:"type"`
+	Status             corev1.ConditionStatus `json:"status"`
+	LastUpdateTime     string                 `json:"lastUpdateTime,omitempty"`
+	LastTransitionTime string                 `json:"lastTransitionTime,omitempty"`
+	Reason             string                 `json:"reason,omitempty"`
+	Message            string                 `json:"message,omitempty"`
+}
+
+// MembersStatus lists member pods by readiness.
+type MembersStatus struct {
+	Ready   []string `json:"ready,omitempty"`
+	Unready []string `json:"unready,omitempty"`
+}

@@ -1,0 +1,93 @@
+package v1beta2
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Labels the operator puts on everything it creates for a cluster.
+const (
+	LabelApp         = "app"
+	LabelAppValue    = "etcd"
+	LabelClusterName = "etcd_cluster"
+	LabelNodeName    = "etcd_node"
+	// AnnotationVersion on a member pod is the etcd version it runs: upgrades compare it
+	// with spec.version.
+	AnnotationVersion = "etcd.version"
+)
+
+// NormalizeVersion strips the leading "v" characters the original tolerated ("v3.5.21").
+func NormalizeVersion(v string) string {
+	return strings.TrimLeft(v, "v")
+}
+
+// EtcdImage is the image of an etcd member: official etcd tags carry a leading "v".
+func EtcdImage(repository, version string) string {
+	return repository + ":v" + NormalizeVersion(version)
+}
+
+// WithDefaults returns a deep copy of the cluster whose spec has every default
+// filled in. The stored object is never changed: the original wrote its defaults
+// back into the user's spec, which made `kubectl apply` fight the operator.
+func (c *EtcdCluster) WithDefaults() *EtcdCluster {
+	out := c.DeepCopy()
+	s := &out.Spec
+	if s.Repository == "" {
+		s.Repository = DefaultRepository
+	}
+	if s.Version == "" {
+		s.Version = DefaultEtcdVersion
+	}
+	s.Version = NormalizeVersion(s.Version)
+	if s.Pod == nil {
+		s.Pod = &PodPolicy{}
+	}
+	if s.Pod.BusyboxImage == "" {
+		s.Pod.BusyboxImage = DefaultBusyboxImage
+	}
+	if s.Pod.AntiAffinity && s.Pod.Affinity == nil {
+		s.Pod.Affinity = spreadOnePerNode(out.Name)
+	}
+	return out
+}
+
+// spreadOnePerNode is what the deprecated antiAffinity flag always meant: no two
+// members of the cluster on one node.
+func spreadOnePerNode(clusterName string) *corev1.Affinity {
+	return &corev1.Affinity{
+		PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{
+					MatchLabels: map[string]string{LabelClusterName: clusterName},
+				},
+				TopologyKey: corev1.LabelHostname,
+			}},
+		},
+	}
+}
+
+// IsManagedBy tells whether an operator in the given mode manages this cluster: a
+// cluster-wide operator takes only clusters annotated scope=clusterwide, a namespaced
+// one only clusters without the annotation, so the two never fight over a cluster.
+func IsManagedBy(obj metav1.Object, clusterWide bool) bool {
+	scope, annotated := obj.GetAnnotations()[ScopeAnnotation]
+	if clusterWide {
+		return annotated && scope == ScopeClusterWide
+	}
+	return !annotated
+}
+
+// BackupTimeout is the bound of one backup, in seconds.
+func (p *BackupPolicy) BackupTimeout() int64 {
+	if p == nil || p.TimeoutInSecond <= 0 {
+		return DefaultBackupTimeoutInSecond
+	}
+	return p.TimeoutInSecond
+}
+
+// IsPeriodic tells whether the backup repeats.
+func (s *BackupSpec) IsPeriodic() bool {
+	return s.BackupPolicy != nil && s.BackupPolicy.BackupIntervalInSecond > 0
+}

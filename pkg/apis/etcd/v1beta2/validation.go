@@ -1,0 +1,423 @@
+package v1beta2
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The same patterns are used by the CRD schemas (crd.go), so admission and the
+// operators agree on what a valid spec is.
+const (
+	// VersionPattern accepts "3.5.21", "v3.5.21" and pre-releases like "3.6.0-rc.1".
+	VersionPattern = `^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`
+	// RepositoryPattern is an image name without tag or digest; a registry port is allowed.
+	RepositoryPattern = `^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$`
+	// ImagePattern is an image reference with an optional tag or digest.
+	ImagePattern = `^[A-Za-z0-9][A-Za-z0-9._/:@-]*$`
+	// ClusterDomainPattern is empty or a dot followed by a DNS name.
+	ClusterDomainPattern = `^(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`
+	// BucketPathPattern is "<bucket>/<key>" with both parts non-empty.
+	BucketPathPattern = `^[^/]+/.+$`
+
+	// MinSupportedMinor is the oldest etcd 3.x minor the operator drives (the v3 API
+	// and `etcdctl endpoint` arrived in 3.2).
+	MinSupportedMinor = 2
+)
+
+var (
+	versionRE       = regexp.MustCompile(VersionPattern)
+	repositoryRE    = regexp.MustCompile(RepositoryPattern)
+	imageRE         = regexp.MustCompile(ImagePattern)
+	clusterDomainRE = regexp.MustCompile(ClusterDomainPattern)
+	bucketPathRE    = regexp.MustCompile(BucketPathPattern)
+)
+
+// ReservedEtcdEnv are the etcd settings the operator passes as flags. etcd refuses to
+// start when a flag is also set through its ETCD_* variable, so a user value would
+// only crash the member.
+var ReservedEtcdEnv = sets.New(
+	"ETCD_NAME", "ETCD_DATA_DIR",
+	"ETCD_INITIAL_CLUSTER", "ETCD_INITIAL_CLUSTER_STATE", "ETCD_INITIAL_CLUSTER_TOKEN",
+	"ETCD_INITIAL_ADVERTISE_PEER_URLS", "ETCD_ADVERTISE_CLIENT_URLS",
+	"ETCD_LISTEN_PEER_URLS", "ETCD_LISTEN_CLIENT_URLS", "ETCD_LISTEN_METRICS_URLS",
+	"ETCD_PEER_CLIENT_CERT_AUTH", "ETCD_PEER_TRUSTED_CA_FILE", "ETCD_PEER_CERT_FILE", "ETCD_PEER_KEY_FILE",
+	"ETCD_CLIENT_CERT_AUTH", "ETCD_TRUSTED_CA_FILE", "ETCD_CERT_FILE", "ETCD_KEY_FILE",
+)
+
+// ParseVersion splits "3.5.21" (or "v3.5.21") into major and minor.
+func ParseVersion(v string) (major, minor int, err error) {
+	v = NormalizeVersion(v)
+	if !versionRE.MatchString(v) {
+		return 0, 0, fmt.Errorf("%q is not an etcd version like 3.5.21", v)
+	}
+	parts := strings.SplitN(v, ".", 3)
+	major, _ = strconv.Atoi(parts[0])
+	minor, _ = strconv.Atoi(parts[1])
+	return major, minor, nil
+}
+
+// Validate checks a cluster as the user wrote it (before defaults).
+func (c *EtcdCluster) Validate() error {
+	var errs field.ErrorList
+	if len(c.Name) > MaxNameLength {
+		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), c.Name, MaxNameLength))
+	}
+	errs = append(errs, c.Spec.validate(field.NewPath("spec"))...)
+	return errs.ToAggregate()
+}
+
+// ValidateUpdate checks a spec change of a cluster that already exists.
+func (c *EtcdCluster) ValidateUpdate(old *EtcdCluster) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	var errs field.ErrorList
+	// Members cannot switch between http and https in place: the URLs of every member
+	// are recorded in the etcd membership.
+	if c.Spec.TLS.IsSecurePeer() != old.Spec.TLS.IsSecurePeer() ||
+		c.Spec.TLS.IsSecureClient() != old.Spec.TLS.IsSecureClient() {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS"),
+			"TLS cannot be turned on or off for an existing cluster"))
+	}
+	return errs.ToAggregate()
+}
+
+func (s *ClusterSpec) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Size < MinClusterSize || s.Size > MaxClusterSize {
+		errs = append(errs, field.Invalid(p.Child("size"), s.Size,
+			fmt.Sprintf("must be between %d and %d", MinClusterSize, MaxClusterSize)))
+	}
+	if s.Repository != "" && !repositoryRE.MatchString(s.Repository) {
+		errs = append(errs, field.Invalid(p.Child("repository"), s.Repository,
+			"must be an image repository without tag or digest, like quay.io/coreos/etcd"))
+	}
+	if s.Version != "" {
+		errs = append(errs, validateVersion(p.Child("version"), s.Version)...)
+	}
+	if s.Pod != nil {
+		errs = append(errs, s.Pod.validate(p.Child("pod"))...)
+	}
+	if s.TLS != nil {
+		errs = append(errs, s.TLS.validate(p.Child("TLS"))...)
+	}
+	return errs
+}
+
+func validateVersion(p *field.Path, v string) field.ErrorList {
+	major, minor, err := ParseVersion(v)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, v, "must be an etcd version like 3.5.21")}
+	}
+	if major != 3 || minor < MinSupportedMinor {
+		return field.ErrorList{field.Invalid(p, v, "only etcd 3.2 and later 3.x versions are supported")}
+	}
+	return nil
+}
+
+func (pp *PodPolicy) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range pp.Labels {
+		if k == LabelApp || strings.HasPrefix(k, "etcd_") {
+			errs = append(errs, field.Invalid(p.Child("labels").Key(k), k,
+				`label is reserved by the operator ("app" and "etcd_*")`))
+			continue
+		}
+		errs = append(errs, validateLabel(p.Child("labels").Key(k), k, v)...)
+	}
+	for k, v := range pp.NodeSelector {
+		errs = append(errs, validateLabel(p.Child("nodeSelector").Key(k), k, v)...)
+	}
+	if _, ok := pp.Annotations[AnnotationVersion]; ok {
+		errs = append(errs, field.Invalid(p.Child("annotations").Key(AnnotationVersion), AnnotationVersion,
+			"annotation is reserved by the operator: it records the member's etcd version"))
+	}
+	errs = append(errs, apivalidation.ValidateAnnotations(pp.Annotations, p.Child("annotations"))...)
+	if pp.BusyboxImage != "" && !imageRE.MatchString(pp.BusyboxImage) {
+		errs = append(errs, field.Invalid(p.Child("busyboxImage"), pp.BusyboxImage, "must be an image reference"))
+	}
+	if pp.DNSTimeoutInSecond < 0 {
+		errs = append(errs, field.Invalid(p.Child("DNSTimeoutInSecond"), pp.DNSTimeoutInSecond,
+			"must be 0 (wait forever) or a positive number of seconds"))
+	}
+	if !clusterDomainRE.MatchString(pp.ClusterDomain) {
+		errs = append(errs, field.Invalid(p.Child("ClusterDomain"), pp.ClusterDomain,
+			"must be empty or a DNS suffix starting with a dot, like .cluster.local"))
+	}
+	errs = append(errs, validateEnv(p.Child("etcdEnv"), pp.EtcdEnv)...)
+	errs = append(errs, validateResources(p.Child("resources"), pp.Resources)...)
+	errs = append(errs, validateTolerations(p.Child("tolerations"), pp.Tolerations)...)
+	if pp.PersistentVolumeClaimSpec != nil {
+		errs = append(errs, validatePVCSpec(p.Child("persistentVolumeClaimSpec"), pp.PersistentVolumeClaimSpec)...)
+	}
+	if sc := pp.SecurityContext; sc != nil {
+		for name, id := range map[string]*int64{"runAsUser": sc.RunAsUser, "runAsGroup": sc.RunAsGroup, "fsGroup": sc.FSGroup} {
+			if id != nil && *id < 0 {
+				errs = append(errs, field.Invalid(p.Child("securityContext", name), *id, "must not be negative"))
+			}
+		}
+	}
+	return errs
+}
+
+func validateLabel(p *field.Path, k, v string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(k) {
+		errs = append(errs, field.Invalid(p, k, msg))
+	}
+	for _, msg := range validation.IsValidLabelValue(v) {
+		errs = append(errs, field.Invalid(p, v, msg))
+	}
+	return errs
+}
+
+func validateEnv(p *field.Path, env []corev1.EnvVar) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, e := range env {
+		ep := p.Index(i).Child("name")
+		switch {
+		case e.Name == "":
+			errs = append(errs, field.Required(ep, "every variable needs a name"))
+		case len(validation.IsEnvVarName(e.Name)) > 0:
+			errs = append(errs, field.Invalid(ep, e.Name, strings.Join(validation.IsEnvVarName(e.Name), "; ")))
+		case ReservedEtcdEnv.Has(e.Name):
+			errs = append(errs, field.Invalid(ep, e.Name,
+				"is set by the operator as an etcd flag; etcd refuses to start when both are set"))
+		case seen.Has(e.Name):
+			errs = append(errs, field.Duplicate(ep, e.Name))
+		}
+		seen.Insert(e.Name)
+	}
+	return errs
+}
+
+func validateResources(p *field.Path, r corev1.ResourceRequirements) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range r.Requests {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), q.String(), "must not be negative"))
+		}
+		if limit, ok := r.Limits[name]; ok && q.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), q.String(),
+				"must be less than or equal to the "+string(name)+" limit "+limit.String()))
+		}
+	}
+	for name, q := range r.Limits {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("limits").Key(string(name)), q.String(), "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func validateTolerations(p *field.Path, ts []corev1.Toleration) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range ts {
+		tp := p.Index(i)
+		switch t.Operator {
+		case corev1.TolerationOpExists:
+			if t.Value != "" {
+				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, "must be empty when operator is Exists"))
+			}
+		case corev1.TolerationOpEqual, "":
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("operator"), t.Operator,
+				[]corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}))
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect,
+				[]corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}))
+		}
+	}
+	return errs
+}
+
+func validatePVCSpec(p *field.Path, s *corev1.PersistentVolumeClaimSpec) field.ErrorList {
+	var errs field.ErrorList
+	storage, ok := s.Resources.Requests[corev1.ResourceStorage]
+	if !ok || storage.Sign() <= 0 {
+		errs = append(errs, field.Required(p.Child("resources", "requests", "storage"),
+			"every member's volume needs a positive storage request, like 1Gi"))
+	}
+	for i, m := range s.AccessModes {
+		switch m {
+		case corev1.ReadWriteOnce, corev1.ReadWriteOncePod, corev1.ReadWriteMany:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("accessModes").Index(i), m,
+				[]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteOncePod, corev1.ReadWriteMany}))
+		}
+	}
+	if sc := s.StorageClassName; sc != nil && *sc != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(*sc) {
+			errs = append(errs, field.Invalid(p.Child("storageClassName"), *sc, msg))
+		}
+	}
+	return errs
+}
+
+func (tp *TLSPolicy) validate(p *field.Path) field.ErrorList {
+	st := tp.Static
+	if st == nil {
+		return nil
+	}
+	sp := p.Child("static")
+	var errs field.ErrorList
+	serverSecret, peerSecret := "", ""
+	if st.Member != nil {
+		serverSecret, peerSecret = st.Member.ServerSecret, st.Member.PeerSecret
+	}
+	// The operator can only talk to https members with its own client certificate,
+	// and a client certificate is useless against http members.
+	if st.OperatorSecret != "" && serverSecret == "" {
+		errs = append(errs, field.Required(sp.Child("member", "serverSecret"),
+			"operatorSecret is set, so members need a serverSecret to serve clients over https"))
+	}
+	if serverSecret != "" && st.OperatorSecret == "" {
+		errs = append(errs, field.Required(sp.Child("operatorSecret"),
+			"member.serverSecret is set, so the operator needs a client certificate to reach members"))
+	}
+	for name, v := range map[string]string{"operatorSecret": st.OperatorSecret} {
+		errs = append(errs, validateSecretName(sp.Child(name), v)...)
+	}
+	errs = append(errs, validateSecretName(sp.Child("member", "serverSecret"), serverSecret)...)
+	errs = append(errs, validateSecretName(sp.Child("member", "peerSecret"), peerSecret)...)
+	return errs
+}
+
+func validateSecretName(p *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	return errs
+}
+
+// Validate checks a backup spec. Storage types the schema accepts but the operator
+// cannot write yet are reported by the backup operator, not here.
+func (s *BackupSpec) Validate() error {
+	p := field.NewPath("spec")
+	var errs field.ErrorList
+	if len(s.EtcdEndpoints) == 0 {
+		errs = append(errs, field.Required(p.Child("etcdEndpoints"), "spec.etcdEndpoints should not be empty"))
+	}
+	for i, ep := range s.EtcdEndpoints {
+		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+			errs = append(errs, field.Invalid(p.Child("etcdEndpoints").Index(i), ep,
+				"must be a client URL like http://example-etcd-cluster-client:2379"))
+		}
+	}
+	if pol := s.BackupPolicy; pol != nil {
+		pp := p.Child("backupPolicy")
+		if pol.TimeoutInSecond < 0 {
+			errs = append(errs, field.Invalid(pp.Child("timeoutInSecond"), pol.TimeoutInSecond, "must not be negative"))
+		}
+		if pol.BackupIntervalInSecond < 0 {
+			errs = append(errs, field.Invalid(pp.Child("backupIntervalInSecond"), pol.BackupIntervalInSecond, "must not be negative"))
+		}
+		if pol.MaxBackups < 0 {
+			errs = append(errs, field.Invalid(pp.Child("maxBackups"), pol.MaxBackups, "must not be negative"))
+		}
+	}
+	errs = append(errs, validateSecretName(p.Child("clientTLSSecret"), s.ClientTLSSecret)...)
+	errs = append(errs, validateSource(p, s.StorageType, s.BackupSource.stores())...)
+	return errs.ToAggregate()
+}
+
+// Validate checks a restore. The restored cluster keeps the restore's name, so the
+// two must agree.
+func (r *EtcdRestore) Validate() error {
+	p := field.NewPath("spec")
+	var errs field.ErrorList
+	s := &r.Spec
+	switch {
+	case s.EtcdCluster.Name == "":
+		errs = append(errs, field.Required(p.Child("etcdCluster", "name"), "names the EtcdCluster to restore"))
+	case s.EtcdCluster.Name != r.Name:
+		errs = append(errs, field.Invalid(p.Child("etcdCluster", "name"), s.EtcdCluster.Name,
+			fmt.Sprintf("must equal the EtcdRestore's name %q: the restored cluster keeps that name", r.Name)))
+	}
+	errs = append(errs, validateSource(p, s.BackupStorageType, s.RestoreSource.stores())...)
+	return errs.ToAggregate()
+}
+
+// storeRef is the path and credentials secret of one storage source.
+type storeRef struct{ path, secret string }
+
+func (b *BackupSource) stores() map[BackupStorageType]storeRef {
+	refs := map[BackupStorageType]storeRef{}
+	if b.S3 != nil {
+		refs[BackupStorageTypeS3] = storeRef{b.S3.Path, b.S3.AWSSecret}
+	}
+	if b.OSS != nil {
+		refs[BackupStorageTypeOSS] = storeRef{b.OSS.Path, b.OSS.OSSSecret}
+	}
+	if b.ABS != nil {
+		refs[BackupStorageTypeABS] = storeRef{b.ABS.Path, b.ABS.ABSSecret}
+	}
+	if b.GCS != nil {
+		refs[BackupStorageTypeGCS] = storeRef{b.GCS.Path, b.GCS.GCPSecret}
+	}
+	return refs
+}
+
+func (r *RestoreSource) stores() map[BackupStorageType]storeRef {
+	refs := map[BackupStorageType]storeRef{}
+	if r.S3 != nil {
+		refs[BackupStorageTypeS3] = storeRef{r.S3.Path, r.S3.AWSSecret}
+	}
+	if r.OSS != nil {
+		refs[BackupStorageTypeOSS] = storeRef{r.OSS.Path, r.OSS.OSSSecret}
+	}
+	if r.ABS != nil {
+		refs[BackupStorageTypeABS] = storeRef{r.ABS.Path, r.ABS.ABSSecret}
+	}
+	if r.GCS != nil {
+		refs[BackupStorageTypeGCS] = storeRef{r.GCS.Path, r.GCS.GCPSecret}
+	}
+	return refs
+}
+
+// sourceFields is the JSON key of each source and of its secret.
+var sourceFields = map[BackupStorageType][2]string{
+	BackupStorageTypeS3:  {"s3", "awsSecret"},
+	BackupStorageTypeOSS: {"oss", "ossSecret"},
+	BackupStorageTypeABS: {"abs", "absSecret"},
+	BackupStorageTypeGCS: {"gcs", "gcpSecret"},
+}
+
+func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorageType]storeRef) field.ErrorList {
+	keys, known := sourceFields[t]
+	if !known {
+		return field.ErrorList{field.NotSupported(p.Child("storageType"), t,
+			[]BackupStorageType{BackupStorageTypeS3, BackupStorageTypeABS, BackupStorageTypeGCS, BackupStorageTypeOSS})}
+	}
+	key, secretKey := keys[0], keys[1]
+	ref, ok := stores[t]
+	if !ok {
+		return field.ErrorList{field.Required(p.Child(key), fmt.Sprintf("storage type %s needs spec.%s", t, key))}
+	}
+	var errs field.ErrorList
+	if !bucketPathRE.MatchString(ref.path) {
+		errs = append(errs, field.Invalid(p.Child(key, "path"), ref.path, `must be "<bucket>/<key>"`))
+	}
+	// GCS alone may fall back to the workload's default credentials.
+	if ref.secret == "" && t != BackupStorageTypeGCS {
+		errs = append(errs, field.Required(p.Child(key, secretKey), "names the secret holding the store's credentials"))
+	}
+	errs = append(errs, validateSecretName(p.Child(key, secretKey), ref.secret)...)
+	return errs
+}

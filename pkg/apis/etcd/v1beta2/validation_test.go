@@ -1,0 +1,109 @@
+package v1beta2_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// validateAs decodes the object the way the operators do and runs the Go validation.
+func validateAs(kind string, raw []byte) error {
+	switch kind {
+	case "EtcdCluster":
+		var c api.EtcdCluster
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return err
+		}
+		return c.Validate()
+	case "EtcdBackup":
+		var b api.EtcdBackup
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return err
+		}
+		return b.Spec.Validate()
+	case "EtcdRestore":
+		var r api.EtcdRestore
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return err
+		}
+		return r.Validate()
+	}
+	panic("unknown kind " + kind)
+}
+
+func TestValidationRejectsEveryInvalidCase(t *testing.T) {
+	cases, err := apitest.LoadInvalid()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 30 {
+		t.Fatalf("the table should hold at least 30 invalid objects, has %d", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			raw, err := json.Marshal(tc.Object("default"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = validateAs(tc.Kind, raw)
+			if err == nil {
+				t.Fatalf("accepted; want an error containing %q", tc.GoError)
+			}
+			if !strings.Contains(err.Error(), tc.GoError) {
+				t.Fatalf("error %q does not contain %q", err, tc.GoError)
+			}
+		})
+	}
+}
+
+func TestValidationAcceptsGoodSpecs(t *testing.T) {
+	storage := `{"persistentVolumeClaimSpec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}`
+	tests := []struct{ name, spec string }{
+		{"the example cluster", `{"size":3,"version":"3.5.21"}`},
+		{"a leading v on the version", `{"size":1,"version":"v3.4.23"}`},
+		{"etcd 3.2 is still accepted", `{"size":3,"version":"3.2.13"}`},
+		{"a pre-release", `{"size":3,"version":"3.6.0-rc.2"}`},
+		{"a registry with a port", `{"size":3,"repository":"registry.local:5000/etcd/etcd"}`},
+		{"the full static TLS", `{"size":3,"TLS":{"static":{"member":{"peerSecret":"p","serverSecret":"s"},"operatorSecret":"o"}}}`},
+		{"peer TLS alone", `{"size":3,"TLS":{"static":{"member":{"peerSecret":"p"}}}}`},
+		{"an empty TLS block", `{"size":3,"TLS":{}}`},
+		{"a volume per member", `{"size":3,"pod":` + storage + `}`},
+		{"user labels, env and cluster domain", `{"size":5,"pod":{"labels":{"team":"a"},"etcdEnv":[{"name":"ETCD_AUTO_COMPACTION_RETENTION","value":"1"}],"ClusterDomain":".cluster.local","DNSTimeoutInSecond":60}}`},
+		{"tolerations and requests within limits", `{"size":3,"pod":{"tolerations":[{"key":"k","operator":"Exists","effect":"NoSchedule"}],"resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"}}}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "example"}}
+			if err := json.Unmarshal([]byte(tc.spec), &c.Spec); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateUpdateRefusesTLSSwitch(t *testing.T) {
+	plain := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: api.ClusterSpec{Size: 3}}
+	secure := plain.DeepCopy()
+	secure.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
+		Member:         &api.MemberSecret{PeerSecret: "p", ServerSecret: "s"},
+		OperatorSecret: "o",
+	}}
+	if err := secure.ValidateUpdate(plain); err == nil || !strings.Contains(err.Error(), "TLS cannot be turned on or off") {
+		t.Fatalf("turning TLS on: got %v", err)
+	}
+	if err := plain.ValidateUpdate(secure); err == nil {
+		t.Fatal("turning TLS off was accepted")
+	}
+	grown := plain.DeepCopy()
+	grown.Spec.Size = 5
+	if err := grown.ValidateUpdate(plain); err != nil {
+		t.Fatalf("a resize was refused: %v", err)
+	}
+}

@@ -1,0 +1,325 @@
+// Package crdutil defines the project's CustomResourceDefinitions, the single source of
+// both install paths (the operators' --create-crd=true and the YAML under example/crd),
+// and installs them.
+package crdutil
+
+import (
+	"fmt"
+	"strings"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// All returns the three definitions, in a stable order.
+func All() []*apiextv1.CustomResourceDefinition {
+	return []*apiextv1.CustomResourceDefinition{EtcdCluster(), EtcdBackup(), EtcdRestore()}
+}
+
+// Regular expressions shared with the Go validation in pkg/apis, written as CEL raw strings.
+const (
+	dnsSubdomainRE = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	envNameRE      = `^[-._a-zA-Z][-._a-zA-Z0-9]*$`
+	// schemaVersionRE is api.VersionPattern narrowed to what the operator runs: 3.2 and later.
+	schemaVersionRE = `^v?3\.([2-9]|[1-9][0-9]+)\.[0-9]+(-[0-9A-Za-z.-]+)?$`
+)
+
+func matches(re string) string { return "self.matches(r'" + re + "')" }
+
+func secretName() schema {
+	return withRules(boundedStr(253), [2]string{matches(dnsSubdomainRE), "must be the name of a Secret (a DNS subdomain)"})
+}
+
+func bucketPath() schema {
+	return withRules(boundedStr(1024), [2]string{matches(api.BucketPathPattern), `must be "<bucket>/<key>"`})
+}
+
+func newCRD(plural, kind string, shortNames []string, root schema, columns []apiextv1.CustomResourceColumnDefinition) *apiextv1.CustomResourceDefinition {
+	return &apiextv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + api.GroupName},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group: api.GroupName,
+			Scope: apiextv1.NamespaceScoped,
+			// Spelled out because the apiserver defaults it: Install compares definitions.
+			Conversion: &apiextv1.CustomResourceConversion{Strategy: apiextv1.NoneConverter},
+			Names: apiextv1.CustomResourceDefinitionNames{
+				Plural:     plural,
+				Singular:   strings.ToLower(kind),
+				Kind:       kind,
+				ListKind:   kind + "List",
+				ShortNames: shortNames,
+			},
+			Versions: []apiextv1.CustomResourceDefinitionVersion{{
+				Name:                     api.Version,
+				Served:                   true,
+				Storage:                  true,
+				Schema:                   &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &root},
+				Subresources:             &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
+				AdditionalPrinterColumns: columns,
+			}},
+		},
+	}
+}
+
+func column(name, typ, path string) apiextv1.CustomResourceColumnDefinition {
+	return apiextv1.CustomResourceColumnDefinition{Name: name, Type: typ, JSONPath: path}
+}
+
+var ageColumn = column("Age", "date", ".metadata.creationTimestamp")
+
+func rootSchema(description string, spec, status schema, rules ...[2]string) schema {
+	s := object(map[string]schema{
+		"apiVersion": str(),
+		"kind":       str(),
+		"metadata":   {Type: "object"},
+		"spec":       spec,
+		"status":     status,
+	}, "spec")
+	s.Description = description
+	return withRules(s, rules...)
+}
+
+// EtcdCluster is the definition of etcdclusters.etcd.database.coreos.com.
+func EtcdCluster() *apiextv1.CustomResourceDefinition {
+	root := rootSchema("EtcdCluster is an etcd cluster managed by etcd-operator.",
+		clusterSpecSchema(), clusterStatusSchema(),
+		[2]string{fmt.Sprintf("size(self.metadata.name) <= %d", api.MaxNameLength),
+			fmt.Sprintf("metadata.name: an EtcdCluster name may have at most %d characters, so that member names (name plus 11 characters) fit in a DNS label", api.MaxNameLength)},
+	)
+	return newCRD(api.EtcdClusterResourcePlural, api.EtcdClusterResourceKind, []string{"etcd", "etcdclus"}, root,
+		[]apiextv1.CustomResourceColumnDefinition{
+			column("Size", "integer", ".spec.size"),
+			column("Version", "string", ".status.currentVersion"),
+			column("Phase", "string", ".status.phase"),
+			ageColumn,
+		})
+}
+
+// secureExpr is the CEL form of TLSPolicy.IsSecureClient / IsSecurePeer for a cluster spec x.
+func secureExpr(x string, peer bool) string {
+	if peer {
+		return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.member) && has(%[1]s.TLS.static.member.peerSecret) && %[1]s.TLS.static.member.peerSecret != '')", x)
+	}
+	return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.operatorSecret) && %[1]s.TLS.static.operatorSecret != '')", x)
+}
+
+func clusterSpecSchema() schema {
+	reserved := make([]string, 0, api.ReservedEtcdEnv.Len())
+	for _, name := range sets.List(api.ReservedEtcdEnv) {
+		reserved = append(reserved, "'"+name+"'")
+	}
+	envVar := withRules(object(map[string]schema{
+		"name":      boundedStr(128),
+		"value":     str(),
+		"valueFrom": openObject(nil),
+	}, "name"),
+		[2]string{"self.name.matches(r'" + envNameRE + "')", "name must be a valid environment variable name"},
+		[2]string{"!(self.name in [" + strings.Join(reserved, ", ") + "])",
+			"this etcd setting is passed by the operator as a flag; etcd refuses to start when it is set twice"},
+	)
+	env := array(envVar)
+	env.XListType = ptr("map")
+	env.XListMapKeys = []string{"name"}
+	env.MaxItems = ptr[int64](64)
+
+	labels := stringMap()
+	labels.MaxProperties = ptr[int64](64)
+	labels = withRules(labels, [2]string{"self.all(k, k != 'app' && !k.startsWith('etcd_'))",
+		`labels "app" and "etcd_*" are reserved by the operator`})
+	annotations := withRules(stringMap(), [2]string{"!('" + api.AnnotationVersion + "' in self)",
+		"annotation etcd.version is reserved by the operator: it records the member's etcd version"})
+
+	pvc := withRules(openObject(map[string]schema{
+		"accessModes":      array(enum("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany")),
+		"storageClassName": str(),
+		"resources":        openObject(map[string]schema{"requests": quantityMap(), "limits": quantityMap()}),
+	}), [2]string{"has(self.resources) && has(self.resources.requests) && 'storage' in self.resources.requests",
+		"every member's volume needs resources.requests.storage, like 1Gi"})
+
+	pod := object(map[string]schema{
+		"labels":       labels,
+		"nodeSelector": stringMap(),
+		"affinity":     openObject(nil),
+		"antiAffinity": withDescription(boolean(), "Deprecated: use affinity. Spreads members one per node."),
+		"resources":    openObject(map[string]schema{"limits": quantityMap(), "requests": quantityMap()}),
+		"tolerations": array(openObject(map[string]schema{
+			"key":               str(),
+			"operator":          enum("Equal", "Exists", ""),
+			"value":             str(),
+			"effect":            enum("NoSchedule", "PreferNoSchedule", "NoExecute", ""),
+			"tolerationSeconds": integer(),
+		})),
+		"etcdEnv":                   env,
+		"persistentVolumeClaimSpec": pvc,
+		"annotations":               annotations,
+		"busyboxImage": withRules(boundedStr(512), [2]string{matches(api.ImagePattern),
+			"must be an image reference like busybox:1.28.0-glibc"}),
+		"securityContext": openObject(map[string]schema{
+			"runAsUser": nonNegative(), "runAsGroup": nonNegative(), "fsGroup": nonNegative(),
+		}),
+		"DNSTimeoutInSecond": withDescription(nonNegative(), "Seconds to wait for the member's DNS record; 0 waits forever."),
+		"ClusterDomain": withRules(boundedStr(253), [2]string{matches(api.ClusterDomainPattern),
+			"must be empty or a DNS suffix starting with a dot, like .cluster.local"}),
+	})
+
+	tls := object(map[string]schema{
+		"static": withRules(object(map[string]schema{
+			"member": object(map[string]schema{
+				"peerSecret":   secretName(),
+				"serverSecret": secretName(),
+			}),
+			"operatorSecret": secretName(),
+		}), [2]string{
+			"(has(self.operatorSecret) && self.operatorSecret != '') == (has(self.member) && has(self.member.serverSecret) && self.member.serverSecret != '')",
+			"operatorSecret and member.serverSecret go together: members that serve clients over https need the operator's client certificate, and the other way round",
+		}),
+	})
+
+	return withRules(object(map[string]schema{
+		"size": withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
+		"repository": withRules(boundedStr(255), [2]string{matches(api.RepositoryPattern),
+			"must be an image repository without tag or digest, like quay.io/coreos/etcd"}),
+		"version": withRules(boundedStr(64), [2]string{matches(schemaVersionRE),
+			"must be an etcd version, 3.2 or later, like 3.5.21"}),
+		"paused": boolean(),
+		"pod":    pod,
+		"TLS":    tls,
+	}, "size"), [2]string{
+		fmt.Sprintf("%s == %s && %s == %s", secureExpr("self", false), secureExpr("oldSelf", false), secureExpr("self", true), secureExpr("oldSelf", true)),
+		"TLS cannot be turned on or off for an existing cluster: every member's URLs are recorded in the etcd membership",
+	})
+}
+
+func clusterStatusSchema() schema {
+	return object(map[string]schema{
+		"phase":              str(),
+		"reason":             str(),
+		"controlPaused":      boolean(),
+		"observedGeneration": integer(),
+		"conditions": array(object(map[string]schema{
+			"type":               str(),
+			"status":             str(),
+			"lastUpdateTime":     str(),
+			"lastTransitionTime": str(),
+			"reason":             str(),
+			"message":            str(),
+		}, "type", "status")),
+		"size":        integer(),
+		"serviceName": str(),
+		"clientPort":  integer(),
+		"members": object(map[string]schema{
+			"ready":   array(str()),
+			"unready": array(str()),
+		}),
+		"currentVersion": str(),
+		"targetVersion":  str(),
+	})
+}
+
+var storageTypes = []string{
+	string(api.BackupStorageTypeS3), string(api.BackupStorageTypeABS),
+	string(api.BackupStorageTypeGCS), string(api.BackupStorageTypeOSS),
+}
+
+// sourceSchemas are the per-store blocks shared by EtcdBackup and EtcdRestore.
+func sourceSchemas() map[string]schema {
+	return map[string]schema{
+		"s3": object(map[string]schema{
+			"path":           bucketPath(),
+			"awsSecret":      secretName(),
+			"endpoint":       str(),
+			"forcePathStyle": boolean(),
+		}, "path", "awsSecret"),
+		"abs": object(map[string]schema{"path": bucketPath(), "absSecret": secretName()}, "path", "absSecret"),
+		"gcs": object(map[string]schema{"path": bucketPath(), "gcpSecret": secretName()}, "path"),
+		"oss": object(map[string]schema{
+			"path":      bucketPath(),
+			"ossSecret": secretName(),
+			"endpoint":  str(),
+		}, "path", "ossSecret"),
+	}
+}
+
+// storageRules require the block that matches the storage type field.
+func storageRules(typeField string) [][2]string {
+	var rules [][2]string
+	for _, t := range storageTypes {
+		key := strings.ToLower(t)
+		rules = append(rules, [2]string{
+			fmt.Sprintf("self.%s != '%s' || has(self.%s)", typeField, t, key),
+			fmt.Sprintf("%s %s needs spec.%s", typeField, t, key),
+		})
+	}
+	return rules
+}
+
+// EtcdBackup is the definition of etcdbackups.etcd.database.coreos.com.
+func EtcdBackup() *apiextv1.CustomResourceDefinition {
+	props := sourceSchemas()
+	endpoints := array(withRules(boundedStr(2048), [2]string{"self.startsWith('http://') || self.startsWith('https://')",
+		"must be a client URL like http://example-etcd-cluster-client:2379"}))
+	endpoints.MinItems = ptr[int64](1)
+	props["etcdEndpoints"] = endpoints
+	props["storageType"] = enum(storageTypes...)
+	props["backupPolicy"] = object(map[string]schema{
+		"timeoutInSecond":        withDescription(nonNegative(), "Bound of one backup in seconds; 0 means 60."),
+		"backupIntervalInSecond": withDescription(nonNegative(), "Seconds between backups; 0 means one backup."),
+		"maxBackups":             withDescription(nonNegative(), "Periodic backups to keep; 0 keeps all."),
+	})
+	props["clientTLSSecret"] = secretName()
+	spec := withRules(object(props, "etcdEndpoints", "storageType"), storageRules("storageType")...)
+
+	status := object(map[string]schema{
+		"succeeded":       boolean(),
+		"Reason":          str(),
+		"etcdVersion":     str(),
+		"etcdRevision":    integer(),
+		"lastSuccessDate": dateTime(),
+		"backupPath":      str(),
+		"backupSize":      integer(),
+		"sha256":          str(),
+	})
+	// lastSuccessDate is a metav1.Time without omitempty: it is null until the first success.
+	ls := status.Properties["lastSuccessDate"]
+	ls.Nullable = true
+	status.Properties["lastSuccessDate"] = ls
+
+	return newCRD(api.EtcdBackupResourcePlural, api.EtcdBackupResourceKind, nil,
+		rootSchema("EtcdBackup asks for a one-shot or periodic backup of an etcd cluster.", spec, status),
+		[]apiextv1.CustomResourceColumnDefinition{
+			column("Succeeded", "boolean", ".status.succeeded"),
+			column("Revision", "integer", ".status.etcdRevision"),
+			column("Last Success", "date", ".status.lastSuccessDate"),
+			ageColumn,
+		})
+}
+
+// EtcdRestore is the definition of etcdrestores.etcd.database.coreos.com.
+func EtcdRestore() *apiextv1.CustomResourceDefinition {
+	props := sourceSchemas()
+	props["backupStorageType"] = enum(storageTypes...)
+	props["etcdCluster"] = object(map[string]schema{"name": withRules(boundedStr(253),
+		[2]string{"self != ''", "names the EtcdCluster to restore"})}, "name")
+	spec := withRules(object(props, "backupStorageType", "etcdCluster"), storageRules("backupStorageType")...)
+
+	status := object(map[string]schema{
+		"succeeded":      boolean(),
+		"reason":         str(),
+		"phase":          str(),
+		"startTime":      dateTime(),
+		"completionTime": dateTime(),
+	})
+	return newCRD(api.EtcdRestoreResourcePlural, api.EtcdRestoreResourceKind, nil,
+		rootSchema("EtcdRestore replaces an EtcdCluster with one seeded from a backup.", spec, status,
+			[2]string{"self.metadata.name == self.spec.etcdCluster.name",
+				"spec.etcdCluster.name must equal the EtcdRestore's name: the restored cluster keeps that name"}),
+		[]apiextv1.CustomResourceColumnDefinition{
+			column("Succeeded", "boolean", ".status.succeeded"),
+			column("Phase", "string", ".status.phase"),
+			column("Cluster", "string", ".spec.etcdCluster.name"),
+			ageColumn,
+		})
+}

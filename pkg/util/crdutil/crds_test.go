@@ -1,0 +1,223 @@
+package crdutil
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// admission runs a definition's schema the way kube-apiserver does on create and update:
+// the OpenAPI validator and list uniqueness, then the CEL rules.
+type admission struct {
+	openapi    schemavalidation.SchemaValidator
+	structural *structuralschema.Structural
+	cel        *cel.Validator
+}
+
+func newAdmission(t *testing.T, crd *apiextv1.CustomResourceDefinition) *admission {
+	t.Helper()
+	internal := &apiextensions.CustomResourceDefinition{}
+	if err := apiextv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(crd, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver fills in storedVersions; the rest of the definition must be valid as written.
+	internal.Status.StoredVersions = []string{"v1beta2"}
+	if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), internal); len(errs) > 0 {
+		t.Fatalf("the apiserver would refuse CRD %s: %v", crd.Name, errs.ToAggregate())
+	}
+	// With a single version, the conversion hoists its schema to spec.validation.
+	s := internal.Spec.Validation.OpenAPIV3Schema
+	openapi, _, err := schemavalidation.NewSchemaValidator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	structural, err := structuralschema.NewStructural(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &admission{openapi: openapi, structural: structural, cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
+}
+
+func (a *admission) check(obj, old map[string]any) field.ErrorList {
+	errs := schemavalidation.ValidateCustomResource(nil, obj, a.openapi)
+	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, a.structural, obj)...)
+	if len(errs) > 0 {
+		return errs
+	}
+	var oldObj any
+	if old != nil {
+		oldObj = old
+	}
+	celErrs, _ := a.cel.Validate(context.Background(), nil, a.structural, obj, oldObj, celconfig.RuntimeCELCostBudget)
+	return celErrs
+}
+
+func admissions(t *testing.T) map[string]*admission {
+	out := map[string]*admission{}
+	for _, crd := range All() {
+		out[crd.Spec.Names.Kind] = newAdmission(t, crd)
+	}
+	return out
+}
+
+// roundTrip gives the object the JSON types (float64 numbers, ...) the apiserver sees.
+func roundTrip(t *testing.T, obj map[string]any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSchemaRejectsInvalidCases(t *testing.T) {
+	adm := admissions(t)
+	cases, err := apitest.LoadInvalid()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			errs := adm[tc.Kind].check(roundTrip(t, tc.Object("default")), nil)
+			if tc.SchemaError == "" {
+				if len(errs) > 0 {
+					t.Fatalf("the table says this object is admitted, but the schema refuses it: %v", errs.ToAggregate())
+				}
+				return
+			}
+			if len(errs) == 0 {
+				t.Fatalf("admitted; want an error containing %q", tc.SchemaError)
+			}
+			if got := errs.ToAggregate().Error(); !strings.Contains(got, tc.SchemaError) {
+				t.Fatalf("error %q does not contain %q", got, tc.SchemaError)
+			}
+		})
+	}
+}
+
+// exampleObjects are the custom resources under example/, which users apply as written.
+func exampleObjects(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	err := filepath.Walk(filepath.Join("..", "..", "..", "example"), func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, doc := range bytes.Split(data, []byte("\n---")) {
+			var obj map[string]any
+			if err := yaml.Unmarshal(doc, &obj); err != nil {
+				return err
+			}
+			if av, _ := obj["apiVersion"].(string); strings.HasPrefix(av, "etcd.database.coreos.com/") {
+				out[path+"#"+string(rune('0'+i))] = obj
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSchemaAdmitsExamples(t *testing.T) {
+	adm := admissions(t)
+	examples := exampleObjects(t)
+	for path, obj := range examples {
+		t.Run(path, func(t *testing.T) {
+			if errs := adm[obj["kind"].(string)].check(roundTrip(t, obj), nil); len(errs) > 0 {
+				t.Fatalf("refused: %v", errs.ToAggregate())
+			}
+		})
+	}
+}
+
+func TestSchemaRefusesTurningTLSOnOrOff(t *testing.T) {
+	adm := admissions(t)["EtcdCluster"]
+	plain := map[string]any{"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdCluster",
+		"metadata": map[string]any{"name": "c"}, "spec": map[string]any{"size": 3}}
+	secure := roundTrip(t, plain)
+	secure["spec"].(map[string]any)["TLS"] = map[string]any{"static": map[string]any{
+		"member":         map[string]any{"peerSecret": "p", "serverSecret": "s"},
+		"operatorSecret": "o",
+	}}
+	resized := roundTrip(t, secure)
+	resized["spec"].(map[string]any)["size"] = 5
+	tests := []struct {
+		name     string
+		old, new map[string]any
+		refused  bool
+	}{
+		{"turning TLS on", plain, secure, true},
+		{"turning TLS off", secure, plain, true},
+		{"resizing a TLS cluster", secure, resized, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := adm.check(roundTrip(t, tc.new), roundTrip(t, tc.old))
+			if tc.refused && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "TLS cannot be turned on or off")) {
+				t.Fatalf("want refusal, got %v", errs)
+			}
+			if !tc.refused && len(errs) > 0 {
+				t.Fatalf("refused: %v", errs.ToAggregate())
+			}
+		})
+	}
+}
+
+func TestManifestsMatchDefinitions(t *testing.T) {
+	for _, crd := range All() {
+		want, err := YAML(crd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("..", "..", "..", "example", "crd", FileName(crd))
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run hack/update-codegen.sh)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s differs from the definition the operators install: run hack/update-codegen.sh", path)
+		}
+	}
+}
+
+func TestDefinitionNames(t *testing.T) {
+	cluster := EtcdCluster()
+	if got := strings.Join(cluster.Spec.Names.ShortNames, ","); got != "etcd,etcdclus" {
+		t.Fatalf("short names %q", got)
+	}
+	for _, crd := range All() {
+		v := crd.Spec.Versions[0]
+		if v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("%s has no status subresource", crd.Name)
+		}
+		if crd.Spec.Scope != apiextv1.NamespaceScoped {
+			t.Errorf("%s is not namespaced", crd.Name)
+		}
+	}
+}
