@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Grants the default service account of a namespace what the etcd operators need:
+# a ClusterRole and ClusterRoleBinding (the default, needed for --create-crd=true and
+# --cluster-wide), or with --namespaced a Role and RoleBinding in that namespace only.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+ROLE_NAME="${ROLE_NAME:-etcd-operator}"
+ROLE_BINDING_NAME="${ROLE_BINDING_NAME:-etcd-operator}"
+NAMESPACE="${NAMESPACE:-default}"
+NAMESPACED="${NAMESPACED:-false}"
+KUBECTL="${KUBECTL:-kubectl}"
+
+usage() {
+    cat <<USAGE
+Usage: $(basename "$0") [options]
+
+Creates the RBAC rules the etcd operators need, bound to the "default" service
+account of the namespace.
+
+Options:
+  --role-name=NAME          name of the (Cluster)Role      (env ROLE_NAME, default etcd-operator)
+  --role-binding-name=NAME  name of the (Cluster)RoleBinding (env ROLE_BINDING_NAME, default etcd-operator)
+  --namespace=NAMESPACE     namespace of the service account (env NAMESPACE, default default)
+  --namespaced              create a Role and RoleBinding instead, for operators run with
+                            --create-crd=false (env NAMESPACED=true)
+  -h, --help                show this help
+
+kubectl is taken from \$KUBECTL, or from PATH.
+USAGE
+}
+
+for arg in "$@"; do
+    case "$arg" in
+        --role-name=*) ROLE_NAME="${arg#*=}" ;;
+        --role-binding-name=*) ROLE_BINDING_NAME="${arg#*=}" ;;
+        --namespace=*) NAMESPACE="${arg#*=}" ;;
+        --namespaced) NAMESPACED=true ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "unknown option: $arg" >&2; usage >&2; exit 1 ;;
+    esac
+done
+
+for value in "$ROLE_NAME" "$ROLE_BINDING_NAME" "$NAMESPACE"; do
+    if ! [[ "$value" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]]; then
+        echo "not a valid Kubernetes name: '$value'" >&2
+        exit 1
+    fi
+done
+
+dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ "$NAMESPACED" = true ]; then
+    role="$dir/role-template.yaml" binding="$dir/role-binding-template.yaml"
+else
+    role="$dir/cluster-role-template.yaml" binding="$dir/cluster-role-binding-template.yaml"
+fi
+
+if ! "$KUBECTL" get namespace "$NAMESPACE" >/dev/null; then
+    echo "namespace $NAMESPACE does not exist: create it first (kubectl create namespace $NAMESPACE)" >&2
+    exit 1
+fi
+
+render() {
+    sed -e "s/<ROLE_NAME>/${ROLE_NAME}/g" \
+        -e "s/<ROLE_BINDING_NAME>/${ROLE_BINDING_NAME}/g" \
+        -e "s/<NAMESPACE>/${NAMESPACE}/g" "$1"
+}
+
+{ render "$role"; echo "---"; render "$binding"; } | "$KUBECTL" create -f -

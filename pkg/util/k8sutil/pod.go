@@ -1,0 +1,427 @@
+package k8sutil
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// Values of etcd's --initial-cluster-state: "new" only for the seed member
+// that bootstraps a cluster, "existing" for every member added with MemberAdd.
+const (
+	ClusterStateNew      = "new"
+	ClusterStateExisting = "existing"
+)
+
+// Names and paths inside a member pod. The data ones are exported for the
+// restore feature, whose init containers fill the data directory before etcd
+// starts and must mount the same volume at the same place.
+const (
+	EtcdContainerName     = "etcd"
+	DNSCheckContainerName = "check-dns"
+	EtcdDataVolumeName    = "etcd-data"
+	EtcdDataMountDir      = "/var/etcd"
+	EtcdDataDir           = EtcdDataMountDir + "/data"
+)
+
+// TLS secrets are mounted where the original mounted them, so that secrets
+// and certificates made for it keep working.
+const (
+	peerTLSVolumeName     = "member-peer-tls"
+	peerTLSDir            = "/etc/etcdtls/member/peer-tls"
+	serverTLSVolumeName   = "member-server-tls"
+	serverTLSDir          = "/etc/etcdtls/member/server-tls"
+	operatorTLSVolumeName = "etcd-client-tls"
+	operatorTLSDir        = "/etc/etcdtls/operator/etcd-tls"
+)
+
+// Probe paths on the metrics listener. /health answers 503 when the member
+// has no leader, has an active alarm or cannot serve a linearizable read, so
+// readiness (and through it the client service and status.members) follows
+// quorum. The liveness path must not depend on the rest of the cluster,
+// otherwise a quorum loss or an overloaded leader gets healthy members killed
+// (original issue #2110), and with restartPolicy Never a killed member is
+// replaced with an empty one: serializable=true skips the leader check and
+// reads locally; exclude=NOSPACE keeps a full database (the NOSPACE alarm is
+// cluster-wide) from killing every member at once. kubeadm probes its etcd
+// the same way.
+const (
+	readinessPath = "/health"
+	livenessPath  = "/health?exclude=NOSPACE&serializable=true"
+)
+
+// PodOption changes a member pod after NewEtcdPod has built it, for callers
+// that need more than a plain member, such as the seed of a restored cluster.
+type PodOption func(*corev1.Pod)
+
+// WithInitContainers runs cs, in order, after check-dns and before etcd: a
+// restore has to fetch and unpack the snapshot into the data volume first.
+func WithInitContainers(cs ...corev1.Container) PodOption {
+	return func(p *corev1.Pod) {
+		for _, c := range cs {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, *c.DeepCopy())
+		}
+	}
+}
+
+// WithVolumes adds volumes to the pod, for the containers of
+// WithInitContainers.
+func WithVolumes(vs ...corev1.Volume) PodOption {
+	return func(p *corev1.Pod) {
+		for _, v := range vs {
+			p.Spec.Volumes = append(p.Spec.Volumes, *v.DeepCopy())
+		}
+	}
+}
+
+// EtcdDataVolumeMount mounts the data volume where etcd expects it; etcd's data
+// directory is EtcdDataDir inside it.
+func EtcdDataVolumeMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: EtcdDataVolumeName, MountPath: EtcdDataMountDir}
+}
+
+// NewEtcdPod builds the pod of member m. initialCluster is the
+// "name=peerURL" list of --initial-cluster (etcdutil.MemberSet.PeerURLPairs),
+// state is ClusterStateNew for the seed and ClusterStateExisting for a member
+// already added with MemberAdd, and token is the seed's
+// --initial-cluster-token ("" for every other member: etcd ignores it when
+// joining an existing cluster).
+//
+// The pod never restarts (restartPolicy Never), as in the original: when etcd
+// exits the pod ends, and the operator, not the kubelet, decides what becomes
+// of the member (it removes it and adds a new one). The reconcile loop relies
+// on this: a dead pod means a dead member.
+func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, initialCluster []string, state, token string, opts ...PodOption) *corev1.Pod {
+	policy := podPolicy(cluster)
+	probes := probesFor(cluster.Spec.Version, m.SecureClient)
+
+	annotations := map[string]string{}
+	maps.Copy(annotations, policy.Annotations)
+	// The operator's annotation wins: upgrades compare it with spec.version.
+	annotations[v1beta2.AnnotationVersion] = v1beta2.NormalizeVersion(cluster.Spec.Version)
+
+	ports := []corev1.ContainerPort{
+		containerPort(ClientPortName, EtcdClientPort),
+		containerPort(PodPeerPortName, EtcdPeerPort),
+	}
+	if probes.metrics {
+		ports = append(ports, containerPort(MetricsPortName, EtcdMetricsPort))
+	}
+
+	volumes, mounts := memberVolumes(cluster, m, probes.operatorSecret)
+
+	etcd := corev1.Container{
+		Name:            EtcdContainerName,
+		Image:           v1beta2.EtcdImage(cluster.Spec.Repository, cluster.Spec.Version),
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         etcdCommand(m, initialCluster, state, token, probes.metrics),
+		Ports:           ports,
+		Env:             copyEnv(policy.EtcdEnv),
+		Resources:       *policy.Resources.DeepCopy(),
+		VolumeMounts:    mounts,
+		ReadinessProbe:  probes.readiness,
+		LivenessProbe:   probes.liveness,
+	}
+
+	checkDNS := corev1.Container{
+		Name:            DNSCheckContainerName,
+		Image:           policy.BusyboxImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/bin/sh", "-c", dnsCheckScript(m.Addr(), policy.DNSTimeoutInSecond)},
+		Resources:       *policy.Resources.DeepCopy(),
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            m.Name,
+			Namespace:       cluster.Namespace,
+			Labels:          MemberLabels(cluster, m.Name),
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{AsOwner(cluster)},
+		},
+		Spec: corev1.PodSpec{
+			// hostname.subdomain is the member's DNS name in the headless
+			// peer service; peer URLs and certificates are built on it.
+			Hostname:       m.Name,
+			Subdomain:      PeerServiceName(cluster.Name),
+			InitContainers: []corev1.Container{checkDNS},
+			Containers:     []corev1.Container{etcd},
+			Volumes:        volumes,
+			RestartPolicy:  corev1.RestartPolicyNever,
+			// etcd never talks to the Kubernetes API.
+			AutomountServiceAccountToken: new(false),
+			// etcd takes its configuration from ETCD_* variables too (and
+			// warns about each one it does not know), while service links
+			// inject ETCD_* variables for every service whose name starts
+			// with "etcd", this cluster's own when it is called so. The
+			// member needs none of them.
+			EnableServiceLinks: new(false),
+			NodeSelector:       maps.Clone(policy.NodeSelector),
+			Affinity:           policy.Affinity.DeepCopy(),
+			Tolerations:        copyTolerations(policy.Tolerations),
+			SecurityContext:    policy.SecurityContext.DeepCopy(),
+		},
+	}
+	for _, opt := range opts {
+		opt(pod)
+	}
+	return pod
+}
+
+// NewEtcdPVC builds the claim of a member's data volume, named like the member
+// so the pod can find it and the operator can delete it with the member. It
+// returns nil when the cluster does not ask for persistent volumes.
+func NewEtcdPVC(cluster *v1beta2.EtcdCluster, memberName string) *corev1.PersistentVolumeClaim {
+	policy := podPolicy(cluster)
+	if policy.PersistentVolumeClaimSpec == nil {
+		return nil
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            memberName,
+			Namespace:       cluster.Namespace,
+			Labels:          ClusterLabels(cluster.Name),
+			OwnerReferences: []metav1.OwnerReference{AsOwner(cluster)},
+		},
+		Spec: *policy.PersistentVolumeClaimSpec.DeepCopy(),
+	}
+}
+
+// etcdCommand is an argv list, not a string split on spaces as in the
+// original, so no value can ever be cut in two or smuggle in a flag.
+func etcdCommand(m *etcdutil.Member, initialCluster []string, state, token string, metrics bool) []string {
+	cmd := []string{
+		"/usr/local/bin/etcd",
+		"--data-dir=" + EtcdDataDir,
+		"--name=" + m.Name,
+		"--initial-advertise-peer-urls=" + m.PeerURL(),
+		"--listen-peer-urls=" + m.ListenPeerURL(),
+		"--listen-client-urls=" + m.ListenClientURL(),
+		"--advertise-client-urls=" + m.ClientURL(),
+		"--initial-cluster=" + strings.Join(initialCluster, ","),
+		"--initial-cluster-state=" + state,
+	}
+	if metrics {
+		// Plain HTTP even when TLS is on: the kubelet probes it without a
+		// client certificate, and it serves no keys, only health and metrics.
+		cmd = append(cmd, fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", EtcdMetricsPort))
+	}
+	if m.SecurePeer {
+		cmd = append(cmd,
+			"--peer-client-cert-auth=true",
+			"--peer-trusted-ca-file="+path.Join(peerTLSDir, "peer-ca.crt"),
+			"--peer-cert-file="+path.Join(peerTLSDir, "peer.crt"),
+			"--peer-key-file="+path.Join(peerTLSDir, "peer.key"),
+		)
+	}
+	if m.SecureClient {
+		cmd = append(cmd,
+			"--client-cert-auth=true",
+			"--trusted-ca-file="+path.Join(serverTLSDir, "server-ca.crt"),
+			"--cert-file="+path.Join(serverTLSDir, "server.crt"),
+			"--key-file="+path.Join(serverTLSDir, "server.key"),
+		)
+	}
+	if token != "" {
+		cmd = append(cmd, "--initial-cluster-token="+token)
+	}
+	return cmd
+}
+
+// memberVolumes returns the pod's volumes and the etcd container's mounts.
+// TLS volumes follow the member's URL schemes, so flags and files always
+// match; the secret names come from the cluster's TLS policy.
+func memberVolumes(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, operatorSecret bool) ([]corev1.Volume, []corev1.VolumeMount) {
+	policy := podPolicy(cluster)
+	data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	if policy.PersistentVolumeClaimSpec != nil {
+		data = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Name}}
+	}
+	volumes := []corev1.Volume{{Name: EtcdDataVolumeName, VolumeSource: data}}
+	mounts := []corev1.VolumeMount{EtcdDataVolumeMount()}
+
+	addSecret := func(volume, secret, dir string) {
+		volumes = append(volumes, corev1.Volume{
+			Name:         volume,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}},
+		})
+		mounts = append(mounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
+	}
+	static := staticTLS(cluster)
+	if m.SecurePeer {
+		addSecret(peerTLSVolumeName, static.Member.PeerSecret, peerTLSDir)
+	}
+	if m.SecureClient {
+		addSecret(serverTLSVolumeName, static.Member.ServerSecret, serverTLSDir)
+		if operatorSecret {
+			addSecret(operatorTLSVolumeName, static.OperatorSecret, operatorTLSDir)
+		}
+	}
+	return volumes, mounts
+}
+
+// memberProbes is what the kubelet can probe on a given etcd version.
+type memberProbes struct {
+	readiness, liveness *corev1.Probe
+	// metrics: the member runs the plain-HTTP metrics listener.
+	metrics bool
+	// operatorSecret: the probes need the operator's client certificate.
+	operatorSecret bool
+}
+
+// probesFor picks probes that need neither a shell nor a client certificate
+// wherever etcd allows it. Upstream etcd images are distroless since 3.5 (no
+// /bin/sh), so the original's shell probe cannot run there, and it was the
+// only reason every member carried the operator's client certificate.
+//
+//   - >= 3.5: readiness /health, liveness /health?serializable=true (answers
+//     without a leader; see livenessPath), both on the metrics listener.
+//   - 3.3, 3.4: readiness /health on the metrics listener; liveness is a TCP
+//     connect to the client port, because /health of these versions has no
+//     serializable mode and would fail on quorum loss.
+//   - 3.2: no metrics listener, so the original's etcdctl probes stay; 3.2
+//     images are Alpine-based and have a shell.
+//
+// Readiness is faster than the original's (every 2 s instead of 5 s) so that
+// status and the client service follow members quickly. An unparsable
+// version, which validation rejects, gets the probes of current etcd.
+func probesFor(version string, secureClient bool) memberProbes {
+	readiness := func(h corev1.ProbeHandler) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        h,
+			InitialDelaySeconds: 1,
+			TimeoutSeconds:      5,
+			PeriodSeconds:       2,
+			FailureThreshold:    3,
+		}
+	}
+	liveness := func(h corev1.ProbeHandler) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        h,
+			InitialDelaySeconds: 10,
+			TimeoutSeconds:      10,
+			PeriodSeconds:       60,
+			FailureThreshold:    3,
+		}
+	}
+	major, minor, err := v1beta2.ParseVersion(version)
+	switch {
+	case err == nil && (major < 3 || major == 3 && minor <= 2):
+		h := etcdctlProbe(secureClient)
+		return memberProbes{readiness: readiness(h), liveness: liveness(h), operatorSecret: secureClient}
+	case err == nil && major == 3 && minor <= 4:
+		return memberProbes{
+			readiness: readiness(httpProbe(readinessPath)),
+			liveness:  liveness(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(EtcdClientPort)}}),
+			metrics:   true,
+		}
+	default:
+		return memberProbes{
+			readiness: readiness(httpProbe(readinessPath)),
+			liveness:  liveness(httpProbe(livenessPath)),
+			metrics:   true,
+		}
+	}
+}
+
+func httpProbe(path string) corev1.ProbeHandler {
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path:   path,
+		Port:   intstr.FromInt32(EtcdMetricsPort),
+		Scheme: corev1.URISchemeHTTP,
+	}}
+}
+
+// etcdctlProbe is the original's probe, kept for etcd 3.2 only. With client
+// TLS it needs the operator's client certificate, mounted for that purpose.
+func etcdctlProbe(secureClient bool) corev1.ProbeHandler {
+	cmd := "ETCDCTL_API=3 etcdctl endpoint status"
+	if secureClient {
+		cmd = fmt.Sprintf("ETCDCTL_API=3 etcdctl --endpoints=https://localhost:%d --cert=%s --key=%s --cacert=%s endpoint status",
+			EtcdClientPort,
+			path.Join(operatorTLSDir, etcdutil.SecretClientCert),
+			path.Join(operatorTLSDir, etcdutil.SecretClientKey),
+			path.Join(operatorTLSDir, etcdutil.SecretClientCA))
+	}
+	return corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-ec", cmd}}}
+}
+
+// dnsCheckScript waits until the member's own DNS name resolves. etcd
+// resolves its advertised peer URL at start and, with TLS, peers check the
+// certificate against the reverse lookup of the connecting IP, so starting
+// before the headless service publishes the pod only makes etcd fail.
+//
+// A positive timeout is measured on the clock rather than by counting tries:
+// one failing nslookup can itself take seconds. A zero timeout waits forever;
+// the operator replaces members that stay Pending too long, which bounds it.
+func dnsCheckScript(addr string, timeoutSeconds int64) string {
+	if timeoutSeconds <= 0 {
+		return fmt.Sprintf(`until nslookup %s; do
+  sleep 1
+done`, addr)
+	}
+	return fmt.Sprintf(`deadline=$(( $(date +%%s) + %d ))
+until nslookup %s; do
+  if [ "$(date +%%s)" -ge "$deadline" ]; then
+    echo "Timed out waiting for DNS entry"
+    exit 1
+  fi
+  sleep 1
+done`, timeoutSeconds, addr)
+}
+
+func containerPort(name string, port int32) corev1.ContainerPort {
+	return corev1.ContainerPort{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}
+}
+
+// podPolicy tolerates a cluster that was not defaulted, so a caller's mistake
+// yields an odd pod rather than a panic in the operator.
+func podPolicy(cluster *v1beta2.EtcdCluster) *v1beta2.PodPolicy {
+	if cluster.Spec.Pod == nil {
+		return &v1beta2.PodPolicy{}
+	}
+	return cluster.Spec.Pod
+}
+
+// staticTLS never returns nil parts, for the same reason as podPolicy;
+// validation guarantees the secrets the member's URL schemes need.
+func staticTLS(cluster *v1beta2.EtcdCluster) v1beta2.StaticTLS {
+	var s v1beta2.StaticTLS
+	if cluster.Spec.TLS != nil && cluster.Spec.TLS.Static != nil {
+		s = *cluster.Spec.TLS.Static
+	}
+	if s.Member == nil {
+		s.Member = &v1beta2.MemberSecret{}
+	}
+	return s
+}
+
+func copyEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	if env == nil {
+		return nil
+	}
+	out := make([]corev1.EnvVar, len(env))
+	for i := range env {
+		env[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+func copyTolerations(ts []corev1.Toleration) []corev1.Toleration {
+	if ts == nil {
+		return nil
+	}
+	out := make([]corev1.Toleration, len(ts))
+	for i := range ts {
+		ts[i].DeepCopyInto(&out[i])
+	}
+	return out
+}

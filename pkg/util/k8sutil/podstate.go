@@ -1,0 +1,83 @@
+package k8sutil
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+)
+
+// IsPodReady tells whether the kubelet reports the pod Ready, that is whether
+// its member passes the readiness probe (from etcd 3.3 on: it has a leader and
+// serves reads). Status splits members into ready and unready with it.
+func IsPodReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// IsPodDead tells whether the pod's member can never come back. Member pods
+// have restartPolicy Never, so a pod that has Succeeded or Failed stays that
+// way, and Unknown means its node is gone or unreachable; in all three cases
+// the member must be replaced.
+func IsPodDead(pod *corev1.Pod) bool {
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown:
+		return true
+	}
+	return false
+}
+
+// IsPodPendingTooLong tells whether the pod has been Pending, counted from its
+// creation, for longer than timeout. Pending covers every way a member can
+// fail to start: unschedulable, image pull errors, an init container (such as
+// check-dns waiting forever) that never finishes. The original skipped every
+// tick while any pod was Pending, so one such pod froze healing, scaling and
+// upgrades for good; the reconcile loop replaces it instead. A timeout <= 0
+// disables the check, and a pod without a creation time (never stored) is
+// never too old. Callers skip pods being deleted first: the API shows some of
+// them as Pending.
+func IsPodPendingTooLong(pod *corev1.Pod, now time.Time, timeout time.Duration) bool {
+	if pod.Status.Phase != corev1.PodPending || timeout <= 0 || pod.CreationTimestamp.IsZero() {
+		return false
+	}
+	return now.Sub(pod.CreationTimestamp.Time) > timeout
+}
+
+// PodEtcdVersion is the etcd version the pod runs, as recorded by the
+// operator when it created or upgraded it; "" when the annotation is missing.
+// Upgrades compare it with spec.version.
+func PodEtcdVersion(pod *corev1.Pod) string {
+	return pod.Annotations[v1beta2.AnnotationVersion]
+}
+
+// IsBeingDeleted tells whether obj has a deletion timestamp. Such pods still
+// show up in listers, some of them as Pending, and must count neither as
+// members nor as pods to wait for.
+func IsBeingDeleted(obj metav1.Object) bool {
+	return obj.GetDeletionTimestamp() != nil
+}
+
+// HasExecProbes tells whether the pod's etcd container has a probe that runs a
+// command, as pods created for etcd 3.2 do. Probes cannot be changed on an
+// existing pod, so such a pod cannot be upgraded in place to an etcd image
+// without a shell (3.5 and later): its probes would fail and the member would
+// be killed. It has to be replaced by a new member instead.
+func HasExecProbes(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name != EtcdContainerName {
+			continue
+		}
+		for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+			if p != nil && p.Exec != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+package operatorrun
+
+import (
+	"fmt"
+
+	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+)
+
+// Clients are the API clients an operator uses.
+type Clients struct {
+	Kube   kubernetes.Interface
+	Etcd   versioned.Interface
+	APIExt apiextclient.Interface
+}
+
+// NewClients builds clients from a kubeconfig file, or from the pod's service account
+// when kubeconfig is empty.
+func NewClients(kubeconfig, userAgent string) (*Clients, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config (use -kubeconfig outside a cluster): %w", err)
+	}
+	cfg.UserAgent = userAgent + "/" + Version
+	// Bursts happen when many clusters start at once after a restart; the defaults (5/10)
+	// would make them queue behind each other for seconds.
+	cfg.QPS, cfg.Burst = 50, 100
+	out := &Clients{}
+	if out.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if out.Etcd, err = versioned.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if out.APIExt, err = apiextclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// NewEventRecorder returns a recorder whose events name the operator as their source,
+// and a function that stops the broadcaster.
+func NewEventRecorder(kube kubernetes.Interface, component, host string, log *logrus.Entry) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster()
+	b.StartEventWatcher(func(e *corev1.Event) {
+		log.WithField("object", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name).Debugf("event %s: %s", e.Reason, e.Message)
+	})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: host}), b.Shutdown
+}

@@ -1,0 +1,4 @@
+// Package operatorrun is what the three operator binaries share at startup: their
+// identity from the downward API, Kubernetes clients, the HTTP server for probes and
+// metrics, event recording, and Lease-based leader election.
+package operatorrun

@@ -1,0 +1,95 @@
+package operatorrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// The original's timings: a standby takes over at most ~15 s after the leader dies.
+const (
+	LeaseDuration = 15 * time.Second
+	RenewDeadline = 10 * time.Second
+	RetryPeriod   = 2 * time.Second
+)
+
+// ErrLostLeadership ends a binary that stopped leading: it exits and its Deployment
+// restarts it as a standby, which is simpler and safer than stopping every worker.
+var ErrLostLeadership = errors.New("lost leadership")
+
+// LeaderConfig says which Lease to hold.
+type LeaderConfig struct {
+	Kube      kubernetes.Interface
+	Namespace string
+	// LockName is the Lease's name: etcd-operator, etcd-backup-operator or etcd-restore-operator.
+	LockName string
+	Identity string
+	Log      *logrus.Entry
+}
+
+// RunAsLeader blocks until ctx is done or leadership is lost, running lead while this
+// process holds the Lease. It returns nil after a clean shutdown (the Lease is
+// released so a standby takes over at once) and ErrLostLeadership otherwise.
+func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Context)) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.LockName},
+		Client:     cfg.Kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}
+	leading := false
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   LeaseDuration,
+		RenewDeadline:   RenewDeadline,
+		RetryPeriod:     RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cfg.LockName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				leading = true
+				cfg.Log.Infof("became the leader (Lease %s/%s)", cfg.Namespace, cfg.LockName)
+				lead(ctx)
+			},
+			OnStoppedLeading: func() {},
+			OnNewLeader: func(id string) {
+				if id != cfg.Identity {
+					cfg.Log.Infof("the leader is %s; waiting as a standby", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	le.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if leading {
+		return ErrLostLeadership
+	}
+	return fmt.Errorf("leader election for %s ended without leading", cfg.LockName)
+}
+
+// SignalContext is cancelled on SIGTERM or SIGINT, so a pod being deleted shuts down
+// cleanly and hands its Lease over.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// NewLogger is the logrus entry a binary logs through.
+func NewLogger(binary string) *logrus.Entry {
+	l := logrus.New()
+	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	return l.WithField("pkg", binary)
+}

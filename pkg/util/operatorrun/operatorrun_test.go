@@ -1,0 +1,130 @@
+package operatorrun
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestIdentityFromEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr []string
+	}{
+		{"both set", map[string]string{EnvPodNamespace: "ns", EnvPodName: "op-1"}, nil},
+		{"namespace missing", map[string]string{EnvPodName: "op-1"}, []string{"MY_POD_NAMESPACE is not set"}},
+		{"name missing", map[string]string{EnvPodNamespace: "ns"}, []string{"MY_POD_NAME is not set"}},
+		{"both missing, both reported", nil, []string{"MY_POD_NAMESPACE is not set", "MY_POD_NAME is not set"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := IdentityFromEnv(func(k string) string { return tc.env[k] })
+			if len(tc.wantErr) == 0 {
+				if err != nil || id.Namespace != "ns" || id.PodName != "op-1" {
+					t.Fatalf("got %+v, %v", id, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "downward API") {
+					t.Fatalf("error %q does not explain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestServerReadiness(t *testing.T) {
+	srv, err := NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- srv.Run(ctx) }()
+	base := "http://" + srv.Addr()
+	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before ready = %d", code)
+	}
+	srv.SetReady(true)
+	if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz when ready = %d", code)
+	}
+	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("/metrics = %d", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServerReportsAPortInUse(t *testing.T) {
+	srv, err := NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.listener.Close()
+	if _, err := NewServer(srv.Addr()); err == nil {
+		t.Fatal("a second server on the same port started")
+	}
+}
+
+func TestRunAsLeaderHoldsAndReleasesTheLease(t *testing.T) {
+	kube := fake.NewSimpleClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	led := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- RunAsLeader(ctx, LeaderConfig{Kube: kube, Namespace: "ns", LockName: "etcd-operator", Identity: "op-1",
+			Log: logrus.NewEntry(logrus.New())}, func(ctx context.Context) {
+			close(led)
+			<-ctx.Done()
+		})
+	}()
+	select {
+	case <-led:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never became the leader")
+	}
+	lease, err := kube.CoordinationV1().Leases("ns").Get(context.Background(), "etcd-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "op-1" {
+		t.Fatalf("holder %v", lease.Spec.HolderIdentity)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("clean shutdown returned %v", err)
+	}
+	lease, _ = kube.CoordinationV1().Leases("ns").Get(context.Background(), "etcd-operator", metav1.GetOptions{})
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == "op-1" {
+		t.Fatal("the Lease was not released on shutdown")
+	}
+}
