@@ -1,0 +1,168 @@
+// Command etcd-operator runs etcd clusters described by EtcdCluster resources.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/chaos"
+	"github.com/openetcd/etcd-operator/pkg/cluster"
+	"github.com/openetcd/etcd-operator/pkg/controller"
+	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+	"github.com/sirupsen/logrus"
+)
+
+const binary = "etcd-operator"
+
+type options struct {
+	listenAddr        string
+	createCRD         bool
+	clusterWide       bool
+	chaosLevel        int
+	printVersion      bool
+	gcInterval        time.Duration
+	kubeconfig        string
+	reconcileInterval time.Duration
+	pendingTimeout    time.Duration
+}
+
+// parseFlags reads the original's flags (single or double dash) plus the new ones.
+func parseFlags(args []string, output io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(binary, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&o.listenAddr, "listen-addr", "0.0.0.0:8080", "address of the HTTP server for /readyz, /healthz and /metrics")
+	fs.BoolVar(&o.createCRD, "create-crd", true, "create or update the EtcdCluster CRD at startup; with false, apply example/crd yourself and a namespaced Role is enough")
+	fs.BoolVar(&o.clusterWide, "cluster-wide", false, "manage EtcdClusters in every namespace that carry the annotation etcd.database.coreos.com/scope=clusterwide")
+	fs.IntVar(&o.chaosLevel, "chaos-level", -1, "testing only: 1 or 2 kills etcd pods in the operator's namespace at random")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	fs.DurationVar(&o.gcInterval, "gc-interval", 10*time.Minute, "accepted for compatibility with the original, which never used it; no effect")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
+	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 8*time.Second, "tick of each cluster's reconcile loop; pod events wake it earlier")
+	fs.DurationVar(&o.pendingTimeout, "pending-timeout", 5*time.Minute, "a member pod Pending for longer is replaced")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	switch {
+	case o.chaosLevel != -1 && o.chaosLevel != 1 && o.chaosLevel != 2:
+		return o, fmt.Errorf("-chaos-level must be -1 (off), 1 or 2, not %d", o.chaosLevel)
+	case o.reconcileInterval <= 0:
+		return o, errors.New("-reconcile-interval must be positive")
+	case o.pendingTimeout <= 0:
+		return o, errors.New("-pending-timeout must be positive")
+	}
+	return o, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv))
+}
+
+func run(args []string, getenv func(string) string) int {
+	log := operatorrun.NewLogger(binary)
+	opts, err := parseFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		log.Error(err)
+		return 2
+	}
+	if opts.printVersion {
+		fmt.Println(operatorrun.VersionString(binary))
+		return 0
+	}
+	id, err := operatorrun.IdentityFromEnv(getenv)
+	if err != nil {
+		log.Error(err)
+		return 1
+	}
+	log.Infof("%s %s (git %s) in namespace %s, cluster-wide=%v", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace, opts.clusterWide)
+	if opts.gcInterval != 10*time.Minute {
+		log.Warn("-gc-interval has no effect: Kubernetes garbage collection removes what deleted clusters owned")
+	}
+	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
+	if err != nil {
+		log.Error(err)
+		return 1
+	}
+	srv, err := operatorrun.NewServer(opts.listenAddr)
+	if err != nil {
+		log.Errorf("listen on %s: %v", opts.listenAddr, err)
+		return 1
+	}
+	ctx, cancel := operatorrun.SignalContext()
+	defer cancel()
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			log.Errorf("HTTP server: %v", err)
+			cancel()
+		}
+	}()
+	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
+	defer stopEvents()
+
+	ctrl := controller.New(controller.Config{
+		Namespace:   id.Namespace,
+		ClusterWide: opts.clusterWide,
+		KubeClient:  clients.Kube,
+		EtcdClient:  clients.Etcd,
+		Recorder:    recorder,
+		Registerer:  srv.Registry,
+		Cluster: cluster.Config{
+			ReconcileInterval: opts.reconcileInterval,
+			PendingTimeout:    opts.pendingTimeout,
+		},
+		Log: log.WithField("pkg", "controller"),
+	})
+	lead := func(ctx context.Context) {
+		if opts.createCRD && !installCRD(ctx, clients, log) {
+			return
+		}
+		if plan, ok := chaos.PlanForLevel(opts.chaosLevel); ok {
+			log.Warnf("chaos level %d: etcd pods in %s will be killed at random", opts.chaosLevel, id.Namespace)
+			go chaos.Run(ctx, clients.Kube, id.Namespace, plan, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)), log)
+		}
+		if err := ctrl.Run(ctx, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+			log.Errorf("controller: %v", err)
+		}
+	}
+	err = operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
+	}, lead)
+	if err != nil {
+		log.Error(err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// installCRD retries until the definition is established or ctx ends: an apiserver
+// that is briefly unavailable must not kill the operator.
+func installCRD(ctx context.Context, clients *operatorrun.Clients, log *logrus.Entry) bool {
+	delay := time.Second
+	for {
+		err := crdutil.Install(ctx, clients.APIExt, crdutil.EtcdCluster(), log)
+		if err == nil {
+			return true
+		}
+		log.Errorf("install the EtcdCluster CRD (retrying in %s): %v", delay, err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}

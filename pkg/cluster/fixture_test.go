@@ -1,0 +1,626 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+const (
+	testNS      = "ns"
+	testName    = "example"
+	testUID     = types.UID("uid-example")
+	testVersion = "3.5.21"
+)
+
+// testStart is the fixture's clock at the beginning of every test.
+var testStart = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// newTestCluster is a valid running cluster of three members at testVersion.
+func newTestCluster(mods ...func(*api.EtcdCluster)) *api.EtcdCluster {
+	cl := &api.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: testName, Namespace: testNS, UID: testUID,
+			Generation: 1, ResourceVersion: "1",
+		},
+		Spec:   api.ClusterSpec{Size: 3, Version: testVersion},
+		Status: api.ClusterStatus{Phase: api.ClusterPhaseRunning},
+	}
+	for _, m := range mods {
+		m(cl)
+	}
+	return cl
+}
+
+func withPhase(p api.ClusterPhase) func(*api.EtcdCluster) {
+	return func(cl *api.EtcdCluster) { cl.Status.Phase = p }
+}
+
+func withSize(n int) func(*api.EtcdCluster) {
+	return func(cl *api.EtcdCluster) { cl.Spec.Size = n }
+}
+
+func withVersion(v string) func(*api.EtcdCluster) {
+	return func(cl *api.EtcdCluster) { cl.Spec.Version = v }
+}
+
+func withPaused(cl *api.EtcdCluster) { cl.Spec.Paused = true }
+
+func withPVC(cl *api.EtcdCluster) {
+	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: &corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceStorage: resource.MustParse("1Gi"),
+		}},
+	}}
+}
+
+func withTLS(cl *api.EtcdCluster) {
+	cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
+		Member:         &api.MemberSecret{PeerSecret: "peer-tls", ServerSecret: "server-tls"},
+		OperatorSecret: "operator-tls",
+	}}
+}
+
+// memberID gives every test member a stable etcd ID derived from its name.
+func memberID(name string) uint64 {
+	var h uint64 = 1469598103934665603
+	for _, b := range []byte(name) {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	return h
+}
+
+// fakeEtcd is the EtcdAPI of the tests: a membership in memory with
+// switches for every failure the loop has to cope with.
+type fakeEtcd struct {
+	mu      sync.Mutex
+	members []*etcdserverpb.Member
+	leader  uint64
+	// down members do not answer health checks.
+	down map[uint64]bool
+	// noQuorum makes health report no leader and failed quorum reads.
+	noQuorum bool
+	// errors returned by the calls; nil means success.
+	listErr, addErr, removeErr, leaderErr, healthErr error
+	calls                                            []string
+}
+
+func (f *fakeEtcd) record(call string) {
+	f.calls = append(f.calls, call)
+}
+
+// Calls returns the calls made so far, except reads when onlyWrites is set.
+func (f *fakeEtcd) Calls(onlyWrites bool) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		if onlyWrites && !strings.HasPrefix(c, "add ") && !strings.HasPrefix(c, "remove ") {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (f *fakeEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("list")
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	out := make([]*etcdserverpb.Member, len(f.members))
+	for i, m := range f.members {
+		out[i] = &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs)}
+	}
+	return out, nil
+}
+
+func (f *fakeEtcd) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("add " + peerURL)
+	if f.addErr != nil {
+		return nil, f.addErr
+	}
+	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
+	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}}
+	f.members = append(f.members, m)
+	return m, nil
+}
+
+func (f *fakeEtcd) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(fmt.Sprintf("remove %x", id))
+	if f.removeErr != nil {
+		return f.removeErr
+	}
+	f.members = slices.DeleteFunc(f.members, func(m *etcdserverpb.Member) bool { return m.ID == id })
+	return nil
+}
+
+func (f *fakeEtcd) LeaderID(ctx context.Context, cc etcdutil.ClientConfig) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("leader")
+	if f.leaderErr != nil {
+		return 0, f.leaderErr
+	}
+	if f.noQuorum || f.leader == 0 {
+		return 0, etcdutil.ErrNoLeader
+	}
+	return f.leader, nil
+}
+
+func (f *fakeEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("health")
+	if f.healthErr != nil {
+		return etcdutil.Health{}, f.healthErr
+	}
+	var h etcdutil.Health
+	for _, m := range f.members {
+		mh := etcdutil.MemberHealth{ID: m.ID, Name: m.Name}
+		switch {
+		case len(m.ClientURLs) == 0:
+			mh.Err = fmt.Errorf("member has not started")
+		case f.down[m.ID]:
+			mh.Err = fmt.Errorf("connection refused")
+		default:
+			mh.ClientURL = m.ClientURLs[0]
+			mh.Version = testVersion
+			if !f.noQuorum {
+				mh.Leader = f.leader
+			}
+		}
+		h.Members = append(h.Members, mh)
+	}
+	if f.noQuorum {
+		h.ReadErr = fmt.Errorf("context deadline exceeded")
+	} else {
+		h.Linearizable = true
+		h.LeaderID = f.leader
+	}
+	return h, nil
+}
+
+// start marks a member as started (it has a name and client URL), as etcd
+// does once the member's process has joined.
+func (f *fakeEtcd) start(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.members {
+		if m.ID == memberID(name) {
+			m.Name = name
+			m.ClientURLs = []string{"http://" + name + ":2379"}
+		}
+	}
+}
+
+func (f *fakeEtcd) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, m := range f.members {
+		n, _ := etcdutil.MemberNameFromPeerURL(m.PeerURLs[0])
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fixture is one cluster on fake clients: the EtcdCluster in the generated
+// fake clientset, pods in a lister the test fills (the informer), a fake
+// kube clientset recording what the loop does, a fake recorder and a fake
+// etcd. The clock stands still unless the test moves it.
+type fixture struct {
+	t        *testing.T
+	cl       *api.EtcdCluster
+	kube     *kubefake.Clientset
+	crs      *fake.Clientset
+	indexer  cache.Indexer
+	recorder *record.FakeRecorder
+	etcd     *fakeEtcd
+	now      time.Time
+	names    int
+	c        *Cluster
+}
+
+func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{
+		t:        t,
+		cl:       cl,
+		kube:     kubefake.NewSimpleClientset(objs...),
+		crs:      fake.NewSimpleClientset(cl.DeepCopy()),
+		indexer:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		recorder: record.NewFakeRecorder(1000),
+		etcd:     &fakeEtcd{down: map[uint64]bool{}},
+		now:      testStart,
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	if testing.Verbose() {
+		log.SetOutput(testWriter{t})
+		log.SetLevel(logrus.DebugLevel)
+	}
+	f.c = newCluster(Config{
+		KubeClient:     f.kube,
+		EtcdClient:     f.crs,
+		PodLister:      corelisters.NewPodLister(f.indexer),
+		Recorder:       f.recorder,
+		Metrics:        NewMetrics(nil),
+		Etcd:           f.etcd,
+		PendingTimeout: 5 * time.Minute,
+		Log:            logrus.NewEntry(log),
+	}, cl)
+	f.c.now = func() time.Time { return f.now }
+	f.c.randomSuffix = func() string {
+		f.names++
+		return fmt.Sprintf("new%07d", f.names)
+	}
+	// Most tests start from a cluster whose services exist already.
+	f.c.servicesReady = true
+	return f
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// member is the etcdutil member of the test cluster called name.
+func (f *fixture) member(name string) *etcdutil.Member {
+	m := f.c.memberTemplate(f.cl.WithDefaults())
+	m.Name = name
+	m.ID = memberID(name)
+	return &m
+}
+
+// withMembers makes names the membership, both in etcd (started, the first
+// one leading) and in the loop's memory.
+func (f *fixture) withMembers(names ...string) *fixture {
+	f.etcd.members = nil
+	set := etcdutil.MemberSet{}
+	for _, n := range names {
+		m := f.member(n)
+		set.Add(m)
+		f.etcd.members = append(f.etcd.members, &etcdserverpb.Member{
+			ID: m.ID, Name: n, PeerURLs: []string{m.PeerURL()}, ClientURLs: []string{m.ClientURL()},
+		})
+	}
+	if len(names) > 0 {
+		f.etcd.leader = memberID(names[0])
+	}
+	f.c.members = set
+	return f
+}
+
+// podOpt changes a test pod.
+type podOpt func(*corev1.Pod)
+
+func notReady(p *corev1.Pod) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			p.Status.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
+}
+
+func pendingFor(d time.Duration) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = nil
+		p.Status.ContainerStatuses = nil
+		p.CreationTimestamp = metav1.NewTime(testStart.Add(-d))
+	}
+}
+
+func failed(p *corev1.Pod) {
+	p.Status.Phase = corev1.PodFailed
+	p.Status.Conditions = nil
+}
+
+func terminating(p *corev1.Pod) {
+	ts := metav1.NewTime(testStart)
+	p.DeletionTimestamp = &ts
+}
+
+func ownedBy(uid types.UID) podOpt {
+	return func(p *corev1.Pod) { p.OwnerReferences[0].UID = uid }
+}
+
+// runningVersion makes the pod run another etcd version than the spec's.
+func runningVersion(v string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Annotations[api.AnnotationVersion] = v
+		p.Spec.Containers[0].Image = api.EtcdImage(api.DefaultRepository, v)
+		p.Status.ContainerStatuses[0].Image = p.Spec.Containers[0].Image
+	}
+}
+
+// madeFor32 gives the pod the exec probes of a pod created for etcd 3.2.
+func madeFor32(p *corev1.Pod) {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-ec", "etcdctl endpoint status"}}}}
+	p.Spec.Containers[0].ReadinessProbe = probe
+	p.Spec.Containers[0].LivenessProbe = probe.DeepCopy()
+}
+
+func restarted(n int32) podOpt {
+	return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = n }
+}
+
+// pod builds the pod of member name as the operator would have created it,
+// Running and Ready, and puts it in the lister.
+func (f *fixture) pod(name string, opts ...podOpt) *corev1.Pod {
+	f.t.Helper()
+	cl := f.cl.WithDefaults()
+	m := f.member(name)
+	p := k8sutil.NewEtcdPod(cl, m, etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
+	p.UID = types.UID("pod-uid-" + name)
+	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
+	p.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  k8sutil.EtcdContainerName,
+			Image: p.Spec.Containers[0].Image,
+			Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	f.setPod(p)
+	return p
+}
+
+// setPod puts a pod in the lister (the informer saw it) and in the fake API.
+func (f *fixture) setPod(p *corev1.Pod) {
+	f.t.Helper()
+	if err := f.indexer.Update(p); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.kube.Tracker().Add(p); err != nil {
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// showCreatedPods moves the pods the loop created through the API into the
+// lister, as the informer would, Running and Ready unless opts say otherwise.
+func (f *fixture) showCreatedPods(opts ...podOpt) {
+	f.t.Helper()
+	list, err := f.kube.CoreV1().Pods(testNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if _, exists, _ := f.indexer.Get(p); exists {
+			continue
+		}
+		p.Status = corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name: k8sutil.EtcdContainerName, Image: p.Spec.Containers[0].Image, Ready: true,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			}},
+		}
+		for _, o := range opts {
+			o(p)
+		}
+		f.setPod(p)
+		f.etcd.start(p.Name)
+	}
+	f.kube.ClearActions()
+}
+
+// pass runs one reconcile pass and returns its error.
+func (f *fixture) pass() error {
+	f.t.Helper()
+	_, err := f.c.reconcile(context.Background())
+	return err
+}
+
+// mustPass runs one pass that must not fail.
+func (f *fixture) mustPass() {
+	f.t.Helper()
+	if err := f.pass(); err != nil {
+		f.t.Fatalf("reconcile: %v", err)
+	}
+}
+
+// podActions are the loop's writes to pods and PVCs, as "verb resource name".
+func (f *fixture) podActions() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		res := a.GetResource().Resource
+		if res != "pods" && res != "persistentvolumeclaims" {
+			continue
+		}
+		switch a := a.(type) {
+		case clienttesting.CreateAction:
+			obj := a.GetObject().(metav1.Object)
+			out = append(out, fmt.Sprintf("create %s %s", res, obj.GetName()))
+		case clienttesting.DeleteAction:
+			out = append(out, fmt.Sprintf("delete %s %s", res, a.GetName()))
+		case clienttesting.PatchAction:
+			out = append(out, fmt.Sprintf("patch %s %s", res, a.GetName()))
+		}
+	}
+	return out
+}
+
+// createdPod returns the pod the loop created with the given name.
+func (f *fixture) createdPod(name string) *corev1.Pod {
+	f.t.Helper()
+	for _, a := range f.kube.Actions() {
+		if ca, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "pods" {
+			if p := ca.GetObject().(*corev1.Pod); p.Name == name {
+				return p
+			}
+		}
+	}
+	f.t.Fatalf("no pod %s was created; actions: %v", name, f.podActions())
+	return nil
+}
+
+// setReady makes the lister's pod name Running and Ready (or not), its etcd
+// container running with the restart count given, and starts its member in
+// the fake etcd.
+func (f *fixture) setReady(name string, ready bool, opts ...podOpt) {
+	f.t.Helper()
+	obj, exists, err := f.indexer.GetByKey(testNS + "/" + name)
+	if err != nil || !exists {
+		f.t.Fatalf("pod %s is not in the lister", name)
+	}
+	p := obj.(*corev1.Pod).DeepCopy()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	if len(p.Status.ContainerStatuses) == 0 {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: k8sutil.EtcdContainerName}}
+	}
+	cs := &p.Status.ContainerStatuses[0]
+	cs.Image = p.Spec.Containers[0].Image
+	cs.Ready = ready
+	cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	for _, o := range opts {
+		o(p)
+	}
+	f.setPod(p)
+	f.etcd.start(name)
+}
+
+// writtenStatuses are the statuses written, in order.
+func (f *fixture) writtenStatuses() []api.ClusterStatus {
+	var out []api.ClusterStatus
+	for _, a := range f.crs.Actions() {
+		if ua, ok := a.(clienttesting.UpdateAction); ok && a.GetSubresource() == "status" {
+			out = append(out, ua.GetObject().(*api.EtcdCluster).Status)
+		}
+	}
+	return out
+}
+
+// writtenStatus is the status of the last status write, or nil.
+func (f *fixture) writtenStatus() *api.ClusterStatus {
+	var last *api.ClusterStatus
+	for _, a := range f.crs.Actions() {
+		if ua, ok := a.(clienttesting.UpdateAction); ok && a.GetSubresource() == "status" {
+			last = &ua.GetObject().(*api.EtcdCluster).Status
+		}
+	}
+	return last
+}
+
+func (f *fixture) statusWrites() int {
+	n := 0
+	for _, a := range f.crs.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
+// mustStatus is the last written status; the test fails if none was written.
+func (f *fixture) mustStatus() *api.ClusterStatus {
+	f.t.Helper()
+	s := f.writtenStatus()
+	if s == nil {
+		f.t.Fatal("no status was written")
+	}
+	return s
+}
+
+// events drains the recorder.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func condition(s *api.ClusterStatus, t api.ClusterConditionType) *api.ClusterCondition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// expect compares a list with the wanted one.
+func expect(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
+	}
+}
+
+// expectEvents checks that the events, in order, start with the wanted
+// prefixes (type and reason, and as much of the message as the test cares).
+func expectEvents(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("events:\n got  %q\n want %q", got, want)
+		return
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("event %d:\n got  %q\n want %q...", i, got[i], want[i])
+		}
+	}
+}
+
+func (f *fixture) etcdWrites() []string { return f.etcd.Calls(true) }
+
+// addCall and removeCall are what fakeEtcd records for a member change.
+func (f *fixture) addCall(name string) string { return "add " + f.member(name).PeerURL() }
+func removeCall(name string) string           { return fmt.Sprintf("remove %x", memberID(name)) }

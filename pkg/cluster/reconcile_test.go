@@ -1,0 +1,519 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+)
+
+const (
+	memberA = "example-a"
+	memberB = "example-b"
+	memberC = "example-c"
+	memberD = "example-d"
+	memberE = "example-e"
+)
+
+// TestReconcileMembers covers the diff of original.md §3.5, one pass at a
+// time, with the fixes of this re-creation.
+func TestReconcileMembers(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster *api.EtcdCluster
+		run     func(t *testing.T, f *fixture)
+	}{
+		{
+			name:    "a complete healthy cluster changes nothing and is reported Available",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), nil)
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				expect(t, "etcd calls", f.etcd.Calls(false), nil)
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "Cluster available" {
+					t.Errorf("Available = %+v, want True/Cluster available", c)
+				}
+				if condition(s, api.ClusterConditionScaling) != nil || condition(s, api.ClusterConditionUpgrading) != nil {
+					t.Errorf("conditions = %+v, want only Available", s.Conditions)
+				}
+				expect(t, "ready", s.Members.Ready, []string{memberA, memberB, memberC})
+				if s.Size != 3 || s.CurrentVersion != testVersion || s.TargetVersion != "" || s.Phase != api.ClusterPhaseRunning ||
+					s.ServiceName != "example-client" || s.ClientPort != 2379 || s.ObservedGeneration != 1 || s.Reason != "" {
+					t.Errorf("status = %+v", s)
+				}
+				expectEvents(t, f.events())
+			},
+		},
+		{
+			name:    "scale up adds one member to etcd first, then creates its pod joining the existing cluster",
+			cluster: newTestCluster(withSize(5)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				added := "example-new0000001"
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(added)})
+				expect(t, "pod actions", f.podActions(), []string{"create pods " + added})
+				cmd := strings.Join(f.createdPod(added).Spec.Containers[0].Command, " ")
+				for _, want := range []string{"--initial-cluster-state=existing", added + "=http://" + added + ".example.ns.svc:2380", memberC + "=http://"} {
+					if !strings.Contains(cmd, want) {
+						t.Errorf("command %q lacks %q", cmd, want)
+					}
+				}
+				if strings.Contains(cmd, "--initial-cluster-token") {
+					t.Errorf("a joining member got a token: %q", cmd)
+				}
+				expectEvents(t, f.events(), "Normal New Member Added New member "+added+" added to cluster")
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Reason != "Scaling up" || c.Message != "Current cluster size: 4, desired cluster size: 5" {
+					t.Errorf("Scaling = %+v", c)
+				}
+				expect(t, "unready", s.Members.Unready, []string{added})
+			},
+		},
+		{
+			name:    "no member is added while the last added pod has not shown up, nor while it is not ready",
+			cluster: newTestCluster(withSize(5)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				first := "example-new0000001"
+				expect(t, "first pass", f.etcdWrites(), []string{f.addCall(first)})
+
+				// The informer has not shown the pod yet: the new member must
+				// neither be taken for dead nor followed by another member.
+				requeue, err := f.c.reconcile(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				expect(t, "while the pod is expected", f.etcdWrites(), []string{f.addCall(first)})
+				if requeue <= 0 {
+					t.Errorf("requeue = %v, want a wake-up at the expectation's deadline", requeue)
+				}
+
+				f.showCreatedPods(pendingFor(0))
+				f.mustPass()
+				expect(t, "while the pod is pending", f.etcdWrites(), []string{f.addCall(first)})
+
+				f.setReady(first, false)
+				f.mustPass()
+				expect(t, "while the pod is not ready", f.etcdWrites(), []string{f.addCall(first)})
+
+				f.setReady(first, true)
+				f.mustPass()
+				expect(t, "once it is ready", f.etcdWrites(), []string{f.addCall(first), f.addCall("example-new0000002")})
+			},
+		},
+		{
+			name:    "a member is added only once every member has run as long as etcd's health interval",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, func(p *corev1.Pod) {
+					p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(testStart.Add(-2 * time.Second))
+				})
+				requeue, err := f.c.reconcile(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				expect(t, "etcd calls", f.etcd.Calls(false), nil)
+				if requeue != 3*time.Second {
+					t.Errorf("requeue = %v, want the 3s left of etcd's 5s", requeue)
+				}
+				f.now = f.now.Add(3 * time.Second)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall("example-new0000001")})
+			},
+		},
+		{
+			name:    "a created pod that never shows up is treated as missing after the expectation timeout",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				added := "example-new0000001"
+				f.now = f.now.Add(DefaultExpectationTimeout - time.Second)
+				f.mustPass()
+				expect(t, "before the timeout", f.etcdWrites(), []string{f.addCall(added)})
+				f.now = f.now.Add(2 * time.Second)
+				f.mustPass()
+				expect(t, "after the timeout", f.etcdWrites(), []string{f.addCall(added), removeCall(added)})
+			},
+		},
+		{
+			name:    "no member is added while etcd is not healthy, and no warning is raised for the wait",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.etcd.down[memberID(memberC)] = true
+				requeue, err := f.c.reconcile(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				if requeue <= 0 || requeue > DefaultReconcileInterval {
+					t.Errorf("requeue = %v, want a retry before the next tick", requeue)
+				}
+				// etcd's own refusal is waited out the same way.
+				f.etcd.down = map[uint64]bool{}
+				f.etcd.addErr = rpctypes.ErrUnhealthy
+				if _, err := f.c.reconcile(context.Background()); err != nil {
+					t.Fatalf("a refused add failed the pass: %v", err)
+				}
+				expect(t, "pod actions", f.podActions(), nil)
+				expectEvents(t, f.events())
+				if s := f.mustStatus(); s.Reason != "" {
+					t.Errorf("reason = %q, want none for a wait", s.Reason)
+				}
+			},
+		},
+		{
+			name:    "scale down removes a follower, not the leader",
+			cluster: newTestCluster(withSize(1)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC) // memberA leads
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberB)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB})
+				expectEvents(t, f.events(), "Normal Member Removed Existing member "+memberB+" removed from the cluster")
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Reason != "Scaling down" || c.Message != "Current cluster size: 2, desired cluster size: 1" {
+					t.Errorf("Scaling = %+v", c)
+				}
+				if calls := strings.Join(f.etcd.Calls(false), ","); !strings.Contains(calls, "leader") {
+					t.Errorf("etcd calls %s: the leader was not asked for", calls)
+				}
+			},
+		},
+		{
+			name:    "scale down removes an unready member before any ready one",
+			cluster: newTestCluster(withSize(2)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, notReady)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				if s := f.mustStatus(); condition(s, api.ClusterConditionScaling) != nil {
+					t.Errorf("Scaling still set at the desired size: %+v", s.Conditions)
+				}
+			},
+		},
+		{
+			name:    "scale down of a cluster with volumes deletes the member's claim too",
+			cluster: newTestCluster(withSize(2), withPVC),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB, "delete persistentvolumeclaims " + memberB})
+			},
+		},
+		{
+			name:    "a dead member is removed now and replaced by a new member on a later pass",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, failed)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
+				expectEvents(t, f.events(),
+					"Normal Replacing Dead Member The dead member "+memberC+" is being replaced",
+					"Normal Member Removed Existing member "+memberC+" removed from the cluster")
+				s := f.mustStatus()
+				if s.Size != 2 || s.Phase != api.ClusterPhaseRunning {
+					t.Errorf("status = %+v", s)
+				}
+				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Message != "Current cluster size: 2, desired cluster size: 3" {
+					t.Errorf("Scaling = %+v", c)
+				}
+
+				f.indexer.Delete(f.pod(memberC, failed, terminating))
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC), f.addCall("example-new0000001")})
+			},
+		},
+		{
+			name:    "a member whose pod is gone is replaced",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+			},
+		},
+		{
+			name:    "a member whose pod is being deleted is replaced",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, terminating)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+			},
+		},
+		{
+			name:    "a pod pending longer than the timeout is replaced",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, pendingFor(5*time.Minute+time.Second))
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
+			},
+		},
+		{
+			name:    "a seed that stays pending longer than the timeout is replaced by a new seed",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA)
+				f.pod(memberA, pendingFor(4*time.Minute))
+				f.mustPass()
+				expect(t, "pod actions within the timeout", f.podActions(), nil)
+				f.now = f.now.Add(2 * time.Minute)
+				f.mustPass()
+				seed := "example-new0000001"
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberA, "create pods " + seed})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				if cmd := strings.Join(f.createdPod(seed).Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--initial-cluster-state=new") {
+					t.Errorf("the new seed does not start a new cluster: %q", cmd)
+				}
+				expect(t, "membership", f.c.members.Names(), []string{seed})
+				expectEvents(t, f.events(),
+					"Normal Replacing Dead Member The dead member "+memberA+" is being replaced",
+					"Normal New Member Added New member "+seed+" added to cluster")
+			},
+		},
+		{
+			name:    "a pod pending within the timeout is waited for, and does not block healing another member",
+			cluster: newTestCluster(withSize(5)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC, memberD, memberE)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.pod(memberD, failed)
+				f.pod(memberE, pendingFor(time.Minute))
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD})
+				// With the dead member gone, the pending one is left alone.
+				f.indexer.Delete(f.pod(memberD, failed))
+				f.kube.ClearActions()
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
+				expect(t, "pod actions", f.podActions(), nil)
+			},
+		},
+		{
+			name:    "lost quorum sets Available=False and removes nothing",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod("example-stray") // owned, no member: not deleted either while quorum is lost
+				f.mustPass()
+				expect(t, "etcd calls", f.etcd.Calls(false), nil)
+				expect(t, "pod actions", f.podActions(), nil)
+				s := f.mustStatus()
+				c := condition(s, api.ClusterConditionAvailable)
+				if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "LostQuorum" || !strings.Contains(c.Message, "1 of 3 members are up") {
+					t.Errorf("Available = %+v", c)
+				}
+				if s.Phase != api.ClusterPhaseRunning || !strings.Contains(s.Reason, "lost quorum") {
+					t.Errorf("phase %q reason %q", s.Phase, s.Reason)
+				}
+				expect(t, "ready", s.Members.Ready, []string{memberA})
+				expect(t, "unready", s.Members.Unready, []string{memberB, memberC})
+				expectEvents(t, f.events(), "Warning LostQuorum lost quorum: 1 of 3 members are up")
+				f.mustPass()
+				expectEvents(t, f.events()) // reported once, not every pass
+			},
+		},
+		{
+			name:    "all pods dead reports that the emptyDir data is gone and how to restore",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA, failed)
+				f.pod(memberB, failed)
+				f.pod(memberC, failed)
+				f.mustPass()
+				expect(t, "etcd calls", f.etcd.Calls(false), nil)
+				expect(t, "pod actions", f.podActions(), nil)
+				s := f.mustStatus()
+				c := condition(s, api.ClusterConditionAvailable)
+				if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "NoMembersRunning" ||
+					!strings.Contains(c.Message, "emptyDir") || !strings.Contains(c.Message, "EtcdRestore") {
+					t.Errorf("Available = %+v", c)
+				}
+				expectEvents(t, f.events(), "Warning NoMembersRunning no member is running (all 3 are down)")
+			},
+		},
+		{
+			name:    "unknown pods are deleted, foreign pods are ignored",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.pod("example-stray")
+				f.pod("example-foreign", ownedBy("uid-of-someone-else"))
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods example-stray"})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				if s := f.mustStatus(); s.Size != 3 || len(s.Members.Ready) != 3 {
+					t.Errorf("status counts the foreign pod: %+v", s.Members)
+				}
+			},
+		},
+		{
+			name:    "after a restart the membership is read from etcd through the running pods",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.c.members = nil
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.pod("example-stray")
+				f.mustPass()
+				expect(t, "membership", f.c.members.Names(), []string{memberA, memberB, memberC})
+				if id := f.c.members[memberB].ID; id != memberID(memberB) {
+					t.Errorf("member ID = %x, want %x", id, memberID(memberB))
+				}
+				expect(t, "pod actions", f.podActions(), []string{"delete pods example-stray"})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+			},
+		},
+		{
+			name:    "a restart during a quorum loss still reports the loss",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.c.members = nil
+				f.pod(memberA)
+				f.etcd.listErr = errors.New("context deadline exceeded")
+				f.etcd.noQuorum = true
+				f.etcd.down[memberID(memberB)] = true
+				f.etcd.down[memberID(memberC)] = true
+				if err := f.pass(); err == nil {
+					t.Fatal("pass succeeded without a membership")
+				}
+				expect(t, "pod actions", f.podActions(), nil)
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionAvailable); c == nil || c.Reason != "LostQuorum" || !strings.Contains(c.Message, "1 of 3 members answer") {
+					t.Errorf("Available = %+v", c)
+				}
+				expectEvents(t, f.events(), "Warning LostQuorum", "Warning EtcdUnreachable read the membership from the running members")
+			},
+		},
+		{
+			name:    "a member added behind the operator's back (or whose add reply was lost) is found and replaced",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.etcd.members = append(f.etcd.members, &etcdserverpb.Member{ID: memberID(memberD), PeerURLs: []string{f.member(memberD).PeerURL()}})
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				expect(t, "membership", f.c.members.Names(), []string{memberA, memberB, memberC, memberD})
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
+			},
+		},
+		{
+			name:    "a paused cluster changes nothing and says so",
+			cluster: newTestCluster(withSize(5), withPaused),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB, failed)
+				f.pod("example-stray")
+				f.mustPass()
+				expect(t, "etcd calls", f.etcd.Calls(false), nil)
+				expect(t, "pod actions", f.podActions(), nil)
+				if s := f.mustStatus(); !s.ControlPaused {
+					t.Errorf("controlPaused = false")
+				}
+			},
+		},
+		{
+			name:    "an etcd error is reported once and fails the pass for a retry with backoff",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.etcd.healthErr = errors.New("connection refused")
+				if err := f.pass(); err == nil {
+					t.Fatal("pass succeeded")
+				}
+				if err := f.pass(); err == nil {
+					t.Fatal("pass succeeded")
+				}
+				expectEvents(t, f.events(), "Warning EtcdUnreachable check cluster health: connection refused")
+				if s := f.mustStatus(); s.Phase != api.ClusterPhaseRunning || !strings.Contains(s.Reason, "connection refused") {
+					t.Errorf("status = %+v", s)
+				}
+				f.etcd.healthErr = nil
+				f.mustPass()
+				if s := f.mustStatus(); s.Reason != "" {
+					t.Errorf("reason %q not cleared", s.Reason)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, newFixture(t, tt.cluster))
+		})
+	}
+}

@@ -1,0 +1,214 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// waitFor polls cond until it holds or the deadline passes: the goroutine
+// under test runs on its own, and no test sleeps a fixed time to wait for it.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func passCount(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_operator_cluster_reconcile_duration" {
+			var n uint64
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+func (f *fakeEtcd) set(fn func(*fakeEtcd)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func TestUpdateAndPokeNeverBlock(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	c := f.c // no goroutine reads its channels
+	done := make(chan struct{})
+	var last *api.EtcdCluster
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			cl := f.cl.DeepCopy()
+			cl.ResourceVersion = fmt.Sprint(i)
+			c.Update(cl)
+			c.Poke()
+			last = cl
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Update or Poke blocked")
+	}
+	if got := <-c.updates; got != last {
+		t.Errorf("the update waiting is version %s, want the latest %s", got.ResourceVersion, last.ResourceVersion)
+	}
+	if len(c.pokes) != 1 {
+		t.Errorf("%d pokes queued, want 1", len(c.pokes))
+	}
+}
+
+// TestGoroutine runs a cluster's goroutine: its first pass, a pass triggered
+// by a pod event long before the tick, an update, and Delete.
+func TestGoroutine(t *testing.T) {
+	seed := "example-seed"
+	f := newFixture(t, newTestCluster(withSize(2)))
+	f.pod(seed, pendingFor(time.Second)) // membership unknown, seed starting: the first pass waits
+	reg := prometheus.NewRegistry()
+	cfg := f.c.cfg
+	cfg.Metrics = NewMetrics(reg)
+	cfg.ReconcileInterval = time.Hour // only events can trigger passes here
+	c := New(cfg, f.cl)
+	t.Cleanup(c.Delete)
+
+	waitFor(t, "the first pass", func() bool { return passCount(t, reg) == 1 })
+	if w := f.etcd.Calls(true); len(w) != 0 {
+		t.Fatalf("first pass changed etcd: %v", w)
+	}
+
+	// The seed runs and is Ready: the informer's event pokes the cluster.
+	f.etcd.set(func(e *fakeEtcd) {
+		m := f.member(seed)
+		e.members = []*etcdserverpb.Member{{ID: m.ID, Name: seed, PeerURLs: []string{m.PeerURL()}, ClientURLs: []string{m.ClientURL()}}}
+		e.leader = m.ID
+	})
+	f.setReady(seed, true)
+	c.Poke()
+	waitFor(t, "a member is added after the pod event", func() bool { return len(f.etcd.Calls(true)) == 1 })
+
+	paused := f.cl.DeepCopy()
+	paused.Generation, paused.ResourceVersion = 2, "2"
+	paused.Spec.Paused = true
+	c.Update(paused)
+	waitFor(t, "the update is reflected in status", func() bool {
+		s := f.writtenStatus()
+		return s != nil && s.ControlPaused && s.ObservedGeneration == 2
+	})
+
+	c.Delete()
+	c.Delete() // twice is fine
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done did not close after Delete")
+	}
+	if n := testutil.CollectAndCount(reg); n != 0 {
+		t.Errorf("%d series left after the goroutine stopped", n)
+	}
+}
+
+// blockingEtcd hangs in MemberList until its context ends.
+type blockingEtcd struct {
+	*fakeEtcd
+	entered chan struct{}
+}
+
+func (b blockingEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error) {
+	close(b.entered)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestDeleteCancelsAPassInFlight(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	f.pod(memberA)
+	cfg := f.c.cfg
+	b := blockingEtcd{fakeEtcd: f.etcd, entered: make(chan struct{})}
+	cfg.Etcd = b
+	c := New(cfg, f.cl)
+	select {
+	case <-b.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pass never asked etcd")
+	}
+	c.Delete()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Delete did not interrupt the etcd call")
+	}
+}
+
+func TestPacer(t *testing.T) {
+	now := testStart
+	p := pacer{minInterval: 500 * time.Millisecond}
+	if got := p.earliest(now, true); !got.Equal(now) {
+		t.Errorf("first pass at %v, want now", got)
+	}
+	p.lastPass = now
+	if got := p.earliest(now.Add(100*time.Millisecond), true); !got.Equal(now.Add(500 * time.Millisecond)) {
+		t.Errorf("a poke right after a pass runs at %v, want lastPass+500ms", got)
+	}
+	p.backoffUntil = now.Add(4 * time.Second)
+	if got := p.earliest(now.Add(time.Second), true); !got.Equal(p.backoffUntil) {
+		t.Errorf("a poke during backoff runs at %v, want the end of the backoff", got)
+	}
+	if got := p.earliest(now.Add(time.Second), false); !got.Equal(now.Add(time.Second)) {
+		t.Errorf("a spec change during backoff runs at %v, want at once", got)
+	}
+
+	b := backoff{min: time.Second, max: 30 * time.Second}
+	var seq []time.Duration
+	for range 7 {
+		seq = append(seq, b.next())
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+	for i := range want {
+		if seq[i] != want[i]*time.Second {
+			t.Fatalf("backoff = %v, want %v seconds", seq, want)
+		}
+	}
+	b.reset()
+	if b.next() != time.Second {
+		t.Error("reset did not restart the backoff")
+	}
+}
+
+func TestScheduler(t *testing.T) {
+	s := scheduler{timer: time.NewTimer(time.Hour)}
+	defer s.timer.Stop()
+	now := time.Now()
+	s.at(now.Add(time.Hour), now)
+	s.at(now.Add(time.Minute), now)
+	s.at(now.Add(2*time.Hour), now)
+	if !s.due.Equal(now.Add(time.Minute)) {
+		t.Errorf("due = %v, want the earliest request", s.due)
+	}
+	if s.fire(now) {
+		t.Error("fired before it was due")
+	}
+	if !s.fire(now.Add(time.Minute)) || !s.due.IsZero() {
+		t.Error("did not fire when due")
+	}
+}

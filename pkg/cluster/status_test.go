@@ -1,0 +1,157 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+)
+
+func healthyFixture(t *testing.T) *fixture {
+	f := newFixture(t, newTestCluster())
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA)
+	f.pod(memberB)
+	f.pod(memberC)
+	return f
+}
+
+func TestStatusWrites(t *testing.T) {
+	t.Run("status is written only when it changed", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.mustPass()
+		f.now = f.now.Add(time.Minute)
+		f.mustPass()
+		if n := f.statusWrites(); n != 1 {
+			t.Errorf("%d status writes for an unchanged status, want 1", n)
+		}
+	})
+
+	t.Run("lastTransitionTime moves only when a condition's status changes", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.mustPass()
+		first := *condition(f.mustStatus(), api.ClusterConditionAvailable)
+
+		f.now = f.now.Add(time.Minute)
+		f.indexer.Delete(f.pod(memberB))
+		f.indexer.Delete(f.pod(memberC))
+		f.mustPass()
+		lost := *condition(f.mustStatus(), api.ClusterConditionAvailable)
+		if lost.Status != corev1.ConditionFalse || lost.LastTransitionTime == first.LastTransitionTime {
+			t.Errorf("quorum loss: %+v (was %+v)", lost, first)
+		}
+
+		f.now = f.now.Add(time.Minute)
+		f.indexer.Delete(f.pod(memberA, notReady))
+		f.mustPass() // no member runs now: reason and message change, the status does not
+		zero := *condition(f.mustStatus(), api.ClusterConditionAvailable)
+		if zero.LastTransitionTime != lost.LastTransitionTime || zero.LastUpdateTime == lost.LastUpdateTime {
+			t.Errorf("message change: %+v (was %+v)", zero, lost)
+		}
+		if _, err := time.Parse(time.RFC3339, zero.LastUpdateTime); err != nil {
+			t.Errorf("lastUpdateTime %q is not RFC 3339", zero.LastUpdateTime)
+		}
+	})
+
+	t.Run("a status conflict re-reads the object and retries", func(t *testing.T) {
+		f := healthyFixture(t)
+		conflicts := 1
+		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "status" && conflicts > 0 {
+				conflicts--
+				return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
+			}
+			return false, nil, nil
+		})
+		f.mustPass()
+		var verbs []string
+		for _, a := range f.crs.Actions() {
+			verbs = append(verbs, a.GetVerb()+" "+a.GetSubresource())
+		}
+		expect(t, "API calls", verbs, []string{"update status", "get ", "update status"})
+		stored, err := f.crs.Tracker().Get(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := stored.(*api.EtcdCluster).Status; s.Size != 3 || len(s.Members.Ready) != 3 {
+			t.Errorf("stored status = %+v", s)
+		}
+	})
+
+	t.Run("a status changed by someone else is written again", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.mustPass()
+		tampered := f.c.latest.DeepCopy()
+		tampered.Status.Members.Ready = nil
+		f.c.handleUpdate(tampered)
+		f.mustPass()
+		if n := f.statusWrites(); n != 2 {
+			t.Errorf("%d status writes, want the overwritten status restored", n)
+		}
+	})
+
+	t.Run("a deleted cluster's status write is not an error", func(t *testing.T) {
+		f := healthyFixture(t)
+		if err := f.crs.Tracker().Delete(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName); err != nil {
+			t.Fatal(err)
+		}
+		f.mustPass()
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	if NewMetrics(reg) == nil {
+		t.Fatal("registering twice failed")
+	}
+	f := newFixture(t, newTestCluster())
+	f.c.cfg.Metrics = m
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA, notReady)
+	f.mustPass() // lost quorum
+	f.mustPass()
+
+	want := `
+# HELP etcd_operator_cluster_reconcile_failed Reconcile passes that ended with a problem, by problem code (Reason).
+# TYPE etcd_operator_cluster_reconcile_failed counter
+etcd_operator_cluster_reconcile_failed{Reason="lost_quorum",name="example",namespace="ns"} 2
+# HELP etcd_operator_cluster_phase 1 for the cluster's current phase, 0 for the others.
+# TYPE etcd_operator_cluster_phase gauge
+etcd_operator_cluster_phase{name="example",namespace="ns",phase="Creating"} 0
+etcd_operator_cluster_phase{name="example",namespace="ns",phase="Failed"} 0
+etcd_operator_cluster_phase{name="example",namespace="ns",phase="None"} 0
+etcd_operator_cluster_phase{name="example",namespace="ns",phase="Running"} 1
+# HELP etcd_operator_cluster_members Members of the cluster known to the operator.
+# TYPE etcd_operator_cluster_members gauge
+etcd_operator_cluster_members{name="example",namespace="ns"} 3
+# HELP etcd_operator_cluster_ready_members Members whose pod is Ready.
+# TYPE etcd_operator_cluster_ready_members gauge
+etcd_operator_cluster_ready_members{name="example",namespace="ns"} 0
+# HELP etcd_operator_cluster_desired_size spec.size of the cluster.
+# TYPE etcd_operator_cluster_desired_size gauge
+etcd_operator_cluster_desired_size{name="example",namespace="ns"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"etcd_operator_cluster_reconcile_failed", "etcd_operator_cluster_phase", "etcd_operator_cluster_members",
+		"etcd_operator_cluster_ready_members", "etcd_operator_cluster_desired_size"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.reconcileDuration); n != 1 {
+		t.Errorf("%d duration series, want 1", n)
+	}
+	m.forget(testNS, testName)
+	if n := testutil.CollectAndCount(reg); n != 0 {
+		t.Errorf("%d series left after forget", n)
+	}
+	var nilMetrics *Metrics
+	nilMetrics.observePass(testNS, testName, time.Second) // a nil *Metrics records nothing, and does not panic
+}

@@ -1,0 +1,286 @@
+package cluster
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+const oldVersion = "3.4.23"
+
+// upgradeFixture is a complete 3-member cluster on oldVersion whose spec
+// asks for target; memberA leads.
+func upgradeFixture(t *testing.T, target string, opts ...podOpt) *fixture {
+	f := newFixture(t, newTestCluster(withVersion(target)))
+	f.withMembers(memberA, memberB, memberC)
+	for _, n := range []string{memberA, memberB, memberC} {
+		f.pod(n, append([]podOpt{runningVersion(oldVersion)}, opts...)...)
+	}
+	return f
+}
+
+// patches are the pod patches sent, as pod name -> decoded patch.
+func (f *fixture) patches() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, a := range f.kube.Actions() {
+		if pa, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "pods" {
+			var p map[string]any
+			if err := json.Unmarshal(pa.GetPatch(), &p); err != nil {
+				f.t.Fatal(err)
+			}
+			out[pa.GetName()] = p
+		}
+	}
+	return out
+}
+
+// applyUpgrade shows in the lister what the kubelet does with a patched
+// pod: new image and annotation at once, the container restarted (and Ready
+// or not) only when restartedReady says so.
+func (f *fixture) applyUpgrade(name, version string, restartedAndReady *bool) {
+	f.t.Helper()
+	obj, _, _ := f.indexer.GetByKey(testNS + "/" + name)
+	p := obj.(*corev1.Pod).DeepCopy()
+	p.Annotations[api.AnnotationVersion] = version
+	p.Spec.Containers[0].Image = api.EtcdImage(api.DefaultRepository, version)
+	f.setPod(p)
+	if restartedAndReady != nil {
+		f.setReady(name, *restartedAndReady, restarted(1))
+	}
+}
+
+func TestUpgrade(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{
+			name: "upgrade patches one follower's image and version annotation in place",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"patch pods " + memberB})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				p := f.patches()[memberB]
+				meta := p["metadata"].(map[string]any)
+				if meta["annotations"].(map[string]any)[api.AnnotationVersion] != testVersion || meta["uid"] != "pod-uid-"+memberB {
+					t.Errorf("patch metadata = %v", meta)
+				}
+				ctr := p["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+				if ctr["name"] != k8sutil.EtcdContainerName || ctr["image"] != "quay.io/coreos/etcd:v"+testVersion {
+					t.Errorf("patched container = %v", ctr)
+				}
+				// The trailing space is the original's message.
+				expectEvents(t, f.events(), "Normal Member Upgraded Member "+memberB+" upgraded from "+oldVersion+" to "+testVersion+" ")
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionUpgrading); c == nil || c.Reason != "Cluster upgrading" || c.Message != "upgrading to "+testVersion {
+					t.Errorf("Upgrading = %+v", c)
+				}
+				if s.TargetVersion != testVersion || s.CurrentVersion != oldVersion {
+					t.Errorf("versions: current %q target %q", s.CurrentVersion, s.TargetVersion)
+				}
+			},
+		},
+		{
+			name: "upgrade waits for the upgraded member to be ready, and does the leader last",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion)
+				f.mustPass()
+				expect(t, "first", f.podActions(), []string{"patch pods " + memberB})
+
+				f.applyUpgrade(memberB, testVersion, nil) // patched, container not restarted yet, still Ready
+				f.mustPass()
+				expect(t, "before the restart", f.podActions(), []string{"patch pods " + memberB})
+				f.applyUpgrade(memberB, testVersion, &no) // restarted, not Ready yet
+				f.mustPass()
+				expect(t, "while not ready", f.podActions(), []string{"patch pods " + memberB})
+				f.applyUpgrade(memberB, testVersion, &yes)
+				f.mustPass()
+				expect(t, "once ready", f.podActions(), []string{"patch pods " + memberB, "patch pods " + memberC})
+
+				f.applyUpgrade(memberC, testVersion, &yes)
+				f.mustPass()
+				expect(t, "leader last", f.podActions(), []string{"patch pods " + memberB, "patch pods " + memberC, "patch pods " + memberA})
+
+				f.applyUpgrade(memberA, testVersion, &yes)
+				f.mustPass()
+				s := f.mustStatus()
+				if condition(s, api.ClusterConditionUpgrading) != nil || s.CurrentVersion != testVersion || s.TargetVersion != "" {
+					t.Errorf("after the upgrade: %+v", s)
+				}
+				if len(f.podActions()) != 3 {
+					t.Errorf("pod actions = %v", f.podActions())
+				}
+			},
+		},
+		{
+			name: "upgrade waits for etcd to be healthy",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion)
+				f.etcd.noQuorum = true
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), nil)
+			},
+		},
+		{
+			name: "upgrade refuses 3.4 to 3.6",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, "3.6.6")
+				f.mustPass()
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), nil)
+				s := f.mustStatus()
+				if !strings.Contains(s.Reason, "upgrade refused") || !strings.Contains(s.Reason, "upgrade to a 3.5 release first") {
+					t.Errorf("reason = %q", s.Reason)
+				}
+				if condition(s, api.ClusterConditionUpgrading) != nil || s.TargetVersion != "" || s.CurrentVersion != oldVersion {
+					t.Errorf("status = %+v", s)
+				}
+				expectEvents(t, f.events(), "Warning UpgradeRefused upgrade refused: member "+memberA+" runs etcd 3.4.23 and cannot go to 3.6.6")
+			},
+		},
+		{
+			name: "upgrade refuses a minor downgrade",
+			run: func(t *testing.T) {
+				f := newFixture(t, newTestCluster(withVersion(oldVersion)))
+				f.withMembers(memberA, memberB, memberC)
+				for _, n := range []string{memberA, memberB, memberC} {
+					f.pod(n, runningVersion(testVersion))
+				}
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), nil)
+				if s := f.mustStatus(); !strings.Contains(s.Reason, "does not support downgrading from 3.5 to 3.4") {
+					t.Errorf("reason = %q", s.Reason)
+				}
+			},
+		},
+		{
+			name: "a patch-level downgrade is fine",
+			run: func(t *testing.T) {
+				f := newFixture(t, newTestCluster(withVersion("3.5.20")))
+				f.withMembers(memberA, memberB, memberC)
+				for _, n := range []string{memberA, memberB, memberC} {
+					f.pod(n, runningVersion(testVersion))
+				}
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"patch pods " + memberB})
+			},
+		},
+		{
+			name: "a version change mid-upgrade compares each pod with the current spec",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion)
+				f.applyUpgrade(memberB, testVersion, &yes) // memberB done, A and C on 3.4
+				to36 := f.cl.DeepCopy()
+				to36.Generation, to36.Spec.Version = 2, "3.6.6"
+				f.c.handleUpdate(to36)
+				f.mustPass()
+				expect(t, "3.6 while members run 3.4", f.podActions(), nil)
+				if s := f.mustStatus(); !strings.Contains(s.Reason, "member "+memberA+" runs etcd 3.4.23") {
+					t.Errorf("reason = %q", s.Reason)
+				}
+				to3522 := f.cl.DeepCopy()
+				to3522.Generation, to3522.Spec.Version = 3, "3.5.22"
+				f.c.handleUpdate(to3522)
+				f.mustPass()
+				expect(t, "3.5.22", f.podActions(), []string{"patch pods " + memberB})
+				if img := f.patches()[memberB]["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"]; img != "quay.io/coreos/etcd:v3.5.22" {
+					t.Errorf("image = %v", img)
+				}
+				if s := f.mustStatus(); s.Reason != "" || s.TargetVersion != "3.5.22" {
+					t.Errorf("status = %+v", s)
+				}
+			},
+		},
+		{
+			name: "a member made for etcd 3.2 is replaced, not patched, on the way to 3.5",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion, madeFor32)
+				f.mustPass()
+				added := "example-new0000001"
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(added)})
+				expect(t, "pod actions", f.podActions(), []string{"create pods " + added})
+				if img := f.createdPod(added).Spec.Containers[0].Image; img != "quay.io/coreos/etcd:v"+testVersion {
+					t.Errorf("replacement image = %s", img)
+				}
+				f.mustPass()
+				expect(t, "while the replacement is on its way", f.etcdWrites(), []string{f.addCall(added)})
+				f.showCreatedPods()
+				f.mustPass()
+				expect(t, "once it is ready", f.etcdWrites(), []string{f.addCall(added), removeCall(memberA)})
+				if _, patched := f.patches()[memberA]; patched {
+					t.Error("a pod with exec probes was patched")
+				}
+			},
+		},
+		{
+			name: "while an upgrade is refused, new members run the cluster's version",
+			run: func(t *testing.T) {
+				f := newFixture(t, newTestCluster(withVersion("3.6.6"), withSize(4)))
+				f.withMembers(memberA, memberB, memberC)
+				for _, n := range []string{memberA, memberB, memberC} {
+					f.pod(n, runningVersion(oldVersion))
+				}
+				f.mustPass()
+				added := "example-new0000001"
+				pod := f.createdPod(added)
+				if pod.Spec.Containers[0].Image != "quay.io/coreos/etcd:v"+oldVersion || pod.Annotations[api.AnnotationVersion] != oldVersion {
+					t.Errorf("new member runs %s (annotation %s), want %s", pod.Spec.Containers[0].Image, pod.Annotations[api.AnnotationVersion], oldVersion)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+func TestCheckUpgrade(t *testing.T) {
+	tests := []struct {
+		from, to string
+		ok       bool
+	}{
+		{"3.4.23", "3.5.21", true},
+		{"3.5.21", "3.5.22", true},
+		{"3.5.22", "3.5.21", true},
+		{"3.4.23", "3.6.6", false},
+		{"3.5.21", "3.4.23", false},
+		{"", "3.5.21", false},
+	}
+	for _, tt := range tests {
+		if err := checkUpgrade(tt.from, tt.to); (err == nil) != tt.ok {
+			t.Errorf("checkUpgrade(%q, %q) = %v, want ok=%v", tt.from, tt.to, err, tt.ok)
+		}
+	}
+}
+
+func TestPodVersion(t *testing.T) {
+	pod := func(annotation, image string) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: k8sutil.EtcdContainerName, Image: image}}}}
+		if annotation != "" {
+			p.Annotations = map[string]string{api.AnnotationVersion: annotation}
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"the annotation wins", pod("3.5.21", "quay.io/coreos/etcd:v3.4.23"), "3.5.21"},
+		{"without the annotation the image tag tells", pod("", "quay.io/coreos/etcd:v3.4.23"), "3.4.23"},
+		{"a registry port is no tag", pod("", "registry:5000/etcd"), ""},
+	}
+	for _, tt := range tests {
+		if got := podVersion(tt.pod); got != tt.want {
+			t.Errorf("%s: podVersion = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

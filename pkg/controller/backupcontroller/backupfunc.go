@@ -1,0 +1,84 @@
+package backupcontroller
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// Backuper is the real BackupFunc: it snapshots the cluster an EtcdBackup names into
+// the store it names, with secrets read from the EtcdBackup's namespace.
+type Backuper struct {
+	Secrets corev1client.SecretsGetter
+	// DialTimeout bounds connecting to one etcd endpoint; 0 means etcdutil's default.
+	DialTimeout time.Duration
+	// Now names periodic backups; nil means time.Now.
+	Now func() time.Time
+}
+
+// Backup takes one backup, bounded by spec.backupPolicy.timeoutInSecond.
+func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup) (*backup.Result, error) {
+	spec := &eb.Spec
+	timeout := time.Duration(spec.BackupPolicy.BackupTimeout()) * time.Second
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	store, loc, err := storage.ForBackup(tctx, b.Secrets, eb.Namespace, spec)
+	if err != nil {
+		return nil, b.explainTimeout(ctx, tctx, timeout, err)
+	}
+	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, spec.ClientTLSSecret)
+	if err != nil {
+		return nil, b.explainTimeout(ctx, tctx, timeout, err)
+	}
+	job := backup.Job{
+		Source:   backup.Source{Endpoints: spec.EtcdEndpoints, TLS: tlsConfig, DialTimeout: b.DialTimeout},
+		Store:    store,
+		Bucket:   loc.Bucket,
+		Key:      loc.Key,
+		Periodic: spec.IsPeriodic(),
+		Now:      b.Now,
+	}
+	if spec.BackupPolicy != nil {
+		job.MaxBackups = spec.BackupPolicy.MaxBackups
+	}
+	res, err := backup.Run(tctx, job)
+	if err != nil {
+		return nil, b.explainTimeout(ctx, tctx, timeout, err)
+	}
+	return res, nil
+}
+
+// explainTimeout says which setting ran out when the backup's own deadline, not the
+// caller's, ended it: "context deadline exceeded" alone sends users hunting.
+func (b *Backuper) explainTimeout(parent, tctx context.Context, timeout time.Duration, err error) error {
+	if parent.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the backup did not finish within %v (spec.backupPolicy.timeoutInSecond): %w", timeout, err)
+	}
+	return err
+}
+
+// clientTLS builds the etcd client TLS configuration from clientTLSSecret, if named.
+func (b *Backuper) clientTLS(ctx context.Context, namespace, secretName string) (*tls.Config, error) {
+	if secretName == "" {
+		return nil, nil
+	}
+	s, err := storage.GetSecret(ctx, b.Secrets, namespace, secretName, "spec.clientTLSSecret")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := etcdutil.TLSConfigFromSecretData(s.Data)
+	if err != nil {
+		return nil, backup.Permanent(fmt.Errorf("secret %s/%s (spec.clientTLSSecret): %w", namespace, secretName, err))
+	}
+	return cfg, nil
+}

@@ -1,0 +1,525 @@
+// Package backupcontroller runs EtcdBackups: one-shot backups from a rate-limited
+// workqueue, periodic ones from one runner goroutine per EtcdBackup.
+package backupcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
+	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
+)
+
+// Event reasons on EtcdBackups.
+const (
+	ReasonBackupSucceeded = "BackupSucceeded"
+	ReasonBackupFailed    = "BackupFailed"
+	// ReasonPruneFailed: the backup was stored but older ones could not all be deleted.
+	ReasonPruneFailed = "BackupPruneFailed"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxRetries is how often a one-shot backup that failed for a reason that
+	// may pass (etcd or the store unreachable, the secret not there yet) is retried
+	// before its Reason becomes final; the original's number. With the default rate
+	// limiter the retries span about three minutes.
+	DefaultMaxRetries = 15
+	// DefaultMaxConcurrentBackups bounds the backups running at once, one-shot and
+	// periodic together: each holds a few upload part buffers, so this bounds the
+	// operator's memory however many EtcdBackups there are.
+	DefaultMaxConcurrentBackups = 2
+)
+
+// BackupFunc takes one backup for an EtcdBackup. Errors marked backup.Permanent
+// are final at once; others are retried (one-shot) or wait for the next period.
+type BackupFunc func(ctx context.Context, eb *api.EtcdBackup) (*backup.Result, error)
+
+// Config wires a Controller.
+type Config struct {
+	Client   versioned.Interface
+	Informer informers.EtcdBackupInformer
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+	Backup   BackupFunc
+	Log      *logrus.Entry
+
+	// Optional; zero values mean the defaults above, the real clock and
+	// workqueue.DefaultTypedControllerRateLimiter.
+	MaxRetries           int
+	MaxConcurrentBackups int
+	Clock                clock.WithTicker
+	RateLimiter          workqueue.TypedRateLimiter[string]
+}
+
+// Controller reconciles EtcdBackups.
+type Controller struct {
+	client     versioned.Interface
+	lister     listers.EtcdBackupLister
+	synced     cache.InformerSynced
+	queue      workqueue.TypedRateLimitingInterface[string]
+	recorder   record.EventRecorder
+	metrics    *Metrics
+	backup     BackupFunc
+	log        *logrus.Entry
+	clock      clock.WithTicker
+	maxRetries int
+	// slots bounds concurrent backups; a backup holds one while it runs.
+	slots chan struct{}
+
+	mu sync.Mutex
+	// runners are the periodic runners by namespace/name.
+	runners map[string]*runner
+	// liveRunners counts runner goroutines that have not returned yet; it falls to
+	// zero only when they really exited (the original's never did, #2091).
+	liveRunners atomic.Int64
+
+	// afterSync, if set, is called after every sync; tests wait on it.
+	afterSync func(key string, err error)
+}
+
+// runner is one periodic EtcdBackup's schedule, for one generation of its spec.
+type runner struct {
+	uid        types.UID
+	generation int64
+	spec       api.BackupSpec
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// New wires the event handlers; nothing runs until Run.
+func New(cfg Config) *Controller {
+	c := &Controller{
+		client:     cfg.Client,
+		lister:     cfg.Informer.Lister(),
+		synced:     cfg.Informer.Informer().HasSynced,
+		recorder:   cfg.Recorder,
+		metrics:    cfg.Metrics,
+		backup:     cfg.Backup,
+		log:        cfg.Log.WithField("pkg", "backup-controller"),
+		clock:      cfg.Clock,
+		maxRetries: cfg.MaxRetries,
+		runners:    map[string]*runner{},
+	}
+	if c.metrics == nil {
+		c.metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.maxRetries <= 0 {
+		c.maxRetries = DefaultMaxRetries
+	}
+	n := cfg.MaxConcurrentBackups
+	if n <= 0 {
+		n = DefaultMaxConcurrentBackups
+	}
+	c.slots = make(chan struct{}, n)
+	limiter := cfg.RateLimiter
+	if limiter == nil {
+		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "etcdbackups"})
+
+	// Handlers only queue keys: every decision is taken by a worker from the lister,
+	// so a slow backup never holds up the informer.
+	_, _ = cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.enqueue,
+	})
+	return c
+}
+
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		c.log.Errorf("cannot queue %T: %v", obj, err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// Run waits for the informer's cache, calls synced (if not nil), then processes
+// EtcdBackups with the given number of workers until ctx is done. It returns after
+// every worker and runner goroutine has stopped. Finalizers stay on periodic
+// EtcdBackups: the next leader takes their schedules over.
+func (c *Controller) Run(ctx context.Context, workers int, synced func()) error {
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return errors.New("EtcdBackup cache did not sync")
+	}
+	if synced != nil {
+		synced()
+	}
+	c.log.Infof("watching EtcdBackups with %d workers", workers)
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	c.stopAllRunners()
+	return nil
+}
+
+// LiveRunners is the number of periodic runner goroutines still running.
+func (c *Controller) LiveRunners() int { return int(c.liveRunners.Load()) }
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	err := c.sync(ctx, key)
+	if err != nil && ctx.Err() == nil {
+		if !errors.As(err, new(errRetry)) { // runOneShot has logged those
+			c.logForKey(key).Warnf("sync failed, will retry: %v", err)
+		}
+		c.queue.AddRateLimited(key)
+	} else {
+		c.queue.Forget(key)
+	}
+	if c.afterSync != nil {
+		c.afterSync(key, err)
+	}
+	return true
+}
+
+// errRetry wraps a backup failure that the queue is to retry; its Reason is not
+// written yet.
+type errRetry struct{ error }
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // cannot happen with keys from enqueue; retrying would not help
+	}
+	eb, err := c.lister.EtcdBackups(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.stopRunner(key)
+		c.metrics.forget(namespace, name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if eb.DeletionTimestamp != nil {
+		// The finalizer goes only after the runner returned, so no backup of a
+		// deleted EtcdBackup can still be running or write to it.
+		c.stopRunner(key)
+		c.metrics.forget(namespace, name)
+		return c.setFinalizer(ctx, eb, false)
+	}
+
+	periodic := eb.Spec.IsPeriodic()
+	if !periodic {
+		// Also covers a periodic backup turned one-shot.
+		c.stopRunner(key)
+		if err := c.setFinalizer(ctx, eb, false); err != nil {
+			return err
+		}
+		if eb.Status.Succeeded || eb.Status.Reason != "" {
+			return nil // a finished one-shot backup never runs again
+		}
+	}
+	if err := checkSpec(&eb.Spec); err != nil {
+		c.stopRunner(key)
+		if err := c.setFinalizer(ctx, eb, false); err != nil {
+			return err
+		}
+		return c.reject(ctx, eb, err)
+	}
+	if periodic {
+		return c.ensureRunner(ctx, key, eb)
+	}
+	return c.runOneShot(ctx, key, eb)
+}
+
+// checkSpec refuses what cannot be backed up. The schema rejects most of it, but an
+// old CRD without one lets anything in, and ABS and GCS are valid but not written yet.
+func checkSpec(spec *api.BackupSpec) error {
+	if err := storage.CheckSupported(spec.StorageType); err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("invalid spec: %w", err)
+	}
+	return nil
+}
+
+// reject reports a spec that cannot be backed up, once: the status update it makes
+// comes back as an informer event, which must not report it again.
+func (c *Controller) reject(ctx context.Context, eb *api.EtcdBackup, err error) error {
+	reason := err.Error()
+	if !eb.Status.Succeeded && eb.Status.Reason == reason {
+		return nil
+	}
+	c.logFor(eb).Warnf("refused: %s", reason)
+	c.metrics.attempt(eb.Spec.StorageType, -1, true)
+	return c.recordFailure(ctx, eb, reason)
+}
+
+func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBackup) error {
+	res, err := c.runBackup(ctx, eb)
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: the next leader runs it
+	}
+	if err == nil {
+		return c.recordSuccess(ctx, eb, res)
+	}
+	reason := err.Error()
+	if attempt := c.queue.NumRequeues(key) + 1; !backup.IsPermanent(err) && attempt <= c.maxRetries {
+		c.logFor(eb).Warnf("backup attempt %d of %d failed, will retry: %s", attempt, c.maxRetries+1, reason)
+		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
+		return errRetry{err}
+	}
+	return c.recordFailure(ctx, eb, reason)
+}
+
+// ensureRunner keeps exactly one runner for the current spec of a periodic backup.
+// A new spec (generation) stops the old runner and starts over, backing up at once.
+func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdBackup) error {
+	c.mu.Lock()
+	r := c.runners[key]
+	c.mu.Unlock()
+	if r != nil && r.uid == eb.UID && r.generation == eb.Generation && equality.Semantic.DeepEqual(r.spec, eb.Spec) {
+		return nil
+	}
+	c.stopRunner(key)
+	// The finalizer comes first: a runner must never exist for an EtcdBackup that
+	// could disappear without the controller seeing its deletion.
+	if err := c.setFinalizer(ctx, eb, true); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r = &runner{uid: eb.UID, generation: eb.Generation, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	c.runners[key] = r
+	c.mu.Unlock()
+	c.liveRunners.Add(1)
+	go func() {
+		defer close(r.done) // last, so that stopRunner sees the count already down
+		defer c.liveRunners.Add(-1)
+		c.runPeriodic(rctx, key, r)
+	}()
+	c.logFor(eb).Infof("periodic backup every %ds started", eb.Spec.BackupPolicy.BackupIntervalInSecond)
+	return nil
+}
+
+// runPeriodic backs up at once and then every interval until ctx is done. It
+// returns, rather than breaking out of a select, when cancelled.
+func (c *Controller) runPeriodic(ctx context.Context, key string, r *runner) {
+	ticker := c.clock.NewTicker(time.Duration(r.spec.BackupPolicy.BackupIntervalInSecond) * time.Second)
+	defer ticker.Stop()
+	for {
+		c.periodicBackup(ctx, key, r)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) {
+	if ctx.Err() != nil {
+		return
+	}
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	eb, err := c.lister.EtcdBackups(namespace).Get(name)
+	if err != nil || eb.UID != r.uid || eb.Generation != r.generation || eb.DeletionTimestamp != nil {
+		return // gone or changed: a worker is about to stop or replace this runner
+	}
+	res, err := c.runBackup(ctx, eb)
+	if ctx.Err() != nil {
+		return // stopped mid-backup; that is not the backup's failure
+	}
+	if err == nil {
+		err = c.recordSuccess(ctx, eb, res)
+	} else {
+		err = c.recordFailure(ctx, eb, err.Error())
+	}
+	if err != nil && ctx.Err() == nil {
+		c.logFor(eb).Errorf("cannot record the backup result (the next period will): %v", err)
+	}
+}
+
+// runBackup takes a backup slot and runs the backup function, counting the attempt.
+// A panic in it becomes an error: bad input must never take the operator down.
+func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup) (res *backup.Result, err error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.slots }()
+	start := c.clock.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			c.logFor(eb).Errorf("backup panicked: %v", p)
+			res, err = nil, backup.Permanent(fmt.Errorf("internal error: the backup panicked: %v", p))
+		}
+		if ctx.Err() == nil {
+			c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)
+		}
+	}()
+	return c.backup(ctx, eb)
+}
+
+func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res *backup.Result) error {
+	now := c.clock.Now()
+	c.metrics.succeeded(eb.Namespace, eb.Name, float64(now.Unix()), res.Size)
+	log := c.logFor(eb).WithField("path", res.Path)
+	log.Infof("stored revision %d of etcd %s from %s (%d bytes, sha256 %s)", res.Revision, res.EtcdVersion, res.Endpoint, res.Size, res.SHA256)
+	reason := ""
+	if res.PruneErr != nil {
+		reason = "backup stored, but deleting old backups failed: " + res.PruneErr.Error()
+		log.Warn(reason)
+		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonPruneFailed, reason)
+	}
+	if len(res.Pruned) > 0 {
+		log.Infof("deleted %d old backups: %v", len(res.Pruned), res.Pruned)
+	}
+	err := c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
+		*st = api.BackupStatus{
+			Succeeded:       true,
+			Reason:          reason,
+			EtcdVersion:     res.EtcdVersion,
+			EtcdRevision:    res.Revision,
+			LastSuccessDate: metav1.NewTime(now.Truncate(time.Second)),
+			BackupPath:      res.Path,
+			BackupSize:      res.Size,
+			SHA256:          res.SHA256,
+		}
+	})
+	c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupSucceeded, "stored revision %d (etcd %s, %d bytes, sha256 %s) at %s",
+		res.Revision, res.EtcdVersion, res.Size, res.SHA256, res.Path)
+	return err
+}
+
+// recordFailure writes a failure. The fields of the last success stay: they still
+// describe the newest backup there is.
+func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reason string) error {
+	c.logFor(eb).Warnf("backup failed: %s", reason)
+	c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
+	return c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
+		st.Succeeded = false
+		st.Reason = reason
+	})
+}
+
+// updateStatus applies change to the newest EtcdBackup and writes it through the
+// status subresource, unless nothing changed. It reads from the API server, not the
+// cache, so that it never writes over a change it has not seen.
+func (c *Controller) updateStatus(ctx context.Context, eb *api.EtcdBackup, change func(*api.BackupStatus)) error {
+	backups := c.client.EtcdV1beta2().EtcdBackups(eb.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := backups.Get(ctx, eb.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != eb.UID {
+			return nil // replaced by a new EtcdBackup of the same name
+		}
+		st := cur.Status.DeepCopy()
+		change(st)
+		if equality.Semantic.DeepEqual(*st, cur.Status) {
+			return nil
+		}
+		cur.Status = *st
+		_, err = backups.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("update status of %s/%s: %w", eb.Namespace, eb.Name, err)
+	}
+	return nil
+}
+
+// setFinalizer adds or removes the periodic finalizer.
+func (c *Controller) setFinalizer(ctx context.Context, eb *api.EtcdBackup, want bool) error {
+	if slices.Contains(eb.Finalizers, api.BackupPeriodicFinalizer) == want {
+		return nil
+	}
+	upd := eb.DeepCopy()
+	if want {
+		upd.Finalizers = append(upd.Finalizers, api.BackupPeriodicFinalizer)
+	} else {
+		upd.Finalizers = slices.DeleteFunc(upd.Finalizers, func(f string) bool { return f == api.BackupPeriodicFinalizer })
+	}
+	_, err := c.client.EtcdV1beta2().EtcdBackups(eb.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) && !want {
+		return nil
+	}
+	if err != nil {
+		verb := map[bool]string{true: "add", false: "remove"}[want]
+		return fmt.Errorf("%s finalizer %s on %s/%s: %w", verb, api.BackupPeriodicFinalizer, eb.Namespace, eb.Name, err)
+	}
+	return nil
+}
+
+// stopRunner cancels a runner and waits until its goroutine has returned.
+func (c *Controller) stopRunner(key string) {
+	c.mu.Lock()
+	r := c.runners[key]
+	delete(c.runners, key)
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+	c.logForKey(key).Info("periodic backup stopped")
+}
+
+func (c *Controller) stopAllRunners() {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.runners))
+	for k := range c.runners {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.stopRunner(k)
+	}
+}
+
+func (c *Controller) logFor(eb *api.EtcdBackup) *logrus.Entry {
+	return c.log.WithFields(logrus.Fields{"backup-name": eb.Name, "backup-namespace": eb.Namespace})
+}
+
+func (c *Controller) logForKey(key string) *logrus.Entry {
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	return c.log.WithFields(logrus.Fields{"backup-name": name, "backup-namespace": namespace})
+}

@@ -1,0 +1,383 @@
+package backupcontroller
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+)
+
+func hasFinalizer(eb *api.EtcdBackup) bool {
+	return slices.Contains(eb.Finalizers, api.BackupPeriodicFinalizer)
+}
+
+func TestOneShotBackupRunsOnceAndNeverAgain(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("once", 0)})
+
+	st := f.waitStatus("once", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+	if st.Reason != "" || st.EtcdVersion != "3.5.21" || st.EtcdRevision != 101 || st.BackupPath != "bucket/once" ||
+		st.BackupSize != 1101 || st.SHA256 != strings.Repeat("0", 61)+"101" || st.LastSuccessDate.IsZero() {
+		t.Fatalf("status %+v does not describe the backup", st)
+	}
+	if hasFinalizer(f.get("once")) {
+		t.Error("a one-shot backup got the periodic finalizer")
+	}
+	if got := f.events.count("Normal BackupSucceeded stored revision 101"); got != 1 {
+		t.Errorf("success events: %v", f.events.list())
+	}
+	if v := f.metric("etcd_backup_operator_backups_total", map[string]string{"storage_type": "S3"}); v != 1 {
+		t.Errorf("backups_total = %v, want 1", v)
+	}
+	if v := f.metric("etcd_backup_operator_last_success_timestamp_seconds", map[string]string{"namespace": testNamespace, "name": "once"}); v <= 0 {
+		t.Errorf("last_success_timestamp_seconds = %v", v)
+	}
+	for _, h := range []string{"etcd_backup_operator_backup_duration_seconds", "etcd_backup_operator_backup_bytes"} {
+		if v := f.metric(h, map[string]string{}); v != 1 {
+			t.Errorf("%s has %v observations, want 1", h, v)
+		}
+	}
+	if v := f.metric("etcd_backup_operator_backups_failed_total", map[string]string{"storage_type": "S3"}); v > 0 {
+		t.Errorf("backups_failed_total = %v after a success", v)
+	}
+
+	// Any later event, here a label change, must not run it again.
+	eb := f.get("once")
+	eb.Labels = map[string]string{"touched": "yes"}
+	f.update(eb)
+	f.resync("once", func(eb *api.EtcdBackup) bool { return eb.Labels["touched"] == "yes" })
+	if n := f.backups.callCount("once"); n != 1 {
+		t.Fatalf("backup ran %d times, want once", n)
+	}
+}
+
+func TestOneShotPermanentFailureIsFinalAtOnce(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("bad", 0)},
+		withOutcomes("bad", outcome{err: backup.Permanent(errors.New("the AWS config in secret ns/aws has no region"))}))
+
+	st := f.waitStatus("bad", "a reason", func(s api.BackupStatus) bool { return s.Reason != "" })
+	if st.Succeeded || st.Reason != "the AWS config in secret ns/aws has no region" {
+		t.Fatalf("status %+v", st)
+	}
+	if got := f.events.count("Warning BackupFailed the AWS config in secret ns/aws has no region"); got != 1 {
+		t.Errorf("events %v, want one BackupFailed with the reason", f.events.list())
+	}
+	f.resync("bad", func(eb *api.EtcdBackup) bool { return eb.Status.Reason != "" })
+	if n := f.backups.callCount("bad"); n != 1 {
+		t.Fatalf("a permanent failure ran %d times", n)
+	}
+	if v := f.metric("etcd_backup_operator_backups_failed_total", map[string]string{"storage_type": "S3"}); v != 1 {
+		t.Errorf("backups_failed_total = %v, want 1", v)
+	}
+}
+
+func TestOneShotTransientFailureIsRetried(t *testing.T) {
+	unreachable := outcome{err: errors.New("none of the etcd endpoints answered")}
+	f := newFixture(t, []*api.EtcdBackup{newBackup("flaky", 0)}, withMaxRetries(5),
+		withOutcomes("flaky", unreachable, unreachable, outcome{}))
+
+	st := f.waitStatus("flaky", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+	if st.Reason != "" {
+		t.Fatalf("reason %q left after the retry succeeded", st.Reason)
+	}
+	if n := f.backups.callCount("flaky"); n != 3 {
+		t.Fatalf("backup ran %d times, want 2 failures and 1 success", n)
+	}
+	if got := f.events.count("Warning BackupFailed none of the etcd endpoints answered"); got != 2 {
+		t.Errorf("want a warning per failed attempt, got %v", f.events.list())
+	}
+}
+
+func TestOneShotGivesUpAfterMaxRetries(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("down", 0)}, withMaxRetries(3),
+		withOutcomes("down", outcome{err: errors.New("connection refused")}))
+
+	st := f.waitStatus("down", "a final reason", func(s api.BackupStatus) bool { return s.Reason != "" })
+	if st.Succeeded || st.Reason != "connection refused" {
+		t.Fatalf("status %+v", st)
+	}
+	if n := f.backups.callCount("down"); n != 4 {
+		t.Fatalf("backup ran %d times, want 1 + 3 retries", n)
+	}
+	f.resync("down", func(eb *api.EtcdBackup) bool { return eb.Status.Reason != "" })
+	if n := f.backups.callCount("down"); n != 4 {
+		t.Fatalf("a finished backup ran again (%d calls)", n)
+	}
+}
+
+func TestPeriodicBackupRunsAtOnceThenEveryInterval(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("every", 60)})
+
+	eventually(t, "the first backup, without waiting an interval", func() bool { return f.backups.callCount("every") == 1 })
+	f.waitStatus("every", "first success", func(s api.BackupStatus) bool { return s.Succeeded && s.EtcdRevision == 101 })
+	if !hasFinalizer(f.get("every")) {
+		t.Fatal("no finalizer on a periodic backup with a runner")
+	}
+	for want := 2; want <= 3; want++ {
+		eventually(t, "the ticker is waiting", f.clock.HasWaiters)
+		f.clock.Step(60 * time.Second)
+		eventually(t, "the next backup", func() bool { return f.backups.callCount("every") == want })
+	}
+	f.waitStatus("every", "third success", func(s api.BackupStatus) bool { return s.EtcdRevision == 103 })
+	if n := f.ctrl.LiveRunners(); n != 1 {
+		t.Fatalf("%d runners, want 1", n)
+	}
+}
+
+func TestPeriodicFailureIsReportedAndTheNextPeriodClearsIt(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("wobbly", 30)},
+		withOutcomes("wobbly", outcome{err: errors.New("store unreachable")}, outcome{}))
+
+	st := f.waitStatus("wobbly", "the failure", func(s api.BackupStatus) bool { return s.Reason != "" })
+	if st.Succeeded || st.Reason != "store unreachable" {
+		t.Fatalf("status %+v", st)
+	}
+	eventually(t, "the ticker is waiting", f.clock.HasWaiters)
+	f.clock.Step(30 * time.Second)
+	st = f.waitStatus("wobbly", "the next success", func(s api.BackupStatus) bool { return s.Succeeded })
+	if st.Reason != "" {
+		t.Fatalf("reason %q kept after a success", st.Reason)
+	}
+}
+
+func TestPeriodicSpecChangeRestartsTheSchedule(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("changing", 60)})
+	eventually(t, "the first backup", func() bool { return f.backups.callCount("changing") == 1 })
+
+	eb := f.get("changing")
+	eb.Spec.BackupPolicy.BackupIntervalInSecond = 120
+	eb.Generation = 2 // the apiserver bumps it on a spec change; the fake does not
+	f.update(eb)
+
+	eventually(t, "a backup at once for the new spec", func() bool { return f.backups.callCount("changing") == 2 })
+	eventually(t, "only the new runner left", func() bool { return f.ctrl.LiveRunners() == 1 && runnerGoroutines() == 1 })
+
+	// The new schedule counts 120 s from the restart; the old 60 s one is gone.
+	eventually(t, "the new ticker is waiting", f.clock.HasWaiters)
+	f.clock.Step(60 * time.Second)
+	f.resync("changing", func(eb *api.EtcdBackup) bool { return eb.Generation == 2 })
+	if n := f.backups.callCount("changing"); n != 2 {
+		t.Fatalf("a backup 60 s into a 120 s interval (%d calls)", n)
+	}
+	f.clock.Step(60 * time.Second)
+	eventually(t, "the backup after 120 s", func() bool { return f.backups.callCount("changing") == 3 })
+}
+
+func TestDeletingAPeriodicBackupStopsItsRunnerThenRemovesTheFinalizer(t *testing.T) {
+	// The first backup of "doomed" hangs, so the runner is stopped in the middle of one.
+	f := newFixture(t, []*api.EtcdBackup{newBackup("doomed", 60), newBackup("other", 60)},
+		withOutcomes("doomed", outcome{hang: true}))
+	eventually(t, "both runners are backing up", func() bool {
+		return f.backups.callCount("doomed") == 1 && f.backups.callCount("other") == 1
+	})
+	eventually(t, "the finalizer", func() bool { return hasFinalizer(f.get("doomed")) })
+	if n := runnerGoroutines(); n != 2 {
+		t.Fatalf("%d runner goroutines, want 2", n)
+	}
+	f.waitStatus("other", "success", func(s api.BackupStatus) bool { return s.Succeeded })
+
+	// What the apiserver does on delete when a finalizer is present.
+	eb := f.get("doomed")
+	now := metav1.NewTime(f.clock.Now())
+	eb.DeletionTimestamp = &now
+	f.update(eb)
+
+	eventually(t, "the finalizer is removed", func() bool { return !hasFinalizer(f.get("doomed")) })
+	if n := f.ctrl.LiveRunners(); n != 1 {
+		t.Fatalf("%d runners alive after the delete, want 1 (the other backup's)", n)
+	}
+	if n := runnerGoroutines(); n != 1 {
+		t.Fatalf("%d runner goroutines after the delete, want 1", n)
+	}
+	if st := f.get("doomed").Status; st.Reason != "" {
+		t.Errorf("the cancelled backup was reported as failed: %q", st.Reason)
+	}
+	if f.events.count("Warning BackupFailed") != 0 {
+		t.Errorf("events %v", f.events.list())
+	}
+	if v := f.metric("etcd_backup_operator_last_success_timestamp_seconds", map[string]string{"namespace": testNamespace, "name": "other"}); v <= 0 {
+		t.Errorf("the other backup lost its last-success series")
+	}
+
+	// The other backup keeps its schedule.
+	eventually(t, "the ticker is waiting", f.clock.HasWaiters)
+	f.clock.Step(60 * time.Second)
+	eventually(t, "the other backup's next period", func() bool { return f.backups.callCount("other") == 2 })
+	if n := f.backups.callCount("doomed"); n != 1 {
+		t.Fatalf("the deleted backup ran again (%d calls)", n)
+	}
+}
+
+func TestDeletedBackupLosesItsMetrics(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("gone", 0)})
+	f.waitStatus("gone", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+	labels := map[string]string{"namespace": testNamespace, "name": "gone"}
+	if v := f.metric("etcd_backup_operator_last_success_timestamp_seconds", labels); v <= 0 {
+		t.Fatalf("last_success_timestamp_seconds = %v", v)
+	}
+	if err := f.client.EtcdV1beta2().EtcdBackups(testNamespace).Delete(t.Context(), "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the series is deleted", func() bool {
+		return f.metric("etcd_backup_operator_last_success_timestamp_seconds", labels) == -1
+	})
+}
+
+func TestShutdownStopsRunnersButKeepsFinalizers(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("kept", 60)})
+	eventually(t, "the first backup", func() bool { return f.backups.callCount("kept") == 1 })
+	eventually(t, "the finalizer", func() bool { return hasFinalizer(f.get("kept")) })
+	f.stop()
+	if n := runnerGoroutines(); n != 0 {
+		t.Fatalf("%d runner goroutines after shutdown", n)
+	}
+	if !hasFinalizer(f.get("kept")) {
+		t.Fatal("shutdown removed the finalizer; the next leader would lose track of a deletion")
+	}
+}
+
+func TestPeriodicTurnedOneShotStopsTheRunner(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("turned", 60)})
+	eventually(t, "the finalizer", func() bool { return hasFinalizer(f.get("turned")) })
+	eb := f.get("turned")
+	eb.Spec.BackupPolicy.BackupIntervalInSecond = 0
+	eb.Generation = 2
+	f.update(eb)
+	eventually(t, "the runner is gone and the finalizer removed", func() bool {
+		return f.ctrl.LiveRunners() == 0 && runnerGoroutines() == 0 && !hasFinalizer(f.get("turned"))
+	})
+}
+
+func TestRefusedSpecs(t *testing.T) {
+	abs := newBackup("abs", 60)
+	abs.Spec.StorageType = api.BackupStorageTypeABS
+	abs.Spec.S3 = nil
+	abs.Spec.ABS = &api.ABSBackupSource{Path: "container/blob", ABSSecret: "azure"}
+
+	gcs := newBackup("gcs", 0)
+	gcs.Spec.StorageType = api.BackupStorageTypeGCS
+	gcs.Spec.S3 = nil
+	gcs.Spec.GCS = &api.GCSBackupSource{Path: "bucket/object"}
+
+	unknown := newBackup("unknown", 0)
+	unknown.Spec.StorageType = "FTP"
+
+	noS3 := newBackup("nos3", 0)
+	noS3.Spec.S3 = nil
+
+	negative := newBackup("negative", 0)
+	negative.Spec.BackupPolicy = &api.BackupPolicy{BackupIntervalInSecond: -5}
+
+	noEndpoints := newBackup("noendpoints", 30)
+	noEndpoints.Spec.EtcdEndpoints = nil
+
+	tests := []struct {
+		eb     *api.EtcdBackup
+		reason string
+		label  string
+	}{
+		{abs, "storage type ABS is not supported yet", "ABS"},
+		{gcs, "storage type GCS is not supported yet", "GCS"},
+		{unknown, `unknown storage type "FTP"`, "unknown"},
+		{noS3, "spec.s3: Required value", "S3"},
+		{negative, "spec.backupPolicy.backupIntervalInSecond: Invalid value: -5: must not be negative", "S3"},
+		{noEndpoints, "spec.etcdEndpoints: Required value", "S3"},
+	}
+	var objs []*api.EtcdBackup
+	for _, tc := range tests {
+		objs = append(objs, tc.eb)
+	}
+	good := newBackup("good", 0)
+	f := newFixture(t, append(objs, good))
+
+	for _, tc := range tests {
+		t.Run(tc.eb.Name, func(t *testing.T) {
+			st := f.waitStatus(tc.eb.Name, "a reason", func(s api.BackupStatus) bool { return s.Reason != "" })
+			if st.Succeeded || !strings.Contains(st.Reason, tc.reason) {
+				t.Fatalf("reason %q, want one containing %q", st.Reason, tc.reason)
+			}
+			if n := f.events.count("Warning BackupFailed " + st.Reason); n != 1 {
+				t.Errorf("want one warning with the reason, got %v", f.events.list())
+			}
+			// Seen again (the status update comes back as an event): not reported again.
+			f.resync(tc.eb.Name, func(eb *api.EtcdBackup) bool { return eb.Status.Reason != "" })
+			if n := f.events.count("Warning BackupFailed " + st.Reason); n != 1 {
+				t.Errorf("reported %d times", n)
+			}
+			if n := f.backups.callCount(tc.eb.Name); n != 0 {
+				t.Errorf("the backup function ran %d times for a refused spec", n)
+			}
+			if hasFinalizer(f.get(tc.eb.Name)) {
+				t.Error("a refused spec got the periodic finalizer")
+			}
+		})
+	}
+	if v := f.metric("etcd_backup_operator_backups_failed_total", map[string]string{"storage_type": "unknown"}); v != 1 {
+		t.Errorf("failed{storage_type=unknown} = %v", v)
+	}
+	// The operator kept serving the valid one.
+	f.waitStatus("good", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+	if n := f.ctrl.LiveRunners(); n != 0 {
+		t.Errorf("%d runners for refused specs", n)
+	}
+}
+
+func TestFixingARefusedPeriodicSpecStartsIt(t *testing.T) {
+	abs := newBackup("later", 60)
+	abs.Spec.StorageType = api.BackupStorageTypeABS
+	f := newFixture(t, []*api.EtcdBackup{abs})
+	f.waitStatus("later", "refused", func(s api.BackupStatus) bool { return s.Reason != "" })
+
+	eb := f.get("later")
+	eb.Spec.StorageType = api.BackupStorageTypeS3
+	eb.Generation = 2
+	f.update(eb)
+	st := f.waitStatus("later", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+	if st.Reason != "" {
+		t.Fatalf("reason %q kept", st.Reason)
+	}
+}
+
+func TestAPanickingBackupIsAFailureNotACrash(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("boom", 0), newBackup("fine", 0)},
+		withOutcomes("boom", outcome{panic: true}))
+	st := f.waitStatus("boom", "a reason", func(s api.BackupStatus) bool { return s.Reason != "" })
+	if !strings.Contains(st.Reason, "internal error: the backup panicked: injected panic") {
+		t.Fatalf("reason %q", st.Reason)
+	}
+	f.waitStatus("fine", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+}
+
+func TestBackupsRunNoMoreThanTheConcurrencyLimitAtOnce(t *testing.T) {
+	var objs []*api.EtcdBackup
+	names := []string{"a", "b", "c", "d"}
+	for _, n := range names {
+		objs = append(objs, newBackup(n, 60))
+	}
+	var opts []fixtureOption
+	for _, n := range names {
+		opts = append(opts, withOutcomes(n, outcome{hang: true}))
+	}
+	f := newFixture(t, objs, opts...)
+	eventually(t, "two backups running", func() bool {
+		total := 0
+		for _, n := range names {
+			total += f.backups.callCount(n)
+		}
+		return total == DefaultMaxConcurrentBackups
+	})
+	// Give the other runners every chance to start a third backup.
+	f.resync("a", func(*api.EtcdBackup) bool { return true })
+	total := 0
+	for _, n := range names {
+		total += f.backups.callCount(n)
+	}
+	if total != DefaultMaxConcurrentBackups {
+		t.Fatalf("%d backups running at once, want %d", total, DefaultMaxConcurrentBackups)
+	}
+}

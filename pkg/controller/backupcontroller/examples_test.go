@@ -1,0 +1,99 @@
+package backupcontroller
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+)
+
+const examples = "../../../example/etcd-backup-operator"
+
+func readExample(t *testing.T, name string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(examples, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// The schema test in pkg/util/crdutil admits the examples; this one checks that
+// the operator then accepts them too, and that the secret example parses.
+func TestExampleBackupsAreAccepted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))
+	if err != nil || len(files) != 4 {
+		t.Fatalf("example backups %v (%v), want 4", files, err)
+	}
+	for _, f := range files {
+		var eb api.EtcdBackup
+		readExample(t, filepath.Base(f), &eb)
+		if err := checkSpec(&eb.Spec); err != nil {
+			t.Errorf("%s is refused: %v", f, err)
+		}
+	}
+	var periodic api.EtcdBackup
+	readExample(t, "periodic_backup_cr.yaml", &periodic)
+	if p := periodic.Spec.BackupPolicy; p == nil || p.BackupIntervalInSecond != 125 || p.MaxBackups != 4 {
+		t.Errorf("periodic example policy %+v, want every 125 s keeping 4", p)
+	}
+
+	var secret corev1.Secret
+	readExample(t, "aws-secret.yaml", &secret)
+	data := map[string][]byte{}
+	for k, v := range secret.StringData {
+		data[k] = []byte(v)
+	}
+	if _, err := s3store.ParseAWSSecret("aws", data); err != nil {
+		t.Errorf("aws-secret.yaml: %v", err)
+	}
+}
+
+func TestExampleDeployment(t *testing.T) {
+	var d appsv1.Deployment
+	readExample(t, "deployment.yaml", &d)
+	if d.APIVersion != "apps/v1" || len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("deployment %s with %d containers", d.APIVersion, len(d.Spec.Template.Spec.Containers))
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Image != "openetcd/etcd-operator:v0.1.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %s (%s)", c.Image, c.ImagePullPolicy)
+	}
+	if !slices.Equal(c.Command, []string{"etcd-backup-operator", "--create-crd=true"}) {
+		t.Errorf("command %v", c.Command)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["MY_POD_NAMESPACE"] != "metadata.namespace" || env["MY_POD_NAME"] != "metadata.name" {
+		t.Errorf("downward API env %v", env)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe %+v", p)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8081 {
+		t.Errorf("ports %+v, want 8081 (the default -listen-addr)", c.Ports)
+	}
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Error("no memory limit")
+	}
+	sc := d.Spec.Template.Spec.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("the pod may run as root")
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "" {
+		t.Errorf("service account %q, want the namespace default like the original", d.Spec.Template.Spec.ServiceAccountName)
+	}
+}
