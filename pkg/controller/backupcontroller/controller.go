@@ -65,6 +65,10 @@ type Config struct {
 	Metrics  *Metrics
 	Backup   BackupFunc
 	Log      *logrus.Entry
+	// ClusterWide selects the EtcdBackups this operator runs by the scope annotation,
+	// with the same rule as etcd-operator's EtcdClusters (api.IsManagedBy), so that a
+	// namespaced and a cluster-wide backup operator never both run one backup.
+	ClusterWide bool
 
 	// Optional; zero values mean the defaults above, the real clock and
 	// workqueue.DefaultTypedControllerRateLimiter.
@@ -76,16 +80,17 @@ type Config struct {
 
 // Controller reconciles EtcdBackups.
 type Controller struct {
-	client     versioned.Interface
-	lister     listers.EtcdBackupLister
-	synced     cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[string]
-	recorder   record.EventRecorder
-	metrics    *Metrics
-	backup     BackupFunc
-	log        *logrus.Entry
-	clock      clock.WithTicker
-	maxRetries int
+	client      versioned.Interface
+	lister      listers.EtcdBackupLister
+	synced      cache.InformerSynced
+	queue       workqueue.TypedRateLimitingInterface[string]
+	recorder    record.EventRecorder
+	metrics     *Metrics
+	backup      BackupFunc
+	log         *logrus.Entry
+	clusterWide bool
+	clock       clock.WithTicker
+	maxRetries  int
 	// slots bounds concurrent backups; a backup holds one while it runs.
 	slots chan struct{}
 
@@ -112,16 +117,17 @@ type runner struct {
 // New wires the event handlers; nothing runs until Run.
 func New(cfg Config) *Controller {
 	c := &Controller{
-		client:     cfg.Client,
-		lister:     cfg.Informer.Lister(),
-		synced:     cfg.Informer.Informer().HasSynced,
-		recorder:   cfg.Recorder,
-		metrics:    cfg.Metrics,
-		backup:     cfg.Backup,
-		log:        cfg.Log.WithField("pkg", "backup-controller"),
-		clock:      cfg.Clock,
-		maxRetries: cfg.MaxRetries,
-		runners:    map[string]*runner{},
+		client:      cfg.Client,
+		lister:      cfg.Informer.Lister(),
+		synced:      cfg.Informer.Informer().HasSynced,
+		recorder:    cfg.Recorder,
+		metrics:     cfg.Metrics,
+		backup:      cfg.Backup,
+		log:         cfg.Log.WithField("pkg", "backup-controller"),
+		clusterWide: cfg.ClusterWide,
+		clock:       cfg.Clock,
+		maxRetries:  cfg.MaxRetries,
+		runners:     map[string]*runner{},
 	}
 	if c.metrics == nil {
 		c.metrics = NewMetrics(prometheus.NewRegistry())
@@ -230,6 +236,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !api.IsManagedBy(eb, c.clusterWide) {
+		// The other kind of backup operator runs it.
+		c.stopRunner(key)
+		return nil
 	}
 	if eb.DeletionTimestamp != nil {
 		// The finalizer goes only after the runner returned, so no backup of a

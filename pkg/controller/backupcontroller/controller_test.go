@@ -381,3 +381,33 @@ func TestBackupsRunNoMoreThanTheConcurrencyLimitAtOnce(t *testing.T) {
 		t.Fatalf("%d backups running at once, want %d", total, DefaultMaxConcurrentBackups)
 	}
 }
+
+func TestScopeAnnotationDecidesWhichOperatorRunsABackup(t *testing.T) {
+	annotated := func(name string) *api.EtcdBackup {
+		eb := newBackup(name, 0)
+		eb.Annotations = map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}
+		return eb
+	}
+	tests := []struct {
+		name        string
+		clusterWide bool
+		runs, skips string
+	}{
+		{"a namespaced operator runs only unannotated backups", false, "plain", "annotated"},
+		{"a cluster-wide operator runs only clusterwide-annotated backups", true, "annotated", "plain"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []*api.EtcdBackup{newBackup("plain", 0), annotated("annotated")},
+				func(_ *fixture, cfg *Config) { cfg.ClusterWide = tc.clusterWide })
+			f.waitStatus(tc.runs, "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+			eventually(t, tc.skips+" is synced", func() bool { return f.syncCount(tc.skips) > 0 })
+			if n := f.backups.callCount(tc.skips); n != 0 {
+				t.Fatalf("%s ran %d times; it belongs to the other kind of operator", tc.skips, n)
+			}
+			if st := f.get(tc.skips).Status; st.Succeeded || st.Reason != "" {
+				t.Fatalf("%s got a status %+v from the wrong operator", tc.skips, st)
+			}
+		})
+	}
+}

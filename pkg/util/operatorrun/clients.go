@@ -4,11 +4,14 @@ import (
 	"fmt"
 
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,6 +55,15 @@ func NewClients(kubeconfig, userAgent string) (*Clients, error) {
 	return out, nil
 }
 
+// EventScheme knows the built-in kinds and ours: a recorder looks up the kind of the
+// object an event is about, and objects from informers carry no TypeMeta.
+func EventScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(etcdscheme.AddToScheme(s))
+	return s
+}
+
 // NewEventRecorder returns a recorder whose events name the operator as their source,
 // and a function that stops the broadcaster.
 func NewEventRecorder(kube kubernetes.Interface, component, host string, log *logrus.Entry) (record.EventRecorder, func()) {
@@ -60,5 +72,5 @@ func NewEventRecorder(kube kubernetes.Interface, component, host string, log *lo
 		log.WithField("object", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name).Debugf("event %s: %s", e.Reason, e.Message)
 	})
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: host}), b.Shutdown
+	return b.NewRecorder(EventScheme(), corev1.EventSource{Component: component, Host: host}), b.Shutdown
 }

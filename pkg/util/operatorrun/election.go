@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,7 +47,8 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 		Client:     cfg.Kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
-	leading := false
+	// Written by the elector's goroutine, read here after Run returns.
+	var leading atomic.Bool
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   LeaseDuration,
@@ -56,7 +58,7 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 		Name:            cfg.LockName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				leading = true
+				leading.Store(true)
 				cfg.Log.Infof("became the leader (Lease %s/%s)", cfg.Namespace, cfg.LockName)
 				lead(ctx)
 			},
@@ -75,7 +77,7 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 	if ctx.Err() != nil {
 		return nil
 	}
-	if leading {
+	if leading.Load() {
 		return ErrLostLeadership
 	}
 	return fmt.Errorf("leader election for %s ended without leading", cfg.LockName)

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -126,5 +129,14 @@ func TestRunAsLeaderHoldsAndReleasesTheLease(t *testing.T) {
 	lease, _ = kube.CoordinationV1().Leases("ns").Get(context.Background(), "etcd-operator", metav1.GetOptions{})
 	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == "op-1" {
 		t.Fatal("the Lease was not released on shutdown")
+	}
+}
+
+func TestEventSchemeKnowsOurKinds(t *testing.T) {
+	s := EventScheme()
+	for _, obj := range []runtime.Object{&api.EtcdCluster{}, &api.EtcdBackup{}, &api.EtcdRestore{}, &corev1.Pod{}} {
+		if _, _, err := s.ObjectKinds(obj); err != nil {
+			t.Errorf("%T: %v", obj, err)
+		}
 	}
 }

@@ -1,0 +1,209 @@
+// Command etcd-backup-operator takes the backups that EtcdBackup resources ask for.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
+	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
+	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+)
+
+const (
+	binary = "etcd-backup-operator"
+	// lockName is the original's leader-election lock name, now a Lease.
+	lockName = "etcd-backup-operator"
+	// shutdownTimeout bounds the wait for running backups to abort; well inside a
+	// pod's default 30 s termination grace period.
+	shutdownTimeout = 20 * time.Second
+)
+
+type options struct {
+	createCRD            bool
+	clusterWide          bool
+	listenAddr           string
+	kubeconfig           string
+	printVersion         bool
+	workers              int
+	maxConcurrentBackups int
+}
+
+// parseFlags reads the original's flags (single or double dash) plus the new ones.
+func parseFlags(args []string, output io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(binary, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.BoolVar(&o.createCRD, "create-crd", true, "create or update the EtcdBackup CRD at startup; with false, apply example/crd yourself and a namespaced Role is enough")
+	fs.BoolVar(&o.clusterWide, "cluster-wide", false, "watch EtcdBackups in every namespace instead of only the operator's own (MY_POD_NAMESPACE)")
+	fs.StringVar(&o.listenAddr, "listen-addr", "0.0.0.0:8081", "address of the HTTP server for /healthz, /readyz and /metrics")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	fs.IntVar(&o.workers, "workers", 4, "EtcdBackups processed at once by the workqueue (1..64)")
+	fs.IntVar(&o.maxConcurrentBackups, "max-concurrent-backups", backupcontroller.DefaultMaxConcurrentBackups,
+		"snapshots streamed at once, one-shot and periodic together; each holds about 32 MiB of upload buffers")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	switch {
+	case o.workers < 1 || o.workers > 64:
+		return o, fmt.Errorf("-workers must be between 1 and 64, not %d", o.workers)
+	case o.maxConcurrentBackups < 1:
+		return o, fmt.Errorf("-max-concurrent-backups must be at least 1, not %d", o.maxConcurrentBackups)
+	}
+	return o, nil
+}
+
+func main() {
+	ctx, cancel := operatorrun.SignalContext()
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, operatorrun.NewLogger(binary))
+	cancel()
+	os.Exit(code)
+}
+
+// run is the whole binary; it returns the exit code. Lost leadership ends it with 1
+// so that the Deployment restarts it as a standby; SIGTERM (ctx) ends it with 0
+// after the Lease was released.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
+	opts, err := parseFlags(args, log.Logger.Out)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		log.Error(err)
+		return 2
+	}
+	if opts.printVersion {
+		_, _ = fmt.Fprintln(stdout, operatorrun.VersionString(binary))
+		return 0
+	}
+	id, err := operatorrun.IdentityFromEnv(getenv)
+	if err != nil {
+		log.Error(err)
+		return 1
+	}
+	if err := serve(ctx, opts, id, log); err != nil {
+		log.Error(err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {
+	watched := id.Namespace
+	if opts.clusterWide {
+		watched = metav1.NamespaceAll
+	}
+	log.Infof("%s %s (git %s) in namespace %s, watching %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
+		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
+
+	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
+	if err != nil {
+		return err
+	}
+	srv, err := operatorrun.NewServer(opts.listenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			log.Errorf("HTTP server: %v", err)
+			cancel()
+		}
+	}()
+	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
+	defer stopEvents()
+	metrics := backupcontroller.NewMetrics(srv.Registry)
+
+	// RunAsLeader returns as soon as the Lease is released; the controller is still
+	// stopping then. Wait for it, so that a SIGTERM ends every backup goroutine
+	// before the process exits.
+	var (
+		mu       sync.Mutex
+		stopping bool
+		leadDone chan struct{}
+	)
+	lead := func(ctx context.Context) {
+		mu.Lock()
+		if stopping {
+			mu.Unlock()
+			return
+		}
+		leadDone = make(chan struct{})
+		defer close(leadDone)
+		mu.Unlock()
+
+		if opts.createCRD && !installCRD(ctx, clients, log) {
+			return
+		}
+		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
+		ctrl := backupcontroller.New(backupcontroller.Config{
+			Client:               clients.Etcd,
+			Informer:             factory.Etcd().V1beta2().EtcdBackups(),
+			Recorder:             recorder,
+			Metrics:              metrics,
+			Backup:               (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1()}).Backup,
+			Log:                  log,
+			MaxConcurrentBackups: opts.maxConcurrentBackups,
+			ClusterWide:          opts.clusterWide,
+		})
+		factory.Start(ctx.Done())
+		defer factory.Shutdown()
+		// Ready only now: leading, the CRD established, the cache synced.
+		if err := ctrl.Run(ctx, opts.workers, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+			log.Errorf("controller: %v", err)
+		}
+		srv.SetReady(false)
+	}
+	err = operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
+	}, lead)
+	cancel()
+	mu.Lock()
+	stopping = true
+	done := leadDone
+	mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(shutdownTimeout):
+			log.Warnf("the controller did not stop within %v", shutdownTimeout)
+		}
+	}
+	return err
+}
+
+// installCRD retries until the definition is established or ctx ends: an apiserver
+// that is briefly unavailable must not kill the operator.
+func installCRD(ctx context.Context, clients *operatorrun.Clients, log *logrus.Entry) bool {
+	delay := time.Second
+	for {
+		err := crdutil.Install(ctx, clients.APIExt, crdutil.EtcdBackup(), log)
+		if err == nil {
+			return true
+		}
+		log.Errorf("install the EtcdBackup CRD (retrying in %s): %v", delay, err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}

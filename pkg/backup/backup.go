@@ -1,0 +1,55 @@
+package backup
+
+import (
+	"context"
+	"time"
+)
+
+// Job is one backup: where from, where to, and how the objects are named and kept.
+type Job struct {
+	Source Source
+	Store  Store
+	// Bucket is only reported, as the first part of Result.Path.
+	Bucket string
+	// Key is the object key of a one-shot backup, and the base name of periodic ones.
+	Key string
+	// Periodic names the object "<Key>_v<revision>_<time>" and prunes to MaxBackups.
+	Periodic   bool
+	MaxBackups int
+	// Now is the clock for periodic names; nil means time.Now.
+	Now func() time.Time
+}
+
+// Result is what a successful Run stored, and what pruning did after it.
+type Result struct {
+	Snapshot
+	// Path is "<bucket>/<key>" of the stored snapshot.
+	Path string
+	// Pruned are the keys of older periodic backups deleted after this one.
+	Pruned []string
+	// PruneErr is set when the snapshot was stored but old backups could not all be
+	// deleted: the backup itself succeeded and must be reported as such.
+	PruneErr error
+}
+
+// Run takes the snapshot and, for periodic jobs, prunes old backups. The caller
+// bounds ctx with the backup's timeout.
+func Run(ctx context.Context, job Job) (*Result, error) {
+	now := job.Now
+	if now == nil {
+		now = time.Now
+	}
+	name := func(int64) string { return job.Key }
+	if job.Periodic {
+		name = func(rev int64) string { return PeriodicKey(job.Key, rev, now()) }
+	}
+	snap, err := SaveSnapshot(ctx, job.Source, job.Store, name)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Snapshot: *snap, Path: job.Bucket + "/" + snap.Key}
+	if job.Periodic && job.MaxBackups > 0 {
+		res.Pruned, res.PruneErr = Prune(ctx, job.Store, job.Key, job.MaxBackups)
+	}
+	return res, nil
+}

@@ -1,0 +1,164 @@
+package backuptest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// startTimeout bounds the start of an embedded member; a loaded CI machine
+// needs a few seconds.
+const startTimeout = 30 * time.Second
+
+// EtcdOptions say how to run an embedded member.
+type EtcdOptions struct {
+	// Dir is the data directory; it must exist and be empty or absent.
+	Dir string
+	// QuotaBytes raises the backend quota (etcd's default is 2 GiB).
+	QuotaBytes int64
+}
+
+// Etcd is a single-member etcd cluster running in this process.
+type Etcd struct {
+	// Endpoint is its client URL.
+	Endpoint string
+	e        *embed.Etcd
+}
+
+// StartEtcd starts a member on free loopback ports and waits until it serves. Ports
+// are picked by the kernel a moment before etcd binds them; a lost race is retried
+// on new ports.
+func StartEtcd(opts EtcdOptions) (*Etcd, error) {
+	var lastErr error
+	for attempt := range 5 {
+		e, err := startEtcd(opts, attempt)
+		if err == nil {
+			return e, nil
+		}
+		if !isAddrInUse(err) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func startEtcd(opts EtcdOptions, attempt int) (*Etcd, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
+	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+	cfg := embed.NewConfig()
+	cfg.Name = "backuptest"
+	cfg.Dir = fmt.Sprintf("%s/member-%d", opts.Dir, attempt)
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
+	cfg.ListenPeerUrls = []url.URL{peer}
+	cfg.AdvertisePeerUrls = []url.URL{peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	cfg.InitialClusterToken = "backuptest"
+	cfg.LogLevel = "error"
+	// Throwaway data: fsync only slows the fill of large test databases.
+	cfg.UnsafeNoFsync = true
+	if opts.QuotaBytes > 0 {
+		cfg.QuotaBackendBytes = opts.QuotaBytes
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed: %w", err)
+	case <-time.After(startTimeout):
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd not ready after %v", startTimeout)
+	}
+	return &Etcd{Endpoint: client.String(), e: e}, nil
+}
+
+// Close stops the member.
+func (e *Etcd) Close() { e.e.Close() }
+
+// Stop is Close; it reads better where a test kills a member on purpose.
+func (e *Etcd) Stop() { e.Close() }
+
+// Client returns a client of this member; the caller closes it.
+func (e *Etcd) Client() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+}
+
+// Fill writes keys "<prefix>00000000", "<prefix>00000001", ... each holding
+// valueSize bytes, with a few writers at once.
+func (e *Etcd) Fill(ctx context.Context, prefix string, keys, valueSize int) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	value := strings.Repeat("x", valueSize)
+	const writers = 8
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := w; i < keys; i += writers {
+				if _, err := c.Put(ctx, fmt.Sprintf("%s%08d", prefix, i), value); err != nil {
+					errs <- fmt.Errorf("put key %d: %w", i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var all []error
+	for range writers {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// DeadEndpoint is a loopback client URL nobody listens on.
+func DeadEndpoint() (string, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[0]), nil
+}
+
+// freePorts holds all listeners until every port is chosen, so the ports differ.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func isAddrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}

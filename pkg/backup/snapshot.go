@@ -1,0 +1,138 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// Source is the etcd cluster a snapshot is taken from.
+type Source struct {
+	// Endpoints are client URLs of members of one cluster. Unreachable ones are
+	// skipped; the snapshot comes from the reachable member with the highest revision.
+	Endpoints []string
+	// TLS is used for https endpoints; nil means plain http (or the system roots).
+	TLS *tls.Config
+	// DialTimeout bounds connecting to one endpoint (0 means etcdutil's default).
+	DialTimeout time.Duration
+}
+
+func (s Source) clientConfig(endpoints ...string) etcdutil.ClientConfig {
+	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: s.TLS, DialTimeout: s.DialTimeout}
+}
+
+// Snapshot describes a snapshot that was stored.
+type Snapshot struct {
+	// Endpoint is the member it was taken from.
+	Endpoint string
+	// EtcdVersion is that member's server version, from the Status RPC.
+	EtcdVersion string
+	// Revision is the member's store revision just before the snapshot began.
+	Revision int64
+	// Key is where it was stored.
+	Key    string
+	Size   int64
+	SHA256 string
+}
+
+// SaveSnapshot streams a snapshot of the most up-to-date reachable member into store,
+// under the key that name returns for that member's revision. Nothing is buffered
+// beyond what the store needs for one upload part. The stored object is exactly what
+// etcd sent, trailing sha256 included, so `etcdutl snapshot restore` can check it;
+// that trailer is verified on the way, and an object that fails the check is deleted.
+func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revision int64) string) (*Snapshot, error) {
+	if len(src.Endpoints) == 0 {
+		return nil, Permanent(errors.New("no etcd endpoints to take the snapshot from"))
+	}
+	endpoint, rev, err := etcdutil.MaxRevisionEndpoint(ctx, src.clientConfig(), src.Endpoints)
+	if err != nil {
+		return nil, fmt.Errorf("none of the etcd endpoints %v answered: %w", src.Endpoints, err)
+	}
+	client, err := etcdutil.NewClientContext(ctx, src.clientConfig(endpoint))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	defer func() { _ = client.Close() }()
+
+	status, err := client.Status(ctx, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", endpoint, err)
+	}
+	stream, err := client.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot stream of %s: %w", endpoint, err)
+	}
+	defer func() { _ = stream.Close() }()
+
+	key := name(rev)
+	check := newTrailerCheck()
+	size, sum, err := store.Put(ctx, key, io.TeeReader(stream, check))
+	if err != nil {
+		return nil, fmt.Errorf("stream snapshot of %s (revision %d) to %q: %w", endpoint, rev, key, err)
+	}
+	if err := check.verify(); err != nil {
+		// Never leave a damaged snapshot where a restore would pick it up; the error
+		// says so even if the delete fails too.
+		if derr := store.Delete(ctx, key); derr != nil {
+			err = fmt.Errorf("%w (and deleting it failed: %v)", err, derr)
+		}
+		return nil, fmt.Errorf("snapshot of %s stored at %q is damaged: %w", endpoint, key, err)
+	}
+	return &Snapshot{
+		Endpoint:    endpoint,
+		EtcdVersion: status.Version,
+		Revision:    rev,
+		Key:         key,
+		Size:        size,
+		SHA256:      sum,
+	}, nil
+}
+
+// trailerCheck checks the sha256 that etcd's Snapshot RPC appends to the database
+// bytes. It hashes everything written to it except the last sha256.Size bytes,
+// which it holds back to compare at the end, so it needs no more memory than that.
+type trailerCheck struct {
+	h    hash.Hash
+	tail [sha256.Size]byte
+	n    int // bytes held in tail
+}
+
+func newTrailerCheck() *trailerCheck { return &trailerCheck{h: sha256.New()} }
+
+func (c *trailerCheck) Write(p []byte) (int, error) {
+	total := len(p)
+	if c.n+len(p) <= len(c.tail) {
+		c.n += copy(c.tail[c.n:], p)
+		return total, nil
+	}
+	// Hash whatever falls out of the last len(c.tail) bytes seen so far.
+	out := c.n + len(p) - len(c.tail)
+	if out <= c.n {
+		c.h.Write(c.tail[:out])
+		c.n = copy(c.tail[:], c.tail[out:c.n])
+		c.n += copy(c.tail[c.n:], p)
+		return total, nil
+	}
+	c.h.Write(c.tail[:c.n])
+	c.h.Write(p[:len(p)-len(c.tail)])
+	c.n = copy(c.tail[:], p[len(p)-len(c.tail):])
+	return total, nil
+}
+
+func (c *trailerCheck) verify() error {
+	if c.n < len(c.tail) {
+		return fmt.Errorf("only %d bytes arrived, fewer than its %d-byte sha256 trailer", c.n, len(c.tail))
+	}
+	if !bytes.Equal(c.h.Sum(nil), c.tail[:]) {
+		return errors.New("its trailing sha256 does not match its content")
+	}
+	return nil
+}

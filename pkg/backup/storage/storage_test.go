@@ -1,0 +1,103 @@
+package storage
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+)
+
+func secret(name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func TestForBackup(t *testing.T) {
+	goodAWS := secret("aws", map[string]string{
+		"credentials": "[default]\naws_access_key_id = A\naws_secret_access_key = B\n",
+		"config":      "[default]\nregion = eu-west-1\n",
+	})
+	noRegion := secret("aws-noregion", map[string]string{
+		"credentials": "[default]\naws_access_key_id = A\naws_secret_access_key = B\n",
+	})
+	goodOSS := secret("oss", map[string]string{"accessKeyID": "id", "accessKeySecret": "secret"})
+	halfOSS := secret("oss-half", map[string]string{"accessKeyID": "id"})
+	objects := []runtime.Object{goodAWS, noRegion, goodOSS, halfOSS}
+
+	s3 := func(path, secretName string) api.BackupSpec {
+		return api.BackupSpec{StorageType: api.BackupStorageTypeS3,
+			BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: path, AWSSecret: secretName}}}
+	}
+	oss := func(path, secretName, endpoint string) api.BackupSpec {
+		return api.BackupSpec{StorageType: api.BackupStorageTypeOSS,
+			BackupSource: api.BackupSource{OSS: &api.OSSBackupSource{Path: path, OSSSecret: secretName, Endpoint: endpoint}}}
+	}
+	tests := []struct {
+		name      string
+		spec      api.BackupSpec
+		wantLoc   Location
+		wantErr   string
+		permanent bool
+	}{
+		{name: "S3 with a complete secret", spec: s3("bucket/a/b", "aws"), wantLoc: Location{"bucket", "a/b"}},
+		{name: "OSS with the default endpoint", spec: oss("bkt/key", "oss", ""), wantLoc: Location{"bkt", "key"}},
+		{name: "OSS with a custom regional endpoint", spec: oss("bkt/key", "oss", "https://oss-us-west-1.aliyuncs.com"), wantLoc: Location{"bkt", "key"}},
+		{name: "ABS is not supported yet", spec: api.BackupSpec{StorageType: api.BackupStorageTypeABS,
+			BackupSource: api.BackupSource{ABS: &api.ABSBackupSource{Path: "c/b", ABSSecret: "x"}}},
+			wantErr: "storage type ABS is not supported yet", permanent: true},
+		{name: "GCS is not supported yet", spec: api.BackupSpec{StorageType: api.BackupStorageTypeGCS},
+			wantErr: "storage type GCS is not supported yet", permanent: true},
+		{name: "unknown storage type", spec: api.BackupSpec{StorageType: "FTP"}, wantErr: `unknown storage type "FTP"`, permanent: true},
+		{name: "S3 without its block", spec: api.BackupSpec{StorageType: api.BackupStorageTypeS3}, wantErr: "needs spec.s3", permanent: true},
+		{name: "OSS without its block", spec: api.BackupSpec{StorageType: api.BackupStorageTypeOSS}, wantErr: "needs spec.oss", permanent: true},
+		{name: "path without a key", spec: s3("bucket", "aws"), wantErr: `spec.s3: path "bucket" is not`, permanent: true},
+		{name: "path with an empty bucket", spec: s3("/key", "aws"), wantErr: `path "/key" is not`, permanent: true},
+		{name: "no secret named", spec: s3("b/k", ""), wantErr: "spec.s3.awsSecret names no secret", permanent: true},
+		{name: "missing secret may still appear", spec: s3("b/k", "later"), wantErr: "secret ns/later (spec.s3.awsSecret) not found"},
+		{name: "missing region", spec: s3("b/k", "aws-noregion"),
+			wantErr: "the AWS config in secret ns/aws-noregion has no region for profile default; add `region = ...`", permanent: true},
+		{name: "OSS secret missing a key", spec: oss("b/k", "oss-half", ""), wantErr: "the OSS secret ns/oss-half has no accessKeySecret", permanent: true},
+		{name: "OSS endpoint without a region", spec: oss("b/k", "oss", "https://cdn.example.com"), wantErr: "cannot tell the OSS region", permanent: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewSimpleClientset(objects...)
+			store, loc, err := ForBackup(context.Background(), kube.CoreV1(), "ns", &tc.spec)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				if got := backup.IsPermanent(err); got != tc.permanent {
+					t.Fatalf("permanent = %v, want %v (%v)", got, tc.permanent, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if loc != tc.wantLoc {
+				t.Fatalf("location %+v, want %+v", loc, tc.wantLoc)
+			}
+			if s, ok := store.(*s3store.Store); !ok || s.Bucket() != tc.wantLoc.Bucket {
+				t.Fatalf("store %T for bucket %q", store, tc.wantLoc.Bucket)
+			}
+		})
+	}
+}
+
+func TestLocationPath(t *testing.T) {
+	if got := (Location{"b", "k/x"}).Path(); got != "b/k/x" {
+		t.Fatalf("Path = %q", got)
+	}
+}

@@ -1,0 +1,62 @@
+// Package backup takes etcd snapshots and keeps them in object stores.
+//
+// A snapshot is streamed from the member with the highest revision straight into a
+// Store, so the operator's memory does not grow with the size of the database; its
+// size and sha256 are computed on the way through. Periodic backups are named after
+// the revision and time they were taken, and pruned by those, never by string order.
+package backup
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) by stores for a key that does not exist.
+var ErrNotFound = errors.New("object not found")
+
+// Store is a flat key space in one bucket. Keys never include the bucket.
+type Store interface {
+	// Put stores everything r yields under key, replacing an existing object, and
+	// returns the number of bytes stored and their hex sha256. r is read once,
+	// front to back, and never buffered whole.
+	Put(ctx context.Context, key string, r io.Reader) (size int64, sha256 string, err error)
+	// Get opens an object for reading; the caller closes it.
+	Get(ctx context.Context, key string) (rc io.ReadCloser, size int64, err error)
+	// Head describes an object without reading it.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+	// List returns every object whose key starts with prefix, however many pages
+	// the store needs to answer.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Delete removes an object; deleting a missing object is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+}
+
+// permanentError marks a failure that only the user can fix (a wrong spec, a secret
+// without the keys it needs): retrying it would fail the same way.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that retrying cannot fix. nil stays nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent tells whether err, or an error it wraps, was marked Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
