@@ -1,0 +1,68 @@
+# The verbs people expect. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= 0.1.0
+GIT_SHA := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$(VERSION) \
+	-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$(GIT_SHA)
+BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator
+PKG_etcd-operator := ./cmd/operator
+PKG_etcd-backup-operator := ./cmd/backup-operator
+PKG_etcd-restore-operator := ./cmd/restore-operator
+
+.PHONY: all build unit test verify generate vet lint fmt image e2e bench local-up local-down clean
+
+all: build
+
+## build: the three binaries under _output/bin
+build:
+	@mkdir -p _output/bin
+	@for b in $(BINARIES); do \
+		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; esac); \
+		echo "go build $$pkg -> _output/bin/$$b"; \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/bin/$$b $$pkg || exit 1; \
+	done
+
+## unit: unit tests (fake clientsets, embedded etcd, in-process S3) with the race detector
+unit:
+	$(GO) test -race -count=1 ./...
+
+## verify: formatting, vet and generated code are up to date
+verify: fmt vet
+	bash hack/verify-codegen.sh
+
+fmt:
+	@out=$$(gofmt -l cmd pkg hack test 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet lint:
+	$(GO) vet ./...
+
+## generate: regenerate clients, deepcopy and example/crd
+generate:
+	bash hack/update-codegen.sh
+
+## test: everything CI checks
+test:
+	bash hack/test.sh
+
+## image: the operator image as an OCI tarball, without Docker (_output/etcd-operator-image.tar)
+image:
+	bash hack/build-image.sh
+
+## e2e: the end-to-end suite on the local cluster (sudo make local-up first, or let it start one)
+e2e:
+	bash hack/e2e.sh
+
+## bench: benchmarks that print figures
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+## local-up / local-down: a real single-node Kubernetes on this machine (root)
+local-up:
+	bash hack/local-cluster/up.sh
+
+local-down:
+	bash hack/local-cluster/down.sh
+
+clean:
+	rm -rf _output
