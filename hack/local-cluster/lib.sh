@@ -1,0 +1,238 @@
+# shellcheck shell=bash disable=SC2034 # the variables are used by the scripts that source this
+# lib.sh: settings and helpers shared by up.sh, down.sh and load-image.sh.
+# Sourced, never run. Everything the local cluster puts on the host is named
+# here, so the three scripts agree on it.
+
+# ---------------------------------------------------------------------------
+# Locations
+# ---------------------------------------------------------------------------
+LC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$LC_DIR/../.." && pwd)
+
+# Cluster state: certificates, configs, logs, pid files, etcd data.
+STATE_DIR=${LOCAL_CLUSTER_STATE_DIR:-/var/lib/etcd-operator-local}
+# Built binaries and images; kept by down.sh (even --purge) so the next
+# up.sh does not rebuild anything.
+CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/etcd-operator-local
+BIN_CACHE=$CACHE_DIR/bin
+TOOLS_DIR=$CACHE_DIR/tools
+IMAGES_DIR=$CACHE_DIR/images
+
+PKI_DIR=$STATE_DIR/pki
+CONF_DIR=$STATE_DIR/config
+LOG_DIR=$STATE_DIR/logs
+PID_DIR=$STATE_DIR/pids
+ADMIN_KUBECONFIG=$STATE_DIR/admin.kubeconfig
+ENV_FILE=$STATE_DIR/env
+CNI_CONF_DIR=$STATE_DIR/cni/net.d
+CNI_IPAM_DIR=$STATE_DIR/cni/ipam
+
+# ---------------------------------------------------------------------------
+# Versions
+# ---------------------------------------------------------------------------
+K8S_VERSION=v1.32.2
+COREDNS_VERSION=v1.15.0
+ETCD_BUILT_VERSIONS=(3.5.21 3.6.6) # built from the Go module proxy
+ETCD_DEBIAN_VERSION=3.4.23         # Debian's etcd-server / etcd-client
+STORE_ETCD_VERSION=3.5.21          # the etcd that backs the apiserver
+
+K8S_BIN=$BIN_CACHE/kubernetes-$K8S_VERSION
+COREDNS_BIN=$BIN_CACHE/coredns-$COREDNS_VERSION
+KUBECTL=$K8S_BIN/kubectl
+etcd_bin_dir() { echo "$BIN_CACHE/etcd-v$1"; }
+
+# ---------------------------------------------------------------------------
+# Network and ports
+# ---------------------------------------------------------------------------
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SVC_IP=10.96.0.1
+CLUSTER_DNS_IP=10.96.0.10
+CLUSTER_DOMAIN=cluster.local
+POD_SUBNET=10.244.0.0/24  # the only node's pod range (host-local IPAM)
+CLUSTER_CIDR=10.244.0.0/16
+CNI_BRIDGE=cni0
+CNI_NETWORK_NAME=etcd-operator-local
+CNI_BIN_DIR=/usr/lib/cni
+APISERVER_PORT=6443
+# The apiserver's own etcd stays off 2379/2380 so etcd processes started by
+# tests on the host can use the default ports.
+STORE_ETCD_CLIENT_PORT=2479
+STORE_ETCD_PEER_PORT=2480
+CONTAINERD_SOCK=/run/containerd/containerd.sock
+KUBELET_ROOT=/var/lib/kubelet
+
+# ---------------------------------------------------------------------------
+# Images (all built locally; pods must use imagePullPolicy IfNotPresent/Never)
+# ---------------------------------------------------------------------------
+PAUSE_IMAGE=registry.k8s.io/pause:3.10
+BUSYBOX_IMAGE=docker.io/library/busybox:1.28.0-glibc # operator default
+ETCD_IMAGE_REPO=quay.io/coreos/etcd
+COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
+PROJECT_IMAGE=${IMAGE:-openetcd/etcd-operator:v0.1.0}
+PROJECT_IMAGE_TAR=$REPO_ROOT/_output/etcd-operator-image.tar
+# Label put on every image we import: the sha256 of the tarball, so an
+# unchanged image is not imported again.
+IMAGE_SHA_LABEL=etcd-operator-local.tar-sha256
+
+# Host processes, in start order. down.sh stops them in reverse order.
+COMPONENTS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
+APT_PACKAGES=(etcd-server etcd-client containerd runc containernetworking-plugins iptables
+	busybox-static conntrack socat ethtool openssl dash)
+
+# ---------------------------------------------------------------------------
+# Logging
+# ---------------------------------------------------------------------------
+LOG_TAG=${LOG_TAG:-local-cluster}
+log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
+warn() { printf '[%s] WARNING: %s\n' "$LOG_TAG" "$*" >&2; }
+die() {
+	printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2
+	exit 1
+}
+
+# timed LABEL CMD...: run CMD and print "[tag] LABEL: Ns".
+timed() {
+	local label=$1 t0=$SECONDS
+	shift
+	"$@"
+	log "$label: $((SECONDS - t0))s"
+}
+
+require_root_linux() {
+	[[ $(uname -s) == Linux ]] || die "the local cluster runs on Linux only (this is $(uname -s))"
+	[[ $(id -u) == 0 ]] || die "run as root: it installs packages, configures networking and runs kubelet (try: sudo bash $0)"
+}
+
+# ---------------------------------------------------------------------------
+# Processes. Every process we start gets a pid file "<pid> <start time>" in
+# PID_DIR; the start time (field 22 of /proc/PID/stat) protects against
+# killing an unrelated process that reused the pid.
+# ---------------------------------------------------------------------------
+proc_starttime() { awk '{print $22}' "/proc/$1/stat" 2>/dev/null; }
+
+# proc_pid NAME: print the pid of our running NAME, fail if it is not running.
+proc_pid() {
+	local f=$PID_DIR/$1.pid pid start
+	[[ -s $f ]] || return 1
+	read -r pid start <"$f" || true
+	[[ -n ${pid:-} && -n ${start:-} && $(proc_starttime "$pid") == "$start" ]] || return 1
+	echo "$pid"
+}
+proc_alive() { proc_pid "$1" >/dev/null; }
+
+# start_proc NAME CMD...: start CMD in its own session, detached from the
+# terminal, output appended to LOG_DIR/NAME.log, pid recorded.
+start_proc() {
+	local name=$1 pidf=$PID_DIR/$1.pid log=$LOG_DIR/$1.log
+	shift
+	mkdir -p "$PID_DIR" "$LOG_DIR"
+	rm -f "$pidf"
+	printf '==== %s starting: %s\n' "$(date -Is)" "$*" >>"$log"
+	# The inner shell writes its own pid and then execs the command, so the
+	# recorded pid is the command's whatever setsid does.
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	setsid bash -c 'echo $$ >"$0.tmp"; exec "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null &
+	local i pid=
+	for ((i = 0; i < 100; i++)); do
+		[[ -s $pidf.tmp ]] && pid=$(<"$pidf.tmp") && [[ -n $pid ]] && break
+		sleep 0.05
+	done
+	[[ -n $pid ]] || die "could not start $name (see $log)"
+	echo "$pid $(proc_starttime "$pid")" >"$pidf"
+	rm -f "$pidf.tmp"
+}
+
+# stop_proc NAME [SECONDS]: SIGTERM our NAME, SIGKILL it if it is still
+# there after SECONDS (default 20), forget its pid.
+stop_proc() {
+	local name=$1 grace=${2:-20} pid i
+	if pid=$(proc_pid "$name"); then
+		log "stopping $name (pid $pid)"
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < grace * 10; i++)); do
+			proc_alive "$name" || break
+			sleep 0.1
+		done
+		if proc_alive "$name"; then
+			log "$name did not stop in ${grace}s, killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+			for ((i = 0; i < 50; i++)); do
+				proc_alive "$name" || break
+				sleep 0.1
+			done
+		fi
+	fi
+	rm -f "$PID_DIR/$name.pid"
+}
+
+# ---------------------------------------------------------------------------
+# Waiting: poll with a deadline, fail fast if one of our processes died.
+# ---------------------------------------------------------------------------
+# Names of the processes that must stay alive while we wait (set by up.sh).
+WATCHED=()
+
+check_watched() {
+	local n
+	for n in "${WATCHED[@]}"; do
+		if ! proc_alive "$n"; then
+			log "--- last lines of $LOG_DIR/$n.log:"
+			tail -n 30 "$LOG_DIR/$n.log" >&2 || true
+			die "$n exited unexpectedly (log: $LOG_DIR/$n.log)"
+		fi
+	done
+}
+
+# wait_for SECONDS DESCRIPTION CMD...: run CMD every 0.5 s until it succeeds.
+wait_for() {
+	local timeout=$1 what=$2 deadline=$((SECONDS + $1))
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		check_watched
+		((SECONDS < deadline)) || die "timed out after ${timeout}s waiting for $what"
+		sleep 0.5
+	done
+}
+
+kubectl_admin() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+
+# ---------------------------------------------------------------------------
+# containerd and images
+# ---------------------------------------------------------------------------
+ctr_k8s() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+containerd_up() { [[ -S $CONTAINERD_SOCK ]] && ctr --address "$CONTAINERD_SOCK" version >/dev/null 2>&1; }
+
+# normalize_ref REF: the name containerd (and the kubelet) use for REF, e.g.
+# busybox:1 -> docker.io/library/busybox:1, foo/bar:1 -> docker.io/foo/bar:1.
+normalize_ref() {
+	local ref=$1 first=${1%%/*}
+	if [[ $ref != */* ]]; then
+		echo "docker.io/library/$ref"
+	elif [[ $first != *.* && $first != *:* && $first != localhost ]]; then
+		echo "docker.io/$ref"
+	else
+		echo "$ref"
+	fi
+}
+
+# tar_image_ref TAR: the tag recorded in a docker-format image tarball.
+tar_image_ref() {
+	tar -xOf "$1" manifest.json | sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p'
+}
+
+# import_image TAR: import into containerd's k8s.io namespace unless the same
+# tarball (by sha256) is already there under its tag.
+import_image() {
+	local tar=$1 ref sha
+	ref=$(tar_image_ref "$tar")
+	[[ -n $ref ]] || die "$tar has no tag in manifest.json"
+	ref=$(normalize_ref "$ref")
+	sha=$(sha256sum "$tar" | cut -d' ' -f1)
+	if ctr_k8s images ls "name==$ref" 2>/dev/null | grep -qF "$IMAGE_SHA_LABEL=$sha"; then
+		log "image $ref: already imported"
+		return 0
+	fi
+	ctr_k8s images import "$tar" >/dev/null
+	ctr_k8s images label "$ref" "$IMAGE_SHA_LABEL=$sha" >/dev/null
+	log "image $ref: imported"
+}
