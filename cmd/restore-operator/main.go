@@ -1,0 +1,344 @@
+// Command etcd-restore-operator replaces EtcdClusters with clusters seeded from
+// verified backups, as EtcdRestore resources ask. The same binary is the seed
+// pod's download step: `etcd-restore-operator fetch-backup ...`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
+	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
+	"github.com/openetcd/etcd-operator/pkg/restore"
+	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+)
+
+const (
+	binary = restore.Binary
+	// lockName is the original's leader-election lock name, now a Lease.
+	lockName = "etcd-restore-operator"
+	// shutdownTimeout bounds the wait for workers to stop; well inside a pod's
+	// default 30 s termination grace period.
+	shutdownTimeout = 20 * time.Second
+	// selfTimeout bounds the start-up's look at its own pod (the original retried
+	// for 500 s): a pod that cannot read itself is misconfigured, and saying so
+	// soon beats waiting.
+	selfTimeout = time.Minute
+)
+
+type options struct {
+	createCRD      bool
+	clusterWide    bool
+	listenAddr     string
+	kubeconfig     string
+	printVersion   bool
+	workers        int
+	fetchImage     string
+	restoreTimeout time.Duration
+}
+
+// parseFlags reads the original's flags (single or double dash) plus the new ones.
+func parseFlags(args []string, output io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(binary, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.BoolVar(&o.createCRD, "create-crd", true, "create or update the EtcdRestore CRD at startup; with false, apply example/crd yourself and a namespaced Role is enough")
+	fs.BoolVar(&o.clusterWide, "cluster-wide", false, "run the EtcdRestores of every namespace that carry the annotation "+api.ScopeAnnotation+": "+api.ScopeClusterWide+", instead of the unannotated ones of the operator's own namespace (MY_POD_NAMESPACE)")
+	fs.StringVar(&o.listenAddr, "listen-addr", "0.0.0.0:8082", "address of the HTTP server for /healthz, /readyz and /metrics (backups are served on port "+strconv.Itoa(restore.BackupServerPort)+")")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	fs.IntVar(&o.workers, "workers", 4, "EtcdRestores processed at once (1..64)")
+	fs.StringVar(&o.fetchImage, "fetch-image", "", "image of the seed pod's fetch-backup step (default: this operator's own image, read from its pod)")
+	fs.DurationVar(&o.restoreTimeout, "restore-timeout", restore.DefaultTimeout,
+		"how long the hand-over may take, from deleting the old cluster to the restored one available at full size, before the restore is Failed; also bounds reading the backup through")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v (the only subcommand is %s, as the first argument)", fs.Args(), restore.FetchSubcommand)
+	}
+	switch {
+	case o.workers < 1 || o.workers > 64:
+		return o, fmt.Errorf("-workers must be between 1 and 64, not %d", o.workers)
+	case o.restoreTimeout < time.Minute:
+		return o, fmt.Errorf("-restore-timeout must be at least 1m, not %v", o.restoreTimeout)
+	}
+	return o, nil
+}
+
+func main() {
+	ctx, cancel := operatorrun.SignalContext()
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, operatorrun.NewLogger(binary))
+	cancel()
+	os.Exit(code)
+}
+
+// run is the whole binary; it returns the exit code. Lost leadership ends it with 1
+// so that the Deployment restarts it as a standby; SIGTERM (ctx) ends it with 0
+// after the Lease was released. `fetch-backup` as the first argument runs the seed
+// pod's download step instead.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
+	if len(args) > 0 && args[0] == restore.FetchSubcommand {
+		return restore.FetchMain(ctx, args[1:], log.Logger.Out)
+	}
+	opts, err := parseFlags(args, log.Logger.Out)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		log.Error(err)
+		return 2
+	}
+	if opts.printVersion {
+		_, _ = fmt.Fprintln(stdout, operatorrun.VersionString(binary))
+		return 0
+	}
+	id, err := operatorrun.IdentityFromEnv(getenv)
+	if err != nil {
+		log.Error(err)
+		return 1
+	}
+	if err := serve(ctx, opts, id, log); err != nil {
+		log.Error(err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {
+	watched := id.Namespace
+	if opts.clusterWide {
+		watched = metav1.NamespaceAll
+	}
+	log.Infof("%s %s (git %s) in namespace %s, restoring in %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
+		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
+
+	// Events name EtcdRestores; the recorder finds their kind through this scheme.
+	if err := etcdscheme.AddToScheme(scheme.Scheme); err != nil {
+		return err
+	}
+	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
+	if err != nil {
+		return err
+	}
+	srv, err := operatorrun.NewServer(opts.listenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A server that stops on its own ends the process with an error, so that the
+	// Deployment restarts it.
+	var (
+		fatalMu sync.Mutex
+		fatal   error
+	)
+	die := func(err error) {
+		fatalMu.Lock()
+		if fatal == nil {
+			fatal = err
+		}
+		fatalMu.Unlock()
+		cancel()
+	}
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			die(fmt.Errorf("HTTP server: %w", err))
+		}
+	}()
+
+	fetchImage, pullPolicy, err := setUpSelf(ctx, clients, id, opts.fetchImage, log)
+	if err != nil {
+		return err
+	}
+	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
+	defer stopEvents()
+	metrics := restore.NewMetrics(srv.Registry)
+
+	// RunAsLeader returns as soon as the Lease is released; the controller is still
+	// stopping then. Wait for it, so that a SIGTERM ends every worker before the
+	// process exits.
+	var (
+		mu       sync.Mutex
+		stopping bool
+		leadDone chan struct{}
+	)
+	lead := func(ctx context.Context) {
+		mu.Lock()
+		if stopping {
+			mu.Unlock()
+			return
+		}
+		leadDone = make(chan struct{})
+		defer close(leadDone)
+		mu.Unlock()
+
+		if opts.createCRD && !installCRD(ctx, clients, log) {
+			return
+		}
+		open := restore.StoreOpener(clients.Kube.CoreV1())
+		// Seeds download from the leader only: it serves while it leads.
+		ln, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", restore.BackupServerPort))
+		if err != nil {
+			die(fmt.Errorf("listen for the backup server: %w", err))
+			return
+		}
+		go func() {
+			h := &restore.BackupHandler{Client: clients.Etcd, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
+			if err := restore.ServeBackups(ctx, ln, h); err != nil {
+				die(fmt.Errorf("backup server: %w", err))
+			}
+		}()
+
+		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
+		flow := restore.NewFlow(restore.Config{
+			Kube:              clients.Kube,
+			Etcd:              clients.Etcd,
+			Recorder:          recorder,
+			Log:               log,
+			Metrics:           metrics,
+			OperatorNamespace: id.Namespace,
+			ClusterWide:       opts.clusterWide,
+			FetchImage:        fetchImage,
+			FetchPullPolicy:   pullPolicy,
+			Timeout:           opts.restoreTimeout,
+			Open:              open,
+		})
+		ctrl := restorecontroller.New(restorecontroller.Config{
+			Informer:    factory.Etcd().V1beta2().EtcdRestores(),
+			Flow:        flow,
+			Log:         log,
+			ClusterWide: opts.clusterWide,
+		})
+		factory.Start(ctx.Done())
+		defer factory.Shutdown()
+		// Ready only now: leading, the CRD established, the cache synced, the
+		// backup server listening. The Service sends seeds to ready pods only.
+		if err := ctrl.Run(ctx, opts.workers, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+			log.Errorf("controller: %v", err)
+		}
+		srv.SetReady(false)
+	}
+	err = operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
+	}, lead)
+	cancel()
+	mu.Lock()
+	stopping = true
+	done := leadDone
+	mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(shutdownTimeout):
+			log.Warnf("the controller did not stop within %v", shutdownTimeout)
+		}
+	}
+	fatalMu.Lock()
+	defer fatalMu.Unlock()
+	if fatal != nil {
+		return fatal
+	}
+	return err
+}
+
+// setUpSelf reads the operator's own pod: its image is the seed's fetch image
+// (unless -fetch-image names one), and its labels select it for the
+// etcd-restore-operator Service, which is created or corrected here, before
+// leader election, as the original did. Without its pod (running outside a
+// cluster) the operator still works if -fetch-image is given, but the Service is
+// then up to the user.
+func setUpSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity, fetchImage string, log *logrus.Entry) (string, corev1.PullPolicy, error) {
+	self, err := getSelf(ctx, clients, id)
+	if err != nil {
+		if fetchImage == "" {
+			return "", "", fmt.Errorf("%w; without its pod the operator knows neither the image for the seed's fetch step (give it with -fetch-image) nor what its Service should select", err)
+		}
+		log.Warnf("%v; using -fetch-image=%s, and leaving Service %s/%s alone: seeds reach the backup server only if it routes to this process on port %d",
+			err, fetchImage, id.Namespace, restore.ServiceName, restore.BackupServerPort)
+		return fetchImage, corev1.PullIfNotPresent, nil
+	}
+	policy := corev1.PullIfNotPresent
+	if fetchImage == "" {
+		if fetchImage, policy, err = restore.FetchImageOf(self); err != nil {
+			return "", "", err
+		}
+	}
+	svc, err := restore.NewService(id.Namespace, self)
+	if err != nil {
+		return "", "", err
+	}
+	if err := retryFor(ctx, selfTimeout, func() error { return restore.EnsureService(ctx, clients.Kube, svc) }); err != nil {
+		return "", "", fmt.Errorf("the seed pods download backups through Service %s/%s: %w", id.Namespace, restore.ServiceName, err)
+	}
+	log.Infof("Service %s/%s selects %v; seed pods fetch with image %s", id.Namespace, restore.ServiceName, svc.Spec.Selector, fetchImage)
+	return fetchImage, policy, nil
+}
+
+func getSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity) (*corev1.Pod, error) {
+	var self *corev1.Pod
+	err := retryFor(ctx, selfTimeout, func() error {
+		p, err := clients.Kube.CoreV1().Pods(id.Namespace).Get(ctx, id.PodName, metav1.GetOptions{})
+		self = p
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the operator's own pod %s/%s (MY_POD_NAMESPACE/MY_POD_NAME): %w", id.Namespace, id.PodName, err)
+	}
+	return self, nil
+}
+
+// retryFor retries fn with backoff for up to d: the apiserver may be briefly
+// unavailable while the operator starts.
+func retryFor(ctx context.Context, d time.Duration, fn func() error) error {
+	deadline := time.Now().Add(d)
+	delay := 500 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// installCRD retries until the definition is established or ctx ends: an apiserver
+// that is briefly unavailable must not kill the operator.
+func installCRD(ctx context.Context, clients *operatorrun.Clients, log *logrus.Entry) bool {
+	delay := time.Second
+	for {
+		err := crdutil.Install(ctx, clients.APIExt, crdutil.EtcdRestore(), log)
+		if err == nil {
+			return true
+		}
+		log.Errorf("install the EtcdRestore CRD (retrying in %s): %v", delay, err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}

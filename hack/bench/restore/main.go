@@ -1,0 +1,243 @@
+// Command restore measures the data path of a restore on a large snapshot: the
+// time the restore operator takes to read the backup through and check it before
+// it touches the cluster, the time a seed pod's fetch-backup takes to download
+// it through the operator's backup server and check it again, the time
+// `etcdutl snapshot restore` takes to unpack it, and the time etcd takes to
+// start on the restored data directory.
+//
+// Everything runs on this machine: an embedded etcd is filled and snapshotted
+// into an in-process S3 server (gofakes3, in memory, so the store itself is
+// faster than a real one), and etcd and etcdutl are the release binaries in
+// -etcd-bin-dir. What a real restore adds on top is Kubernetes' part: deleting
+// the old pods (their grace period), scheduling the seed, the DNS wait of its
+// first init container, and the other members joining one at a time, each
+// receiving the whole database from the leader (test/e2e/restore_test.go with
+// E2E_RESTORE_BENCH_MIB measures that too).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
+	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	"github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/openetcd/etcd-operator/pkg/restore"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+func main() {
+	sizeMiB := flag.Int("size-mib", 512, "data written to etcd before the snapshot")
+	valueKiB := flag.Int("value-kib", 256, "size of each value")
+	binDir := flag.String("etcd-bin-dir", os.Getenv("ETCD_BIN_DIR_3_5"), "directory with the etcd and etcdutl binaries of etcd 3.5 (the local cluster's env file sets ETCD_BIN_DIR_3_5)")
+	flag.Parse()
+	if err := bench(*sizeMiB, *valueKiB, *binDir); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func bench(sizeMiB, valueKiB int, binDir string) error {
+	if binDir == "" {
+		return fmt.Errorf("no -etcd-bin-dir: point it at an etcd 3.5 release (etcd and etcdutl)")
+	}
+	for _, b := range []string{"etcd", "etcdutl"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "restore-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	ctx := context.Background()
+
+	// The snapshot, as the backup operator stores it.
+	s3, err := backuptest.StartS3(nil, "bench")
+	if err != nil {
+		return err
+	}
+	defer s3.Close()
+	store, err := s3store.New(s3.StoreConfig("bench"))
+	if err != nil {
+		return err
+	}
+	keys := sizeMiB << 20 / (valueKiB << 10)
+	if err := snapshotInto(ctx, filepath.Join(dir, "source"), store, sizeMiB, keys, valueKiB<<10); err != nil {
+		return err
+	}
+	loc := storage.Location{Bucket: "bench", Key: "snapshot.db"}
+
+	var total time.Duration
+	var vb restore.VerifiedBackup
+	// size is read after fn: the first step is what learns it.
+	step := func(name string, size *int64, fn func() error) error {
+		start := time.Now()
+		if err := fn(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		d := time.Since(start)
+		total += d
+		rate := ""
+		if size != nil {
+			rate = fmt.Sprintf(" (%.0f MiB/s)", float64(*size)/(1<<20)/d.Seconds())
+		}
+		fmt.Printf("%-52s %8.2fs%s\n", name, d.Seconds(), rate)
+		return nil
+	}
+
+	// 1. The operator reads the backup through before it touches the cluster.
+	if err := step("verify (read through, check the sha256 trailer)", &vb.Size, func() error {
+		vb, err = restore.VerifySnapshot(ctx, store, loc)
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("  snapshot: %.1f MiB, sha256 %s\n", float64(vb.Size)/(1<<20), vb.SHA256)
+
+	// 2. The seed downloads it through the backup server and checks it again.
+	url, stop, err := backupServer(s3, vb)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	backupFile := filepath.Join(dir, "latest.backup")
+	if err := step("serve + fetch-backup (download, check size and sha256)", &vb.Size, func() error {
+		return restore.Fetch(ctx, restore.FetchOptions{URL: url, Out: backupFile, Size: vb.Size, SHA256: vb.SHA256, Timeout: 30 * time.Minute})
+	}); err != nil {
+		return err
+	}
+
+	// 3. restore-datadir: etcdutl unpacks it, checking the trailer once more.
+	dataDir := filepath.Join(dir, "data")
+	peer := "http://127.0.0.1:32380"
+	if err := step("etcdutl snapshot restore", &vb.Size, func() error {
+		return run(filepath.Join(binDir, "etcdutl"), "snapshot", "restore", backupFile, "--data-dir="+dataDir,
+			"--name=seed", "--initial-cluster=seed="+peer, "--initial-cluster-token=bench", "--initial-advertise-peer-urls="+peer)
+	}); err != nil {
+		return err
+	}
+	_ = os.Remove(backupFile)
+
+	// 4. The seed's etcd starts on the restored data and serves every key.
+	client := "http://127.0.0.1:32379"
+	etcd := exec.Command(filepath.Join(binDir, "etcd"), "--data-dir="+dataDir, "--name=seed",
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=seed="+peer,
+		"--quota-backend-bytes="+fmt.Sprint(int64(sizeMiB)*3<<20+1<<30), "--log-level=error")
+	var etcdLog bytes.Buffer
+	etcd.Stdout, etcd.Stderr = &etcdLog, &etcdLog
+	if err := step("etcd starts on the restored data, all keys read", nil, func() error {
+		if err := etcd.Start(); err != nil {
+			return err
+		}
+		return waitKeys(ctx, client, keys)
+	}); err != nil {
+		return fmt.Errorf("%w\netcd log:\n%s", err, etcdLog.String())
+	}
+	_ = etcd.Process.Kill()
+	_ = etcd.Wait()
+	fmt.Printf("%-52s %8.2fs\n", "total data path", total.Seconds())
+	return nil
+}
+
+// snapshotInto fills an embedded etcd and stores its snapshot as snapshot.db.
+func snapshotInto(ctx context.Context, dir string, store backup.Store, sizeMiB, keys, valueSize int) error {
+	e, err := backuptest.StartEtcd(backuptest.EtcdOptions{Dir: dir, QuotaBytes: int64(sizeMiB)*3<<20 + 1<<30})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	start := time.Now()
+	if err := e.Fill(ctx, "/bench/", keys, valueSize); err != nil {
+		return err
+	}
+	fmt.Printf("filled etcd with %d keys of %d KiB in %.1fs\n", keys, valueSize>>10, time.Since(start).Seconds())
+	start = time.Now()
+	snap, err := backup.SaveSnapshot(ctx, backup.Source{Endpoints: []string{e.Endpoint}}, store, func(int64) string { return "snapshot.db" })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("backed up %.1f MiB in %.1fs (not part of the restore)\n", float64(snap.Size)/(1<<20), time.Since(start).Seconds())
+	return nil
+}
+
+// backupServer serves the backup the way the operator does, for an EtcdRestore in
+// progress whose plan pins vb, and returns the seed's URL.
+func backupServer(s3 *backuptest.S3, vb restore.VerifiedBackup) (string, func(), error) {
+	spec := api.RestoreSpec{
+		BackupStorageType: api.BackupStorageTypeS3,
+		RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
+			Path: vb.Path, AWSSecret: "aws", Endpoint: s3.URL, ForcePathStyle: true,
+		}},
+		EtcdCluster: api.EtcdClusterRef{Name: "bench"},
+	}
+	plan, err := json.Marshal(&restore.Plan{Source: spec, Backup: vb})
+	if err != nil {
+		return "", nil, err
+	}
+	er := &api.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "ns", Annotations: map[string]string{restore.PlanAnnotation: string(plan)}},
+		Spec:       spec,
+		Status:     api.RestoreStatus{Phase: api.RestorePhaseRestoring},
+	}
+	secrets := kubefake.NewSimpleClientset(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "aws", Namespace: "ns"}, Data: backuptest.AWSSecretData()})
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	h := &restore.BackupHandler{Client: fake.NewSimpleClientset(er), Namespace: "ns",
+		Open: restore.StoreOpener(secrets.CoreV1()), Log: logrus.NewEntry(log)}
+	mux := http.NewServeMux()
+	mux.Handle(restore.BackupPathPrefix, h)
+	srv := httptest.NewServer(mux)
+	return srv.URL + restore.BackupPathPrefix + "ns/bench", srv.Close, nil
+}
+
+func waitKeys(ctx context.Context, endpoint string, want int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		c, err := etcdutil.NewClientContext(ctx, etcdutil.ClientConfig{Endpoints: []string{endpoint}})
+		if err == nil {
+			resp, err := c.Get(ctx, "/bench/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			_ = c.Close()
+			if err == nil && int(resp.Count) == want {
+				return nil
+			}
+			if err == nil {
+				return fmt.Errorf("restored etcd has %d keys, want %d", resp.Count, want)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcd did not serve within 5m: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}

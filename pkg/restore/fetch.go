@@ -1,0 +1,233 @@
+package restore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// DefaultTerminationLog is where Kubernetes reads a container's termination
+// message from; the restore operator reports it in the EtcdRestore's status.
+const DefaultTerminationLog = "/dev/termination-log"
+
+// maxTerminationMessage stays under the kubelet's 4096-byte limit.
+const maxTerminationMessage = 4000
+
+var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// FetchOptions say what fetch-backup downloads and what it must get.
+type FetchOptions struct {
+	URL string
+	// Out is the file written; it appears only once its content is verified.
+	Out string
+	// Size and SHA256 are those of the verified backup.
+	Size   int64
+	SHA256 string
+	// Timeout bounds the whole fetch, retries included.
+	Timeout time.Duration
+	// Client defaults to an http.Client without overall timeout: a large backup
+	// takes as long as it takes; a stalled connection is caught by Timeout.
+	Client *http.Client
+	// Retries back off from MinBackoff, doubling to MaxBackoff (1 s and 15 s).
+	MinBackoff, MaxBackoff time.Duration
+	// Log receives progress lines (os.Stderr in the pod, so `kubectl logs` shows them).
+	Log io.Writer
+}
+
+func (o *FetchOptions) withDefaults() FetchOptions {
+	out := *o
+	if out.Client == nil {
+		out.Client = &http.Client{}
+	}
+	if out.MinBackoff <= 0 {
+		out.MinBackoff = time.Second
+	}
+	if out.MaxBackoff <= 0 {
+		out.MaxBackoff = 15 * time.Second
+	}
+	if out.Log == nil {
+		out.Log = io.Discard
+	}
+	return out
+}
+
+// fetchError is an attempt's failure; final ones are not retried.
+type fetchError struct {
+	err   error
+	final bool
+}
+
+func (e *fetchError) Error() string { return e.err.Error() }
+func (e *fetchError) Unwrap() error { return e.err }
+
+// Fetch downloads the backup to o.Out and proves it is the verified one: exactly
+// o.Size bytes with sha256 o.SHA256. Failures that may pass (the restore operator
+// restarting or changing leader, the object store slow to answer, a connection
+// cut mid-way) are retried until the timeout. A 404 is final, because the backup
+// server only serves restores in progress; so is a complete download of the wrong
+// size or sha256 (TCP and TLS already protect the bytes in transit, so it means
+// the object changed since it was verified, and asking again returns the same).
+// The file is written under a temporary name and renamed only once verified, so
+// the restore step never sees a partial backup.
+func Fetch(ctx context.Context, opts FetchOptions) error {
+	o := opts.withDefaults()
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	backoff := o.MinBackoff
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := o.attempt(ctx)
+		if err == nil {
+			secs := time.Since(start).Seconds()
+			_, _ = fmt.Fprintf(o.Log, "fetched %d bytes from %s in %.1fs (%.1f MiB/s); size and sha256 %s match the verified backup\n",
+				o.Size, o.URL, secs, float64(o.Size)/(1<<20)/max(secs, 1e-3), o.SHA256)
+			return nil
+		}
+		var fe *fetchError
+		if !errors.As(err, &fe) {
+			fe = &fetchError{err: err}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("fetch %s: gave up after %d attempts (%v): %w", o.URL, attempt, ctx.Err(), fe.err)
+		}
+		if fe.final {
+			return fmt.Errorf("fetch %s (attempt %d): %w", o.URL, attempt, fe.err)
+		}
+		_, _ = fmt.Fprintf(o.Log, "attempt %d failed, retrying in %v: %v\n", attempt, backoff, fe.err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fetch %s: gave up after %d attempts (%v): %w", o.URL, attempt, ctx.Err(), fe.err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, o.MaxBackoff)
+	}
+}
+
+func (o *FetchOptions) attempt(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.URL, nil)
+	if err != nil {
+		return &fetchError{err: err, final: true}
+	}
+	resp, err := o.Client.Do(req)
+	if err != nil {
+		return &fetchError{err: err}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		err := fmt.Errorf("the backup server answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		// 404: no restore in progress serves this backup any more; 4xx in general
+		// is a wrong request that asking again will not fix.
+		final := resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests
+		return &fetchError{err: err, final: final}
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength != o.Size {
+		return &fetchError{err: fmt.Errorf("the backup server announces %d bytes, but the verified backup has %d", resp.ContentLength, o.Size), final: true}
+	}
+
+	dir := filepath.Dir(o.Out)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(o.Out)+".part-*")
+	if err != nil {
+		return &fetchError{err: fmt.Errorf("create a file in %s: %w", dir, err), final: true}
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // a no-op after the rename
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), resp.Body)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &fetchError{err: fmt.Errorf("download interrupted after %d of %d bytes: %w", n, o.Size, err)}
+	}
+	if n != o.Size {
+		return &fetchError{err: fmt.Errorf("downloaded %d bytes, but the verified backup has %d", n, o.Size), final: true}
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.SHA256 {
+		return &fetchError{err: fmt.Errorf("the downloaded backup has sha256 %s, but the verified backup has %s", sum, o.SHA256), final: true}
+	}
+	if err := os.Rename(tmp.Name(), o.Out); err != nil {
+		return &fetchError{err: err, final: true}
+	}
+	return nil
+}
+
+// FetchMain is `etcd-restore-operator fetch-backup`: it parses args, fetches, and
+// on failure writes the reason to the termination log, where the restore
+// operator reads it into the EtcdRestore's status. It returns the exit code.
+func FetchMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(Binary+" "+FetchSubcommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o FetchOptions
+	var termLog string
+	fs.StringVar(&o.URL, "url", "", "URL of the backup on the restore operator's backup server")
+	fs.StringVar(&o.Out, "out", BackupFile, "file to write the verified backup to")
+	fs.Int64Var(&o.Size, "size", 0, "size in bytes the backup must have")
+	fs.StringVar(&o.SHA256, "sha256", "", "hex sha256 the backup must have")
+	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "give up after this long, retries included")
+	fs.StringVar(&termLog, "termination-log", DefaultTerminationLog, "file that receives the reason of a failure")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		writeTerminationLog(termLog, err.Error())
+		return 2
+	}
+	var problems []string
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected arguments %v", fs.Args()))
+	}
+	if o.URL == "" {
+		problems = append(problems, "--url is required")
+	}
+	if o.Out == "" {
+		problems = append(problems, "--out is required")
+	}
+	if o.Size <= 0 {
+		problems = append(problems, "--size must be positive")
+	}
+	if !sha256RE.MatchString(o.SHA256) {
+		problems = append(problems, "--sha256 must be 64 lower-case hex digits")
+	}
+	if len(problems) > 0 {
+		msg := FetchSubcommand + ": " + strings.Join(problems, "; ")
+		_, _ = fmt.Fprintln(stderr, msg)
+		writeTerminationLog(termLog, msg)
+		return 2
+	}
+	o.Log = stderr
+	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", o.URL, o.Size, o.SHA256, o.Out)
+	if err := Fetch(ctx, o); err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		writeTerminationLog(termLog, err.Error())
+		return 1
+	}
+	return 0
+}
+
+// writeTerminationLog is best effort: outside Kubernetes the file may not exist,
+// and the message is on stderr anyway.
+func writeTerminationLog(path, msg string) {
+	if path == "" {
+		return
+	}
+	if len(msg) > maxTerminationMessage {
+		msg = msg[:maxTerminationMessage]
+	}
+	_ = os.WriteFile(path, []byte(msg), 0o644)
+}

@@ -1,0 +1,169 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fetchFrom runs `fetch-backup` against a server whose handler is h and returns
+// the exit code, the termination message and the downloaded file (nil if none).
+func fetchFrom(t *testing.T, h http.HandlerFunc, extra ...string) (int, string, []byte) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "latest.backup")
+	termLog := filepath.Join(dir, "termination-log")
+	args := append([]string{
+		"--url=" + srv.URL + "/v1/backup/ns/example",
+		"--out=" + out,
+		"--size=" + strconv.Itoa(len(snapshot)),
+		"--sha256=" + sha256Hex(snapshot),
+		"--termination-log=" + termLog,
+	}, extra...)
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := FetchMain(ctx, args, &stderr)
+	t.Logf("fetch-backup output:\n%s", stderr.String())
+	msg, _ := os.ReadFile(termLog)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		data = nil
+	}
+	// A failed or partial download never leaves a file behind under any name.
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "latest.backup" && e.Name() != "termination-log" {
+			t.Errorf("leftover file %s", e.Name())
+		}
+	}
+	return code, string(msg), data
+}
+
+func serve(data []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		_, _ = w.Write(data)
+	}
+}
+
+func TestFetchGoodDownload(t *testing.T) {
+	code, msg, data := fetchFrom(t, serve(snapshot))
+	if code != 0 || msg != "" {
+		t.Fatalf("exit %d, termination message %q", code, msg)
+	}
+	if !bytes.Equal(data, snapshot) {
+		t.Fatal("the downloaded file differs from the backup")
+	}
+}
+
+func TestFetchRefusesWhatWasNotVerified(t *testing.T) {
+	flipped := bytes.Clone(snapshot)
+	flipped[10] ^= 1
+	tests := []struct {
+		name string
+		h    http.HandlerFunc
+		want string
+	}{
+		{"size mismatch", serve(snapshot[:len(snapshot)-1]), fmt.Sprintf("announces %d bytes, but the verified backup has %d", len(snapshot)-1, len(snapshot))},
+		{"size mismatch without a length announced", func(w http.ResponseWriter, _ *http.Request) {
+			w.(http.Flusher).Flush() // chunked: no Content-Length
+			_, _ = w.Write(snapshot[:100])
+		}, fmt.Sprintf("downloaded 100 bytes, but the verified backup has %d", len(snapshot))},
+		{"sha256 mismatch", serve(flipped), "the downloaded backup has sha256 "},
+		{"sha256 mismatch is not retried", serve(flipped), "(attempt 1)"},
+		{"HTTP 404 is final", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "EtcdRestore ns/example is Failed; only the backups of restores in progress are served", http.StatusNotFound)
+		}, "the backup server answered 404 Not Found: EtcdRestore ns/example is Failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, msg, data := fetchFrom(t, tc.h)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1", code)
+			}
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("termination message %q does not contain %q", msg, tc.want)
+			}
+			if data != nil {
+				t.Error("a backup that failed its checks was written to --out")
+			}
+		})
+	}
+}
+
+func TestFetchGivesUpOnHTTP500AtTheTimeout(t *testing.T) {
+	var calls atomic.Int32
+	code, msg, data := fetchFrom(t, func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		http.Error(w, "open the backup store: connection refused", http.StatusInternalServerError)
+	}, "--timeout=1500ms")
+	if code != 1 || data != nil {
+		t.Fatalf("exit %d, file written %v", code, data != nil)
+	}
+	for _, want := range []string{"gave up after", "500 Internal Server Error: open the backup store: connection refused"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("termination message %q does not contain %q", msg, want)
+		}
+	}
+	if calls.Load() < 2 {
+		t.Errorf("%d attempts: a 500 must be retried", calls.Load())
+	}
+}
+
+// The operator may be restarting or changing leader when the seed asks, or the
+// connection may break: failures that may pass are retried.
+func TestFetchRetriesUntilItGetsTheBackup(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch calls.Add(1) {
+		case 1:
+			http.Error(w, "not leading", http.StatusServiceUnavailable)
+		case 2:
+			// Cut short: the announced length is never reached.
+			w.Header().Set("Content-Length", strconv.Itoa(len(snapshot)))
+			_, _ = w.Write(snapshot[:len(snapshot)/2])
+		default:
+			serve(snapshot)(w, r)
+		}
+	}))
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "latest.backup")
+	err := Fetch(context.Background(), FetchOptions{
+		URL: srv.URL, Out: out, Size: int64(len(snapshot)), SHA256: sha256Hex(snapshot),
+		Timeout: time.Minute, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, snapshot) || calls.Load() != 3 {
+		t.Fatalf("after %d calls the file is %d bytes", calls.Load(), len(got))
+	}
+}
+
+func TestFetchRefusesBadArguments(t *testing.T) {
+	dir := t.TempDir()
+	termLog := filepath.Join(dir, "termination-log")
+	var stderr bytes.Buffer
+	code := FetchMain(context.Background(), []string{"--url=http://x", "--size=0", "--sha256=XYZ", "--termination-log=" + termLog}, &stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	msg, _ := os.ReadFile(termLog)
+	for _, want := range []string{"--size must be positive", "--sha256 must be 64 lower-case hex digits"} {
+		if !strings.Contains(string(msg), want) {
+			t.Errorf("termination message %q does not contain %q", msg, want)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package restore
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// The seed pod's restore steps, run as init containers after check-dns.
+const (
+	// Binary is the restore operator's command; the fetch runs it from the
+	// operator's own image, so no third-party image (the original used tutum/curl)
+	// is ever pulled into a member pod.
+	Binary = "etcd-restore-operator"
+	// FetchSubcommand downloads and checks the backup: `etcd-restore-operator fetch-backup`.
+	FetchSubcommand = "fetch-backup"
+
+	FetchContainerName   = "fetch-backup"
+	RestoreContainerName = "restore-datadir"
+
+	// The backup is downloaded to a volume of its own rather than next to the data
+	// directory: with PVC members the data volume is the member's claim, which must
+	// not carry a second copy of the database for the member's whole life.
+	backupVolumeName = "restore-backup"
+	backupMountDir   = "/var/etcd-restore"
+	// BackupFile is where the seed keeps the downloaded snapshot.
+	BackupFile = backupMountDir + "/latest.backup"
+)
+
+// SeedConfig is everything the seed pod of a restored cluster is made of.
+type SeedConfig struct {
+	// Cluster is the re-created EtcdCluster, as stored (the pod's owner needs its UID).
+	Cluster *api.EtcdCluster
+	// RestoreName names the EtcdRestore, for the pod's annotation.
+	RestoreName string
+	// MemberName is the seed's member, pod and host name (SeedMemberName).
+	MemberName string
+	// BackupURL is where the fetch downloads the backup: the restore operator's
+	// backup server, through its Service.
+	BackupURL string
+	// Backup is the verified object; its size and sha256 are checked again after
+	// the download.
+	Backup VerifiedBackup
+	// FetchImage is the restore operator's own image; FetchPullPolicy its policy.
+	FetchImage      string
+	FetchPullPolicy corev1.PullPolicy
+	// FetchTimeout bounds the fetch, retries included.
+	FetchTimeout time.Duration
+}
+
+// SeedMember is the member the seed pod runs.
+func SeedMember(cl *api.EtcdCluster, name string) *etcdutil.Member {
+	m := &etcdutil.Member{
+		Name:         name,
+		Namespace:    cl.Namespace,
+		ClusterName:  cl.Name,
+		SecurePeer:   cl.Spec.TLS.IsSecurePeer(),
+		SecureClient: cl.Spec.TLS.IsSecureClient(),
+	}
+	if cl.Spec.Pod != nil {
+		m.ClusterDomain = cl.Spec.Pod.ClusterDomain
+	}
+	return m
+}
+
+// memberNameAlphabet is the alphabet of the random suffix of member names (that of
+// k8s.io/apimachinery/pkg/util/rand): no vowels, no look-alike characters.
+const memberNameAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// SeedMemberName is "<cluster>-<10 characters>" like every member name, but the
+// suffix is derived from the EtcdRestore's UID instead of drawn at random: a
+// restarted operator, or a second one watching the same namespace, that does not
+// see the seed yet creates the same pod again and gets AlreadyExists, never a
+// second seed that would bootstrap a second one-member cluster.
+func SeedMemberName(cluster string, restoreUID types.UID) string {
+	sum := sha256.Sum256([]byte(restoreUID))
+	suffix := make([]byte, 10)
+	for i := range suffix {
+		suffix[i] = memberNameAlphabet[int(sum[i])%len(memberNameAlphabet)]
+	}
+	return cluster + "-" + string(suffix)
+}
+
+// NewSeedPod builds the seed of a restored cluster: the pod of a new one-member
+// cluster whose data directory is filled from the backup before etcd starts.
+// After check-dns, fetch-backup downloads the snapshot from the backup server and
+// checks its size and sha256; restore-datadir unpacks it into the data directory
+// with the etcd image's own tool (etcdutl from 3.5, `etcdctl snapshot restore`
+// before), which checks the snapshot's integrity trailer once more. Neither needs
+// a shell: the etcd images are distroless. The pod is otherwise exactly the
+// member pod etcd-operator would build, so it adopts it as the seed member.
+func NewSeedPod(c SeedConfig) *corev1.Pod {
+	cl := c.Cluster.WithDefaults()
+	m := SeedMember(cl, c.MemberName)
+	// etcd ignores --initial-cluster* once its data directory exists; they are
+	// given to the restore, which writes the membership into it.
+	token := string(cl.UID) + "-restored"
+	resources := cl.Spec.Pod.Resources.DeepCopy()
+
+	backupMount := corev1.VolumeMount{Name: backupVolumeName, MountPath: backupMountDir}
+	fetch := corev1.Container{
+		Name:            FetchContainerName,
+		Image:           c.FetchImage,
+		ImagePullPolicy: c.FetchPullPolicy,
+		Command: []string{Binary, FetchSubcommand,
+			"--url=" + c.BackupURL,
+			"--out=" + BackupFile,
+			"--size=" + strconv.FormatInt(c.Backup.Size, 10),
+			"--sha256=" + c.Backup.SHA256,
+			"--timeout=" + c.FetchTimeout.String(),
+		},
+		Resources:                *resources,
+		VolumeMounts:             []corev1.VolumeMount{backupMount},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(false),
+			ReadOnlyRootFilesystem:   new(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	readOnlyBackup := backupMount
+	readOnlyBackup.ReadOnly = true
+	cmd, env := restoreCommand(cl.Spec.Version, m, token)
+	restore := corev1.Container{
+		Name:                     RestoreContainerName,
+		Image:                    api.EtcdImage(cl.Spec.Repository, cl.Spec.Version),
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  cmd,
+		Env:                      env,
+		Resources:                *resources.DeepCopy(),
+		VolumeMounts:             []corev1.VolumeMount{k8sutil.EtcdDataVolumeMount(), readOnlyBackup},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
+	pod := k8sutil.NewEtcdPod(cl, m, initialCluster, k8sutil.ClusterStateNew, token,
+		k8sutil.WithInitContainers(fetch, restore),
+		k8sutil.WithVolumes(corev1.Volume{
+			Name:         backupVolumeName,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		}),
+	)
+	pod.Annotations[SeedAnnotation] = c.RestoreName
+	return pod
+}
+
+// restoreCommand unpacks BackupFile into the data directory as member m. etcdutl
+// took over `snapshot restore` in 3.5 (etcdctl's is deprecated there and gone in
+// 3.6); before 3.5 only etcdctl has it, and 3.2/3.3 need ETCDCTL_API=3 for it.
+func restoreCommand(version string, m *etcdutil.Member, token string) ([]string, []corev1.EnvVar) {
+	tool := "/usr/local/bin/etcdutl"
+	var env []corev1.EnvVar
+	if major, minor, err := api.ParseVersion(version); err == nil && (major < 3 || major == 3 && minor < 5) {
+		tool = "/usr/local/bin/etcdctl"
+		env = []corev1.EnvVar{{Name: "ETCDCTL_API", Value: "3"}}
+	}
+	return []string{tool, "snapshot", "restore", BackupFile,
+		"--data-dir=" + k8sutil.EtcdDataDir,
+		"--name=" + m.Name,
+		"--initial-cluster=" + fmt.Sprintf("%s=%s", m.Name, m.PeerURL()),
+		"--initial-cluster-token=" + token,
+		"--initial-advertise-peer-urls=" + m.PeerURL(),
+	}, env
+}

@@ -1,0 +1,171 @@
+package restore
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ with the current output")
+
+// assertGolden compares obj, as YAML, with testdata/<name>.yaml.
+func assertGolden(t *testing.T, name string, obj any) {
+	t.Helper()
+	got, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", name+".yaml")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (create it with go test ./pkg/restore -run %s -update): %v", t.Name(), err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs from the golden file (-want +got); if the change is intended, run with -update:\n%s", path, diff)
+	}
+}
+
+// seedConfig has fixed inputs, so golden files change only when the builder does.
+func seedConfig(mutate func(*api.EtcdCluster)) SeedConfig {
+	cl := &api.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: testCluster, Namespace: testNamespace, UID: types.UID("3f0c8a52-6b1d-4e7a-9c2f-5d8e1b4a7c60")},
+		Spec:       api.ClusterSpec{Size: 3, Version: "3.5.21"},
+	}
+	if mutate != nil {
+		mutate(cl)
+	}
+	return SeedConfig{
+		Cluster:         cl,
+		RestoreName:     testCluster,
+		MemberName:      SeedMemberName(testCluster, restoreUID),
+		BackupURL:       BackupURL(ServiceName, opNamespace, cl.WithDefaults().Spec.Pod.ClusterDomain, testNamespace, testCluster),
+		Backup:          VerifiedBackup{Path: testBucket + "/example.db", Size: 12345, SHA256: strings.Repeat("ab", 32)},
+		FetchImage:      fetchImage,
+		FetchPullPolicy: corev1.PullIfNotPresent,
+		FetchTimeout:    20 * time.Minute,
+	}
+}
+
+func TestSeedPodGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*api.EtcdCluster)
+	}{
+		{"seed-pod-3.5", nil},
+		{"seed-pod-3.4", func(cl *api.EtcdCluster) { cl.Spec.Version = "3.4.23" }},
+		{"seed-pod-tls-pvc", func(cl *api.EtcdCluster) {
+			cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
+				Member:         &api.MemberSecret{PeerSecret: "peer", ServerSecret: "server"},
+				OperatorSecret: "operator",
+			}}
+			cl.Spec.Pod = &api.PodPolicy{
+				ClusterDomain: ".cluster.local",
+				PersistentVolumeClaimSpec: &corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				},
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assertGolden(t, tc.name, NewSeedPod(seedConfig(tc.mutate)))
+		})
+	}
+}
+
+// The parts of the seed that matter most, spelled out so that a careless -update
+// cannot bless a broken pod.
+func TestSeedPodRestoresBeforeEtcdStarts(t *testing.T) {
+	c := seedConfig(nil)
+	pod := NewSeedPod(c)
+	var names []string
+	for _, ic := range pod.Spec.InitContainers {
+		names = append(names, ic.Name)
+	}
+	if want := []string{k8sutil.DNSCheckContainerName, FetchContainerName, RestoreContainerName}; !cmp.Equal(names, want) {
+		t.Fatalf("init containers %v, want %v", names, want)
+	}
+	fetch, restore := pod.Spec.InitContainers[1], pod.Spec.InitContainers[2]
+	if fetch.Image != fetchImage {
+		t.Errorf("fetch image %s, want the operator's own %s", fetch.Image, fetchImage)
+	}
+	args := strings.Join(fetch.Command, " ")
+	for _, want := range []string{"etcd-restore-operator fetch-backup", "--url=http://etcd-restore-operator.ops.svc:19999/v1/backup/ns/example",
+		"--size=12345", "--sha256=" + c.Backup.SHA256, "--out=" + BackupFile} {
+		if !strings.Contains(args, want) {
+			t.Errorf("fetch command %q lacks %q", args, want)
+		}
+	}
+	if restore.Image != "quay.io/coreos/etcd:v3.5.21" || restore.Command[0] != "/usr/local/bin/etcdutl" {
+		t.Errorf("restore step runs %s from %s, want etcdutl from the cluster's etcd image", restore.Command[0], restore.Image)
+	}
+	if restore.Command[0] == "/bin/sh" || fetch.Command[0] == "/bin/sh" {
+		t.Error("a restore step needs a shell, which the distroless etcd images do not have")
+	}
+	// etcd must come up as the member the restore wrote into the data directory.
+	etcdArgs := strings.Join(pod.Spec.Containers[0].Command, " ")
+	restoreArgs := strings.Join(restore.Command, " ")
+	for _, flagName := range []string{"--name=", "--initial-advertise-peer-urls="} {
+		v := flagValue(etcdArgs, flagName)
+		if v == "" || flagValue(restoreArgs, flagName) != v {
+			t.Errorf("%s differs between etcd (%q) and the restore (%q)", flagName, v, flagValue(restoreArgs, flagName))
+		}
+	}
+	if pod.Name != c.MemberName || pod.Annotations[SeedAnnotation] != testCluster {
+		t.Errorf("pod %s with annotations %v", pod.Name, pod.Annotations)
+	}
+}
+
+func flagValue(args, name string) string {
+	for _, a := range strings.Fields(args) {
+		if v, ok := strings.CutPrefix(a, name); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func TestSeedMemberNameIsStableAndValid(t *testing.T) {
+	a := SeedMemberName("example", restoreUID)
+	if a != SeedMemberName("example", restoreUID) {
+		t.Fatal("the seed name changes between calls: a restarted operator would create a second seed")
+	}
+	if a == SeedMemberName("example", "another-uid") {
+		t.Fatal("two restores got the same seed name")
+	}
+	suffix, ok := strings.CutPrefix(a, "example-")
+	if !ok || len(suffix) != 10 || strings.Trim(suffix, memberNameAlphabet) != "" {
+		t.Fatalf("seed name %q is not <cluster>-<10 member-name characters>", a)
+	}
+}
+
+func TestBackupURL(t *testing.T) {
+	tests := []struct{ domain, want string }{
+		{"", "http://etcd-restore-operator.ops.svc:19999/v1/backup/ns/example"},
+		{".cluster.local", "http://etcd-restore-operator.ops.svc.cluster.local:19999/v1/backup/ns/example"},
+		{"cluster.local", "http://etcd-restore-operator.ops.svc.cluster.local:19999/v1/backup/ns/example"},
+	}
+	for _, tc := range tests {
+		if got := BackupURL(ServiceName, opNamespace, tc.domain, testNamespace, testCluster); got != tc.want {
+			t.Errorf("domain %q: %s, want %s", tc.domain, got, tc.want)
+		}
+	}
+}

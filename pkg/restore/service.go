@@ -1,0 +1,119 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ServiceName is the Service in front of the backup server, as in the original.
+const ServiceName = "etcd-restore-operator"
+
+// podHashLabels differ between the pods of one workload (one per revision of the
+// template), so a selector must not include them: it would lose the operator as
+// soon as its Deployment rolls.
+var podHashLabels = []string{"pod-template-hash", "controller-revision-hash"}
+
+// NewService is the Service seed pods download backups through: port 19999 to the
+// operator pods, selected by the operator pod's own labels without the
+// per-revision hash. Standby replicas carry the same labels, but they stay unready
+// (their /readyz fails until they lead), so the Service only sends seeds to the
+// leader, the one replica serving backups.
+func NewService(namespace string, self *corev1.Pod) (*corev1.Service, error) {
+	selector := maps.Clone(self.Labels)
+	for _, l := range podHashLabels {
+		delete(selector, l)
+	}
+	if len(selector) == 0 {
+		return nil, fmt.Errorf("pod %s/%s has no labels (besides its template hash) for the %s Service to select it by; give the Deployment's pod template a label such as name: etcd-restore-operator",
+			self.Namespace, self.Name, ServiceName)
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: namespace, Labels: maps.Clone(selector)},
+		Spec: corev1.ServiceSpec{
+			Selector: selector,
+			Ports: []corev1.ServicePort{{
+				Name:       "backup",
+				Protocol:   corev1.ProtocolTCP,
+				Port:       BackupServerPort,
+				TargetPort: intstr.FromInt32(BackupServerPort),
+			}},
+		},
+	}, nil
+}
+
+// EnsureService creates the Service, or brings an existing one's selector and
+// ports back to want (a Deployment whose labels changed, an older version's).
+func EnsureService(ctx context.Context, kube kubernetes.Interface, want *corev1.Service) error {
+	svcs := kube.CoreV1().Services(want.Namespace)
+	_, err := svcs.Create(ctx, want, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		return nil
+	case !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("create service %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	got, err := svcs.Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get service %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector) && portsMatch(got.Spec.Ports, want.Spec.Ports) {
+		return nil
+	}
+	upd := got.DeepCopy()
+	upd.Spec.Selector = want.Spec.Selector
+	upd.Spec.Ports = want.Spec.Ports
+	if _, err := svcs.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update service %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return nil
+}
+
+// portsMatch ignores what the apiserver fills in (nodePort and such).
+func portsMatch(got, want []corev1.ServicePort) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Name != w.Name || g.Port != w.Port || g.TargetPort != w.TargetPort || g.Protocol != w.Protocol {
+			return false
+		}
+	}
+	return true
+}
+
+// FetchImageOf is the image, and its pull policy, of the container that runs this
+// binary in the operator's own pod: the seed's fetch step runs the same binary,
+// so it needs nothing the operator's image does not already have, and the node
+// most likely has it already.
+func FetchImageOf(self *corev1.Pod) (string, corev1.PullPolicy, error) {
+	cs := self.Spec.Containers
+	if len(cs) == 0 {
+		return "", "", errors.New("the operator's pod has no containers")
+	}
+	c := cs[0]
+	for _, cand := range cs {
+		if slices.ContainsFunc(append(slices.Clone(cand.Command), cand.Args...), func(a string) bool {
+			return strings.HasSuffix(a, Binary)
+		}) {
+			c = cand
+			break
+		}
+	}
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = corev1.PullIfNotPresent
+	}
+	return c.Image, policy, nil
+}

@@ -1,0 +1,88 @@
+package restore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+)
+
+func operatorPod(labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "etcd-restore-operator-5d9f7-abcde", Namespace: opNamespace, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "sidecar", Image: "proxy:1"},
+			{Name: "operator", Image: "openetcd/etcd-operator:v0.1.0", ImagePullPolicy: corev1.PullNever,
+				Command: []string{"etcd-restore-operator", "--create-crd=true"}},
+		}},
+	}
+}
+
+func TestServiceSelectsTheOperatorPodsOfEveryRevision(t *testing.T) {
+	svc, err := NewService(opNamespace, operatorPod(map[string]string{"name": "etcd-restore-operator", "pod-template-hash": "5d9f7"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"name": "etcd-restore-operator"}; !cmp.Equal(svc.Spec.Selector, want) {
+		t.Errorf("selector %v, want %v", svc.Spec.Selector, want)
+	}
+	if svc.Name != "etcd-restore-operator" || svc.Namespace != opNamespace || len(svc.Spec.Ports) != 1 ||
+		svc.Spec.Ports[0].Port != 19999 || svc.Spec.Ports[0].TargetPort != intstr.FromInt32(19999) {
+		t.Errorf("service %+v", svc)
+	}
+	if _, err := NewService(opNamespace, operatorPod(map[string]string{"pod-template-hash": "5d9f7"})); err == nil {
+		t.Error("a pod with only its template hash as label got a Service that would select nothing stable")
+	}
+}
+
+func TestEnsureServiceCreatesThenCorrects(t *testing.T) {
+	kube := kubefake.NewSimpleClientset()
+	ctx := context.Background()
+	want, err := NewService(opNamespace, operatorPod(map[string]string{"name": "etcd-restore-operator"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureService(ctx, kube, want); err != nil {
+		t.Fatal(err)
+	}
+	// An older Deployment's labels: the selector is brought back.
+	got, _ := kube.CoreV1().Services(opNamespace).Get(ctx, ServiceName, metav1.GetOptions{})
+	got.Spec.Selector = map[string]string{"app": "old"}
+	got.Spec.ClusterIP = "10.0.0.7"
+	if _, err := kube.CoreV1().Services(opNamespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureService(ctx, kube, want); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = kube.CoreV1().Services(opNamespace).Get(ctx, ServiceName, metav1.GetOptions{})
+	if !cmp.Equal(got.Spec.Selector, want.Spec.Selector) || got.Spec.ClusterIP != "10.0.0.7" {
+		t.Errorf("after correction: selector %v, clusterIP %s", got.Spec.Selector, got.Spec.ClusterIP)
+	}
+	// Nothing to correct: no write.
+	kube.ClearActions()
+	if err := EnsureService(ctx, kube, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "update" {
+			t.Error("an up-to-date Service was updated")
+		}
+	}
+}
+
+func TestFetchImageIsTheOperatorsOwn(t *testing.T) {
+	img, policy, err := FetchImageOf(operatorPod(nil))
+	if err != nil || img != "openetcd/etcd-operator:v0.1.0" || policy != corev1.PullNever {
+		t.Fatalf("FetchImageOf = %s, %s, %v; want the container running %s", img, policy, err, Binary)
+	}
+	p := operatorPod(nil)
+	p.Spec.Containers = p.Spec.Containers[:1]
+	if img, _, _ := FetchImageOf(p); img != "proxy:1" {
+		t.Errorf("without a recognisable container the first one is used, got %s", img)
+	}
+}

@@ -1,0 +1,155 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sort"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+)
+
+// VerifiedBackup is a backup that was read through once and found to be an intact
+// etcd snapshot. Size and SHA256 cover the whole object, trailer included: the seed
+// pod's fetch checks the bytes it downloads against them, so it restores exactly
+// what was verified.
+type VerifiedBackup struct {
+	// Path is "<bucket>/<key>".
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// RecordedBy is the EtcdBackup whose status recorded this object, if any.
+	RecordedBy string `json:"recordedBy,omitempty"`
+}
+
+// VerifySnapshot proves that the object at loc can be restored before anything is
+// deleted (the original deleted the cluster first, defect 21): it exists (Head), it
+// reads through to the end, its length is what the store announced, and it ends
+// with the sha256 of everything before it, which etcd's Snapshot RPC appends and
+// `etcdutl snapshot restore` checks. Nothing is buffered beyond that 32-byte trailer.
+//
+// Errors that the user must fix (no such object, a damaged snapshot) are marked
+// backup.Permanent; others (the store unreachable) may pass.
+func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Location) (VerifiedBackup, error) {
+	url := loc.Path()
+	info, err := store.Head(ctx, loc.Key)
+	if errors.Is(err, backup.ErrNotFound) {
+		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s does not exist", url))
+	}
+	if err != nil {
+		return VerifiedBackup{}, fmt.Errorf("look up backup %s: %w", url, err)
+	}
+	rc, _, err := store.Get(ctx, loc.Key)
+	if errors.Is(err, backup.ErrNotFound) {
+		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s does not exist (it went away while being checked)", url))
+	}
+	if err != nil {
+		return VerifiedBackup{}, fmt.Errorf("read backup %s: %w", url, err)
+	}
+	defer func() { _ = rc.Close() }()
+
+	check := NewSnapshotCheck()
+	n, err := io.Copy(check, rc)
+	if err != nil {
+		return VerifiedBackup{}, fmt.Errorf("read backup %s (after %d of %d bytes): %w", url, n, info.Size, err)
+	}
+	if n != info.Size {
+		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s is truncated: the store announces %d bytes but %d arrived", url, info.Size, n))
+	}
+	if err := check.Verify(); err != nil {
+		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s is not an intact etcd snapshot: %w", url, err))
+	}
+	return VerifiedBackup{Path: loc.Path(), Size: n, SHA256: check.SHA256()}, nil
+}
+
+// SnapshotCheck is an io.Writer that checks an etcd snapshot streamed through it:
+// the sha256 of all bytes but the last 32 must equal those 32 bytes. It also
+// computes the sha256 and length of the whole stream.
+type SnapshotCheck struct {
+	whole hash.Hash
+	body  hash.Hash
+	tail  [sha256.Size]byte
+	held  int // bytes held in tail
+	n     int64
+}
+
+// NewSnapshotCheck returns an empty check.
+func NewSnapshotCheck() *SnapshotCheck {
+	return &SnapshotCheck{whole: sha256.New(), body: sha256.New()}
+}
+
+// Write never fails.
+func (c *SnapshotCheck) Write(p []byte) (int, error) {
+	c.whole.Write(p)
+	c.n += int64(len(p))
+	total := len(p)
+	// Keep the last len(tail) bytes seen; whatever is pushed out of them is body.
+	if c.held+len(p) <= len(c.tail) {
+		c.held += copy(c.tail[c.held:], p)
+		return total, nil
+	}
+	if out := c.held + len(p) - len(c.tail); out <= c.held {
+		c.body.Write(c.tail[:out])
+		c.held = copy(c.tail[:], c.tail[out:c.held])
+		c.held += copy(c.tail[c.held:], p)
+		return total, nil
+	}
+	c.body.Write(c.tail[:c.held])
+	c.body.Write(p[:len(p)-len(c.tail)])
+	c.held = copy(c.tail[:], p[len(p)-len(c.tail):])
+	return total, nil
+}
+
+// Verify says whether what was written is a snapshot with a matching trailer.
+func (c *SnapshotCheck) Verify() error {
+	if c.held < len(c.tail) {
+		return fmt.Errorf("it is %d bytes long, shorter than the %d-byte sha256 trailer of a snapshot", c.n, len(c.tail))
+	}
+	if !bytes.Equal(c.body.Sum(nil), c.tail[:]) {
+		return errors.New("its trailing sha256 does not match its content (damaged, truncated, or not a snapshot taken with etcd's Snapshot API)")
+	}
+	return nil
+}
+
+// Size is the number of bytes written.
+func (c *SnapshotCheck) Size() int64 { return c.n }
+
+// SHA256 is the hex sha256 of everything written.
+func (c *SnapshotCheck) SHA256() string { return hex.EncodeToString(c.whole.Sum(nil)) }
+
+// CheckRecorded compares a verified backup with what the backup operator recorded
+// when it stored the object. An object overwritten or damaged since then passes its
+// own trailer check only if it is another intact snapshot, which is just as wrong
+// to restore: the record is the user's word for what the path holds.
+//
+// Only EtcdBackups whose status.backupPath is the restore's path count; the newest
+// success among them (several may have written the same one-shot path) is the one
+// that must match. With none, there is nothing to compare and v is returned as is.
+func CheckRecorded(v VerifiedBackup, backups []api.EtcdBackup) (VerifiedBackup, error) {
+	var recorded []api.EtcdBackup
+	for _, b := range backups {
+		if b.Status.BackupPath == v.Path && b.Status.SHA256 != "" {
+			recorded = append(recorded, b)
+		}
+	}
+	if len(recorded) == 0 {
+		return v, nil
+	}
+	sort.SliceStable(recorded, func(i, j int) bool {
+		return recorded[j].Status.LastSuccessDate.Before(&recorded[i].Status.LastSuccessDate)
+	})
+	b := recorded[0]
+	v.RecordedBy = b.Name
+	if b.Status.BackupSize != v.Size || b.Status.SHA256 != v.SHA256 {
+		return v, backup.Permanent(fmt.Errorf("backup %s does not match what EtcdBackup %s recorded when it stored it: recorded %d bytes with sha256 %s, found %d bytes with sha256 %s; it was overwritten or damaged since",
+			v.Path, b.Name, b.Status.BackupSize, b.Status.SHA256, v.Size, v.SHA256))
+	}
+	return v, nil
+}
