@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -78,29 +77,15 @@ func main() {
 // so that the Deployment restarts it as a standby; SIGTERM (ctx) ends it with 0
 // after the Lease was released.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
-	opts, err := parseFlags(args, log.Logger.Out)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	var opts options
+	parse := func() (bool, error) {
+		var err error
+		opts, err = parseFlags(args, log.Logger.Out)
+		return opts.printVersion, err
 	}
-	if err != nil {
-		log.Error(err)
-		return 2
-	}
-	if opts.printVersion {
-		_, _ = fmt.Fprintln(stdout, operatorrun.VersionString(binary))
-		return 0
-	}
-	id, err := operatorrun.IdentityFromEnv(getenv)
-	if err != nil {
-		log.Error(err)
-		return 1
-	}
-	if err := serve(ctx, opts, id, log); err != nil {
-		log.Error(err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
+	return operatorrun.Run(ctx, binary, parse, getenv, stdout, log, func(ctx context.Context, id operatorrun.Identity) error {
+		return serve(ctx, opts, id, log)
+	})
 }
 
 func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {

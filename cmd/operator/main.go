@@ -65,43 +65,39 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv))
+	ctx, cancel := operatorrun.SignalContext()
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, operatorrun.NewLogger(binary))
+	cancel()
+	os.Exit(code)
 }
 
-func run(args []string, getenv func(string) string) int {
-	log := operatorrun.NewLogger(binary)
-	opts, err := parseFlags(args, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// run is the whole binary; it returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
+	var opts options
+	parse := func() (bool, error) {
+		var err error
+		opts, err = parseFlags(args, log.Logger.Out)
+		return opts.printVersion, err
 	}
-	if err != nil {
-		log.Error(err)
-		return 2
-	}
-	if opts.printVersion {
-		fmt.Println(operatorrun.VersionString(binary))
-		return 0
-	}
-	id, err := operatorrun.IdentityFromEnv(getenv)
-	if err != nil {
-		log.Error(err)
-		return 1
-	}
+	return operatorrun.Run(ctx, binary, parse, getenv, stdout, log, func(ctx context.Context, id operatorrun.Identity) error {
+		return serve(ctx, opts, id, log)
+	})
+}
+
+func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {
 	log.Infof("%s %s (git %s) in namespace %s, cluster-wide=%v", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace, opts.clusterWide)
 	if opts.gcInterval != 10*time.Minute {
 		log.Warn("-gc-interval has no effect: Kubernetes garbage collection removes what deleted clusters owned")
 	}
 	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
 	if err != nil {
-		log.Error(err)
-		return 1
+		return err
 	}
 	srv, err := operatorrun.NewServer(opts.listenAddr)
 	if err != nil {
-		log.Errorf("listen on %s: %v", opts.listenAddr, err)
-		return 1
+		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
 	}
-	ctx, cancel := operatorrun.SignalContext()
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		if err := srv.Run(ctx); err != nil {
@@ -137,15 +133,9 @@ func run(args []string, getenv func(string) string) int {
 			log.Errorf("controller: %v", err)
 		}
 	}
-	err = operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+	return operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
 		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
 	}, lead)
-	if err != nil {
-		log.Error(err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
 }
 
 // installCRD retries until the definition is established or ctx ends: an apiserver

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -50,13 +53,29 @@ func TestParseFlags(t *testing.T) {
 
 func TestRunFailsClearlyWithoutDownwardAPIEnv(t *testing.T) {
 	env := map[string]string{}
-	if code := run(nil, func(k string) string { return env[k] }); code != 1 {
+	if code := run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard, quietLog()); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
 	}
 }
 
 func TestVersionFlagExitsZero(t *testing.T) {
-	if code := run([]string{"-version"}, func(string) string { return "" }); code != 0 {
+	var out strings.Builder
+	if code := run(context.Background(), []string{"-version"}, func(string) string { return "" }, &out, quietLog()); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
+	if !strings.Contains(out.String(), "etcd-operator Version:") {
+		t.Fatalf("-version printed %q", out.String())
+	}
+}
+
+func TestBadFlagsExitTwo(t *testing.T) {
+	if code := run(context.Background(), []string{"-chaos-level=7"}, func(string) string { return "" }, io.Discard, quietLog()); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
 }

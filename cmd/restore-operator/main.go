@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,11 +17,9 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
-	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
@@ -97,29 +94,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && args[0] == restore.FetchSubcommand {
 		return restore.FetchMain(ctx, args[1:], log.Logger.Out)
 	}
-	opts, err := parseFlags(args, log.Logger.Out)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	var opts options
+	parse := func() (bool, error) {
+		var err error
+		opts, err = parseFlags(args, log.Logger.Out)
+		return opts.printVersion, err
 	}
-	if err != nil {
-		log.Error(err)
-		return 2
-	}
-	if opts.printVersion {
-		_, _ = fmt.Fprintln(stdout, operatorrun.VersionString(binary))
-		return 0
-	}
-	id, err := operatorrun.IdentityFromEnv(getenv)
-	if err != nil {
-		log.Error(err)
-		return 1
-	}
-	if err := serve(ctx, opts, id, log); err != nil {
-		log.Error(err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
+	return operatorrun.Run(ctx, binary, parse, getenv, stdout, log, func(ctx context.Context, id operatorrun.Identity) error {
+		return serve(ctx, opts, id, log)
+	})
 }
 
 func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {
@@ -130,10 +113,6 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	log.Infof("%s %s (git %s) in namespace %s, restoring in %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
 		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
 
-	// Events name EtcdRestores; the recorder finds their kind through this scheme.
-	if err := etcdscheme.AddToScheme(scheme.Scheme); err != nil {
-		return err
-	}
 	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
 	if err != nil {
 		return err
