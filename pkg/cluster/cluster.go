@@ -168,6 +168,8 @@ type Cluster struct {
 
 	podExpect     *podExpectation
 	upgradeExpect *upgradeExpectation
+	// failedUpgrade halts an upgrade whose last patched member stopped.
+	failedUpgrade *failedUpgrade
 
 	// problems are this pass's problems; reported holds the keys of the
 	// problems already announced with a Warning event.
@@ -430,7 +432,7 @@ func (c *Cluster) startOver(cl *api.EtcdCluster) {
 	c.members = nil
 	c.tlsConfig = nil
 	c.servicesReady = false
-	c.podExpect, c.upgradeExpect = nil, nil
+	c.podExpect, c.upgradeExpect, c.failedUpgrade = nil, nil, nil
 	c.acceptSpec(cl)
 }
 

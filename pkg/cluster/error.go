@@ -20,6 +20,7 @@ const (
 	reasonLostQuorum       = "lost_quorum"
 	reasonNoMembersRunning = "no_members_running"
 	reasonUpgradeRefused   = "upgrade_refused"
+	reasonUpgradeFailed    = "upgrade_failed"
 )
 
 // Reasons of the Warning events, one per kind of problem. Users act on these, so
@@ -34,6 +35,7 @@ const (
 	warnLostQuorum       = "LostQuorum"
 	warnNoMembersRunning = "NoMembersRunning"
 	warnUpgradeRefused   = "UpgradeRefused"
+	warnUpgradeFailed    = "UpgradeFailed"
 )
 
 // problem is something wrong with a cluster that a user should know about. It

@@ -136,9 +136,16 @@ type podExpectation struct {
 // would risk two being down at once.
 type upgradeExpectation struct {
 	name     string
+	version  string
 	restarts int32
 	image    string
 	deadline time.Time
+}
+
+// failedUpgrade is a member that stopped on the version it was upgraded to.
+type failedUpgrade struct {
+	member  string
+	version string
 }
 
 // checkExpectations drops the expectations that are met or timed out.
@@ -158,7 +165,9 @@ func (c *Cluster) checkExpectations(pods *podSet) {
 	if e := c.upgradeExpect; e != nil {
 		pod, ok := pods.owned[e.name]
 		switch {
-		case !ok:
+		case !ok || k8sutil.IsPodDead(pod):
+			c.log.Warnf("member %s stopped after its upgrade to %s; halting the upgrade", e.name, e.version)
+			c.failedUpgrade = &failedUpgrade{member: e.name, version: e.version}
 			c.upgradeExpect = nil
 		case restartedOn(pod, e) && k8sutil.IsPodReady(pod):
 			c.log.Infof("member %s is ready on %s", e.name, e.image)

@@ -264,6 +264,7 @@ func (c *Cluster) reconcileMembers(ctx context.Context, cl *api.EtcdCluster, pod
 	}
 
 	plan := planVersions(cl.Spec.Version, v)
+	c.haltFailedUpgrade(&plan)
 	c.setVersionStatus(plan)
 
 	if err := c.deleteUnknownPods(ctx, v.unknown); err != nil {

@@ -80,8 +80,52 @@ func planVersions(target string, v memberView) versionPlan {
 		if newest != "" {
 			p.newMembers = newest
 		}
+	} else if oldest := oldestVersion(running); oldest != "" && len(p.old) > 0 && len(p.replace) == 0 {
+		// Mid-upgrade, a new member (a replacement above all) starts at the oldest
+		// version still running: etcd's cluster version is the lowest of its
+		// members', and a member of that version can always join, whereas one of
+		// the target may not be able to yet (etcd 3.6 refuses a log that still
+		// holds the v2 entries 3.4 and 3.5 write). The rollout patches it later.
+		// Members replaced because they cannot be patched are the upgrade itself,
+		// so those start on the target.
+		p.newMembers = oldest
 	}
 	return p
+}
+
+// oldestVersion is the lowest known version of a set, "" when there is none.
+func oldestVersion(versions map[string]bool) string {
+	oldest := ""
+	for v := range versions {
+		if v != "" && (oldest == "" || compareVersions(v, oldest) < 0) {
+			oldest = v
+		}
+	}
+	return oldest
+}
+
+// haltFailedUpgrade refuses to go on with an upgrade whose last patched member
+// died on the target version: patching the next one would most likely kill it
+// too, one member after another. The dead member is replaced like any other
+// (at the version the rest runs); changing spec.version starts a new attempt.
+func (c *Cluster) haltFailedUpgrade(p *versionPlan) {
+	f := c.failedUpgrade
+	if f != nil && f.version != p.target {
+		c.failedUpgrade = nil // spec.version changed: a new attempt
+		return
+	}
+	if f == nil || len(p.old) == 0 {
+		return
+	}
+	p.refused = &problem{
+		code:  reasonUpgradeFailed,
+		event: warnUpgradeFailed,
+		msg: fmt.Sprintf("upgrade to %s halted: member %s stopped after it was upgraded (see its logs with kubectl logs --previous); "+
+			"the other members are left on their version, and a replacement member is started on it. Set spec.version to the running version, or to %s again to retry",
+			p.target, f.member, p.target),
+		byMessage: true,
+	}
+	p.replace = nil
 }
 
 // checkUpgrade enforces etcd's upgrade rule: one minor version at a time, and
@@ -233,7 +277,7 @@ func (c *Cluster) upgrade(ctx context.Context, cl *api.EtcdCluster, v memberView
 	if st := etcdContainerStatus(pod); st != nil {
 		restarts = st.RestartCount
 	}
-	c.upgradeExpect = &upgradeExpectation{name: name, restarts: restarts, image: image, deadline: c.now().Add(c.cfg.PendingTimeout)}
+	c.upgradeExpect = &upgradeExpectation{name: name, version: p.target, restarts: restarts, image: image, deadline: c.now().Add(c.cfg.PendingTimeout)}
 	c.log.Infof("upgrading member %s from %s to %s", name, from, p.target)
 	// The trailing space is the original's.
 	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", name, from, p.target))

@@ -221,6 +221,60 @@ func TestUpgrade(t *testing.T) {
 			},
 		},
 		{
+			name: "a member that stops after its upgrade halts the rollout, and its replacement runs the old version",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion)
+				f.mustPass()
+				expect(t, "first", f.podActions(), []string{"patch pods " + memberB})
+				// The upgraded etcd exits at once (etcd 3.6 does so on a log with v2
+				// entries); with restartPolicy Never the pod fails.
+				f.applyUpgrade(memberB, testVersion, nil)
+				obj, _, _ := f.indexer.GetByKey(testNS + "/" + memberB)
+				dead := obj.(*corev1.Pod).DeepCopy()
+				failed(dead)
+				f.setPod(dead)
+				f.mustPass()
+				expect(t, "the dead member is removed", f.etcdWrites(), []string{removeCall(memberB)})
+				s := f.mustStatus()
+				if !strings.Contains(s.Reason, "upgrade to "+testVersion+" halted") || !strings.Contains(s.Reason, memberB) {
+					t.Errorf("status.reason = %q", s.Reason)
+				}
+				if !strings.Contains(strings.Join(f.events(), "\n"), "Warning UpgradeFailed") {
+					t.Errorf("events = %v", f.events())
+				}
+				f.mustPass()
+				added := "example-new0000001"
+				expect(t, "then replaced", f.etcdWrites(), []string{removeCall(memberB), f.addCall(added)})
+				if img := f.createdPod(added).Spec.Containers[0].Image; img != "quay.io/coreos/etcd:v"+oldVersion {
+					t.Errorf("the replacement runs %s, want the version the rest runs, %s", img, oldVersion)
+				}
+				f.showCreatedPods(runningVersion(oldVersion))
+				f.mustPass()
+				for _, a := range f.podActions() {
+					if strings.HasPrefix(a, "patch pods") && a != "patch pods "+memberB {
+						t.Errorf("the halted upgrade went on: %v", f.podActions())
+					}
+				}
+			},
+		},
+		{
+			name: "a member lost mid-upgrade is replaced at the oldest version running",
+			run: func(t *testing.T) {
+				f := newFixture(t, newTestCluster(withVersion(testVersion)))
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA, runningVersion(oldVersion))
+				f.pod(memberB, runningVersion(testVersion))
+				f.pod(memberC, runningVersion(oldVersion), failed)
+				f.mustPass()
+				expect(t, "the dead member is removed", f.etcdWrites(), []string{removeCall(memberC)})
+				f.mustPass()
+				added := "example-new0000001"
+				if img := f.createdPod(added).Spec.Containers[0].Image; img != "quay.io/coreos/etcd:v"+oldVersion {
+					t.Errorf("the replacement runs %s, want %s", img, oldVersion)
+				}
+			},
+		},
+		{
 			name: "while an upgrade is refused, new members run the cluster's version",
 			run: func(t *testing.T) {
 				f := newFixture(t, newTestCluster(withVersion("3.6.6"), withSize(4)))
