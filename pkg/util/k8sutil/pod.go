@@ -359,16 +359,23 @@ func etcdctlProbe(secureClient bool) corev1.ProbeHandler {
 // certificate against the reverse lookup of the connecting IP, so starting
 // before the headless service publishes the pod only makes etcd fail.
 //
+// The first lookup waits a moment: the init container starts as soon as the
+// pod has an address, usually before the endpoints controller has published
+// it, and CoreDNS caches that first "no such name" for the zone's TTL (30 s
+// on kubeadm clusters), which measured here as 30 s added to every bootstrap.
+//
 // A positive timeout is measured on the clock rather than by counting tries:
 // one failing nslookup can itself take seconds. A zero timeout waits forever;
 // the operator replaces members that stay Pending too long, which bounds it.
 func dnsCheckScript(addr string, timeoutSeconds int64) string {
 	if timeoutSeconds <= 0 {
-		return fmt.Sprintf(`until nslookup %s; do
+		return fmt.Sprintf(`sleep 2
+until nslookup %s; do
   sleep 1
 done`, addr)
 	}
 	return fmt.Sprintf(`deadline=$(( $(date +%%s) + %d ))
+sleep 2
 until nslookup %s; do
   if [ "$(date +%%s)" -ge "$deadline" ]; then
     echo "Timed out waiting for DNS entry"
