@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# e2e.sh: `make e2e`. Runs the end-to-end suite (test/e2e) on the local
+# single-node Kubernetes:
+#   1. starts the local cluster with hack/local-cluster/up.sh if it is not
+#      up and healthy (that needs root);
+#   2. rebuilds the project image from the working tree and imports it
+#      (hack/build-image.sh, hack/local-cluster/load-image.sh);
+#   3. runs `go test -tags e2e` and prints which scenarios failed.
+# A timing line is printed per phase. Exit status is non-zero on any failure.
+#
+# Usage: hack/e2e.sh [go test flags, e.g. -run TestKilledMemberIsReplaced]
+#        hack/e2e.sh clean   remove what interrupted runs left behind (namespaces
+#                            labelled etcd-operator-e2e, their ClusterRoles and
+#                            ClusterRoleBindings e2e-e2e-*, hostPath volumes);
+#                            do not run it while a suite is running
+# Environment:
+#   E2E_PARALLEL          tests run at once (default 4; the tests mostly wait)
+#   E2E_TIMEOUT           go test -timeout (default 40m)
+#   E2E_MEASURE=N         also run TestMeasureLifecycle N times (alone: use -run)
+#   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
+#   E2E_SKIP_BUILD=1      use the image already on the node
+#   LOCAL_CLUSTER_STATE_DIR  as in hack/local-cluster (default /var/lib/etcd-operator-local)
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+STATE_DIR=${LOCAL_CLUSTER_STATE_DIR:-/var/lib/etcd-operator-local}
+ENV_FILE=$STATE_DIR/env
+OUT_DIR=_output/e2e
+RUN_ID=$(date -u +%Y%m%d-%H%M%S)
+LOG=$OUT_DIR/go-test-$RUN_ID.log
+
+log() { printf '[e2e] %s\n' "$*" >&2; }
+die() { printf '[e2e] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# phase NAME CMD...: run CMD and print how long it took, whatever its outcome.
+# errexit does not apply inside CMD (it runs on the left of ||), so the
+# functions below return on the first failure themselves.
+phase() {
+	local name=$1 start=$SECONDS rc=0
+	shift
+	log "=== $name"
+	"$@" || rc=$?
+	log "=== $name: $((SECONDS - start))s$( ((rc == 0)) || echo " (FAILED, exit $rc)")"
+	return "$rc"
+}
+
+cluster_healthy() {
+	[[ -f $ENV_FILE ]] || return 1
+	# shellcheck disable=SC1090
+	source "$ENV_FILE"
+	[[ -x ${KUBECTL:-} ]] || return 1
+	"$KUBECTL" get --raw /readyz >/dev/null 2>&1 || return 1
+	[[ $("$KUBECTL" get nodes -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+need_root() {
+	[[ $(id -u) == 0 ]] || die "$1 needs root: run sudo -E make e2e (or sudo make local-up first)"
+}
+
+ensure_cluster() {
+	if cluster_healthy; then
+		log "local cluster is up (node ${NODE_NAME:-?}, $NODE_IP)"
+		return 0
+	fi
+	need_root "starting the local cluster"
+	log "local cluster not up or not healthy: starting it (hack/local-cluster/up.sh)"
+	bash hack/local-cluster/up.sh || return
+	cluster_healthy || die "the local cluster is still not healthy after up.sh; see $STATE_DIR/logs"
+}
+
+build_image() {
+	bash hack/build-image.sh || return
+	need_root "importing the image into containerd"
+	bash hack/local-cluster/load-image.sh
+}
+
+# summary LOG: the verdict of every top-level test, then the failed ones again.
+summary() {
+	local log=$1
+	log "=== results (top-level tests)"
+	grep -E '^--- (PASS|FAIL|SKIP): Test' "$log" | sed 's/^/    /' >&2 || true
+	local failed skipped
+	failed=$(grep -E '^--- FAIL: Test' "$log" | awk '{print $3}' || true)
+	skipped=$(grep -E '^--- SKIP: Test' "$log" | awk '{print $3}' || true)
+	if [[ -n $skipped ]]; then
+		log "skipped: $(echo "$skipped" | tr '\n' ' ')"
+	fi
+	if [[ -n $failed ]]; then
+		log "FAILED scenarios: $(echo "$failed" | tr '\n' ' ')"
+		log "their dumps: _output/e2e/artifacts/<test>/; full log: $log"
+	fi
+	if grep -qE '^(FAIL|panic:|e2e: )' "$log" && [[ -z $failed ]]; then
+		log "the suite failed outside any test (setup?): see the lines starting with 'e2e:' in $log"
+	fi
+}
+
+run_suite() {
+	mkdir -p "$OUT_DIR"
+	local args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" -parallel "${E2E_PARALLEL:-4}")
+	if [[ -z ${E2E_MEASURE:-} ]]; then
+		args+=(-skip '^TestMeasureLifecycle$')
+	fi
+	log "go test ${args[*]} ./test/e2e/ $* (log: $LOG)"
+	local rc=0
+	go test "${args[@]}" ./test/e2e/ "$@" 2>&1 | tee "$LOG" || rc=$?
+	summary "$LOG"
+	return "$rc"
+}
+
+clean() {
+	cluster_healthy || die "the local cluster is not up"
+	local k=$KUBECTL
+	"$k" delete namespace -l etcd-operator-e2e --wait=false
+	"$k" get clusterrolebindings,clusterroles -o name | grep -E '/e2e-e2e-' | xargs -r "$k" delete
+	"$k" delete persistentvolumes -l etcd-operator-e2e
+	rm -rf /tmp/etcd-operator-e2e-pv
+}
+
+main() {
+	if [[ ${1:-} == clean ]]; then
+		clean
+		return
+	fi
+	local start=$SECONDS rc=0
+	phase "local cluster" ensure_cluster || exit
+	# shellcheck disable=SC1090
+	source "$ENV_FILE"
+	export KUBECONFIG KUBECTL NODE_IP
+	if [[ ${E2E_SKIP_BUILD:-} == 1 ]]; then
+		log "E2E_SKIP_BUILD=1: using the image already on the node"
+	else
+		phase "build and import the operator image" build_image || exit
+	fi
+	phase "e2e suite" run_suite "$@" || rc=$?
+	log "=== total: $((SECONDS - start))s"
+	if ((rc != 0)); then
+		log "FAILED (exit $rc)"
+	else
+		log "PASSED"
+	fi
+	return "$rc"
+}
+
+main "$@"

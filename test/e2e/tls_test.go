@@ -1,0 +1,104 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// The secrets example/tls/gen-certs.sh --create-secrets creates and
+// example/tls/example-tls-cluster.yaml names.
+var tlsSecrets = []string{"etcd-peer-tls", "etcd-server-tls", "etcd-client-tls"}
+
+// TestTLSClusterServesOnlyClientsWithCertificates is the original's TestTLS taken to
+// the client: certificates made by example/tls/gen-certs.sh, a cluster like
+// example/tls/example-tls-cluster.yaml, then etcdctl over https from a pod that
+// mounts the client certificate, and a refusal for one that does not present it.
+func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("tls")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, s := range tlsSecrets {
+			if err := f.Kube.CoreV1().Secrets(opNS).Delete(ctx, s, metav1.DeleteOptions{}); err != nil {
+				t.Logf("cleanup: delete secret %s: %v", s, err)
+			}
+		}
+	})
+	_, err := f.Run(ctx, framework.Cmd{
+		Name: "bash",
+		Args: []string{f.Env.Path("example", "tls", "gen-certs.sh"), "--create-secrets"},
+		Env:  []string{"CLUSTER=" + name, "NAMESPACE=" + opNS, "OUT=" + t.TempDir()},
+	})
+	if err != nil {
+		t.Fatalf("gen-certs.sh: %v", err)
+	}
+
+	watchCluster(t, framework.DumpTarget{Namespace: opNS, Cluster: name, Secure: true, OperatorNamespace: opNS})
+	err = f.CreateFromExample(ctx, opNS, f.Env.Path("example", "tls", "example-tls-cluster.yaml"), "s/^  name: example$/  name: "+name+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+
+	etcdctl := func(secret string, args ...string) (string, bool) {
+		t.Helper()
+		out, ok, err := f.RunEtcdctlPod(ctx, framework.EtcdctlPod{
+			Namespace: opNS, Image: framework.EtcdImage("3.5.21"), Secret: secret,
+			Args: append([]string{"--endpoints=" + framework.ClientURL(name, true)}, args...),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, ok
+	}
+	withCert := framework.ClientTLSArgs
+	if out, ok := etcdctl("etcd-client-tls", slices.Concat(withCert, []string{"put", "/e2e/tls", "over https"})...); !ok {
+		t.Fatalf("etcdctl put with the client certificate failed: %s", out)
+	}
+	if out, ok := etcdctl("etcd-client-tls", slices.Concat(withCert, []string{"get", "/e2e/tls", "--print-value-only"})...); !ok || strings.TrimSpace(out) != "over https" {
+		t.Errorf("etcdctl get with the client certificate: ok=%v output %q, want \"over https\"", ok, out)
+	}
+	// The CA alone verifies the server but presents no client certificate: members
+	// run with --client-cert-auth and must refuse.
+	if out, ok := etcdctl("etcd-client-tls", withCert[0], "get", "/e2e/tls"); ok {
+		t.Errorf("etcdctl without a client certificate was served: %s", out)
+	}
+
+	out, ok := etcdctl("etcd-client-tls", slices.Concat(withCert, []string{"member", "list", "-w", "json"})...)
+	if !ok {
+		t.Fatalf("etcdctl member list: %s", out)
+	}
+	var list struct {
+		Members []framework.Member `json:"members"`
+	}
+	// The pod log may carry etcdctl's warnings before the JSON.
+	start := strings.Index(out, "{")
+	if start < 0 {
+		t.Fatalf("member list printed no JSON: %q", out)
+	}
+	if err := json.Unmarshal([]byte(out[start:]), &list); err != nil {
+		t.Fatalf("parse member list %q: %v", out, err)
+	}
+	for _, m := range list.Members {
+		for _, u := range append(m.PeerURLs, m.ClientURLs...) {
+			if !strings.HasPrefix(u, "https://") {
+				t.Errorf("member %s advertises %s; peer and client traffic must be https", m.Name, u)
+			}
+		}
+	}
+	if len(list.Members) != 3 {
+		t.Errorf("etcd lists %d members, want 3", len(list.Members))
+	}
+}
