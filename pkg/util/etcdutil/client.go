@@ -205,10 +205,32 @@ func RemoveMember(ctx context.Context, cfg ClientConfig, id uint64) error {
 	_, err := call(ctx, cfg, func(ctx context.Context, c *clientv3.Client) (*clientv3.MemberRemoveResponse, error) {
 		return c.MemberRemove(ctx, id)
 	})
-	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
-		return fmt.Errorf("member remove %x: %w", id, err)
+	switch {
+	case err == nil, errors.Is(err, rpctypes.ErrMemberNotFound):
+		return nil
+	case errors.Is(err, rpctypes.ErrStopped):
+		// The member that served the request was the one removed: it applied
+		// its own removal and stopped before answering. Ask the others.
+		if gone, listErr := memberGone(ctx, cfg, id); listErr == nil && gone {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("member remove %x: %w", id, err)
+}
+
+// memberGone tells whether id has left the membership, as the members that
+// still answer see it.
+func memberGone(ctx context.Context, cfg ClientConfig, id uint64) (bool, error) {
+	resp, err := ListMembers(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range resp.Members {
+		if m.ID == id {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // MoveLeader hands leadership to member toID. etcd only accepts the request
