@@ -170,6 +170,9 @@ type Cluster struct {
 	upgradeExpect *upgradeExpectation
 	// failedUpgrade halts an upgrade whose last patched member stopped.
 	failedUpgrade *failedUpgrade
+	// refusedAdd is the member etcd refused to add for now; the next try
+	// reuses its name and its PVC.
+	refusedAdd string
 
 	// problems are this pass's problems; reported holds the keys of the
 	// problems already announced with a Warning event.
@@ -433,6 +436,7 @@ func (c *Cluster) startOver(cl *api.EtcdCluster) {
 	c.tlsConfig = nil
 	c.servicesReady = false
 	c.podExpect, c.upgradeExpect, c.failedUpgrade = nil, nil, nil
+	c.refusedAdd = ""
 	c.acceptSpec(cl)
 }
 

@@ -313,6 +313,12 @@ func (c *Cluster) addOneMember(ctx context.Context, cl *api.EtcdCluster, v membe
 	c.waitBackoff.reset()
 
 	m := c.newMember(cl)
+	if c.refusedAdd != "" {
+		// etcd refused this member a moment ago; its claim is kept for the next
+		// try, since a claim deleted after binding leaves its volume Released
+		// (a Retain volume is then lost to the cluster).
+		m.Name = c.refusedAdd
+	}
 	podCluster := cl.DeepCopy()
 	podCluster.Spec.Version = plan.newMembers
 	// The PVC comes before MemberAdd: if it cannot be created, etcd has not
@@ -322,14 +328,17 @@ func (c *Cluster) addOneMember(ctx context.Context, cl *api.EtcdCluster, v membe
 	}
 	added, err := c.cfg.Etcd.MemberAdd(ctx, c.clientConfig(c.endpoints(v)), m.PeerURL())
 	if err != nil {
+		if isNotReadyForChange(err) {
+			c.refusedAdd = m.Name
+			return c.waitOrFail(fmt.Errorf("%w: %v", errEtcdNotReady, err))
+		}
+		c.refusedAdd = ""
 		if derr := c.deletePVC(ctx, cl, m.Name); derr != nil {
 			c.log.WithError(derr).Warn("could not delete the PVC of a member that was not added")
 		}
-		if isNotReadyForChange(err) {
-			return c.waitOrFail(fmt.Errorf("%w: %v", errEtcdNotReady, err))
-		}
 		return 0, etcdError(fmt.Sprintf("add member %s", m.Name), err)
 	}
+	c.refusedAdd = ""
 	m.ID = added.ID
 	c.members.Add(m)
 	c.log.Infof("added member %s (%x) to etcd; membership %s", m.Name, m.ID, c.members)

@@ -231,6 +231,31 @@ func TestReconcileMembers(t *testing.T) {
 			},
 		},
 		{
+			name:    "a member etcd refuses for now keeps its name and claim for the next try",
+			cluster: newTestCluster(withSize(4), withPVC),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.etcd.addErr = rpctypes.ErrMemberNotEnoughStarted
+				if _, err := f.c.reconcile(context.Background()); err != nil {
+					t.Fatalf("a refused add failed the pass: %v", err)
+				}
+				added := "example-new0000001"
+				expect(t, "after the refusal", f.podActions(), []string{"create persistentvolumeclaims " + added})
+				f.etcd.addErr = nil
+				if _, err := f.c.reconcile(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				// No second claim and no deletion: a bound claim deleted would leave
+				// its volume Released and lost.
+				expect(t, "after the retry", f.podActions(), []string{
+					"create persistentvolumeclaims " + added, "create persistentvolumeclaims " + added, "create pods " + added})
+				expect(t, "etcd writes, the refused one included", f.etcdWrites(), []string{f.addCall(added), f.addCall(added)})
+			},
+		},
+		{
 			name:    "scale down of a cluster with volumes deletes the member's claim too",
 			cluster: newTestCluster(withSize(2), withPVC),
 			run: func(t *testing.T, f *fixture) {
