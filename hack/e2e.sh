@@ -14,7 +14,9 @@
 #                            ClusterRoleBindings e2e-e2e-*, hostPath volumes);
 #                            do not run it while a suite is running
 # Environment:
-#   E2E_PARALLEL          tests run at once (default 4; the tests mostly wait)
+#   E2E_PARALLEL          tests run at once (default 6: the tests mostly wait; with 6
+#                         the per-test times were the same as with 4, and the suite
+#                         took 9 min instead of 13)
 #   E2E_TIMEOUT           go test -timeout (default 40m)
 #   E2E_MEASURE=N         also run TestMeasureLifecycle N times (alone: use -run)
 #   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
@@ -96,7 +98,7 @@ summary() {
 
 run_suite() {
 	mkdir -p "$OUT_DIR"
-	local args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" -parallel "${E2E_PARALLEL:-4}")
+	local args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" -parallel "${E2E_PARALLEL:-6}")
 	if [[ -z ${E2E_MEASURE:-} ]]; then
 		args+=(-skip '^TestMeasureLifecycle$')
 	fi
@@ -111,7 +113,7 @@ clean() {
 	cluster_healthy || die "the local cluster is not up"
 	local k=$KUBECTL
 	"$k" delete namespace -l etcd-operator-e2e --wait=false
-	"$k" get clusterrolebindings,clusterroles -o name | grep -E '/e2e-e2e-' | xargs -r "$k" delete
+	{ "$k" get clusterrolebindings,clusterroles -o name | grep -E '/e2e-e2e-' || true; } | xargs -r "$k" delete
 	"$k" delete persistentvolumes -l etcd-operator-e2e
 	rm -rf /tmp/etcd-operator-e2e-pv
 }

@@ -122,7 +122,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		Log: log.WithField("pkg", "controller"),
 	})
 	lead := func(ctx context.Context) {
-		if opts.createCRD && !installCRD(ctx, clients, log) {
+		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdCluster(), log) {
 			return
 		}
 		if plan, ok := chaos.PlanForLevel(opts.chaosLevel); ok {
@@ -136,23 +136,4 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	return operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
 		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
 	}, lead)
-}
-
-// installCRD retries until the definition is established or ctx ends: an apiserver
-// that is briefly unavailable must not kill the operator.
-func installCRD(ctx context.Context, clients *operatorrun.Clients, log *logrus.Entry) bool {
-	delay := time.Second
-	for {
-		err := crdutil.Install(ctx, clients.APIExt, crdutil.EtcdCluster(), log)
-		if err == nil {
-			return true
-		}
-		log.Errorf("install the EtcdCluster CRD (retrying in %s): %v", delay, err)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 30*time.Second)
-	}
 }

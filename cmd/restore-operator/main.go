@@ -169,7 +169,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		defer close(leadDone)
 		mu.Unlock()
 
-		if opts.createCRD && !installCRD(ctx, clients, log) {
+		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdRestore(), log) {
 			return
 		}
 		open := restore.StoreOpener(clients.Kube.CoreV1())
@@ -300,24 +300,5 @@ func retryFor(ctx context.Context, d time.Duration, fn func() error) error {
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 10*time.Second)
-	}
-}
-
-// installCRD retries until the definition is established or ctx ends: an apiserver
-// that is briefly unavailable must not kill the operator.
-func installCRD(ctx context.Context, clients *operatorrun.Clients, log *logrus.Entry) bool {
-	delay := time.Second
-	for {
-		err := crdutil.Install(ctx, clients.APIExt, crdutil.EtcdRestore(), log)
-		if err == nil {
-			return true
-		}
-		log.Errorf("install the EtcdRestore CRD (retrying in %s): %v", delay, err)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 30*time.Second)
 	}
 }

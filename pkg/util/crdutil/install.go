@@ -71,3 +71,23 @@ func WaitEstablished(ctx context.Context, client apiextclient.Interface, name st
 	}
 	return nil
 }
+
+// InstallUntilDone retries Install with a capped backoff until the definition is
+// established or ctx ends, and tells which: an apiserver that is briefly
+// unavailable at startup must not kill the operator.
+func InstallUntilDone(ctx context.Context, client apiextclient.Interface, want *apiextv1.CustomResourceDefinition, log *logrus.Entry) bool {
+	delay := time.Second
+	for {
+		err := Install(ctx, client, want, log)
+		if err == nil {
+			return true
+		}
+		log.Errorf("install CRD %s (retrying in %s): %v", want.Name, delay, err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
