@@ -4,9 +4,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -20,13 +26,25 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	name := framework.UniqueName("upgrade")
-	createCluster(t, framework.NewCluster(name, 3, "3.4.23"))
+	cl := framework.NewCluster(name, 3, "3.4.23")
+	// etcd 3.6 refuses to start on a raft log that still holds the v2 entries 3.4
+	// and 3.5 write for the cluster version, until a snapshot covers them (etcd's
+	// 3.6 upgrade guide). A user's cluster has taken many snapshots by then; this
+	// young one takes them every 10 entries so that the test can follow the guide.
+	cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{{Name: "ETCD_SNAPSHOT_COUNT", Value: "10"}}}
+	createCluster(t, cl)
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	if err := f.PutAndGet(ctx, opNS, name, false, "/e2e/upgrade", "written by 3.4.23", dataTimeout); err != nil {
 		t.Fatal(err)
 	}
 
 	for _, version := range []string{"3.5.21", "3.6.6"} {
+		if version == "3.6.6" {
+			waitClusterVersion(t, opNS, name, "3.5.0")
+			// Twenty transactions: every member snapshots after the 3.5 cluster
+			// version entry, the last v2 entry of its log.
+			putKeys(t, opNS, name, "/e2e/snapshot/", 20*putsPerTxn)
+		}
 		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
 			t.Fatal(err)
 		}
@@ -46,6 +64,43 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 		if err := f.ExpectValue(ctx, opNS, name, false, "/e2e/upgrade", "written by 3.4.23", dataTimeout); err != nil {
 			t.Fatalf("after the upgrade to %s: %v", version, err)
 		}
+	}
+}
+
+// waitClusterVersion waits until every member reports the given cluster version on
+// its client port (plain HTTP in this cluster, reached from the node at the pod's IP).
+func waitClusterVersion(t *testing.T, ns, name, want string) {
+	t.Helper()
+	client := &http.Client{Timeout: 3 * time.Second}
+	err := framework.WaitFor(t.Context(), dataTimeout, framework.Poll, "cluster version "+want+" on every member of "+name,
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var seen []string
+			for _, p := range pods {
+				resp, err := client.Get("http://" + p.Status.PodIP + ":2379/version")
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				var v struct {
+					Cluster string `json:"etcdcluster"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&v)
+				resp.Body.Close()
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				seen = append(seen, p.Name+"="+v.Cluster)
+				if v.Cluster != want {
+					return false, fmt.Sprint(seen), nil
+				}
+			}
+			return len(pods) > 0, fmt.Sprint(seen), nil
+		})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
