@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # `make test`: what CI runs. Prints a timing line per phase.
+#   1. gofmt, go vet, generated code up to date;
+#   2. unit tests with the race detector;
+#   3. the end-to-end suite on the local Kubernetes (hack/e2e.sh starts it, or
+#      reuses a healthy one, and imports the image built from this tree; root);
+#   4. the local cluster is brought down again, whatever the suite's outcome.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,3 +18,11 @@ phase() {
 
 phase "verify (gofmt, go vet, codegen)" make --no-print-directory verify
 phase "unit tests" make --no-print-directory unit
+
+e2e_status=0
+phase "end-to-end suite (local cluster up, build and import the image, go test -tags e2e)" bash hack/e2e.sh || e2e_status=$?
+phase "local cluster down" bash hack/local-cluster/down.sh || true
+if [ "$e2e_status" -ne 0 ]; then
+    echo "=== [make test] the end-to-end suite failed (exit $e2e_status); see _output/e2e/ for logs and dumps"
+    exit "$e2e_status"
+fi
