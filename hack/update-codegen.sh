@@ -6,7 +6,14 @@ set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 module=$(cd "$root" && go list -m)
+# `go list -m` leaves .Dir empty for a module not yet in the module cache (a
+# fresh machine); download it first.
+(cd "$root" && go mod download k8s.io/code-generator)
 codegen_dir=$(cd "$root" && go list -m -f '{{.Dir}}' k8s.io/code-generator)
+if [[ -z $codegen_dir || ! -f $codegen_dir/kube_codegen.sh ]]; then
+	echo "update-codegen: k8s.io/code-generator not found in the module cache (dir '${codegen_dir}')" >&2
+	exit 1
+fi
 # kube_codegen.sh installs its generators with `go install`; keep them out of the
 # user's GOBIN and reuse them between runs.
 export GOBIN="${GOBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-operator/codegen-bin}"
