@@ -33,10 +33,6 @@ const (
 	// shutdownTimeout bounds the wait for workers to stop; well inside a pod's
 	// default 30 s termination grace period.
 	shutdownTimeout = 20 * time.Second
-	// selfTimeout bounds the start-up's look at its own pod (the original retried
-	// for 500 s): a pod that cannot read itself is misconfigured, and saying so
-	// soon beats waiting.
-	selfTimeout = time.Minute
 )
 
 type options struct {
@@ -245,7 +241,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 // cluster) the operator still works if -fetch-image is given, but the Service is
 // then up to the user.
 func setUpSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity, fetchImage string, log *logrus.Entry) (string, corev1.PullPolicy, error) {
-	self, err := getSelf(ctx, clients, id)
+	self, err := operatorrun.OwnPod(ctx, clients.Kube, id, operatorrun.OwnPodTimeout)
 	if err != nil {
 		if fetchImage == "" {
 			return "", "", fmt.Errorf("%w; without its pod the operator knows neither the image for the seed's fetch step (give it with -fetch-image) nor what its Service should select", err)
@@ -256,7 +252,7 @@ func setUpSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 	}
 	policy := corev1.PullIfNotPresent
 	if fetchImage == "" {
-		if fetchImage, policy, err = restore.FetchImageOf(self); err != nil {
+		if fetchImage, policy, err = operatorrun.ImageOf(self, binary); err != nil {
 			return "", "", err
 		}
 	}
@@ -264,41 +260,9 @@ func setUpSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 	if err != nil {
 		return "", "", err
 	}
-	if err := retryFor(ctx, selfTimeout, func() error { return restore.EnsureService(ctx, clients.Kube, svc) }); err != nil {
+	if err := operatorrun.RetryFor(ctx, operatorrun.OwnPodTimeout, func() error { return restore.EnsureService(ctx, clients.Kube, svc) }); err != nil {
 		return "", "", fmt.Errorf("the seed pods download backups through Service %s/%s: %w", id.Namespace, restore.ServiceName, err)
 	}
 	log.Infof("Service %s/%s selects %v; seed pods fetch with image %s", id.Namespace, restore.ServiceName, svc.Spec.Selector, fetchImage)
 	return fetchImage, policy, nil
-}
-
-func getSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity) (*corev1.Pod, error) {
-	var self *corev1.Pod
-	err := retryFor(ctx, selfTimeout, func() error {
-		p, err := clients.Kube.CoreV1().Pods(id.Namespace).Get(ctx, id.PodName, metav1.GetOptions{})
-		self = p
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the operator's own pod %s/%s (MY_POD_NAMESPACE/MY_POD_NAME): %w", id.Namespace, id.PodName, err)
-	}
-	return self, nil
-}
-
-// retryFor retries fn with backoff for up to d: the apiserver may be briefly
-// unavailable while the operator starts.
-func retryFor(ctx context.Context, d time.Duration, fn func() error) error {
-	deadline := time.Now().Add(d)
-	delay := 500 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || time.Now().Add(delay).After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 10*time.Second)
-	}
 }

@@ -2,11 +2,8 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -91,29 +88,4 @@ func portsMatch(got, want []corev1.ServicePort) bool {
 		}
 	}
 	return true
-}
-
-// FetchImageOf is the image, and its pull policy, of the container that runs this
-// binary in the operator's own pod: the seed's fetch step runs the same binary,
-// so it needs nothing the operator's image does not already have, and the node
-// most likely has it already.
-func FetchImageOf(self *corev1.Pod) (string, corev1.PullPolicy, error) {
-	cs := self.Spec.Containers
-	if len(cs) == 0 {
-		return "", "", errors.New("the operator's pod has no containers")
-	}
-	c := cs[0]
-	for _, cand := range cs {
-		if slices.ContainsFunc(append(slices.Clone(cand.Command), cand.Args...), func(a string) bool {
-			return strings.HasSuffix(a, Binary)
-		}) {
-			c = cand
-			break
-		}
-	}
-	policy := c.ImagePullPolicy
-	if policy == "" {
-		policy = corev1.PullIfNotPresent
-	}
-	return c.Image, policy, nil
 }

@@ -74,15 +74,3 @@ func TestEnsureServiceCreatesThenCorrects(t *testing.T) {
 		}
 	}
 }
-
-func TestFetchImageIsTheOperatorsOwn(t *testing.T) {
-	img, policy, err := FetchImageOf(operatorPod(nil))
-	if err != nil || img != "openetcd/etcd-operator:v0.1.0" || policy != corev1.PullNever {
-		t.Fatalf("FetchImageOf = %s, %s, %v; want the container running %s", img, policy, err, Binary)
-	}
-	p := operatorPod(nil)
-	p.Spec.Containers = p.Spec.Containers[:1]
-	if img, _, _ := FetchImageOf(p); img != "proxy:1" {
-		t.Errorf("without a recognisable container the first one is used, got %s", img)
-	}
-}

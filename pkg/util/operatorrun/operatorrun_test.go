@@ -140,3 +140,36 @@ func TestEventSchemeKnowsOurKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestImageOfIsTheImageRunningTheBinary(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "sidecar", Image: "proxy:1"},
+		{Name: "operator", Image: "openetcd/etcd-operator:v0.1.0", ImagePullPolicy: corev1.PullNever,
+			Command: []string{"etcd-restore-operator", "--create-crd=true"}},
+	}}}
+	img, policy, err := ImageOf(pod, "etcd-restore-operator")
+	if err != nil || img != "openetcd/etcd-operator:v0.1.0" || policy != corev1.PullNever {
+		t.Fatalf("ImageOf = %s, %s, %v; want the container running the binary", img, policy, err)
+	}
+	pod.Spec.Containers = pod.Spec.Containers[:1]
+	if img, policy, _ := ImageOf(pod, "etcd-restore-operator"); img != "proxy:1" || policy != corev1.PullIfNotPresent {
+		t.Errorf("without a recognisable container the first one is used with IfNotPresent, got %s %s", img, policy)
+	}
+	pod.Spec.Containers = nil
+	if _, _, err := ImageOf(pod, "etcd-restore-operator"); err == nil {
+		t.Error("a pod without containers gave an image")
+	}
+}
+
+func TestOwnPod(t *testing.T) {
+	id := Identity{Namespace: "ops", PodName: "etcd-operator-1"}
+	kube := fake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "etcd-operator-1"}})
+	if p, err := OwnPod(t.Context(), kube, id, time.Second); err != nil || p.Name != id.PodName {
+		t.Fatalf("OwnPod = %v, %v", p, err)
+	}
+	// A pod that does not exist is not waited for.
+	_, err := OwnPod(t.Context(), kube, Identity{Namespace: "ops", PodName: "gone"}, time.Hour)
+	if err == nil || !strings.Contains(err.Error(), "ops/gone") || !strings.Contains(err.Error(), EnvPodName) {
+		t.Fatalf("OwnPod of a missing pod = %v, want an error naming it and %s", err, EnvPodName)
+	}
+}
