@@ -15,8 +15,10 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	"github.com/openetcd/etcd-operator/pkg/controller"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 )
 
 const binary = "etcd-operator"
@@ -31,6 +33,7 @@ type options struct {
 	kubeconfig        string
 	reconcileInterval time.Duration
 	pendingTimeout    time.Duration
+	joinImage         string
 }
 
 // parseFlags reads the original's flags (single or double dash) plus the new ones.
@@ -47,6 +50,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 8*time.Second, "tick of each cluster's reconcile loop; pod events wake it earlier")
 	fs.DurationVar(&o.pendingTimeout, "pending-timeout", 5*time.Minute, "a member pod Pending for longer is replaced")
+	fs.StringVar(&o.joinImage, "join-image", "", "image with the etcd-operator binary, for the init container that holds a joining member back until it is added (default: this operator's own image, read from its pod)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -72,7 +76,13 @@ func main() {
 }
 
 // run is the whole binary; it returns the exit code.
+//
+// `wait-membership` as the first argument runs a joining member's init
+// container instead (see k8sutil.MembershipWait).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
+	if len(args) > 0 && args[0] == k8sutil.MembershipWaitSubcommand {
+		return cluster.WaitMembershipMain(ctx, args[1:], log)
+	}
 	var opts options
 	parse := func() (bool, error) {
 		var err error
@@ -107,6 +117,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}()
 	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
 	defer stopEvents()
+	join := joinImage(ctx, clients, id, opts.joinImage, log)
 
 	ctrl := controller.New(controller.Config{
 		Namespace:   id.Namespace,
@@ -118,6 +129,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		Cluster: cluster.Config{
 			ReconcileInterval: opts.reconcileInterval,
 			PendingTimeout:    opts.pendingTimeout,
+			MembershipWait:    join,
 		},
 		Log: log.WithField("pkg", "controller"),
 	})
@@ -136,4 +148,25 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	return operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
 		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
 	}, lead)
+}
+
+// joinImage is the image of joining members' wait-membership init container:
+// -join-image, or else the operator's own. Without either (the operator runs
+// outside a cluster) members are added to etcd before their pods exist, as
+// the original did, and every join waits out cluster DNS's cache of the
+// peers' failed lookups of the new name.
+func joinImage(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity, image string, log *logrus.Entry) k8sutil.MembershipWait {
+	if image != "" {
+		return k8sutil.MembershipWait{Image: image, PullPolicy: corev1.PullIfNotPresent}
+	}
+	self, err := operatorrun.OwnPod(ctx, clients.Kube, id, operatorrun.OwnPodTimeout)
+	if err == nil {
+		var w k8sutil.MembershipWait
+		if w.Image, w.PullPolicy, err = operatorrun.ImageOf(self, binary); err == nil {
+			log.Infof("joining members wait for their membership with image %s", w.Image)
+			return w
+		}
+	}
+	log.Warnf("%v; without -join-image, members are added to etcd before their pods exist, and each join waits for cluster DNS to forget that the new name did not resolve", err)
+	return k8sutil.MembershipWait{}
 }

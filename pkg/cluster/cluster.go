@@ -82,6 +82,10 @@ type Config struct {
 	// ExpectationTimeout is how long to wait for a created pod to appear in
 	// PodLister before treating it as missing.
 	ExpectationTimeout time.Duration
+	// MembershipWait, with an Image (the operator's own), makes new members
+	// join pod first (join.go); without one they are added to etcd first,
+	// as the original did. Its Timeout defaults to PendingTimeout.
+	MembershipWait k8sutil.MembershipWait
 	// MinBackoff and MaxBackoff bound the retry delay after a failed pass.
 	MinBackoff, MaxBackoff time.Duration
 	Log                    *logrus.Entry
@@ -99,6 +103,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.ExpectationTimeout <= 0 {
 		cfg.ExpectationTimeout = DefaultExpectationTimeout
+	}
+	if cfg.MembershipWait.Image != "" && cfg.MembershipWait.Timeout <= 0 {
+		cfg.MembershipWait.Timeout = cfg.PendingTimeout
+	}
+	if cfg.MembershipWait.PullPolicy == "" {
+		cfg.MembershipWait.PullPolicy = corev1.PullIfNotPresent
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = DefaultMinBackoff

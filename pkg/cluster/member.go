@@ -211,8 +211,8 @@ func (c *Cluster) ensurePVC(ctx context.Context, cl *api.EtcdCluster, name strin
 // createMemberPod creates the pod of member m (its PVC, if any, exists
 // already) and expects it in the lister. members is the membership m joins,
 // m included, for --initial-cluster.
-func (c *Cluster) createMemberPod(ctx context.Context, cl *api.EtcdCluster, m *etcdutil.Member, members etcdutil.MemberSet, state, token string) error {
-	pod := k8sutil.NewEtcdPod(cl, m, members.PeerURLPairs(), state, token)
+func (c *Cluster) createMemberPod(ctx context.Context, cl *api.EtcdCluster, m *etcdutil.Member, members etcdutil.MemberSet, state, token string, opts ...k8sutil.PodOption) error {
+	pod := k8sutil.NewEtcdPod(cl, m, members.PeerURLPairs(), state, token, opts...)
 	if _, err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return kubeError(fmt.Sprintf("create pod of member %s", m.Name), err)
 	}
@@ -287,30 +287,24 @@ func (c *Cluster) etcdReadyForChange(ctx context.Context, v memberView) (etcduti
 	return h, nil
 }
 
-// addOneMember adds one member: MemberAdd first, so that etcd knows the new
-// member before it starts, then its pod with --initial-cluster-state=existing
-// and the full --initial-cluster.
+// addOneMember adds one member. When the operator knows its own image the
+// member joins pod first (join.go). Otherwise it is added as the original
+// did: MemberAdd first, so that etcd knows the new member before it starts,
+// then its pod with --initial-cluster-state=existing and the full
+// --initial-cluster; the peers then look up its name before the pod exists,
+// and the join waits out cluster DNS's cache of that failed lookup.
 //
-// It is only tried when every member's pod is Ready and etcd reports itself
+// Either way the MemberAdd is only tried when every member's pod is Ready and etcd reports itself
 // healthy with every member answering. The original tried right after the
 // previous member's pod started and lost a tick per member to etcd's
 // "unhealthy cluster" refusal; here the pod's Ready event triggers the add.
 func (c *Cluster) addOneMember(ctx context.Context, cl *api.EtcdCluster, v memberView, plan versionPlan) (time.Duration, error) {
-	if n := c.members.Size(); len(v.ready) < n {
-		c.log.Debugf("waiting for every member to be ready before adding one (%d of %d)", len(v.ready), n)
-		return 0, nil
+	if c.joinsPodFirst() {
+		return c.joinOneMember(ctx, cl, v, plan)
 	}
-	if wait := c.untilConnectedLongEnough(v); wait > 0 {
-		c.log.Debugf("waiting %v for the newest member to count as connected in etcd", wait)
-		return wait, nil
+	if proceed, requeue, err := c.readyToAdd(ctx, cl, v); !proceed {
+		return requeue, err
 	}
-	if changed, err := c.syncMembers(ctx, cl, v); err != nil || changed {
-		return c.cfg.MinPassInterval, err
-	}
-	if _, err := c.etcdReadyForChange(ctx, v); err != nil {
-		return c.waitOrFail(err)
-	}
-	c.waitBackoff.reset()
 
 	m := c.newMember(cl)
 	if c.refusedAdd != "" {
@@ -355,6 +349,10 @@ func (c *Cluster) addOneMember(ctx context.Context, cl *api.EtcdCluster, v membe
 // etcdHealthInterval, counted from its container's start (a little before it
 // connects, so an add may still be refused once, and is then retried).
 func (c *Cluster) untilConnectedLongEnough(v memberView) time.Duration {
+	if c.members.Size() <= 1 {
+		// etcd counts itself as connected: a single member takes an add at once.
+		return 0
+	}
 	var wait time.Duration
 	now := c.now()
 	for _, pod := range v.pods {

@@ -184,15 +184,17 @@ type memberView struct {
 	// dead are members whose pod is gone, has ended, is being deleted or has
 	// been Pending longer than PendingTimeout.
 	dead []string
-	// unknown are owned pods that belong to no member.
+	// unknown are owned pods that belong to no member and are no joiner.
 	unknown []string
+	// joiners are the pods of members to be added, by name (see join.go).
+	joiners map[string]*corev1.Pod
 	// pods are the pods of running and starting members, by name.
 	pods map[string]*corev1.Pod
 }
 
 func (c *Cluster) classify(pods *podSet) memberView {
 	now := c.now()
-	v := memberView{pods: map[string]*corev1.Pod{}}
+	v := memberView{pods: map[string]*corev1.Pod{}, joiners: map[string]*corev1.Pod{}}
 	for _, name := range c.members.Names() {
 		pod, ok := pods.owned[name]
 		switch {
@@ -209,15 +211,23 @@ func (c *Cluster) classify(pods *podSet) memberView {
 				v.ready = append(v.ready, name)
 			}
 			v.pods[name] = pod
-		case pod.Status.Phase == corev1.PodPending && !k8sutil.IsPodPendingTooLong(pod, now, c.cfg.PendingTimeout):
+		case pod.Status.Phase == corev1.PodPending &&
+			// A pod that waited for its member to be added may be older than
+			// the timeout, but starts etcd a moment after the add; its own
+			// timeout fails it otherwise.
+			(!k8sutil.IsPodPendingTooLong(pod, now, c.cfg.PendingTimeout) || k8sutil.IsWaitingForMembership(pod)):
 			v.starting = append(v.starting, name)
 			v.pods[name] = pod
 		default:
 			v.dead = append(v.dead, name)
 		}
 	}
-	for name := range pods.owned {
-		if _, ok := c.members[name]; !ok {
+	for name, pod := range pods.owned {
+		switch _, member := c.members[name]; {
+		case member:
+		case c.isJoiner(pod):
+			v.joiners[name] = pod
+		default:
 			v.unknown = append(v.unknown, name)
 		}
 	}
@@ -278,10 +288,16 @@ func (c *Cluster) reconcileMembers(ctx context.Context, cl *api.EtcdCluster, pod
 		c.log.Debugf("waiting for pod %s to show up before any other membership change", e.name)
 		return max(e.deadline.Sub(c.now()), c.cfg.MinPassInterval), nil
 	}
+	n := c.members.Size()
+	if wantsMember := n < cl.Spec.Size || n == cl.Spec.Size && len(plan.replace) > 0; !wantsMember {
+		if err := c.dropJoiners(ctx, cl, v); err != nil {
+			return 0, err
+		}
+	}
 	if len(v.dead) > 0 {
 		return c.replaceDeadMember(ctx, cl, v)
 	}
-	switch n := c.members.Size(); {
+	switch {
 	case n < cl.Spec.Size:
 		return c.addOneMember(ctx, cl, v, plan)
 	case n > cl.Spec.Size:

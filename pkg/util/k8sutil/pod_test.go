@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -66,12 +67,20 @@ func withEveryPodKnob(c *v1beta2.EtcdCluster) {
 }
 
 func TestEtcdPodGolden(t *testing.T) {
-	joining := func(c *v1beta2.EtcdCluster) *corev1.Pod {
+	joining := func(c *v1beta2.EtcdCluster, opts ...func(*etcdutil.Member, []string) PodOption) *corev1.Pod {
 		seed := newTestMember(c, testSeed)
 		second := newTestMember(c, "example-7tq4wx2lbn")
 		third := newTestMember(c, "example-zc8hd5mv3p")
 		members := etcdutil.NewMemberSet(seed, second, third)
-		return NewEtcdPod(c, third, members.PeerURLPairs(), ClusterStateExisting, "")
+		var podOpts []PodOption
+		for _, o := range opts {
+			podOpts = append(podOpts, o(third, members.PeerURLPairs()))
+		}
+		return NewEtcdPod(c, third, members.PeerURLPairs(), ClusterStateExisting, "", podOpts...)
+	}
+	// The operator's pod-first join (WithMembershipWait).
+	waiting := func(m *etcdutil.Member, initialCluster []string) PodOption {
+		return WithMembershipWait(m, initialCluster, MembershipWait{Image: "openetcd/etcd-operator:v0.1.0", PullPolicy: corev1.PullIfNotPresent, Timeout: 5 * time.Minute})
 	}
 	tests := []struct {
 		golden string
@@ -79,6 +88,8 @@ func TestEtcdPodGolden(t *testing.T) {
 	}{
 		{"pod-seed", newSeedPod(newTestCluster())},
 		{"pod-joining", joining(newTestCluster())},
+		{"pod-joining-waits", joining(newTestCluster(), waiting)},
+		{"pod-joining-waits-tls", joining(newTestCluster(withTLS), waiting)},
 		{"pod-tls", newSeedPod(newTestCluster(withTLS))},
 		{"pod-pvc", newSeedPod(newTestCluster(withPVC))},
 		{"pod-cluster-domain", newSeedPod(newTestCluster(func(c *v1beta2.EtcdCluster) {
@@ -106,7 +117,7 @@ func TestNewEtcdPVCWithoutClaimSpecIsNil(t *testing.T) {
 	}
 }
 
-func etcdContainer(t *testing.T, pod *corev1.Pod) corev1.Container {
+func mustEtcdContainer(t *testing.T, pod *corev1.Pod) corev1.Container {
 	t.Helper()
 	for _, c := range pod.Spec.Containers {
 		if c.Name == EtcdContainerName {
@@ -155,7 +166,7 @@ func TestProbesByVersion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := etcdContainer(t, newSeedPod(newTestCluster(withVersion(tt.version))))
+			c := mustEtcdContainer(t, newSeedPod(newTestCluster(withVersion(tt.version))))
 			got := probeKinds{kind(c.ReadinessProbe), kind(c.LivenessProbe)}
 			if got != tt.want {
 				t.Errorf("probes = %+v, want %+v", got, tt.want)
@@ -194,12 +205,12 @@ func TestOperatorSecretIsMountedOnlyForShellProbes(t *testing.T) {
 func TestEtcdCommand(t *testing.T) {
 	t.Run("the seed alone carries the cluster token", func(t *testing.T) {
 		c := newTestCluster()
-		seed := etcdContainer(t, newSeedPod(c)).Command
+		seed := mustEtcdContainer(t, newSeedPod(c)).Command
 		if last := seed[len(seed)-1]; last != "--initial-cluster-token="+testToken {
 			t.Errorf("last seed flag = %q, want the token", last)
 		}
 		m := newTestMember(c, "example-7tq4wx2lbn")
-		joiner := etcdContainer(t, NewEtcdPod(c, m, []string{"a=http://a:2380"}, ClusterStateExisting, "")).Command
+		joiner := mustEtcdContainer(t, NewEtcdPod(c, m, []string{"a=http://a:2380"}, ClusterStateExisting, "")).Command
 		for _, arg := range joiner {
 			if strings.HasPrefix(arg, "--initial-cluster-token") {
 				t.Errorf("joining member has %q", arg)
@@ -207,14 +218,14 @@ func TestEtcdCommand(t *testing.T) {
 		}
 	})
 	t.Run("every argument is one argv element", func(t *testing.T) {
-		for _, arg := range etcdContainer(t, newSeedPod(newTestCluster(withTLS))).Command {
+		for _, arg := range mustEtcdContainer(t, newSeedPod(newTestCluster(withTLS))).Command {
 			if strings.ContainsAny(arg, " \t\n") {
 				t.Errorf("argument %q contains white space", arg)
 			}
 		}
 	})
 	t.Run("TLS flags follow the URL schemes", func(t *testing.T) {
-		cmd := etcdContainer(t, newSeedPod(newTestCluster(withTLS))).Command
+		cmd := mustEtcdContainer(t, newSeedPod(newTestCluster(withTLS))).Command
 		for _, want := range []string{
 			"--listen-peer-urls=https://0.0.0.0:2380",
 			"--listen-client-urls=https://0.0.0.0:2379",

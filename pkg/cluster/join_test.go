@@ -1,0 +1,325 @@
+package cluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+const testJoinImage = "openetcd/etcd-operator:test"
+
+// joinFirst makes the loop join members pod first, as the operator does in
+// a cluster, where it knows its own image.
+func (f *fixture) joinFirst() *fixture {
+	f.c.cfg.MembershipWait = k8sutil.MembershipWait{Image: testJoinImage, PullPolicy: corev1.PullIfNotPresent, Timeout: 5 * time.Minute}
+	return f
+}
+
+// resolvable makes a joining pod Pending with check-dns done and the
+// membership wait running: the state in which it is added.
+func resolvable(p *corev1.Pod) {
+	p.Status = corev1.PodStatus{
+		Phase: corev1.PodPending,
+		InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
+			{Name: k8sutil.MembershipWaitContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		},
+	}
+}
+
+// resolving makes a joining pod Pending with check-dns still running.
+func resolving(p *corev1.Pod) {
+	p.Status = corev1.PodStatus{
+		Phase: corev1.PodPending,
+		InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		},
+	}
+}
+
+func createdAgo(d time.Duration) podOpt {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(testStart.Add(-d)) }
+}
+
+// joinerPod puts in the lister the pod the loop makes for member name joining
+// members, resolvable unless opts say otherwise.
+func (f *fixture) joinerPod(name string, members []string, opts ...podOpt) *corev1.Pod {
+	f.t.Helper()
+	cl := f.cl.WithDefaults()
+	set := etcdutil.MemberSet{}
+	for _, n := range append(slices.Clone(members), name) {
+		set.Add(f.member(n))
+	}
+	pairs := set.PeerURLPairs()
+	p := k8sutil.NewEtcdPod(cl, f.member(name), pairs, k8sutil.ClusterStateExisting, "",
+		k8sutil.WithMembershipWait(f.member(name), pairs, f.c.cfg.MembershipWait))
+	p.UID = types.UID("pod-uid-" + name)
+	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Minute))
+	resolvable(p)
+	for _, o := range opts {
+		o(p)
+	}
+	f.setPod(p)
+	return p
+}
+
+// TestPodFirstJoin covers join.go: the joining member's pod is created first,
+// the member is added once the pod resolves, and a joining pod that can no
+// longer be added is replaced without etcd ever knowing about it.
+func TestPodFirstJoin(t *testing.T) {
+	const joiner = "example-new0000001"
+	tests := []struct {
+		name    string
+		cluster *api.EtcdCluster
+		run     func(t *testing.T, f *fixture)
+	}{
+		{
+			name:    "scale up creates the pod first, holding etcd back, and tells etcd nothing yet",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				expect(t, "pod actions", f.podActions(), []string{"create pods " + joiner})
+				pod := f.createdPod(joiner)
+				var inits []string
+				for _, c := range pod.Spec.InitContainers {
+					inits = append(inits, c.Name)
+				}
+				expect(t, "init containers", inits, []string{k8sutil.DNSCheckContainerName, k8sutil.MembershipWaitContainerName})
+				wait := pod.Spec.InitContainers[1]
+				if wait.Image != testJoinImage || !slices.Contains(wait.Command, "--peer-urls="+strings.Join([]string{
+					f.member(memberA).PeerURL(), f.member(memberB).PeerURL(), f.member(memberC).PeerURL()}, ",")) {
+					t.Errorf("wait container %s %q", wait.Image, wait.Command)
+				}
+				cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
+				for _, want := range []string{"--initial-cluster-state=existing", joiner + "=http://" + joiner + ".example.ns.svc:2380", memberC + "=http://"} {
+					if !strings.Contains(cmd, want) {
+						t.Errorf("command %q lacks %q", cmd, want)
+					}
+				}
+				expectEvents(t, f.events())
+				s := f.mustStatus()
+				if s.Size != 3 || slices.Contains(s.Members.Unready, joiner) {
+					t.Errorf("status size %d, unready %q: a pod etcd does not know is no member", s.Size, s.Members.Unready)
+				}
+			},
+		},
+		{
+			name:    "the member is added once its pod resolves in DNS, and only then",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				f.showCreatedPods(resolving)
+				f.mustPass()
+				expect(t, "etcd writes while check-dns runs", f.etcdWrites(), nil)
+				expect(t, "pod actions while check-dns runs", f.podActions(), nil)
+
+				obj, _, err := f.indexer.GetByKey(testNS + "/" + joiner)
+				if err != nil || obj == nil {
+					t.Fatalf("the joining pod is not in the lister: %v", err)
+				}
+				p := obj.(*corev1.Pod).DeepCopy()
+				resolvable(p)
+				f.setPod(p)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(joiner)})
+				expect(t, "pod actions", f.podActions(), nil)
+				expectEvents(t, f.events(), "Normal New Member Added New member "+joiner+" added to cluster")
+				if _, ok := f.c.members[joiner]; !ok {
+					t.Fatalf("members %s lack the added member", f.c.members)
+				}
+
+				// Its pod is still Pending (etcd starts a moment later): it is
+				// a starting member, not a joiner to replace.
+				f.kube.ClearActions()
+				f.mustPass()
+				expect(t, "pod actions after the add", f.podActions(), nil)
+				expect(t, "etcd writes after the add", f.etcdWrites(), []string{f.addCall(joiner)})
+				f.setReady(joiner, true)
+				f.mustPass()
+				expect(t, "etcd writes at full size", f.etcdWrites(), []string{f.addCall(joiner)})
+				expect(t, "pod actions at full size", f.podActions(), nil)
+			},
+		},
+		{
+			name:    "a resolvable joining pod waits while a member is not ready or etcd refuses, and is kept",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, notReady)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.mustPass()
+				expect(t, "etcd writes while C is not ready", f.etcdWrites(), nil)
+
+				f.setReady(memberC, true)
+				f.etcd.addErr = rpctypes.ErrUnhealthy
+				f.mustPass()
+				expect(t, "etcd writes when refused", f.etcdWrites(), []string{f.addCall(memberD)})
+				expect(t, "pod actions when refused", f.podActions(), nil)
+
+				f.etcd.addErr = nil
+				f.mustPass()
+				expect(t, "etcd writes on retry", f.etcdWrites(), []string{f.addCall(memberD), f.addCall(memberD)})
+				expect(t, "pod actions on retry", f.podActions(), nil)
+			},
+		},
+		{
+			name:    "a joining pod made for an older membership is replaced when a dead member was removed",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				dead := f.pod(memberC, failed)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				if err := f.indexer.Delete(dead); err != nil {
+					t.Fatal(err)
+				}
+				f.kube.ClearActions()
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD, "create pods " + joiner})
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				if got := k8sutil.InitialCluster(f.createdPod(joiner)); len(got) != 3 {
+					t.Errorf("new joining pod's --initial-cluster %q, want A, B and itself", got)
+				}
+			},
+		},
+		{
+			name:    "joining pods that cannot be added are replaced; one waiting for the add is not",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				members := []string{memberA, memberB, memberC}
+				// Ended (check-dns timed out), never resolved in time, and
+				// made for another version: all go. The one waiting, although
+				// older than the pending timeout, stays and is added.
+				f.joinerPod("example-ended", members, failed)
+				f.joinerPod("example-stuck", members, resolving, createdAgo(6*time.Minute))
+				f.joinerPod("example-oldver", members, func(p *corev1.Pod) { p.Annotations[api.AnnotationVersion] = "3.4.23" })
+				f.joinerPod("example-waits", members, createdAgo(10*time.Minute))
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{
+					"delete pods example-ended", "delete pods example-oldver", "delete pods example-stuck",
+				})
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall("example-waits")})
+			},
+		},
+		{
+			name:    "a second joining pod is deleted; the first in name order is used",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.joinerPod(memberE, []string{memberA, memberB, memberC})
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberE})
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(memberD)})
+			},
+		},
+		{
+			name:    "scaling back down deletes the joining pod and its claim, and etcd never hears of it",
+			cluster: newTestCluster(withSize(3), withPVC),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD, "delete persistentvolumeclaims " + memberD})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+			},
+		},
+		{
+			name:    "in PVC mode the claim comes before the joining pod",
+			cluster: newTestCluster(withSize(4), withPVC),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"create persistentvolumeclaims " + joiner, "create pods " + joiner})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+			},
+		},
+		{
+			name:    "after an operator restart the joining pod is found and added",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.c.members = nil // a restarted operator knows nothing
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), nil)
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(memberD)})
+			},
+		},
+		{
+			name:    "a member added after a long wait is starting, not dead, while its pod finishes waiting",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC, memberD)
+				f.etcd.members[3].Name, f.etcd.members[3].ClientURLs = "", nil
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC}, createdAgo(time.Hour))
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), nil)
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+			},
+		},
+		{
+			name:    "without the operator's image a pod that waits for its membership is an unknown pod",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.c.cfg.MembershipWait = k8sutil.MembershipWait{}
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD})
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.cluster).joinFirst()
+			tt.run(t, f)
+		})
+	}
+}
