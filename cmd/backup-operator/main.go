@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -104,36 +103,14 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		if err := srv.Run(ctx); err != nil {
-			log.Errorf("HTTP server: %v", err)
-			cancel()
-		}
-	}()
+	proc, ctx := operatorrun.NewProcess(ctx, log)
+	defer proc.Cancel()
+	proc.Go(ctx, "HTTP server", srv.Run)
 	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
 	defer stopEvents()
 	metrics := backupcontroller.NewMetrics(srv.Registry)
 
-	// RunAsLeader returns as soon as the Lease is released; the controller is still
-	// stopping then. Wait for it, so that a SIGTERM ends every backup goroutine
-	// before the process exits.
-	var (
-		mu       sync.Mutex
-		stopping bool
-		leadDone chan struct{}
-	)
 	lead := func(ctx context.Context) {
-		mu.Lock()
-		if stopping {
-			mu.Unlock()
-			return
-		}
-		leadDone = make(chan struct{})
-		defer close(leadDone)
-		mu.Unlock()
-
 		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdBackup(), log) {
 			return
 		}
@@ -156,20 +133,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		}
 		srv.SetReady(false)
 	}
-	err = operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+	// proc waits for lead to return, so that a SIGTERM ends every backup goroutine
+	// before the process exits.
+	return proc.RunAsLeader(operatorrun.LeaderConfig{
 		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
-	}, lead)
-	cancel()
-	mu.Lock()
-	stopping = true
-	done := leadDone
-	mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-time.After(shutdownTimeout):
-			log.Warnf("the controller did not stop within %v", shutdownTimeout)
-		}
-	}
-	return err
+	}, shutdownTimeout, lead)
 }

@@ -107,14 +107,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		if err := srv.Run(ctx); err != nil {
-			log.Errorf("HTTP server: %v", err)
-			cancel()
-		}
-	}()
+	proc, ctx := operatorrun.NewProcess(ctx, log)
+	defer proc.Cancel()
+	proc.Go(ctx, "HTTP server", srv.Run)
 	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
 	defer stopEvents()
 	join := joinImage(ctx, clients, id, opts.joinImage, log)
@@ -145,9 +140,13 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			log.Errorf("controller: %v", err)
 		}
 	}
-	return operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+	// Bounds the wait for the clusters' loops to stop, so that a SIGTERM ends them
+	// before the process exits; well inside a pod's default 30 s termination grace
+	// period.
+	const shutdownTimeout = 20 * time.Second
+	return proc.RunAsLeader(operatorrun.LeaderConfig{
 		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
-	}, lead)
+	}, shutdownTimeout, lead)
 }
 
 // joinImage is the image of joining members' wait-membership init container:

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -117,27 +116,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A server that stops on its own ends the process with an error, so that the
-	// Deployment restarts it.
-	var (
-		fatalMu sync.Mutex
-		fatal   error
-	)
-	die := func(err error) {
-		fatalMu.Lock()
-		if fatal == nil {
-			fatal = err
-		}
-		fatalMu.Unlock()
-		cancel()
-	}
-	go func() {
-		if err := srv.Run(ctx); err != nil {
-			die(fmt.Errorf("HTTP server: %w", err))
-		}
-	}()
+	proc, ctx := operatorrun.NewProcess(ctx, log)
+	defer proc.Cancel()
+	proc.Go(ctx, "HTTP server", srv.Run)
 
 	fetchImage, pullPolicy, err := setUpSelf(ctx, clients, id, opts.fetchImage, log)
 	if err != nil {
@@ -147,24 +128,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	defer stopEvents()
 	metrics := restore.NewMetrics(srv.Registry)
 
-	// RunAsLeader returns as soon as the Lease is released; the controller is still
-	// stopping then. Wait for it, so that a SIGTERM ends every worker before the
-	// process exits.
-	var (
-		mu       sync.Mutex
-		stopping bool
-		leadDone chan struct{}
-	)
 	lead := func(ctx context.Context) {
-		mu.Lock()
-		if stopping {
-			mu.Unlock()
-			return
-		}
-		leadDone = make(chan struct{})
-		defer close(leadDone)
-		mu.Unlock()
-
 		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdRestore(), log) {
 			return
 		}
@@ -172,15 +136,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		// Seeds download from the leader only: it serves while it leads.
 		ln, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", restore.BackupServerPort))
 		if err != nil {
-			die(fmt.Errorf("listen for the backup server: %w", err))
+			proc.Fail(fmt.Errorf("listen for the backup server: %w", err))
 			return
 		}
-		go func() {
-			h := &restore.BackupHandler{Client: clients.Etcd, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
-			if err := restore.ServeBackups(ctx, ln, h); err != nil {
-				die(fmt.Errorf("backup server: %w", err))
-			}
-		}()
+		h := &restore.BackupHandler{Client: clients.Etcd, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
+		proc.Go(ctx, "backup server", func(ctx context.Context) error { return restore.ServeBackups(ctx, ln, h) })
 
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
 		flow := restore.NewFlow(restore.Config{
@@ -211,27 +171,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		}
 		srv.SetReady(false)
 	}
-	err = operatorrun.RunAsLeader(ctx, operatorrun.LeaderConfig{
+	// proc waits for lead to return, so that a SIGTERM ends every worker before the
+	// process exits.
+	return proc.RunAsLeader(operatorrun.LeaderConfig{
 		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
-	}, lead)
-	cancel()
-	mu.Lock()
-	stopping = true
-	done := leadDone
-	mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-time.After(shutdownTimeout):
-			log.Warnf("the controller did not stop within %v", shutdownTimeout)
-		}
-	}
-	fatalMu.Lock()
-	defer fatalMu.Unlock()
-	if fatal != nil {
-		return fatal
-	}
-	return err
+	}, shutdownTimeout, lead)
 }
 
 // setUpSelf reads the operator's own pod: its image is the seed's fetch image
