@@ -76,9 +76,10 @@ build_image() {
 	bash hack/local-cluster/load-image.sh
 }
 
-# summary LOG: the verdict of every top-level test, then the failed ones again.
+# summary LOG RC: the verdict of every top-level test, then the failed ones again;
+# RC is go test's exit status.
 summary() {
-	local log=$1
+	local log=$1 rc=$2
 	log "=== results (top-level tests)"
 	grep -E '^--- (PASS|FAIL|SKIP): Test' "$log" | sed 's/^/    /' >&2 || true
 	local failed skipped
@@ -91,8 +92,8 @@ summary() {
 		log "FAILED scenarios: $(echo "$failed" | tr '\n' ' ')"
 		log "their dumps: _output/e2e/artifacts/<test>/; full log: $log"
 	fi
-	if grep -qE '^(FAIL|panic:|e2e: )' "$log" && [[ -z $failed ]]; then
-		log "the suite failed outside any test (setup?): see the lines starting with 'e2e:' in $log"
+	if [[ $rc -ne 0 && -z $failed ]]; then
+		log "the suite failed outside any test (setup?): see the lines starting with 'e2e:', 'FAIL' or 'panic:' in $log"
 	fi
 }
 
@@ -105,7 +106,7 @@ run_suite() {
 	log "go test ${args[*]} ./test/e2e/ $* (log: $LOG)"
 	local rc=0
 	go test "${args[@]}" ./test/e2e/ "$@" 2>&1 | tee "$LOG" || rc=$?
-	summary "$LOG"
+	summary "$LOG" "$rc"
 	return "$rc"
 }
 
