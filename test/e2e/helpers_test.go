@@ -24,9 +24,9 @@ const (
 )
 
 // bootstrapTimeout bounds the bootstrap of a cluster of the given size. Members
-// are added one at a time, and each new member can spend up to ~30 s in its DNS
-// init container (CoreDNS caches the "no such name" answer its first lookup gets),
-// so the bound grows with the size.
+// are added one at a time, so the bound grows with the size; each step is given
+// the ~30 s a member spends in its DNS init container when CoreDNS has cached a
+// "no such name" for it, which pod-first joins avoid but a bound must not bet on.
 func bootstrapTimeout(members int) time.Duration {
 	return time.Minute + time.Duration(members)*45*time.Second
 }

@@ -20,9 +20,10 @@ import (
 var tlsSecrets = []string{"etcd-peer-tls", "etcd-server-tls", "etcd-client-tls"}
 
 // TestTLSClusterServesOnlyClientsWithCertificates is the original's TestTLS taken to
-// the client: certificates made by example/tls/gen-certs.sh, a cluster like
-// example/tls/example-tls-cluster.yaml, then etcdctl over https from a pod that
-// mounts the client certificate, and a refusal for one that does not present it.
+// the client: a cluster like example/tls/example-tls-cluster.yaml, which waits
+// until its certificates, made by example/tls/gen-certs.sh, appear; then etcdctl
+// over https from a pod that mounts the client certificate, and a refusal for one
+// that does not present it.
 func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -36,7 +37,26 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 			}
 		}
 	})
-	_, err := f.Run(ctx, framework.Cmd{
+	watchCluster(t, framework.DumpTarget{Namespace: opNS, Cluster: name, Secure: true, OperatorNamespace: opNS})
+	err := f.CreateFromExample(ctx, opNS, f.Env.Path("example", "tls", "example-tls-cluster.yaml"), "s/^  name: example$/  name: "+name+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The secrets come after the cluster, as they do when a certificate
+	// manager issues them: the cluster waits and says why (the original
+	// failed it for good, #2129).
+	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.reason to name the missing operator secret",
+		func(ctx context.Context) (bool, string, error) {
+			cl, err := f.GetCluster(ctx, opNS, name)
+			if err != nil {
+				return false, "", err
+			}
+			return strings.Contains(cl.Status.Reason, "etcd-client-tls") && cl.Status.Phase != "Failed", framework.DescribeStatus(cl), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Run(ctx, framework.Cmd{
 		Name: "bash",
 		Args: []string{f.Env.Path("example", "tls", "gen-certs.sh"), "--create-secrets"},
 		Env:  []string{"CLUSTER=" + name, "NAMESPACE=" + opNS, "OUT=" + t.TempDir()},
@@ -45,11 +65,6 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 		t.Fatalf("gen-certs.sh: %v", err)
 	}
 
-	watchCluster(t, framework.DumpTarget{Namespace: opNS, Cluster: name, Secure: true, OperatorNamespace: opNS})
-	err = f.CreateFromExample(ctx, opNS, f.Env.Path("example", "tls", "example-tls-cluster.yaml"), "s/^  name: example$/  name: "+name+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 
 	etcdctl := func(secret string, args ...string) (string, bool) {
