@@ -106,8 +106,8 @@ type fakeEtcd struct {
 	// noQuorum makes health report no leader and failed quorum reads.
 	noQuorum bool
 	// errors returned by the calls; nil means success.
-	listErr, addErr, removeErr, leaderErr, healthErr error
-	calls                                            []string
+	listErr, addErr, removeErr, leaderErr, healthErr, promoteErr error
+	calls                                                        []string
 }
 
 func (f *fakeEtcd) record(call string) {
@@ -120,7 +120,8 @@ func (f *fakeEtcd) Calls(onlyWrites bool) []string {
 	defer f.mu.Unlock()
 	var out []string
 	for _, c := range f.calls {
-		if onlyWrites && !strings.HasPrefix(c, "add ") && !strings.HasPrefix(c, "remove ") {
+		if onlyWrites && !strings.HasPrefix(c, "add ") && !strings.HasPrefix(c, "add-learner ") &&
+			!strings.HasPrefix(c, "remove ") && !strings.HasPrefix(c, "promote ") {
 			continue
 		}
 		out = append(out, c)
@@ -137,7 +138,7 @@ func (f *fakeEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]
 	}
 	out := make([]*etcdserverpb.Member, len(f.members))
 	for i, m := range f.members {
-		out[i] = &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs)}
+		out[i] = &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
 	}
 	return out, nil
 }
@@ -153,6 +154,34 @@ func (f *fakeEtcd) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peer
 	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}}
 	f.members = append(f.members, m)
 	return m, nil
+}
+
+func (f *fakeEtcd) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("add-learner " + peerURL)
+	if f.addErr != nil {
+		return nil, f.addErr
+	}
+	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
+	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}, IsLearner: true}
+	f.members = append(f.members, m)
+	return m, nil
+}
+
+func (f *fakeEtcd) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(fmt.Sprintf("promote %x", id))
+	if f.promoteErr != nil {
+		return f.promoteErr
+	}
+	for _, m := range f.members {
+		if m.ID == id {
+			m.IsLearner = false
+		}
+	}
+	return nil
 }
 
 func (f *fakeEtcd) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
@@ -623,4 +652,8 @@ func (f *fixture) etcdWrites() []string { return f.etcd.Calls(true) }
 
 // addCall and removeCall are what fakeEtcd records for a member change.
 func (f *fixture) addCall(name string) string { return "add " + f.member(name).PeerURL() }
-func removeCall(name string) string           { return fmt.Sprintf("remove %x", memberID(name)) }
+func (f *fixture) learnerCall(name string) string {
+	return "add-learner " + f.member(name).PeerURL()
+}
+func promoteCall(name string) string { return fmt.Sprintf("promote %x", memberID(name)) }
+func removeCall(name string) string  { return fmt.Sprintf("remove %x", memberID(name)) }

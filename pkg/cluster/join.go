@@ -21,7 +21,12 @@ import (
 //  2. once its check-dns container has found the pod's name, and the cluster
 //     is healthy enough for a change, the member is added with MemberAdd;
 //  3. the init container sees the member in every peer's membership, and
-//     etcd starts and joins.
+//     etcd starts and joins;
+//  4. the member was added as a learner, which does not vote, so that the
+//     quorum does not grow before the member can take part in it (a 1-member
+//     cluster would otherwise stop serving until the second member runs);
+//     it is promoted once it has caught up with the leader. etcd before 3.4
+//     has no learners: there the member votes from the start.
 //
 // Until step 2 the pod is a "joiner": no member, nothing etcd knows about,
 // safe to delete at any time. A joiner whose --initial-cluster no longer
@@ -53,7 +58,12 @@ func (c *Cluster) joinOneMember(ctx context.Context, cl *api.EtcdCluster, v memb
 	}
 	m := c.memberTemplate(cl)
 	m.Name = joiner.Name
-	added, err := c.cfg.Etcd.MemberAdd(ctx, c.clientConfig(c.endpoints(v)), m.PeerURL())
+	m.IsLearner = learnersSupported(plan, v)
+	add := c.cfg.Etcd.MemberAdd
+	if m.IsLearner {
+		add = c.cfg.Etcd.MemberAddAsLearner
+	}
+	added, err := add(ctx, c.clientConfig(c.endpoints(v)), m.PeerURL())
 	if err != nil {
 		if isNotReadyForChange(err) {
 			return c.waitOrFail(fmt.Errorf("%w: %v", errEtcdNotReady, err))
@@ -63,8 +73,13 @@ func (c *Cluster) joinOneMember(ctx context.Context, cl *api.EtcdCluster, v memb
 		return 0, etcdError(fmt.Sprintf("add member %s", m.Name), err)
 	}
 	m.ID = added.ID
+	m.IsLearner = added.IsLearner
 	c.members.Add(&m)
-	c.log.Infof("added member %s (%x) to etcd, its pod waiting; membership %s", m.Name, m.ID, c.members)
+	kind := "member"
+	if m.IsLearner {
+		kind = "learner"
+	}
+	c.log.Infof("added %s %s (%x) to etcd, its pod waiting; membership %s", kind, m.Name, m.ID, c.members)
 	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
 	return c.cfg.MinPassInterval, nil
 }
@@ -180,4 +195,41 @@ func (c *Cluster) readyToAdd(ctx context.Context, cl *api.EtcdCluster, v memberV
 // isJoiner tells whether an owned pod that belongs to no member is a joiner.
 func (c *Cluster) isJoiner(pod *corev1.Pod) bool {
 	return c.joinsPodFirst() && k8sutil.WaitsForMembership(pod)
+}
+
+// learnersSupported tells whether the new member and every running one are
+// etcd 3.4 or later, which have learners.
+func learnersSupported(plan versionPlan, v memberView) bool {
+	versions := []string{plan.newMembers}
+	for _, pod := range v.pods {
+		versions = append(versions, podVersion(pod))
+	}
+	for _, ver := range versions {
+		major, minor, err := api.ParseVersion(ver)
+		if err != nil || major < 3 || major == 3 && minor < 4 {
+			return false
+		}
+	}
+	return true
+}
+
+// promoteLearner makes the learner name vote once its etcd runs; etcd
+// refuses until it has caught up with the leader, and the loop asks again
+// shortly.
+func (c *Cluster) promoteLearner(ctx context.Context, v memberView, name string) (time.Duration, error) {
+	if !slices.Contains(v.running, name) {
+		c.log.Debugf("waiting for learner %s to run before promoting it", name)
+		return 0, nil
+	}
+	m := c.members[name]
+	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(c.endpoints(v)), m.ID); err != nil {
+		if isNotReadyForChange(err) {
+			return c.waitOrFail(fmt.Errorf("%w: %v", errEtcdNotReady, err))
+		}
+		return 0, etcdError(fmt.Sprintf("promote learner %s", name), err)
+	}
+	c.waitBackoff.reset()
+	m.IsLearner = false
+	c.log.Infof("promoted learner %s (%x) to a voting member", name, m.ID)
+	return c.cfg.MinPassInterval, nil
 }

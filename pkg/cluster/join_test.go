@@ -140,7 +140,7 @@ func TestPodFirstJoin(t *testing.T) {
 				resolvable(p)
 				f.setPod(p)
 				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(joiner)})
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall(joiner)})
 				expect(t, "pod actions", f.podActions(), nil)
 				expectEvents(t, f.events(), "Normal New Member Added New member "+joiner+" added to cluster")
 				if _, ok := f.c.members[joiner]; !ok {
@@ -152,10 +152,17 @@ func TestPodFirstJoin(t *testing.T) {
 				f.kube.ClearActions()
 				f.mustPass()
 				expect(t, "pod actions after the add", f.podActions(), nil)
-				expect(t, "etcd writes after the add", f.etcdWrites(), []string{f.addCall(joiner)})
+				expect(t, "etcd writes after the add", f.etcdWrites(), []string{f.learnerCall(joiner)})
+				// Once its etcd runs, the learner is promoted; then nothing is left to do.
+				f.setReady(joiner, false)
+				f.mustPass()
+				expect(t, "etcd writes once it runs", f.etcdWrites(), []string{f.learnerCall(joiner), promoteCall(joiner)})
+				if f.c.members[joiner].IsLearner {
+					t.Error("the promoted member is still a learner in memory")
+				}
 				f.setReady(joiner, true)
 				f.mustPass()
-				expect(t, "etcd writes at full size", f.etcdWrites(), []string{f.addCall(joiner)})
+				expect(t, "etcd writes at full size", f.etcdWrites(), []string{f.learnerCall(joiner), promoteCall(joiner)})
 				expect(t, "pod actions at full size", f.podActions(), nil)
 			},
 		},
@@ -174,12 +181,12 @@ func TestPodFirstJoin(t *testing.T) {
 				f.setReady(memberC, true)
 				f.etcd.addErr = rpctypes.ErrUnhealthy
 				f.mustPass()
-				expect(t, "etcd writes when refused", f.etcdWrites(), []string{f.addCall(memberD)})
+				expect(t, "etcd writes when refused", f.etcdWrites(), []string{f.learnerCall(memberD)})
 				expect(t, "pod actions when refused", f.podActions(), nil)
 
 				f.etcd.addErr = nil
 				f.mustPass()
-				expect(t, "etcd writes on retry", f.etcdWrites(), []string{f.addCall(memberD), f.addCall(memberD)})
+				expect(t, "etcd writes on retry", f.etcdWrites(), []string{f.learnerCall(memberD), f.learnerCall(memberD)})
 				expect(t, "pod actions on retry", f.podActions(), nil)
 			},
 		},
@@ -226,7 +233,7 @@ func TestPodFirstJoin(t *testing.T) {
 				expect(t, "pod actions", f.podActions(), []string{
 					"delete pods example-ended", "delete pods example-oldver", "delete pods example-stuck",
 				})
-				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall("example-waits")})
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall("example-waits")})
 			},
 		},
 		{
@@ -241,7 +248,7 @@ func TestPodFirstJoin(t *testing.T) {
 				f.joinerPod(memberE, []string{memberA, memberB, memberC})
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberE})
-				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(memberD)})
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall(memberD)})
 			},
 		},
 		{
@@ -283,7 +290,7 @@ func TestPodFirstJoin(t *testing.T) {
 				f.joinerPod(memberD, []string{memberA, memberB, memberC})
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), nil)
-				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(memberD)})
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall(memberD)})
 			},
 		},
 		{
@@ -299,6 +306,85 @@ func TestPodFirstJoin(t *testing.T) {
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), nil)
 				expect(t, "etcd writes", f.etcdWrites(), nil)
+			},
+		},
+		{
+			name:    "a learner is promoted once it has caught up, before any other change",
+			cluster: newTestCluster(withSize(5)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC, memberD)
+				f.etcd.members[3].IsLearner = true
+				f.c.members[memberD].IsLearner = true
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.pod(memberD, notReady)
+				f.etcd.promoteErr = rpctypes.ErrMemberLearnerNotReady
+				requeue, err := f.c.reconcile(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				expect(t, "etcd writes while it catches up", f.etcdWrites(), []string{promoteCall(memberD)})
+				expect(t, "pod actions while it catches up", f.podActions(), nil)
+				if requeue <= 0 {
+					t.Errorf("requeue = %v, want a retry soon", requeue)
+				}
+				expectEvents(t, f.events())
+				if s := f.mustStatus(); s.Reason != "" {
+					t.Errorf("status reason %q: catching up is no problem", s.Reason)
+				}
+
+				f.etcd.promoteErr = nil
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{promoteCall(memberD), promoteCall(memberD)})
+				// Only now is the next member's pod made.
+				f.setReady(memberD, true)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"create pods " + joiner})
+			},
+		},
+		{
+			name:    "a learner does not count towards the quorum",
+			cluster: newTestCluster(withSize(2)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB)
+				f.etcd.members[1].IsLearner = true
+				f.c.members[memberB].IsLearner = true
+				f.pod(memberA)
+				f.joinerPod(memberB, []string{memberA})
+				f.mustPass()
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue {
+					t.Errorf("Available = %+v: the one voter is the whole quorum", c)
+				}
+				expect(t, "pod actions", f.podActions(), nil)
+			},
+		},
+		{
+			name:    "a restarted operator promotes the learner it finds",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.etcd.members[2].IsLearner = true
+				f.c.members = nil
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, notReady)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{promoteCall(memberC)})
+			},
+		},
+		{
+			name:    "members of etcd before 3.4, which has no learners, vote from the start",
+			cluster: newTestCluster(withSize(4), withVersion("3.3.27")),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(memberD)})
 			},
 		},
 		{

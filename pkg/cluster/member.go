@@ -44,6 +44,10 @@ type EtcdAPI interface {
 	MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error)
 	// MemberAdd adds a voting member with the given peer URL.
 	MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error)
+	// MemberAddAsLearner adds a member that does not vote until promoted.
+	MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error)
+	// MemberPromote makes a learner vote; etcd refuses while it catches up.
+	MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
 	// MemberRemove removes a member; one already gone is not an error.
 	MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
 	// LeaderID returns the ID of the leader a majority follows.
@@ -69,6 +73,14 @@ func (etcdutilAPI) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peer
 	return etcdutil.AddMember(ctx, cc, peerURL)
 }
 
+func (etcdutilAPI) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
+	return etcdutil.AddLearner(ctx, cc, peerURL)
+}
+
+func (etcdutilAPI) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
+	return etcdutil.PromoteMember(ctx, cc, id)
+}
+
 func (etcdutilAPI) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
 	return etcdutil.RemoveMember(ctx, cc, id)
 }
@@ -83,10 +95,11 @@ func (etcdutilAPI) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) 
 
 // isNotReadyForChange recognises etcd's refusals of a membership change that
 // only mean "not now": its strict reconfiguration check wants every voting
-// member connected and enough of them started. The original met these on
+// member connected and enough of them started, and a learner is promoted only
+// once it has caught up with the leader. The original met these on
 // every bootstrap and lost a tick each time; here they are waited out.
 func isNotReadyForChange(err error) bool {
-	for _, refusal := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted} {
+	for _, refusal := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrMemberLearnerNotReady} {
 		// The text check covers a refusal that reached us as a raw gRPC
 		// status rather than as the client's typed error.
 		if errors.Is(err, refusal) || strings.Contains(err.Error(), refusal.Error()) {

@@ -235,14 +235,16 @@ func (c *Cluster) classify(pods *podSet) memberView {
 	return v
 }
 
-// endpoints are the client URLs etcd calls go to: members whose pod runs,
-// ready ones first.
+// endpoints are the client URLs etcd calls go to: voting members whose pod
+// runs, ready ones first.
 func (c *Cluster) endpoints(v memberView) []string {
 	var eps []string
 	seen := map[string]bool{}
 	for _, names := range [][]string{v.ready, v.running} {
 		for _, n := range names {
-			if !seen[n] {
+			// A learner serves no linearizable requests; clients would only
+			// be sent on to another member.
+			if !seen[n] && !c.members[n].IsLearner {
 				seen[n] = true
 				eps = append(eps, c.members[n].ClientURL())
 			}
@@ -297,6 +299,10 @@ func (c *Cluster) reconcileMembers(ctx context.Context, cl *api.EtcdCluster, pod
 	if len(v.dead) > 0 {
 		return c.replaceDeadMember(ctx, cl, v)
 	}
+	if learners := c.members.Learners(); len(learners) > 0 {
+		// Before any other change: a learner is a join not yet finished.
+		return c.promoteLearner(ctx, v, learners[0])
+	}
 	switch {
 	case n < cl.Spec.Size:
 		return c.addOneMember(ctx, cl, v, plan)
@@ -314,20 +320,30 @@ func (c *Cluster) reconcileMembers(ctx context.Context, cl *api.EtcdCluster, pod
 // member restarting for an upgrade is briefly unready without anything being
 // lost. Available becomes True once a quorum is also Ready.
 func (c *Cluster) evaluateQuorum(cl *api.EtcdCluster, v memberView) bool {
-	n := c.members.Size()
+	voters := c.members.Voters()
+	n := voters.Size()
 	quorum := n/2 + 1
-	up := len(v.running)
+	countVoters := func(names []string) int {
+		k := 0
+		for _, name := range names {
+			if voters[name] != nil {
+				k++
+			}
+		}
+		return k
+	}
+	up, ready, starting := countVoters(v.running), countVoters(v.ready), countVoters(v.starting)
 	switch {
 	case up >= quorum:
-		if len(v.ready) >= quorum {
+		if ready >= quorum {
 			c.setCondition(api.ClusterConditionAvailable, corev1.ConditionTrue, reasonClusterAvailable, "")
 		}
 		return true
-	case up == 0 && len(v.starting) == 0:
+	case up == 0 && starting == 0:
 		msg := noMembersMessage(cl, n)
 		c.setCondition(api.ClusterConditionAvailable, corev1.ConditionFalse, reasonNoMembersRunningCond, msg)
 		c.problems = append(c.problems, problem{code: reasonNoMembersRunning, event: warnNoMembersRunning, msg: msg})
-	case up+len(v.starting) < quorum:
+	case up+starting < quorum:
 		msg := fmt.Sprintf("lost quorum: %d of %d members are up, %d are needed; nothing is removed or deleted while quorum is lost: bring the members back or restore the cluster from a backup with an EtcdRestore",
 			up, n, quorum)
 		c.setCondition(api.ClusterConditionAvailable, corev1.ConditionFalse, reasonLostQuorumCond, msg)

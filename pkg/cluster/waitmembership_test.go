@@ -82,8 +82,8 @@ func TestWaitMembershipMainRejectsBadArguments(t *testing.T) {
 }
 
 // TestPodFirstJoinAgainstRealEtcd is the join of join.go against real etcd:
-// the joining member waits, is added, and then starts with the
-// --initial-cluster it was given before it was a member.
+// the joining member waits, is added as a learner, starts with the
+// --initial-cluster it was given before it was a member, and is promoted.
 func TestPodFirstJoinAgainstRealEtcd(t *testing.T) {
 	t.Parallel()
 	urls := loopbackURLs(t, 2)
@@ -100,8 +100,10 @@ func TestPodFirstJoinAgainstRealEtcd(t *testing.T) {
 	cc := etcdutil.ClientConfig{Endpoints: []string{seed.clientURL}}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if _, err := etcdutil.AddMember(ctx, cc, joinerURL); err != nil {
-		t.Fatal(err)
+	api := NewEtcdAPI()
+	learner, err := api.MemberAddAsLearner(ctx, cc, joinerURL)
+	if err != nil || !learner.IsLearner {
+		t.Fatalf("add learner = %+v, %v", learner, err)
 	}
 	select {
 	case code := <-done:
@@ -113,6 +115,17 @@ func TestPodFirstJoinAgainstRealEtcd(t *testing.T) {
 	}
 
 	startEmbedded(t, "joiner", joinerURL, "seed="+seed.peerURL+",joiner="+joinerURL, "existing")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := api.MemberPromote(ctx, cc, learner.ID)
+		if err == nil {
+			break
+		}
+		if !isNotReadyForChange(err) || time.Now().After(deadline) {
+			t.Fatalf("promote the learner: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	resp, err := etcdutil.ListMembers(ctx, cc)
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +133,9 @@ func TestPodFirstJoinAgainstRealEtcd(t *testing.T) {
 	var names []string
 	for _, m := range resp.Members {
 		names = append(names, m.Name)
+		if m.IsLearner {
+			t.Errorf("member %s is still a learner", m.Name)
+		}
 	}
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"joiner", "seed"}) {

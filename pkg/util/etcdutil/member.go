@@ -41,6 +41,9 @@ type Member struct {
 	// empty relies on the resolver's search path. A missing leading dot is
 	// added, because "svccluster.local" can never be what the user meant.
 	ClusterDomain string
+	// IsLearner marks a member that does not vote yet: it counts neither
+	// towards the quorum nor as an endpoint for requests that need one.
+	IsLearner bool
 }
 
 // Addr is the member's DNS name: <name>.<cluster>.<namespace>.svc<domain>.
@@ -123,6 +126,7 @@ func MembersFromEtcd(members []*etcdserverpb.Member, template Member) (MemberSet
 		m := template
 		m.Name = name
 		m.ID = em.ID
+		m.IsLearner = em.IsLearner
 		s[name] = &m
 	}
 	return s, nil
@@ -145,6 +149,28 @@ func (s MemberSet) Names() []string {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// Voters returns the members that vote, the ones the quorum is made of.
+func (s MemberSet) Voters() MemberSet {
+	v := MemberSet{}
+	for name, m := range s {
+		if !m.IsLearner {
+			v[name] = m
+		}
+	}
+	return v
+}
+
+// Learners returns the names of the members that do not vote yet, sorted.
+func (s MemberSet) Learners() []string {
+	var names []string
+	for _, name := range s.Names() {
+		if s[name].IsLearner {
+			names = append(names, name)
+		}
+	}
 	return names
 }
 

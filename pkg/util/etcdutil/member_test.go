@@ -235,17 +235,23 @@ func TestMembersFromEtcd(t *testing.T) {
 	t.Run("names come from peer URLs, even for members that never started", func(t *testing.T) {
 		got, err := MembersFromEtcd([]*etcdserverpb.Member{
 			{ID: 1, Name: "c-a", PeerURLs: []string{"https://c-a.c.ns.svc.cluster.local:2380"}},
-			{ID: 2, Name: "", PeerURLs: []string{"https://c-b.c.ns.svc.cluster.local:2380"}},
+			{ID: 2, Name: "", PeerURLs: []string{"https://c-b.c.ns.svc.cluster.local:2380"}, IsLearner: true},
 		}, tmpl)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := MemberSet{
 			"c-a": {Name: "c-a", ID: 1, Namespace: "ns", ClusterName: "c", SecurePeer: true, ClusterDomain: ".cluster.local"},
-			"c-b": {Name: "c-b", ID: 2, Namespace: "ns", ClusterName: "c", SecurePeer: true, ClusterDomain: ".cluster.local"},
+			"c-b": {Name: "c-b", ID: 2, Namespace: "ns", ClusterName: "c", SecurePeer: true, ClusterDomain: ".cluster.local", IsLearner: true},
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("got %+v, want %+v", got, want)
+		}
+		if voters := got.Voters(); voters.Size() != 1 || voters["c-a"] == nil {
+			t.Errorf("voters %s, want c-a alone", voters)
+		}
+		if l := got.Learners(); len(l) != 1 || l[0] != "c-b" {
+			t.Errorf("learners %q, want c-b", l)
 		}
 		// The peer URL the member was added with must be what we compute.
 		if got["c-b"].PeerURL() != "https://c-b.c.ns.svc.cluster.local:2380" {
