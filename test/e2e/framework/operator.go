@@ -28,6 +28,9 @@ type Install struct {
 	// ClusterWide runs the operator with --cluster-wide (the line that is commented
 	// out in example/deployment.yaml).
 	ClusterWide bool
+	// PendingTimeout, when set, is given as --pending-timeout, for tests that
+	// cannot wait the default 5 minutes for a pod that never starts.
+	PendingTimeout time.Duration
 }
 
 // Operator is an installed etcd-operator.
@@ -65,6 +68,9 @@ func (f *Framework) InstallOperator(ctx context.Context, ns string, in Install) 
 	}
 	if in.ClusterWide {
 		sed = append(sed, "s/# - --cluster-wide/- --cluster-wide/")
+	}
+	if in.PendingTimeout > 0 {
+		sed = append(sed, "s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --pending-timeout="+in.PendingTimeout.String()+"/")
 	}
 	if f.Env.OperatorImage != "" {
 		sed = append(sed, "s|image: openetcd/etcd-operator:.*|image: "+f.Env.OperatorImage+"|")
