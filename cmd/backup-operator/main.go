@@ -28,6 +28,7 @@ const (
 )
 
 type options struct {
+	logLevel             operatorrun.LogLevel
 	createCRD            bool
 	clusterWide          bool
 	listenAddr           string
@@ -47,6 +48,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.listenAddr, "listen-addr", "0.0.0.0:8081", "address of the HTTP server for /healthz, /readyz and /metrics")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	o.logLevel = operatorrun.DefaultLogLevel()
+	fs.Var(&o.logLevel, "log-level", operatorrun.LogLevelUsage)
 	fs.IntVar(&o.workers, "workers", 4, "EtcdBackups processed at once by the workqueue (1..64)")
 	fs.IntVar(&o.maxConcurrentBackups, "max-concurrent-backups", backupcontroller.DefaultMaxConcurrentBackups,
 		"snapshots streamed at once, one-shot and periodic together; each holds about 32 MiB of upload buffers")
@@ -80,6 +83,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	parse := func() (bool, error) {
 		var err error
 		opts, err = parseFlags(args, log.Logger.Out)
+		if err == nil {
+			log.Logger.SetLevel(opts.logLevel.Level)
+		}
 		return opts.printVersion, err
 	}
 	return operatorrun.Run(ctx, binary, parse, getenv, stdout, log, func(ctx context.Context, id operatorrun.Identity) error {

@@ -24,6 +24,7 @@ import (
 const binary = "etcd-operator"
 
 type options struct {
+	logLevel          operatorrun.LogLevel
 	listenAddr        string
 	createCRD         bool
 	clusterWide       bool
@@ -46,6 +47,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.BoolVar(&o.clusterWide, "cluster-wide", false, "manage EtcdClusters in every namespace that carry the annotation etcd.database.coreos.com/scope=clusterwide")
 	fs.IntVar(&o.chaosLevel, "chaos-level", -1, "testing only: 1 or 2 kills etcd pods in the operator's namespace at random")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	o.logLevel = operatorrun.DefaultLogLevel()
+	fs.Var(&o.logLevel, "log-level", operatorrun.LogLevelUsage)
 	fs.DurationVar(&o.gcInterval, "gc-interval", 10*time.Minute, "accepted for compatibility with the original, which never used it; no effect")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 8*time.Second, "tick of each cluster's reconcile loop; pod events wake it earlier")
@@ -87,6 +90,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	parse := func() (bool, error) {
 		var err error
 		opts, err = parseFlags(args, log.Logger.Out)
+		if err == nil {
+			log.Logger.SetLevel(opts.logLevel.Level)
+		}
 		return opts.printVersion, err
 	}
 	return operatorrun.Run(ctx, binary, parse, getenv, stdout, log, func(ctx context.Context, id operatorrun.Identity) error {

@@ -19,8 +19,12 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{name: "defaults are the original's", args: nil, check: func(o options) bool {
 			return o.listenAddr == "0.0.0.0:8080" && o.createCRD && !o.clusterWide && o.chaosLevel == -1 &&
-				o.gcInterval == 10*time.Minute && o.reconcileInterval == 8*time.Second && o.pendingTimeout == 5*time.Minute
+				o.gcInterval == 10*time.Minute && o.reconcileInterval == 8*time.Second && o.pendingTimeout == 5*time.Minute &&
+				o.logLevel.Level == logrus.InfoLevel && o.joinImage == ""
 		}},
+		{name: "debug logs", args: []string{"-log-level=debug"}, check: func(o options) bool { return o.logLevel.Level == logrus.DebugLevel }},
+		{name: "a join image", args: []string{"-join-image=reg/op:1"}, check: func(o options) bool { return o.joinImage == "reg/op:1" }},
+		{name: "an unknown log level is refused", args: []string{"-log-level=trace"}, wantErr: "unknown log level"},
 		{name: "double dashes work like single ones", args: []string{"--create-crd=false", "--cluster-wide"}, check: func(o options) bool {
 			return !o.createCRD && o.clusterWide
 		}},

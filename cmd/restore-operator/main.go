@@ -35,6 +35,7 @@ const (
 )
 
 type options struct {
+	logLevel       operatorrun.LogLevel
 	createCRD      bool
 	clusterWide    bool
 	listenAddr     string
@@ -55,6 +56,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.listenAddr, "listen-addr", "0.0.0.0:8082", "address of the HTTP server for /healthz, /readyz and /metrics (backups are served on port "+strconv.Itoa(restore.BackupServerPort)+")")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	o.logLevel = operatorrun.DefaultLogLevel()
+	fs.Var(&o.logLevel, "log-level", operatorrun.LogLevelUsage)
 	fs.IntVar(&o.workers, "workers", 4, "EtcdRestores processed at once (1..64)")
 	fs.StringVar(&o.fetchImage, "fetch-image", "", "image of the seed pod's fetch-backup step (default: this operator's own image, read from its pod)")
 	fs.DurationVar(&o.restoreTimeout, "restore-timeout", restore.DefaultTimeout,
@@ -93,6 +96,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	parse := func() (bool, error) {
 		var err error
 		opts, err = parseFlags(args, log.Logger.Out)
+		if err == nil {
+			log.Logger.SetLevel(opts.logLevel.Level)
+		}
 		return opts.printVersion, err
 	}
 	return operatorrun.Run(ctx, binary, parse, getenv, stdout, log, func(ctx context.Context, id operatorrun.Identity) error {

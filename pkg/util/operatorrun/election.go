@@ -95,3 +95,26 @@ func NewLogger(binary string) *logrus.Entry {
 	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	return l.WithField("pkg", binary)
 }
+
+// LogLevel is the -log-level flag of the three binaries. The debug level says
+// what every reconcile pass waits for, which is what a stuck cluster needs.
+type LogLevel struct{ logrus.Level }
+
+// LogLevelUsage is the flag's help text.
+const LogLevelUsage = "log level: debug, info, warn or error"
+
+// DefaultLogLevel is info.
+func DefaultLogLevel() LogLevel { return LogLevel{logrus.InfoLevel} }
+
+func (l *LogLevel) String() string { return l.Level.String() }
+
+// Set accepts the levels worth running with; panic, fatal and trace are left
+// out, since the binaries log nothing at them.
+func (l *LogLevel) Set(s string) error {
+	lvl, err := logrus.ParseLevel(s)
+	if err != nil || lvl < logrus.ErrorLevel || lvl > logrus.DebugLevel {
+		return fmt.Errorf("unknown log level %q (want debug, info, warn or error)", s)
+	}
+	l.Level = lvl
+	return nil
+}

@@ -173,3 +173,29 @@ func TestOwnPod(t *testing.T) {
 		t.Fatalf("OwnPod of a missing pod = %v, want an error naming it and %s", err, EnvPodName)
 	}
 }
+
+func TestLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want logrus.Level
+		ok   bool
+	}{
+		{"debug", logrus.DebugLevel, true},
+		{"info", logrus.InfoLevel, true},
+		{"warn", logrus.WarnLevel, true},
+		{"WARNING", logrus.WarnLevel, true},
+		{"error", logrus.ErrorLevel, true},
+		{"trace", 0, false},
+		{"panic", 0, false},
+		{"loud", 0, false},
+	} {
+		l := DefaultLogLevel()
+		err := l.Set(tc.in)
+		if (err == nil) != tc.ok || tc.ok && l.Level != tc.want {
+			t.Errorf("Set(%q) = %v, level %v; want ok=%v level %v", tc.in, err, l.Level, tc.ok, tc.want)
+		}
+		if !tc.ok && l.Level != logrus.InfoLevel {
+			t.Errorf("a refused Set(%q) changed the level to %v", tc.in, l.Level)
+		}
+	}
+}
