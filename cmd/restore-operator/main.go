@@ -122,6 +122,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
 	}
+	if err := clients.RegisterMetrics(srv.Registry); err != nil {
+		return err
+	}
 	proc, ctx := operatorrun.NewProcess(ctx, log)
 	defer proc.Cancel()
 	proc.Go(ctx, "HTTP server", srv.Run)

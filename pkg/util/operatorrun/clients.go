@@ -2,9 +2,11 @@ package operatorrun
 
 import (
 	"fmt"
+	"net/http"
 
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -23,6 +25,14 @@ type Clients struct {
 	Kube   kubernetes.Interface
 	Etcd   versioned.Interface
 	APIExt apiextclient.Interface
+	// Requests counts every request the clients make; register it with
+	// RegisterMetrics.
+	Requests *prometheus.CounterVec
+}
+
+// RegisterMetrics adds the clients' request counter to reg.
+func (c *Clients) RegisterMetrics(reg prometheus.Registerer) error {
+	return reg.Register(c.Requests)
 }
 
 // NewClients builds clients from a kubeconfig file, or from the pod's service account
@@ -42,7 +52,10 @@ func NewClients(kubeconfig, userAgent string) (*Clients, error) {
 	// Bursts happen when many clusters start at once after a restart; the defaults (5/10)
 	// would make them queue behind each other for seconds.
 	cfg.QPS, cfg.Burst = 50, 100
-	out := &Clients{}
+	out := &Clients{Requests: newRequestCounter(userAgent)}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return requestCounter{next: rt, count: out.Requests}
+	})
 	if out.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
