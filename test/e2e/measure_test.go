@@ -35,7 +35,21 @@ var original = map[string][3]float64{
 	"d2 upgrade 3.4.23->3.5.21 -> status":   {32.3, 32.4, 32.6},
 	"d3 upgrade: lowest Ready pods":         {2, 2, 2},
 	"d4 upgrade: lowest status ready":       {3, 3, 3},
+	// f and g: one sample each; the original's RSS is given for its working set.
+	"f1 API requests/min, 1 idle cluster":   {67.3, 67.3, 67.3},
+	"f2 API requests/min, 10 idle clusters": {134.7, 134.7, 134.7},
+	"g1 memory MiB, 1 idle cluster":         {28.1, 28.2, 28.3},
+	"g1 memory MiB, 10 idle clusters":       {28.5, 28.5, 28.5},
+	"g2 CPU-s per 180 s, 1 idle cluster":    {0.15, 0.15, 0.15},
+	"g2 CPU-s per 180 s, 10 idle clusters":  {0.42, 0.42, 0.42},
 }
+
+// idleWarmup and idleWindow are original-measured.md's: a 180 s window that
+// starts 30 s after the clusters are ready.
+const (
+	idleWarmup = 30 * time.Second
+	idleWindow = 180 * time.Second
+)
 
 // TestMeasureLifecycle times the operator the way original-measured.md timed the
 // original, for comparison; it asserts nothing about the times. It runs only when
@@ -53,6 +67,8 @@ func TestMeasureLifecycle(t *testing.T) {
 		measureUpgrade(t, results)
 		t.Logf("run %d of %d done", i+1, runs)
 	}
+	measureIdle(t, results, 1)
+	measureIdle(t, results, 10)
 	report := measureReport(results, runs)
 	t.Log("\n" + report)
 	path := filepath.Join(f.Env.RepoRoot, "_output", "e2e", "measure-"+time.Now().UTC().Format("20060102-150405")+".md")
@@ -249,11 +265,16 @@ func measureReport(results map[string][]float64, runs int) string {
 	for _, k := range labels {
 		v := slices.Clone(results[k])
 		slices.Sort(v)
+		// CPU seconds are small numbers: one decimal would hide the difference.
+		prec := 1
+		if strings.HasPrefix(k, "g2 ") {
+			prec = 2
+		}
 		orig := "-"
 		if o, ok := original[k]; ok {
-			orig = fmt.Sprintf("%.1f / %.1f / %.1f", o[0], o[1], o[2])
+			orig = fmt.Sprintf("%.*f / %.*f / %.*f", prec, o[0], prec, o[1], prec, o[2])
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %s |\n", k, len(v), v[0], median(v), v[len(v)-1], orig)
+		fmt.Fprintf(&b, "| %s | %d | %.*f | %.*f | %.*f | %s |\n", k, len(v), prec, v[0], prec, median(v), prec, v[len(v)-1], orig)
 	}
 	return b.String()
 }
@@ -264,4 +285,97 @@ func median(sorted []float64) float64 {
 		return sorted[n/2]
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// measureIdle is original-measured.md's f and g: an operator of its own with
+// clusters of one member that have nothing to do, its requests to the
+// Kubernetes API (its own counter, which counts what the audit log would),
+// its memory (the kubelet's working set, sampled every 5 s) and its CPU time
+// over idleWindow.
+func measureIdle(t *testing.T, results map[string][]float64, clusters int) {
+	ctx := t.Context()
+	ns := newNamespace(t, "idle")
+	installOperator(t, ns, framework.Install{})
+	var names []string
+	for range clusters {
+		name := framework.UniqueName("idle")
+		createClusterIn(t, ns, ns, framework.NewCluster(name, 1, "3.5.21"))
+		names = append(names, name)
+	}
+	for _, name := range names {
+		waitReady(t, ns, name, 1, bootstrapTimeout(1))
+	}
+	time.Sleep(idleWarmup) // the window of the original's measurement, not a wait for state
+	requestsBefore, breakdownBefore := operatorRequests(t, ns)
+	statsBefore, _ := deploymentContainerStats(t, ns, framework.OperatorDeployment)
+	var memory []float64
+	end := time.Now().Add(idleWindow)
+	for time.Now().Before(end) {
+		if st, ok := deploymentContainerStats(t, ns, framework.OperatorDeployment); ok {
+			memory = append(memory, st.workingSetMiB)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Second):
+		}
+	}
+	requestsAfter, breakdownAfter := operatorRequests(t, ns)
+	statsAfter, _ := deploymentContainerStats(t, ns, framework.OperatorDeployment)
+	plural := "cluster"
+	if clusters > 1 {
+		plural = "clusters"
+	}
+	perMin := (requestsAfter - requestsBefore) / idleWindow.Minutes()
+	if len(memory) == 0 {
+		t.Fatal("the kubelet's summary API never reported the operator's memory")
+	}
+	slices.Sort(memory)
+	record(results, map[string]float64{
+		fmt.Sprintf("f%d API requests/min, %d idle %s", min(clusters, 2), clusters, plural): perMin,
+		fmt.Sprintf("g1 memory MiB, %d idle %s", clusters, plural):                          median(memory),
+		fmt.Sprintf("g2 CPU-s per 180 s, %d idle %s", clusters, plural):                     statsAfter.cpuSeconds - statsBefore.cpuSeconds,
+	})
+	var lines []string
+	for k, v := range breakdownAfter {
+		if d := v - breakdownBefore[k]; d > 0 {
+			lines = append(lines, fmt.Sprintf("%s %.1f/min", k, d/idleWindow.Minutes()))
+		}
+	}
+	slices.Sort(lines)
+	t.Logf("%d idle %s: %.1f requests/min (%s)", clusters, plural, perMin, strings.Join(lines, ", "))
+}
+
+// operatorRequests reads the operator's request counter from its /metrics,
+// through the apiserver's pod proxy: the total and each "verb resource".
+func operatorRequests(t *testing.T, ns string) (float64, map[string]float64) {
+	t.Helper()
+	pods, err := f.DeploymentPods(t.Context(), ns, framework.OperatorDeployment)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("operator pods in %s: %d, %v", ns, len(pods), err)
+	}
+	raw, err := f.Kube.CoreV1().RESTClient().Get().
+		AbsPath("/api/v1/namespaces", ns, "pods", pods[0].Name+":8080", "proxy", "metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("read the operator's metrics: %v", err)
+	}
+	const metric = "etcd_operator_kubernetes_requests_total{"
+	total := 0.0
+	byKind := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, metric), "} ")
+		if !ok || !strings.HasPrefix(line, metric) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		total += v
+		byKind[labels] = v
+	}
+	if total == 0 {
+		t.Fatalf("no %s series in the operator's metrics", strings.TrimSuffix(metric, "{"))
+	}
+	return total, byKind
 }

@@ -717,9 +717,23 @@ func uploadLargeSnapshot(t *testing.T, srv *framework.S3Server, bucket, key stri
 // containerMemoryMiB reads the working set of a container of a Deployment's pod
 // from the kubelet's summary API, through the apiserver's node proxy.
 func containerMemoryMiB(t *testing.T, ns, deployment string) (float64, bool) {
+	st, ok := deploymentContainerStats(t, ns, deployment)
+	return st.workingSetMiB, ok
+}
+
+// containerStats are a container's figures in the kubelet's summary API.
+type containerStats struct {
+	workingSetMiB float64
+	// cpuSeconds is the CPU time used since the container started.
+	cpuSeconds float64
+}
+
+// deploymentContainerStats reads the container named like the Deployment in
+// its pod from the kubelet's summary API, through the apiserver's node proxy.
+func deploymentContainerStats(t *testing.T, ns, deployment string) (containerStats, bool) {
 	raw, err := f.Kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", f.Env.NodeName, "proxy", "stats", "summary").DoRaw(t.Context())
 	if err != nil {
-		return 0, false
+		return containerStats{}, false
 	}
 	var summary struct {
 		Pods []struct {
@@ -732,11 +746,14 @@ func containerMemoryMiB(t *testing.T, ns, deployment string) (float64, bool) {
 				Memory struct {
 					WorkingSetBytes uint64 `json:"workingSetBytes"`
 				} `json:"memory"`
+				CPU struct {
+					UsageCoreNanoSeconds uint64 `json:"usageCoreNanoSeconds"`
+				} `json:"cpu"`
 			} `json:"containers"`
 		} `json:"pods"`
 	}
 	if err := json.Unmarshal(raw, &summary); err != nil {
-		return 0, false
+		return containerStats{}, false
 	}
 	for _, p := range summary.Pods {
 		if p.PodRef.Namespace != ns || !strings.HasPrefix(p.PodRef.Name, deployment+"-") {
@@ -744,9 +761,12 @@ func containerMemoryMiB(t *testing.T, ns, deployment string) (float64, bool) {
 		}
 		for _, c := range p.Containers {
 			if c.Name == deployment {
-				return float64(c.Memory.WorkingSetBytes) / (1 << 20), true
+				return containerStats{
+					workingSetMiB: float64(c.Memory.WorkingSetBytes) / (1 << 20),
+					cpuSeconds:    float64(c.CPU.UsageCoreNanoSeconds) / 1e9,
+				}, true
 			}
 		}
 	}
-	return 0, false
+	return containerStats{}, false
 }
