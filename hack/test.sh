@@ -8,12 +8,15 @@
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# phase NAME CMD...: runs CMD with a timing line and returns CMD's status (the
+# timing line must not turn a failure into success).
 phase() {
     local name=$1; shift
-    local start=$SECONDS
+    local start=$SECONDS status=0
     echo "=== [make test] $name"
-    "$@"
+    "$@" || status=$?
     echo "=== [make test] $name: $((SECONDS - start))s"
+    return "$status"
 }
 
 phase "verify (gofmt, go vet, codegen)" make --no-print-directory verify
