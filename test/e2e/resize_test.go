@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -72,15 +73,26 @@ func TestScaleDownFromFiveToThreeKeepsTheLeader(t *testing.T) {
 	if !slices.Contains(after, leader.Name) {
 		t.Errorf("the leader %s was removed while scaling down; members left: %v", leader.Name, after)
 	}
-	members, err := f.MemberList(ctx, opNS, name, false)
+	// Right after a removal the client Service may still send a connection to
+	// the removed member until kube-proxy catches up; clients retry, so does
+	// the test.
+	var names []string
+	err = framework.WaitFor(ctx, dataTimeout, framework.Poll, "etcd's member list through the client service",
+		func(ctx context.Context) (bool, string, error) {
+			members, err := f.MemberList(ctx, opNS, name, false)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			names = nil
+			for _, m := range members {
+				names = append(names, m.Name)
+			}
+			slices.Sort(names)
+			return true, "", nil
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, m := range members {
-		names = append(names, m.Name)
-	}
-	slices.Sort(names)
 	if !slices.Equal(names, after) {
 		t.Errorf("etcd members %v differ from the pods %v", names, after)
 	}
