@@ -107,7 +107,9 @@ type fakeEtcd struct {
 	noQuorum bool
 	// errors returned by the calls; nil means success.
 	listErr, addErr, removeErr, leaderErr, healthErr, promoteErr error
-	calls                                                        []string
+	// addReplyLost makes an add succeed in etcd but fail for its caller.
+	addReplyLost bool
+	calls        []string
 }
 
 func (f *fakeEtcd) record(call string) {
@@ -166,6 +168,9 @@ func (f *fakeEtcd) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientCon
 	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
 	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}, IsLearner: true}
 	f.members = append(f.members, m)
+	if f.addReplyLost {
+		return nil, fmt.Errorf("context deadline exceeded")
+	}
 	return m, nil
 }
 

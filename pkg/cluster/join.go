@@ -38,8 +38,8 @@ import (
 // joinsPodFirst tells whether new members join pod first.
 func (c *Cluster) joinsPodFirst() bool { return c.cfg.MembershipWait.Image != "" }
 
-// joinOneMember is addOneMember for pod-first joins: one step of the three
-// above per pass.
+// joinOneMember is addOneMember for pod-first joins: one of the steps above
+// per pass.
 func (c *Cluster) joinOneMember(ctx context.Context, cl *api.EtcdCluster, v memberView, plan versionPlan) (time.Duration, error) {
 	joiner, err := c.usableJoiner(ctx, cl, v, plan)
 	if err != nil {
@@ -68,8 +68,11 @@ func (c *Cluster) joinOneMember(ctx context.Context, cl *api.EtcdCluster, v memb
 		if isNotReadyForChange(err) {
 			return c.waitOrFail(fmt.Errorf("%w: %v", errEtcdNotReady, err))
 		}
-		// The reply may have been lost after etcd added the member: the next
-		// pass reads the membership again before anything else.
+		// The reply may have been lost after etcd added the member. The
+		// membership is then unknown, and the next pass reads it from etcd
+		// before anything else, so that the pod is not taken for a joiner
+		// (and deleted) while etcd counts it as a member.
+		c.members = nil
 		return 0, etcdError(fmt.Sprintf("add member %s", m.Name), err)
 	}
 	m.ID = added.ID

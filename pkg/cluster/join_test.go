@@ -309,6 +309,37 @@ func TestPodFirstJoin(t *testing.T) {
 			},
 		},
 		{
+			name:    "an add whose reply was lost is found in etcd, and its pod is kept even when the cluster shrinks",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.etcd.addReplyLost = true
+				if err := f.pass(); err == nil {
+					t.Fatal("the lost reply was not reported")
+				}
+				f.etcd.addReplyLost = false
+				// Scaled back down before the next pass: the pod is a member
+				// in etcd and must be removed as one, never deleted as a joiner.
+				shrunk := f.cl.DeepCopy()
+				shrunk.Spec.Size = 3
+				shrunk.Generation, shrunk.ResourceVersion = 2, "2"
+				f.c.handleUpdate(shrunk)
+				f.mustPass()
+				if f.c.members == nil || f.c.members[memberD] == nil {
+					t.Fatalf("members %s: the added member was not read back from etcd", f.c.members)
+				}
+				for _, a := range f.podActions() {
+					if a == "delete pods "+memberD {
+						t.Errorf("the pod of a member etcd knows was deleted as a joiner: %q", f.podActions())
+					}
+				}
+			},
+		},
+		{
 			name:    "a learner is promoted once it has caught up, before any other change",
 			cluster: newTestCluster(withSize(5)),
 			run: func(t *testing.T, f *fixture) {
