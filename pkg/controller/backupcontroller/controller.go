@@ -30,6 +30,7 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
 )
 
 // Event reasons on EtcdBackups.
@@ -147,25 +148,8 @@ func New(cfg Config) *Controller {
 	if limiter == nil {
 		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "etcdbackups"})
-
-	// Handlers only queue keys: every decision is taken by a worker from the lister,
-	// so a slow backup never holds up the informer.
-	_, _ = cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: c.enqueue,
-	})
+	c.queue = keyqueue.New("etcdbackups", limiter, cfg.Informer.Informer(), c.log)
 	return c
-}
-
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		c.log.Errorf("cannot queue %T: %v", obj, err)
-		return
-	}
-	c.queue.Add(key)
 }
 
 // Run waits for the informer's cache, calls synced (if not nil), then processes
@@ -173,26 +157,9 @@ func (c *Controller) enqueue(obj any) {
 // every worker and runner goroutine has stopped. Finalizers stay on periodic
 // EtcdBackups: the next leader takes their schedules over.
 func (c *Controller) Run(ctx context.Context, workers int, synced func()) error {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return errors.New("EtcdBackup cache did not sync")
-	}
-	if synced != nil {
-		synced()
-	}
-	c.log.Infof("watching EtcdBackups with %d workers", workers)
-	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	err := keyqueue.Run(ctx, c.queue, c.synced, "EtcdBackup", workers, synced, c.log, c.processNext)
 	c.stopAllRunners()
-	return nil
+	return err
 }
 
 // LiveRunners is the number of periodic runner goroutines still running.

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -20,6 +19,7 @@ import (
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/restore"
+	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
 )
 
 // MaxRetryDelay caps the backoff between retries. The default controller rate
@@ -71,24 +71,8 @@ func New(cfg Config) *Controller {
 	if limiter == nil {
 		limiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, MaxRetryDelay)
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "etcdrestores"})
-	// Handlers only queue keys: a restore that reads a large backup through must
-	// never hold up the informer.
-	_, _ = cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: c.enqueue,
-	})
+	c.queue = keyqueue.New("etcdrestores", limiter, cfg.Informer.Informer(), c.log)
 	return c
-}
-
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		c.log.Errorf("cannot queue %T: %v", obj, err)
-		return
-	}
-	c.queue.Add(key)
 }
 
 // Run waits for the cache, calls synced (if not nil), then processes EtcdRestores
@@ -96,25 +80,7 @@ func (c *Controller) enqueue(obj any) {
 // worker has stopped. A restore interrupted by the shutdown is taken up by the
 // next leader from its status and plan.
 func (c *Controller) Run(ctx context.Context, workers int, synced func()) error {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return errors.New("EtcdRestore cache did not sync")
-	}
-	if synced != nil {
-		synced()
-	}
-	c.log.Infof("watching EtcdRestores with %d workers", workers)
-	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
+	return keyqueue.Run(ctx, c.queue, c.synced, "EtcdRestore", workers, synced, c.log, c.processNext)
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
