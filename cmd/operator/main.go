@@ -105,22 +105,12 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	if opts.gcInterval != 10*time.Minute {
 		log.Warn("-gc-interval has no effect: Kubernetes garbage collection removes what deleted clusters owned")
 	}
-	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
+	base, ctx, err := operatorrun.Start(ctx, binary, opts.kubeconfig, opts.listenAddr, id, log)
 	if err != nil {
 		return err
 	}
-	srv, err := operatorrun.NewServer(opts.listenAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
-	}
-	if err := clients.RegisterMetrics(srv.Registry); err != nil {
-		return err
-	}
-	proc, ctx := operatorrun.NewProcess(ctx, log)
-	defer proc.Cancel()
-	proc.Go(ctx, "HTTP server", srv.Run)
-	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
-	defer stopEvents()
+	defer base.Stop()
+	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
 	join := joinImage(ctx, clients, id, opts.joinImage, log)
 
 	ctrl := controller.New(controller.Config{

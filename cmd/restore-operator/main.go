@@ -114,27 +114,17 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	log.Infof("%s %s (git %s) in namespace %s, restoring in %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
 		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
 
-	clients, err := operatorrun.NewClients(opts.kubeconfig, binary)
+	base, ctx, err := operatorrun.Start(ctx, binary, opts.kubeconfig, opts.listenAddr, id, log)
 	if err != nil {
 		return err
 	}
-	srv, err := operatorrun.NewServer(opts.listenAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", opts.listenAddr, err)
-	}
-	if err := clients.RegisterMetrics(srv.Registry); err != nil {
-		return err
-	}
-	proc, ctx := operatorrun.NewProcess(ctx, log)
-	defer proc.Cancel()
-	proc.Go(ctx, "HTTP server", srv.Run)
+	defer base.Stop()
+	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
 
 	fetchImage, pullPolicy, err := setUpSelf(ctx, clients, id, opts.fetchImage, log)
 	if err != nil {
 		return err
 	}
-	recorder, stopEvents := operatorrun.NewEventRecorder(clients.Kube, binary, id.PodName, log)
-	defer stopEvents()
 	metrics := restore.NewMetrics(srv.Registry)
 
 	lead := func(ctx context.Context) {

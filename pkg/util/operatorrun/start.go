@@ -1,0 +1,50 @@
+package operatorrun
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/tools/record"
+)
+
+// Base is what each binary's serve starts from: API clients, the probe and
+// metrics server running in the background of a Process, and an event
+// recorder.
+type Base struct {
+	Clients  *Clients
+	Server   *Server
+	Process  *Process
+	Recorder record.EventRecorder
+
+	stopEvents func()
+}
+
+// Start builds the clients and the server (whose registry gets the clients'
+// request counter), runs the server under a new Process, and starts the event
+// recorder. The context it returns ends with ctx or at the Process's first
+// fatal error. Callers defer Stop.
+func Start(ctx context.Context, binary, kubeconfig, listenAddr string, id Identity, log *logrus.Entry) (*Base, context.Context, error) {
+	clients, err := NewClients(kubeconfig, binary)
+	if err != nil {
+		return nil, ctx, err
+	}
+	srv, err := NewServer(listenAddr)
+	if err != nil {
+		return nil, ctx, fmt.Errorf("listen on %s: %w", listenAddr, err)
+	}
+	if err := clients.RegisterMetrics(srv.Registry); err != nil {
+		return nil, ctx, err
+	}
+	proc, ctx := NewProcess(ctx, log)
+	proc.Go(ctx, "HTTP server", srv.Run)
+	recorder, stopEvents := NewEventRecorder(clients.Kube, binary, id.PodName, log)
+	return &Base{Clients: clients, Server: srv, Process: proc, Recorder: recorder, stopEvents: stopEvents}, ctx, nil
+}
+
+// Stop stops the event recorder and cancels the Process, for the returns
+// before Process.RunAsLeader.
+func (b *Base) Stop() {
+	b.stopEvents()
+	b.Process.Cancel()
+}
