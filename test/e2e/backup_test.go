@@ -46,22 +46,8 @@ func TestBackupToAnS3CompatibleStore(t *testing.T) {
 		t.Fatalf("cmd/backup-operator exists but its example deployment does not: %v", err)
 	}
 
-	// The store, on the host, where pods reach it through the node address.
-	srv, err := framework.StartS3Server(ctx, f.Env.NodeIP, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := os.ReadFile(srv.LogFile)
-			t.Logf("======== versitygw log\n%s", lastLines(string(out), 60))
-		}
-	})
 	bucket := "e2e-backups"
-	if err := srv.CreateBucket(ctx, bucket); err != nil {
-		t.Fatal(err)
-	}
+	srv := startS3Server(t, bucket)
 
 	deployBackupOperator(t, deployFile)
 

@@ -5,9 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
@@ -185,4 +189,36 @@ func (e errs) report(t *testing.T) {
 	for _, m := range e {
 		t.Error(m)
 	}
+}
+
+// startS3Server starts the S3-compatible server for a test on the host, where
+// pods reach it through the node address, with bucket created; it is stopped,
+// and its log shown if the test failed, when the test ends.
+func startS3Server(t *testing.T, bucket string) *framework.S3Server {
+	t.Helper()
+	srv, err := framework.StartS3Server(t.Context(), f.Env.NodeIP, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := os.ReadFile(srv.LogFile)
+			t.Logf("======== versitygw log\n%s", lastLines(string(out), 60))
+		}
+	})
+	if err := srv.CreateBucket(t.Context(), bucket); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// createS3Secret stores srv's credentials in ns and returns the Secret's name.
+func createS3Secret(t *testing.T, ns string, srv *framework.S3Server) string {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "versitygw"}, StringData: srv.AWSSecretData()}
+	if _, err := f.Kube.CoreV1().Secrets(ns).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return secret.Name
 }

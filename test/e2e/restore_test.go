@@ -64,25 +64,9 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 	// not hold the namespace's deletion with its finalizer.
 	t.Cleanup(func() { releaseRestores(t, ns) })
 
-	srv, err := framework.StartS3Server(ctx, f.Env.NodeIP, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := os.ReadFile(srv.LogFile)
-			t.Logf("======== versitygw log\n%s", lastLines(string(out), 60))
-		}
-	})
 	bucket := "e2e-restore"
-	if err := srv.CreateBucket(ctx, bucket); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "versitygw"}, StringData: srv.AWSSecretData()}
-	if _, err := f.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv := startS3Server(t, bucket)
+	secretName := createS3Secret(t, ns, srv)
 	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
 	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
 
@@ -92,7 +76,7 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	putKeys(t, ns, name, "/e2e/before/", keysBeforeBackup)
 	key := "backups/" + name + ".db"
-	recorded := backUp(t, ns, name, srv, bucket, key, secret.Name)
+	recorded := backUp(t, ns, name, srv, bucket, key, secretName)
 	putKeys(t, ns, name, "/e2e/after/", keysAfterBackup)
 	if n := countKeys(t, ns, name, "/e2e/"); n != keysBeforeBackup+keysAfterBackup {
 		t.Fatalf("%d keys before the disaster, want %d", n, keysBeforeBackup+keysAfterBackup)
@@ -124,7 +108,7 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 		if err := f.CreateFromExample(ctx, ns, f.Env.Path("example", "etcd-restore-operator", "restore_cr_minio.yaml"),
 			"s/name: example-etcd-cluster$/name: "+name+"/",
 			"s|path: etcd-backups/example-etcd-cluster.backup|path: "+bucket+"/"+path+"|",
-			"s/awsSecret: minio/awsSecret: "+secret.Name+"/",
+			"s/awsSecret: minio/awsSecret: "+secretName+"/",
 			"s|endpoint: http://minio.minio.svc:9000|endpoint: "+srv.Endpoint+"|"); err != nil {
 			t.Fatal(err)
 		}
@@ -212,20 +196,10 @@ func TestClusterWideRestoreIntoAnotherNamespace(t *testing.T) {
 	installOperator(t, ns, framework.Install{}) // etcd-operator for the cluster
 	t.Cleanup(func() { releaseRestores(t, ns) })
 
-	srv, err := framework.StartS3Server(ctx, f.Env.NodeIP, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
 	bucket, key := "e2e-restore-cw", "snapshot.db"
-	if err := srv.CreateBucket(ctx, bucket); err != nil {
-		t.Fatal(err)
-	}
+	srv := startS3Server(t, bucket)
 	keys, _ := uploadLargeSnapshot(t, srv, bucket, key, 2)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "versitygw"}, StringData: srv.AWSSecretData()}
-	if _, err := f.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	secretName := createS3Secret(t, ns, srv)
 
 	name := framework.UniqueName("cw")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
@@ -235,7 +209,7 @@ func TestClusterWideRestoreIntoAnotherNamespace(t *testing.T) {
 		Spec: api.RestoreSpec{
 			BackupStorageType: api.BackupStorageTypeS3,
 			RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
-				Path: bucket + "/" + key, AWSSecret: secret.Name, Endpoint: srv.Endpoint, ForcePathStyle: true,
+				Path: bucket + "/" + key, AWSSecret: secretName, Endpoint: srv.Endpoint, ForcePathStyle: true,
 			}},
 			EtcdCluster: api.EtcdClusterRef{Name: name},
 		},
@@ -556,19 +530,9 @@ func TestMeasureRestore(t *testing.T) {
 	ns := newNamespace(t, "restore-bench")
 	installOperator(t, ns, framework.Install{})
 	t.Cleanup(func() { releaseRestores(t, ns) })
-	srv, err := framework.StartS3Server(ctx, f.Env.NodeIP, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
 	bucket, key := "e2e-restore-bench", "snapshot.db"
-	if err := srv.CreateBucket(ctx, bucket); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "versitygw"}, StringData: srv.AWSSecretData()}
-	if _, err := f.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv := startS3Server(t, bucket)
+	secretName := createS3Secret(t, ns, srv)
 	keys, size := uploadLargeSnapshot(t, srv, bucket, key, mib)
 	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
 
@@ -581,13 +545,13 @@ func TestMeasureRestore(t *testing.T) {
 		Spec: api.RestoreSpec{
 			BackupStorageType: api.BackupStorageTypeS3,
 			RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
-				Path: bucket + "/" + key, AWSSecret: secret.Name, Endpoint: srv.Endpoint, ForcePathStyle: true,
+				Path: bucket + "/" + key, AWSSecret: secretName, Endpoint: srv.Endpoint, ForcePathStyle: true,
 			}},
 			EtcdCluster: api.EtcdClusterRef{Name: name},
 		},
 	}
 	start := time.Now()
-	er, err = f.Etcd.EtcdV1beta2().EtcdRestores(ns).Create(ctx, er, metav1.CreateOptions{})
+	er, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Create(ctx, er, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,8 +566,8 @@ func TestMeasureRestore(t *testing.T) {
 		}
 	}
 	sample := func(ctx context.Context) {
-		if m, ok := containerMemoryMiB(t, ns, "etcd-restore-operator"); ok {
-			peakMiB = max(peakMiB, m)
+		if st, ok := deploymentContainerStats(t, ns, "etcd-restore-operator"); ok {
+			peakMiB = max(peakMiB, st.workingSetMiB)
 		}
 		pods, err := f.ClusterPods(ctx, ns, name)
 		if err != nil {
@@ -712,13 +676,6 @@ func uploadLargeSnapshot(t *testing.T, srv *framework.S3Server, bucket, key stri
 	}
 	t.Logf("uploaded a snapshot of %d keys: %.1f MiB", keys, float64(snap.Size)/(1<<20))
 	return keys, snap.Size
-}
-
-// containerMemoryMiB reads the working set of a container of a Deployment's pod
-// from the kubelet's summary API, through the apiserver's node proxy.
-func containerMemoryMiB(t *testing.T, ns, deployment string) (float64, bool) {
-	st, ok := deploymentContainerStats(t, ns, deployment)
-	return st.workingSetMiB, ok
 }
 
 // containerStats are a container's figures in the kubelet's summary API.
