@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -79,14 +80,13 @@ func parseWaitFlags(args []string, output io.Writer) (etcdutil.MembershipWait, t
 		return w, 0, fmt.Errorf("--%s must not be negative", k8sutil.WaitFlagTimeout)
 	}
 	w.Peers = strings.Split(peers, ",")
+	var tlsConfig *tls.Config
 	if cert != "" || key != "" || ca != "" {
-		tlsConfig, err := etcdutil.TLSConfigFromFiles(cert, key, ca)
-		if err != nil {
+		var err error
+		if tlsConfig, err = etcdutil.TLSConfigFromFiles(cert, key, ca); err != nil {
 			return w, 0, err
 		}
-		w.Client = etcdutil.NewPeerHTTPClient(tlsConfig)
-	} else {
-		w.Client = etcdutil.NewPeerHTTPClient(nil)
 	}
+	w.Client = etcdutil.NewPeerHTTPClient(tlsConfig)
 	return w, timeout, nil
 }
