@@ -142,7 +142,7 @@ main() {
 	k exec trio-0 -c etcd -- etcdctl --endpoints="http://trio-2.trio.$NS.svc:2379" put smoke ok >/dev/null
 	pass "3-member etcd cluster formed over peer DNS names; kubectl exec works"
 	wait_for 30 "etcd /health through Service trio-client" \
-		k exec client -- timeout 5 wget -q -O- "http://trio-client.$NS.svc:2379/health"
+		k exec trio-0 -c etcd -- etcdctl --dial-timeout=5s --endpoints="http://trio-client.$NS.svc:2379" endpoint health
 	pass "ClusterIP Service (kube-proxy) reaches etcd"
 
 	# 5: garbage collection of dependents.
