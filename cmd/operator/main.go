@@ -84,7 +84,7 @@ func main() {
 // container instead (see k8sutil.MembershipWait).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
 	if len(args) > 0 && args[0] == k8sutil.MembershipWaitSubcommand {
-		return cluster.WaitMembershipMain(ctx, args[1:], log)
+		return waitMembership(ctx, args[1:], log)
 	}
 	var opts options
 	parse := func() (bool, error) {
@@ -111,7 +111,10 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
-	join := joinImage(ctx, clients, id, opts.joinImage, log)
+	join, err := joinImage(ctx, clients, id, opts.joinImage, log)
+	if err != nil {
+		return err
+	}
 
 	ctrl := controller.New(controller.Config{
 		Namespace:   id.Namespace,
@@ -150,21 +153,20 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 
 // joinImage is the image of joining members' wait-membership init container:
 // -join-image, or else the operator's own. Without either (the operator runs
-// outside a cluster) members are added to etcd before their pods exist, as
-// the original did, and every join waits out cluster DNS's cache of the
-// peers' failed lookups of the new name.
-func joinImage(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity, image string, log *logrus.Entry) k8sutil.MembershipWait {
+// outside a cluster) it cannot run clusters: a member added before its pod
+// exists makes every peer cache the failed lookup of its name, and every join
+// waits that cache out, so that old way is gone.
+func joinImage(ctx context.Context, clients *operatorrun.Clients, id operatorrun.Identity, image string, log *logrus.Entry) (k8sutil.MembershipWait, error) {
 	if image != "" {
-		return k8sutil.MembershipWait{Image: image, PullPolicy: corev1.PullIfNotPresent}
+		return k8sutil.MembershipWait{Image: image, PullPolicy: corev1.PullIfNotPresent}, nil
 	}
 	self, err := operatorrun.OwnPod(ctx, clients.Kube, id, operatorrun.OwnPodTimeout)
 	if err == nil {
 		var w k8sutil.MembershipWait
 		if w.Image, w.PullPolicy, err = operatorrun.ImageOf(self, binary); err == nil {
 			log.Infof("joining members wait for their membership with image %s", w.Image)
-			return w
+			return w, nil
 		}
 	}
-	log.Warnf("%v; without -join-image, members are added to etcd before their pods exist, and each join waits for cluster DNS to forget that the new name did not resolve", err)
-	return k8sutil.MembershipWait{}
+	return k8sutil.MembershipWait{}, fmt.Errorf("the image of joining members' wait-membership init container is unknown (%v): run the operator in a pod, whose own image is used, or give -join-image with an image holding the %s binary", err, binary)
 }

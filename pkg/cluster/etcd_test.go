@@ -102,8 +102,8 @@ func TestEtcdAPIAgainstRealEtcd(t *testing.T) {
 		t.Fatalf("member list = %v", list)
 	}
 	waitFor(t, "a leader", func() bool {
-		id, err := etcd.LeaderID(ctx, cc)
-		return err == nil && id == firstID
+		h, err := etcd.ClusterHealth(ctx, cc)
+		return err == nil && h.LeaderID == firstID
 	})
 	h, err := etcd.ClusterHealth(ctx, cc)
 	if err != nil || !h.Healthy() || len(h.Answered()) != 1 {

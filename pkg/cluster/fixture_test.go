@@ -70,6 +70,14 @@ func withVersion(v string) func(*api.EtcdCluster) {
 
 func withPaused(cl *api.EtcdCluster) { cl.Spec.Paused = true }
 
+// neverAvailable is a cluster whose status says it has not been available yet.
+func neverAvailable(cl *api.EtcdCluster) {
+	cl.Status.Conditions = []api.ClusterCondition{{
+		Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse, Reason: reasonNotYetAvailable,
+		LastUpdateTime: testStart.Format(time.RFC3339), LastTransitionTime: testStart.Format(time.RFC3339),
+	}}
+}
+
 func withPVC(cl *api.EtcdCluster) {
 	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: &corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -101,15 +109,20 @@ type fakeEtcd struct {
 	mu      sync.Mutex
 	members []*etcdserverpb.Member
 	leader  uint64
-	// down members do not answer health checks.
-	down map[uint64]bool
+	// down members do not answer health checks; neither do podless ones,
+	// whose pod does not run (the fixture sets them before each pass from
+	// its pods), unless they are in answering (a pod the cache has not shown).
+	down, podless, answering map[uint64]bool
 	// noQuorum makes health report no leader and failed quorum reads.
 	noQuorum bool
 	// errors returned by the calls; nil means success.
 	listErr, addErr, removeErr, leaderErr, healthErr, promoteErr error
 	// addReplyLost makes an add succeed in etcd but fail for its caller.
 	addReplyLost bool
-	calls        []string
+	// stale maps a member to the names its own, lagging, view of the
+	// membership holds; a list asked of it answers that view.
+	stale map[string][]string
+	calls []string
 }
 
 func (f *fakeEtcd) record(call string) {
@@ -138,9 +151,17 @@ func (f *fakeEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
-	out := make([]*etcdserverpb.Member, len(f.members))
-	for i, m := range f.members {
-		out[i] = &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
+	var view []string
+	if len(cc.Endpoints) > 0 {
+		asked, _ := etcdutil.MemberNameFromPeerURL(cc.Endpoints[0])
+		view = f.stale[asked]
+	}
+	var out []*etcdserverpb.Member
+	for _, m := range f.members {
+		if view != nil && !slices.Contains(view, nameOf(m)) {
+			continue
+		}
+		out = append(out, &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner})
 	}
 	return out, nil
 }
@@ -222,11 +243,11 @@ func (f *fakeEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) 
 	}
 	var h etcdutil.Health
 	for _, m := range f.members {
-		mh := etcdutil.MemberHealth{ID: m.ID, Name: m.Name}
+		mh := etcdutil.MemberHealth{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner, PeerURLs: slices.Clone(m.PeerURLs)}
 		switch {
 		case len(m.ClientURLs) == 0:
 			mh.Err = fmt.Errorf("member has not started")
-		case f.down[m.ID]:
+		case f.down[m.ID] || f.podless[m.ID] && !f.answering[m.ID]:
 			mh.Err = fmt.Errorf("connection refused")
 		default:
 			mh.ClientURL = m.ClientURLs[0]
@@ -259,6 +280,11 @@ func (f *fakeEtcd) start(name string) {
 	}
 }
 
+func nameOf(m *etcdserverpb.Member) string {
+	n, _ := etcdutil.MemberNameFromPeerURL(m.PeerURLs[0])
+	return n
+}
+
 func (f *fakeEtcd) names() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -281,6 +307,8 @@ type fixture struct {
 	kube     *kubefake.Clientset
 	crs      *fake.Clientset
 	indexer  cache.Indexer
+	claims   cache.Indexer
+	services cache.Indexer
 	recorder *record.FakeRecorder
 	etcd     *fakeEtcd
 	now      time.Time
@@ -295,9 +323,11 @@ func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 		cl:       cl,
 		kube:     kubefake.NewSimpleClientset(objs...),
 		crs:      fake.NewSimpleClientset(cl.DeepCopy()),
-		indexer:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		indexer:  newIndexer(),
+		claims:   newIndexer(),
+		services: newIndexer(),
 		recorder: record.NewFakeRecorder(1000),
-		etcd:     &fakeEtcd{down: map[uint64]bool{}},
+		etcd:     &fakeEtcd{down: map[uint64]bool{}, answering: map[uint64]bool{}},
 		now:      testStart,
 	}
 	log := logrus.New()
@@ -310,10 +340,13 @@ func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 		KubeClient:     f.kube,
 		EtcdClient:     f.crs,
 		PodLister:      corelisters.NewPodLister(f.indexer),
+		ClaimLister:    corelisters.NewPersistentVolumeClaimLister(f.claims),
+		ServiceLister:  corelisters.NewServiceLister(f.services),
 		Recorder:       f.recorder,
 		Metrics:        NewMetrics(nil),
 		Etcd:           f.etcd,
 		PendingTimeout: 5 * time.Minute,
+		MembershipWait: k8sutil.MembershipWait{Image: testJoinImage, PullPolicy: corev1.PullIfNotPresent, Timeout: 5 * time.Minute},
 		Log:            logrus.NewEntry(log),
 	}, cl)
 	f.c.now = func() time.Time { return f.now }
@@ -322,9 +355,67 @@ func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 		return fmt.Sprintf("new%07d", f.names)
 	}
 	// Most tests start from a cluster whose services exist already.
-	f.c.servicesReady = true
+	cld := cl.WithDefaults()
+	for _, svc := range []*corev1.Service{k8sutil.NewPeerService(cld), k8sutil.NewClientService(cld)} {
+		f.addService(svc)
+	}
 	return f
 }
+
+func newIndexer() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
+// addService puts a service in the lister and in the fake API.
+func (f *fixture) addService(svc *corev1.Service) {
+	f.t.Helper()
+	if err := f.services.Update(svc); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.kube.Tracker().Add(svc); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// withoutServices removes the services the fixture starts with.
+func (f *fixture) withoutServices() *fixture {
+	f.deleteService(k8sutil.PeerServiceName(testName))
+	f.deleteService(k8sutil.ClientServiceName(testName))
+	f.kube.ClearActions()
+	return f
+}
+
+// deleteService deletes a service from the lister and the fake API.
+func (f *fixture) deleteService(name string) {
+	f.t.Helper()
+	if obj, exists, _ := f.services.GetByKey(testNS + "/" + name); exists {
+		_ = f.services.Delete(obj)
+	}
+	_ = f.kube.CoreV1().Services(testNS).Delete(context.Background(), name, metav1.DeleteOptions{})
+}
+
+// claim puts the claim of member name in the lister and the fake API, bound.
+func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
+	f.t.Helper()
+	pvc := k8sutil.NewEtcdPVC(f.cl.WithDefaults(), name)
+	if pvc == nil {
+		f.t.Fatal("the test cluster uses no claims")
+	}
+	pvc.Status.Phase = corev1.ClaimBound
+	if err := f.claims.Update(pvc); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.kube.Tracker().Add(pvc); err != nil {
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), pvc, testNS); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return pvc
+}
+
+// forgetMembership makes the loop lose its record of the membership, as an
+// operator restart does.
+func (f *fixture) forgetMembership() { f.c.members.forget() }
 
 type testWriter struct{ t *testing.T }
 
@@ -335,7 +426,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // member is the etcdutil member of the test cluster called name.
 func (f *fixture) member(name string) *etcdutil.Member {
-	m := f.c.memberTemplate(f.cl.WithDefaults())
+	m := memberTemplate(f.cl.WithDefaults())
 	m.Name = name
 	m.ID = memberID(name)
 	return &m
@@ -356,7 +447,7 @@ func (f *fixture) withMembers(names ...string) *fixture {
 	if len(names) > 0 {
 		f.etcd.leader = memberID(names[0])
 	}
-	f.c.members = set
+	f.c.members.learn(set)
 	return f
 }
 
@@ -394,8 +485,8 @@ func ownedBy(uid types.UID) podOpt {
 	return func(p *corev1.Pod) { p.OwnerReferences[0].UID = uid }
 }
 
-// runningVersion makes the pod run another etcd version than the spec's.
-func runningVersion(v string) podOpt {
+// onVersion makes the pod run another etcd version than the spec's.
+func onVersion(v string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Annotations[api.AnnotationVersion] = v
 		p.Spec.Containers[0].Image = api.EtcdImage(api.DefaultRepository, v)
@@ -420,7 +511,7 @@ func (f *fixture) pod(name string, opts ...podOpt) *corev1.Pod {
 	f.t.Helper()
 	cl := f.cl.WithDefaults()
 	m := f.member(name)
-	p := k8sutil.NewEtcdPod(cl, m, etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
+	p := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
 	p.UID = types.UID("pod-uid-" + name)
 	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
 	p.Status = corev1.PodStatus{
@@ -483,11 +574,58 @@ func (f *fixture) showCreatedPods(opts ...podOpt) {
 	f.kube.ClearActions()
 }
 
-// pass runs one reconcile pass and returns its error.
+// pass runs one pass and returns its error.
 func (f *fixture) pass() error {
 	f.t.Helper()
-	_, err := f.c.reconcile(context.Background())
+	f.syncEtcdWithPods()
+	seen := len(f.kube.Actions())
+	_, err := f.c.pass(context.Background())
+	f.mirrorDeletes(f.kube.Actions()[seen:])
 	return err
+}
+
+// mirrorDeletes removes what the pass deleted from the listers, as the
+// informers would once the objects are gone.
+func (f *fixture) mirrorDeletes(actions []clienttesting.Action) {
+	for _, a := range actions {
+		d, ok := a.(clienttesting.DeleteAction)
+		if !ok {
+			continue
+		}
+		var idx cache.Indexer
+		switch a.GetResource().Resource {
+		case "pods":
+			idx = f.indexer
+		case "persistentvolumeclaims":
+			idx = f.claims
+		case "services":
+			idx = f.services
+		default:
+			continue
+		}
+		if obj, exists, _ := idx.GetByKey(testNS + "/" + d.GetName()); exists {
+			_ = idx.Delete(obj)
+		}
+	}
+}
+
+// syncEtcdWithPods makes the members whose pod does not run stop answering
+// in the fake etcd, as they do in a real one.
+func (f *fixture) syncEtcdWithPods() {
+	f.etcd.mu.Lock()
+	defer f.etcd.mu.Unlock()
+	f.etcd.podless = map[uint64]bool{}
+	for _, m := range f.etcd.members {
+		obj, exists, _ := f.indexer.GetByKey(testNS + "/" + nameOf(m))
+		if !exists {
+			f.etcd.podless[m.ID] = true
+			continue
+		}
+		p := obj.(*corev1.Pod)
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			f.etcd.podless[m.ID] = true
+		}
+	}
 }
 
 // mustPass runs one pass that must not fail.
@@ -561,6 +699,17 @@ func (f *fixture) setReady(name string, ready bool, opts ...podOpt) {
 	}
 	f.setPod(p)
 	f.etcd.start(name)
+}
+
+// join runs the passes of a pod-first join of member name: its pod is
+// created, shows up resolvable, is added as a learner, runs and is promoted.
+func (f *fixture) join(name string) {
+	f.t.Helper()
+	f.mustPass()
+	f.showCreatedPods(resolvable)
+	f.mustPass()
+	f.setReady(name, true)
+	f.mustPass()
 }
 
 // writtenStatuses are the statuses written, in order.

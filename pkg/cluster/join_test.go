@@ -18,13 +18,6 @@ import (
 
 const testJoinImage = "openetcd/etcd-operator:test"
 
-// joinFirst makes the loop join members pod first, as the operator does in
-// a cluster, where it knows its own image.
-func (f *fixture) joinFirst() *fixture {
-	f.c.cfg.MembershipWait = k8sutil.MembershipWait{Image: testJoinImage, PullPolicy: corev1.PullIfNotPresent, Timeout: 5 * time.Minute}
-	return f
-}
-
 // resolvable makes a joining pod Pending with check-dns done and the
 // membership wait running: the state in which it is added.
 func resolvable(p *corev1.Pod) {
@@ -61,7 +54,7 @@ func (f *fixture) joinerPod(name string, members []string, opts ...podOpt) *core
 		set.Add(f.member(n))
 	}
 	pairs := set.PeerURLPairs()
-	p := k8sutil.NewEtcdPod(cl, f.member(name), pairs, k8sutil.ClusterStateExisting, "",
+	p := k8sutil.NewEtcdPod(cl, f.member(name), cl.Spec.Version, pairs, k8sutil.ClusterStateExisting, "",
 		k8sutil.WithMembershipWait(f.member(name), pairs, f.c.cfg.MembershipWait))
 	p.UID = types.UID("pod-uid-" + name)
 	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Minute))
@@ -143,8 +136,8 @@ func TestPodFirstJoin(t *testing.T) {
 				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall(joiner)})
 				expect(t, "pod actions", f.podActions(), nil)
 				expectEvents(t, f.events(), "Normal New Member Added New member "+joiner+" added to cluster")
-				if _, ok := f.c.members[joiner]; !ok {
-					t.Fatalf("members %s lack the added member", f.c.members)
+				if _, ok := f.c.members.set[joiner]; !ok {
+					t.Fatalf("members %s lack the added member", f.c.members.set)
 				}
 
 				// Its pod is still Pending (etcd starts a moment later): it is
@@ -157,7 +150,7 @@ func TestPodFirstJoin(t *testing.T) {
 				f.setReady(joiner, false)
 				f.mustPass()
 				expect(t, "etcd writes once it runs", f.etcdWrites(), []string{f.learnerCall(joiner), promoteCall(joiner)})
-				if f.c.members[joiner].IsLearner {
+				if f.c.members.set[joiner].IsLearner {
 					t.Error("the promoted member is still a learner in memory")
 				}
 				f.setReady(joiner, true)
@@ -170,7 +163,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a resolvable joining pod waits while a member is not ready or etcd refuses, and is kept",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC, notReady)
@@ -194,17 +187,16 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a joining pod made for an older membership is replaced when a dead member was removed",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				dead := f.pod(memberC, failed)
 				f.joinerPod(memberD, []string{memberA, memberB, memberC})
 				f.mustPass()
 				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
-				if err := f.indexer.Delete(dead); err != nil {
-					t.Fatal(err)
-				}
+				_ = f.indexer.Delete(dead)
 				f.kube.ClearActions()
+				f.mustPass()
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD, "create pods " + joiner})
 				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
@@ -217,7 +209,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "joining pods that cannot be added are replaced; one waiting for the add is not",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -229,7 +221,9 @@ func TestPodFirstJoin(t *testing.T) {
 				f.joinerPod("example-stuck", members, resolving, createdAgo(6*time.Minute))
 				f.joinerPod("example-oldver", members, func(p *corev1.Pod) { p.Annotations[api.AnnotationVersion] = "3.4.23" })
 				f.joinerPod("example-waits", members, createdAgo(10*time.Minute))
-				f.mustPass()
+				for range 4 {
+					f.mustPass()
+				}
 				expect(t, "pod actions", f.podActions(), []string{
 					"delete pods example-ended", "delete pods example-oldver", "delete pods example-stuck",
 				})
@@ -240,12 +234,13 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a second joining pod is deleted; the first in name order is used",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
 				f.joinerPod(memberD, []string{memberA, memberB, memberC})
 				f.joinerPod(memberE, []string{memberA, memberB, memberC})
+				f.mustPass()
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberE})
 				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall(memberD)})
@@ -255,7 +250,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "scaling back down deletes the joining pod and its claim, and etcd never hears of it",
 			cluster: newTestCluster(withSize(3), withPVC),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -269,7 +264,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "in PVC mode the claim comes before the joining pod",
 			cluster: newTestCluster(withSize(4), withPVC),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -282,8 +277,8 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "after an operator restart the joining pod is found and added",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
-				f.c.members = nil // a restarted operator knows nothing
+				f.withMembers(memberA, memberB, memberC)
+				f.c.members.forget() // a restarted operator knows nothing
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -297,7 +292,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a member added after a long wait is starting, not dead, while its pod finishes waiting",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC, memberD)
+				f.withMembers(memberA, memberB, memberC, memberD)
 				f.etcd.members[3].Name, f.etcd.members[3].ClientURLs = "", nil
 				f.pod(memberA)
 				f.pod(memberB)
@@ -312,7 +307,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "an add whose reply was lost is found in etcd, and its pod is kept even when the cluster shrinks",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -327,10 +322,10 @@ func TestPodFirstJoin(t *testing.T) {
 				shrunk := f.cl.DeepCopy()
 				shrunk.Spec.Size = 3
 				shrunk.Generation, shrunk.ResourceVersion = 2, "2"
-				f.c.handleUpdate(shrunk)
+				f.c.take(shrunk)
 				f.mustPass()
-				if f.c.members == nil || f.c.members[memberD] == nil {
-					t.Fatalf("members %s: the added member was not read back from etcd", f.c.members)
+				if f.c.members.set == nil || f.c.members.set[memberD] == nil {
+					t.Fatalf("members %s: the added member was not read back from etcd", f.c.members.set)
 				}
 				for _, a := range f.podActions() {
 					if a == "delete pods "+memberD {
@@ -343,15 +338,15 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a learner is promoted once it has caught up, before any other change",
 			cluster: newTestCluster(withSize(5)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC, memberD)
+				f.withMembers(memberA, memberB, memberC, memberD)
 				f.etcd.members[3].IsLearner = true
-				f.c.members[memberD].IsLearner = true
+				f.c.members.set[memberD].IsLearner = true
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
 				f.pod(memberD, notReady)
 				f.etcd.promoteErr = rpctypes.ErrMemberLearnerNotReady
-				requeue, err := f.c.reconcile(t.Context())
+				requeue, err := f.c.pass(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -378,9 +373,9 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a learner does not count towards the quorum",
 			cluster: newTestCluster(withSize(2)),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB)
+				f.withMembers(memberA, memberB)
 				f.etcd.members[1].IsLearner = true
-				f.c.members[memberB].IsLearner = true
+				f.c.members.set[memberB].IsLearner = true
 				f.pod(memberA)
 				f.joinerPod(memberB, []string{memberA})
 				f.mustPass()
@@ -395,9 +390,9 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "a restarted operator promotes the learner it finds",
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.etcd.members[2].IsLearner = true
-				f.c.members = nil
+				f.c.members.forget()
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC, notReady)
@@ -409,7 +404,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "members of etcd before 3.4, which has no learners, vote from the start",
 			cluster: newTestCluster(withSize(4), withVersion("3.3.27")),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -422,7 +417,7 @@ func TestPodFirstJoin(t *testing.T) {
 			name:    "without the operator's image a pod that waits for its membership is an unknown pod",
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
-				f.joinFirst().withMembers(memberA, memberB, memberC)
+				f.withMembers(memberA, memberB, memberC)
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -435,7 +430,7 @@ func TestPodFirstJoin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, tt.cluster).joinFirst()
+			f := newFixture(t, tt.cluster)
 			tt.run(t, f)
 		})
 	}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,7 +92,7 @@ func TestGoroutine(t *testing.T) {
 	cfg.Metrics = NewMetrics(reg)
 	cfg.ReconcileInterval = time.Hour // only events can trigger passes here
 	c := New(cfg, f.cl)
-	t.Cleanup(c.Delete)
+	t.Cleanup(c.Stop)
 
 	waitFor(t, "the first pass", func() bool { return passCount(t, reg) == 1 })
 	if w := f.etcd.Calls(true); len(w) != 0 {
@@ -105,7 +107,14 @@ func TestGoroutine(t *testing.T) {
 	})
 	f.setReady(seed, true)
 	c.Poke()
-	waitFor(t, "a member is added after the pod event", func() bool { return len(f.etcd.Calls(true)) == 1 })
+	waitFor(t, "a joining pod is made after the pod event", func() bool {
+		for _, a := range f.kube.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+				return true
+			}
+		}
+		return false
+	})
 
 	paused := f.cl.DeepCopy()
 	paused.Generation, paused.ResourceVersion = 2, "2"
@@ -116,8 +125,8 @@ func TestGoroutine(t *testing.T) {
 		return s != nil && s.ControlPaused && s.ObservedGeneration == 2
 	})
 
-	c.Delete()
-	c.Delete() // twice is fine
+	c.Stop()
+	c.Stop() // twice is fine
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
@@ -128,16 +137,16 @@ func TestGoroutine(t *testing.T) {
 	}
 }
 
-// blockingEtcd hangs in MemberList until its context ends.
+// blockingEtcd hangs in ClusterHealth until its context ends.
 type blockingEtcd struct {
 	*fakeEtcd
 	entered chan struct{}
 }
 
-func (b blockingEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error) {
+func (b blockingEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error) {
 	close(b.entered)
 	<-ctx.Done()
-	return nil, ctx.Err()
+	return etcdutil.Health{}, ctx.Err()
 }
 
 func TestDeleteCancelsAPassInFlight(t *testing.T) {
@@ -152,7 +161,7 @@ func TestDeleteCancelsAPassInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pass never asked etcd")
 	}
-	c.Delete()
+	c.Stop()
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
@@ -210,5 +219,47 @@ func TestScheduler(t *testing.T) {
 	}
 	if !s.fire(now.Add(time.Minute)) || !s.due.IsZero() {
 		t.Error("did not fire when due")
+	}
+}
+
+// panickyEtcd panics in its first health check, then answers.
+type panickyEtcd struct {
+	*fakeEtcd
+	calls atomic.Int32
+}
+
+func (p *panickyEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error) {
+	if p.calls.Add(1) == 1 {
+		panic("a bug met by one cluster")
+	}
+	return p.fakeEtcd.ClusterHealth(ctx, cc)
+}
+
+// A panic in one cluster's pass is reported and retried; it stops neither
+// that cluster's goroutine nor, through the process, any other cluster.
+func TestAPanicInAPassIsReportedAndRetried(t *testing.T) {
+	f := newFixture(t, newTestCluster(withSize(4)))
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA)
+	f.pod(memberB)
+	f.pod(memberC)
+	cfg := f.c.cfg
+	etcd := &panickyEtcd{fakeEtcd: f.etcd}
+	cfg.Etcd = etcd
+	cfg.MinBackoff = time.Millisecond
+	c := New(cfg, f.cl)
+	t.Cleanup(c.Stop)
+	waitFor(t, "the pass after the panic asks etcd again", func() bool { return etcd.calls.Load() >= 2 })
+	var warned bool
+	for _, e := range f.events() {
+		warned = warned || strings.HasPrefix(e, "Warning InternalError internal error in the operator")
+	}
+	if !warned {
+		t.Error("the panic was not reported as an InternalError event")
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("the goroutine exited after the panic")
+	default:
 	}
 }

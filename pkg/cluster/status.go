@@ -17,27 +17,112 @@ import (
 // Condition reasons. The first four are the original's texts; the False
 // reasons of Available are new (the original never set Available False).
 const (
-	reasonScalingUp            = "Scaling up"
-	reasonScalingDown          = "Scaling down"
-	reasonUpgrading            = "Cluster upgrading"
-	reasonClusterAvailable     = "Cluster available"
-	reasonLostQuorumCond       = "LostQuorum"
-	reasonNoMembersRunningCond = "NoMembersRunning"
+	reasonScalingUp        = "Scaling up"
+	reasonScalingDown      = "Scaling down"
+	reasonUpgrading        = "Cluster upgrading"
+	reasonClusterAvailable = "Cluster available"
+	// reasonNotYetAvailable is Available=False before the cluster ever had a
+	// ready quorum; every later False has the reason of its problem. A
+	// cluster that never was available holds no data anyone was told is
+	// stored, which is what allows a seed that never ran to be made again.
+	reasonNotYetAvailable = "NotYetAvailable"
 )
 
-// statusWriteAttempts bounds the conflict retries of one status write; the
-// next pass tries again anyway.
-const statusWriteAttempts = 3
+// statusOf derives the status from the snapshot of a pass, the phase after
+// its action and the problems found, starting from the status the server
+// holds (for the phase and the conditions' times). Nothing is derived from
+// memory of earlier passes.
+func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, generation int64, problems []problem) api.ClusterStatus {
+	st := *prev.DeepCopy()
+	st.Phase = phase
+	st.ObservedGeneration = generation
+	st.Reason = joinMessages(problems)
+	if s.spec == nil {
+		return st
+	}
+	now := s.now.UTC().Format(time.RFC3339)
+	st.ControlPaused = s.spec.Spec.Paused
+	if len(s.missingServices) == 0 && s.serviceConflict == "" {
+		st.ServiceName = k8sutil.ClientServiceName(s.spec.Name)
+		st.ClientPort = k8sutil.EtcdClientPort
+	}
+
+	var ready, unready []string
+	if s.membership != nil {
+		// Every member is listed: ready when its pod is Running and Ready,
+		// unready otherwise (starting, dead, or without a pod), so that a
+		// lost member never stays listed as ready as it did in the original.
+		for _, name := range sortedKeys(s.members) {
+			if m := s.members[name]; m.state == memberRunning && m.ready {
+				ready = append(ready, name)
+			} else {
+				unready = append(unready, name)
+			}
+		}
+		st.Size = len(s.members)
+	} else {
+		// Membership unknown (restart, hand-over): report the pods.
+		for _, name := range sortedKeys(s.pods) {
+			switch pod := s.pods[name]; {
+			case pod.Status.Phase == corev1.PodRunning && k8sutil.IsPodReady(pod):
+				ready = append(ready, name)
+			case pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending:
+				unready = append(unready, name)
+			}
+		}
+	}
+	st.Members = api.MembersStatus{Ready: ready, Unready: unready}
+
+	active := !s.spec.Spec.Paused
+	switch {
+	case active && phase == api.ClusterPhaseCreating:
+		setScaling(&st, now, 0, s.spec.Spec.Size)
+	case active && phase == api.ClusterPhaseRunning && s.membership != nil:
+		setScaling(&st, now, len(s.members), s.spec.Spec.Size)
+	}
+
+	available := false
+	for _, p := range problems {
+		if reason := p.kind.info().condition; reason != "" {
+			if !s.everAvailable {
+				reason = reasonNotYetAvailable
+			}
+			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reason, p.msg)
+			available = true
+			break
+		}
+	}
+	if !available && s.membership != nil {
+		switch q := s.quorum; {
+		case q.held() && q.ready >= q.needed:
+			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionTrue, reasonClusterAvailable, "")
+		case !s.everAvailable && phase != api.ClusterPhaseNone:
+			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reasonNotYetAvailable,
+				fmt.Sprintf("%d of %d members are ready", q.ready, q.voters))
+		}
+	}
+
+	p := s.plan
+	if p.current != "" {
+		st.CurrentVersion = p.current
+	}
+	if p.refused != nil || len(p.unfinished) == 0 {
+		removeCondition(&st, api.ClusterConditionUpgrading)
+		st.TargetVersion = ""
+	} else {
+		st.TargetVersion = p.target
+		setCondition(&st, now, api.ClusterConditionUpgrading, corev1.ConditionTrue, reasonUpgrading, "upgrading to "+p.target)
+	}
+	return st
+}
 
 // setCondition sets a condition. Times are RFC 3339 strings as in the
 // original; lastUpdateTime moves when anything changes, lastTransitionTime
 // only when the status does, and nothing moves when nothing changed, so an
 // unchanged condition never causes a status write.
-func (c *Cluster) setCondition(t api.ClusterConditionType, status corev1.ConditionStatus, reason, msg string) {
-	now := c.now().UTC().Format(time.RFC3339)
-	conds := c.status.Conditions
-	for i := range conds {
-		cond := &conds[i]
+func setCondition(st *api.ClusterStatus, now string, t api.ClusterConditionType, status corev1.ConditionStatus, reason, msg string) {
+	for i := range st.Conditions {
+		cond := &st.Conditions[i]
 		if cond.Type != t {
 			continue
 		}
@@ -51,36 +136,31 @@ func (c *Cluster) setCondition(t api.ClusterConditionType, status corev1.Conditi
 		cond.LastUpdateTime = now
 		return
 	}
-	c.status.Conditions = append(conds, api.ClusterCondition{
-		Type:               t,
-		Status:             status,
-		Reason:             reason,
-		Message:            msg,
-		LastUpdateTime:     now,
-		LastTransitionTime: now,
+	st.Conditions = append(st.Conditions, api.ClusterCondition{
+		Type: t, Status: status, Reason: reason, Message: msg, LastUpdateTime: now, LastTransitionTime: now,
 	})
 }
 
-func (c *Cluster) removeCondition(t api.ClusterConditionType) {
+func removeCondition(st *api.ClusterStatus, t api.ClusterConditionType) {
 	var kept []api.ClusterCondition
-	for _, cond := range c.status.Conditions {
+	for _, cond := range st.Conditions {
 		if cond.Type != t {
 			kept = append(kept, cond)
 		}
 	}
-	c.status.Conditions = kept
+	st.Conditions = kept
 }
 
 // setScaling reports a membership that differs from spec.size, with the
 // original's texts; the condition goes away once they agree.
-func (c *Cluster) setScaling(current, desired int) {
+func setScaling(st *api.ClusterStatus, now string, current, desired int) {
 	switch {
 	case current < desired:
-		c.setCondition(api.ClusterConditionScaling, corev1.ConditionTrue, reasonScalingUp, scalingMessage(current, desired))
+		setCondition(st, now, api.ClusterConditionScaling, corev1.ConditionTrue, reasonScalingUp, scalingMessage(current, desired))
 	case current > desired:
-		c.setCondition(api.ClusterConditionScaling, corev1.ConditionTrue, reasonScalingDown, scalingMessage(current, desired))
+		setCondition(st, now, api.ClusterConditionScaling, corev1.ConditionTrue, reasonScalingDown, scalingMessage(current, desired))
 	default:
-		c.removeCondition(api.ClusterConditionScaling)
+		removeCondition(st, api.ClusterConditionScaling)
 	}
 }
 
@@ -88,97 +168,61 @@ func scalingMessage(current, desired int) string {
 	return fmt.Sprintf("Current cluster size: %d, desired cluster size: %d", current, desired)
 }
 
-// refreshStatus fills in the parts of the status that follow from the spec,
-// the membership and the pods. pods may be nil when the lister failed.
-func (c *Cluster) refreshStatus(pods *podSet) {
-	s := &c.status
-	s.ObservedGeneration = c.observedGeneration
-	if c.spec != nil {
-		s.ControlPaused = c.spec.Spec.Paused
-	}
-	if c.servicesReady {
-		s.ServiceName = k8sutil.ClientServiceName(c.name)
-		s.ClientPort = k8sutil.EtcdClientPort
-	}
-	if c.spec != nil && !c.spec.Spec.Paused && s.Phase == api.ClusterPhaseCreating {
-		c.setScaling(0, c.spec.Spec.Size)
-	}
-	if pods == nil {
-		return
-	}
-	var ready, unready []string
-	if c.members != nil {
-		// Every member is listed: ready when its pod is Running and Ready,
-		// unready otherwise (starting, dead, or without a pod), so that a lost
-		// member never stays listed as ready as it did in the original.
-		for _, name := range c.members.Names() {
-			if pod, ok := pods.owned[name]; ok && pod.Status.Phase == corev1.PodRunning && k8sutil.IsPodReady(pod) {
-				ready = append(ready, name)
-			} else {
-				unready = append(unready, name)
-			}
-		}
-		s.Size = c.members.Size()
-		if c.spec != nil && !c.spec.Spec.Paused && s.Phase == api.ClusterPhaseRunning {
-			c.setScaling(s.Size, c.spec.Spec.Size)
-		}
-	} else {
-		// Membership unknown (restart, hand-over, paused): report the pods.
-		for _, name := range sortedKeys(pods.owned) {
-			pod := pods.owned[name]
-			switch {
-			case pod.Status.Phase == corev1.PodRunning && k8sutil.IsPodReady(pod):
-				ready = append(ready, name)
-			case pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending:
-				unready = append(unready, name)
-			}
-		}
-	}
-	s.Members = api.MembersStatus{Ready: ready, Unready: unready}
-}
-
-// writeStatus writes the status through the status subresource when it
-// differs from what the server holds. On a conflict it re-reads the object:
-// if the server already has this status nothing is written, and a phase set
-// there by the restore operator is adopted rather than overwritten.
-func (c *Cluster) writeStatus(ctx context.Context) error {
-	if !c.statusDirty && equality.Semantic.DeepEqual(c.status, c.written) {
-		return nil
+// writeStatus writes st through the status subresource when it differs from
+// what the server holds, and tells whether it did. A conflict means the
+// object changed since this pass read it: the fresh object is taken (a spec
+// edit, the restore operator's hand-over) and nothing is written; the next
+// pass derives the status again from it.
+func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, error) {
+	if equality.Semantic.DeepEqual(st, c.latest.Status) {
+		return true, nil
 	}
 	client := c.cfg.EtcdClient.EtcdV1beta2().EtcdClusters(c.namespace)
 	obj := c.latest.DeepCopy()
-	for attempt := 1; ; attempt++ {
-		obj.Status = *c.status.DeepCopy()
-		out, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-		if err == nil {
-			c.latest = out
-			c.written = *obj.Status.DeepCopy()
-			c.statusDirty = false
-			return nil
+	obj.Status = st
+	out, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		c.take(out)
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil // deleted: the controller stops this goroutine
+	case !apierrors.IsConflict(err):
+		return false, kubeError("write status", err)
+	}
+	fresh, err := client.Get(ctx, c.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, kubeError("read the cluster after a status conflict", err)
+	}
+	c.take(fresh)
+	return false, nil
+}
+
+// announce emits one Warning event per problem the first time it is seen,
+// counts every problem in the reconcile_failed metric, and forgets problems
+// that went away, so that a recurrence is announced again.
+func (c *Cluster) announce(active []problem) {
+	seen := map[string]bool{}
+	for _, p := range active {
+		k := p.key()
+		if seen[k] {
+			continue
 		}
-		if apierrors.IsNotFound(err) {
-			return nil // deleted: the controller stops this goroutine
+		seen[k] = true
+		info := p.kind.info()
+		c.cfg.Metrics.failed(c.namespace, c.name, info.code)
+		if !c.announced[k] {
+			c.announced[k] = true
+			c.log.Warn(p.msg)
+			c.event(corev1.EventTypeWarning, info.event, p.msg)
 		}
-		if !apierrors.IsConflict(err) || attempt == statusWriteAttempts {
-			return kubeError("write status", err)
+	}
+	for k := range c.announced {
+		if !seen[k] {
+			delete(c.announced, k)
 		}
-		fresh, err := client.Get(ctx, c.name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return kubeError("read the cluster after a status conflict", err)
-		}
-		if c.latest.UID != "" && fresh.UID != c.latest.UID {
-			return nil // a new cluster of the same name; its own goroutine writes
-		}
-		c.latest = fresh
-		c.adoptPhase(fresh.Status.Phase)
-		if equality.Semantic.DeepEqual(fresh.Status, c.status) {
-			c.written = *fresh.Status.DeepCopy()
-			c.statusDirty = false
-			return nil
-		}
-		obj = fresh.DeepCopy()
 	}
 }

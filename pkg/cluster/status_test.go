@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestStatusWrites(t *testing.T) {
 		}
 	})
 
-	t.Run("a status conflict re-reads the object and retries", func(t *testing.T) {
+	t.Run("a status conflict re-reads the object and the next pass, soon, writes again", func(t *testing.T) {
 		f := healthyFixture(t)
 		conflicts := 1
 		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -71,6 +72,10 @@ func TestStatusWrites(t *testing.T) {
 			}
 			return false, nil, nil
 		})
+		requeue, err := f.c.pass(context.Background())
+		if err != nil || requeue != DefaultMinPassInterval {
+			t.Errorf("pass = %v, %v; want a new pass soon", requeue, err)
+		}
 		f.mustPass()
 		var verbs []string
 		for _, a := range f.crs.Actions() {
@@ -91,7 +96,7 @@ func TestStatusWrites(t *testing.T) {
 		f.mustPass()
 		tampered := f.c.latest.DeepCopy()
 		tampered.Status.Members.Ready = nil
-		f.c.handleUpdate(tampered)
+		f.c.take(tampered)
 		f.mustPass()
 		if n := f.statusWrites(); n != 2 {
 			t.Errorf("%d status writes, want the overwritten status restored", n)

@@ -1,17 +1,12 @@
 package cluster
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
@@ -27,68 +22,98 @@ const shellFreeMinor = 5
 type versionPlan struct {
 	target string
 	// newMembers is the version new members are created with: the target,
-	// or, when the upgrade is refused, the newest version running (a member
-	// of the refused version could not join the cluster).
+	// the oldest version running during a rollout, or, when the upgrade is
+	// refused, the newest version running.
 	newMembers string
-	// current is the version every member pod runs, "" if they differ.
+	// current is the version every running member runs, "" if they differ
+	// or none runs.
 	current string
-	// refused is why the upgrade is not done; nothing is patched then.
+	// refused is why the rollout does not go on; nothing is patched then.
 	refused *problem
-	// old are the members whose pod is not on target, by name.
+	// old are the members whose pod is not made for the target, by name.
 	old []string
+	// unfinished are the members whose pod is not made for the target or
+	// whose container does not run it yet: the rollout is over when none is.
+	unfinished []string
 	// replace are the old members to replace rather than patch (exec
 	// probes on a shell-free target), by name.
 	replace []string
 }
 
-func planVersions(target string, v memberView) versionPlan {
+func (s *snapshot) planVersions() versionPlan {
+	target := s.spec.Spec.Version
 	p := versionPlan{target: target, newMembers: target}
 	_, targetMinor, _ := api.ParseVersion(target)
 	newest := ""
+	specced := map[string]bool{}
 	running := map[string]bool{}
-	for _, name := range sortedKeys(v.pods) {
-		pod := v.pods[name]
-		ver := podVersion(pod)
-		running[ver] = true
-		if ver != "" && (newest == "" || compareVersions(ver, newest) > 0) {
-			newest = ver
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		if m.pod == nil || m.state == memberTerminating {
+			continue
 		}
-		if ver == target {
+		made := podVersion(m.pod)
+		specced[made] = true
+		if m.version != "" {
+			running[m.version] = true
+		}
+		if made != "" && (newest == "" || compareVersions(made, newest) > 0) {
+			newest = made
+		}
+		if made != target || m.version != target {
+			p.unfinished = append(p.unfinished, name)
+		}
+		if made == target {
 			continue
 		}
 		p.old = append(p.old, name)
-		if err := checkUpgrade(ver, target); err != nil && p.refused == nil {
-			p.refused = &problem{
-				code:  reasonUpgradeRefused,
-				event: warnUpgradeRefused,
-				msg: fmt.Sprintf("upgrade refused: member %s runs etcd %s and cannot go to %s: %v; nothing is patched until spec.version is changed",
-					name, displayVersion(ver), target, err),
-				byMessage: true,
-			}
+		from := made
+		if f := s.failedUpgrade; f != nil && f.member == name && m.version == "" {
+			// It never ran the version it was patched to: its data is
+			// still that of the version it ran before, and it may go back.
+			from = f.from
 		}
-		if k8sutil.HasExecProbes(pod) && targetMinor >= shellFreeMinor {
+		if err := checkUpgrade(from, target); err != nil && p.refused == nil {
+			pr := newProblem(problemUpgradeRefused,
+				"upgrade refused: member %s runs etcd %s and cannot go to %s: %v; nothing is patched until spec.version is changed",
+				name, displayVersion(from), target, err)
+			p.refused = &pr
+		}
+		if k8sutil.HasExecProbes(m.pod) && targetMinor >= shellFreeMinor {
 			p.replace = append(p.replace, name)
 		}
 	}
 	if len(running) == 1 {
-		for ver := range running {
-			p.current = ver
+		for v := range running {
+			p.current = v
 		}
 	}
-	if p.refused != nil {
+	if f := s.failedUpgrade; f != nil && f.version == target && len(p.old) > 0 && p.refused == nil {
+		// The last member patched to the target stopped on it: patching the
+		// next one would most likely stop that one too.
+		msg := fmt.Sprintf("upgrade to %s halted: member %s did not run it: %s; the other members stay on their version. "+
+			"Set spec.version back to %s (the member is patched back), or fix the cause and set spec.version to another version",
+			target, f.member, f.evidence, f.from)
+		pr := newProblem(problemUpgradeFailed, "%s", msg)
+		p.refused = &pr
+	}
+	switch {
+	case p.refused != nil:
 		p.replace = nil
 		if newest != "" {
 			p.newMembers = newest
 		}
-	} else if oldest := oldestVersion(running); oldest != "" && len(p.old) > 0 && len(p.replace) == 0 {
-		// Mid-upgrade, a new member (a replacement above all) starts at the oldest
-		// version still running: etcd's cluster version is the lowest of its
-		// members', and a member of that version can always join, whereas one of
-		// the target may not be able to yet (etcd 3.6 refuses a log that still
-		// holds the v2 entries 3.4 and 3.5 write). The rollout patches it later.
-		// Members replaced because they cannot be patched are the upgrade itself,
-		// so those start on the target.
-		p.newMembers = oldest
+	case len(p.old) > 0 && len(p.replace) == 0:
+		// Mid-upgrade, a new member (a replacement above all) starts at the
+		// oldest version still made: etcd's cluster version is the lowest
+		// of its members', and a member of that version can always join,
+		// whereas one of the target may not be able to yet (etcd 3.6 refuses
+		// a log that still holds the v2 entries 3.4 and 3.5 write). The
+		// rollout patches it later. Members replaced because they cannot be
+		// patched are the upgrade itself, so those start on the target.
+		if oldest := oldestVersion(specced); oldest != "" {
+			p.newMembers = oldest
+		}
 	}
 	return p
 }
@@ -102,30 +127,6 @@ func oldestVersion(versions map[string]bool) string {
 		}
 	}
 	return oldest
-}
-
-// haltFailedUpgrade refuses to go on with an upgrade whose last patched member
-// died on the target version: patching the next one would most likely kill it
-// too, one member after another. The dead member is replaced like any other
-// (at the version the rest runs); changing spec.version starts a new attempt.
-func (c *Cluster) haltFailedUpgrade(p *versionPlan) {
-	f := c.failedUpgrade
-	if f != nil && f.version != p.target {
-		c.failedUpgrade = nil // spec.version changed: a new attempt
-		return
-	}
-	if f == nil || len(p.old) == 0 {
-		return
-	}
-	p.refused = &problem{
-		code:  reasonUpgradeFailed,
-		event: warnUpgradeFailed,
-		msg: fmt.Sprintf("upgrade to %s halted: member %s stopped after it was upgraded (see its logs with kubectl logs --previous); "+
-			"the other members are left on their version, and a replacement member is started on it. Set spec.version to the running version, or to %s again to retry",
-			p.target, f.member, p.target),
-		byMessage: true,
-	}
-	p.replace = nil
 }
 
 // checkUpgrade enforces etcd's upgrade rule: one minor version at a time, and
@@ -151,19 +152,47 @@ func checkUpgrade(from, to string) error {
 	return nil
 }
 
-// podVersion is the etcd version a member pod runs: its etcd.version
+// podVersion is the etcd version a member pod is made for: its etcd.version
 // annotation, or else the tag of its etcd image.
 func podVersion(pod *corev1.Pod) string {
 	if v := k8sutil.PodEtcdVersion(pod); v != "" {
 		return api.NormalizeVersion(v)
 	}
 	for _, ctr := range pod.Spec.Containers {
-		if ctr.Name != k8sutil.EtcdContainerName {
-			continue
+		if ctr.Name == k8sutil.EtcdContainerName {
+			return imageVersion(ctr.Image)
 		}
-		if i := strings.LastIndex(ctr.Image, ":"); i >= 0 && !strings.Contains(ctr.Image[i:], "/") {
-			return api.NormalizeVersion(ctr.Image[i+1:])
+	}
+	return ""
+}
+
+// runningVersion is the etcd version the pod's etcd container runs now, ""
+// when it does not run. Right after a patch the pod is made for the new
+// version while the kubelet still runs the old container: the container's
+// own image tells.
+func runningVersion(pod *corev1.Pod) string {
+	st := etcdContainerStatus(pod)
+	if st == nil || st.State.Running == nil {
+		return ""
+	}
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == k8sutil.EtcdContainerName && sameImage(ctr.Image, st.Image) {
+			return podVersion(pod)
 		}
+	}
+	return imageVersion(st.Image)
+}
+
+// sameImage compares an image as a pod names it with the image its container
+// status reports, which the runtime may have qualified ("docker.io/...").
+func sameImage(spec, status string) bool {
+	return spec == status || strings.HasSuffix(status, "/"+spec)
+}
+
+// imageVersion is the version in an image's tag, "" without a tag.
+func imageVersion(image string) string {
+	if i := strings.LastIndex(image, ":"); i >= 0 && !strings.Contains(image[i:], "/") {
+		return api.NormalizeVersion(image[i+1:])
 	}
 	return ""
 }
@@ -199,112 +228,11 @@ func versionParts(v string) [3]int {
 	return out
 }
 
-// setVersionStatus reports the versions and the Upgrading condition.
-func (c *Cluster) setVersionStatus(p versionPlan) {
-	s := &c.status
-	switch {
-	case p.refused != nil:
-		c.problems = append(c.problems, *p.refused)
-		c.removeCondition(api.ClusterConditionUpgrading)
-		s.TargetVersion = ""
-	case len(p.old) == 0:
-		c.removeCondition(api.ClusterConditionUpgrading)
-		s.TargetVersion = ""
-	default:
-		s.TargetVersion = p.target
-		c.setCondition(api.ClusterConditionUpgrading, corev1.ConditionTrue, reasonUpgrading, "upgrading to "+p.target)
-	}
-	if p.current != "" {
-		s.CurrentVersion = p.current
-	}
-}
-
-// upgrade moves one member to spec.version, when the cluster is complete and
-// healthy. A member is patched in place: the kubelet restarts the etcd
-// container on the new image and the data directory survives. The next
-// member waits until this one runs the new image and is Ready again, and
-// until etcd is healthy (the original patched one member per tick, Ready or
-// not). Followers go first and the leader last, so there is one leader
-// election, not one per member.
-func (c *Cluster) upgrade(ctx context.Context, cl *api.EtcdCluster, v memberView, p versionPlan) (time.Duration, error) {
-	if p.refused != nil || len(p.old) == 0 {
-		return 0, nil
-	}
-	if e := c.upgradeExpect; e != nil {
-		c.log.Debugf("waiting for member %s to run %s and be ready", e.name, e.image)
-		return 0, nil
-	}
-	if n := c.members.Size(); len(v.ready) < n {
-		c.log.Debugf("waiting for every member to be ready before upgrading the next (%d of %d)", len(v.ready), n)
-		return 0, nil
-	}
-	if len(p.replace) > 0 {
-		// A pod made for etcd 3.2 probes with etcdctl through a shell, and
-		// probes cannot be changed on a pod, so it cannot run a shell-free
-		// image. It is replaced: a new member is added first and the old one
-		// removed once the new one is Ready (removeOneMember prefers it).
-		// Adding first keeps the cluster's tolerance to failures during the
-		// exchange, and is the only way for a single-member cluster.
-		c.log.Infof("member %s cannot run %s in place (its probes need a shell); adding its replacement first", p.replace[0], p.target)
-		return c.addOneMember(ctx, cl, v, p)
-	}
-	h, err := c.etcdReadyForChange(ctx, v)
-	if err != nil {
-		return c.waitOrFail(err)
-	}
-	c.waitBackoff.reset()
-
-	leader := ""
-	for _, m := range h.Members {
-		if m.ID == h.LeaderID {
-			leader = m.Name
+func etcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == k8sutil.EtcdContainerName {
+			return &pod.Status.ContainerStatuses[i]
 		}
-	}
-	name := p.old[0]
-	for _, n := range p.old {
-		if n != leader {
-			name = n
-			break
-		}
-	}
-	pod := v.pods[name]
-	from := podVersion(pod)
-	image := api.EtcdImage(cl.Spec.Repository, p.target)
-	if err := c.patchMemberPod(ctx, pod, p.target, image); err != nil {
-		return 0, err
-	}
-	restarts := int32(0)
-	if st := etcdContainerStatus(pod); st != nil {
-		restarts = st.RestartCount
-	}
-	c.upgradeExpect = &upgradeExpectation{name: name, version: p.target, restarts: restarts, image: image, deadline: c.now().Add(c.cfg.PendingTimeout)}
-	c.log.Infof("upgrading member %s from %s to %s", name, from, p.target)
-	// The trailing space is the original's.
-	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", name, from, p.target))
-	return 0, nil
-}
-
-// patchMemberPod sets the etcd container's image and the version annotation
-// with one strategic merge patch (containers merge by name). The pod's UID is
-// part of the patch: the API server refuses to change a UID, so a different
-// pod that took the name in the meantime is never patched.
-func (c *Cluster) patchMemberPod(ctx context.Context, pod *corev1.Pod, version, image string) error {
-	meta := map[string]any{"annotations": map[string]string{api.AnnotationVersion: version}}
-	if pod.UID != "" {
-		meta["uid"] = pod.UID
-	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": meta,
-		"spec": map[string]any{
-			"containers": []map[string]string{{"name": k8sutil.EtcdContainerName, "image": image}},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("build patch: %w", err)
-	}
-	_, err = c.cfg.KubeClient.CoreV1().Pods(c.namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return kubeError(fmt.Sprintf("patch pod %s to %s", pod.Name, image), err)
 	}
 	return nil
 }

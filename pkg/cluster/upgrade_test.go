@@ -20,7 +20,7 @@ func upgradeFixture(t *testing.T, target string, opts ...podOpt) *fixture {
 	f := newFixture(t, newTestCluster(withVersion(target)))
 	f.withMembers(memberA, memberB, memberC)
 	for _, n := range []string{memberA, memberB, memberC} {
-		f.pod(n, append([]podOpt{runningVersion(oldVersion)}, opts...)...)
+		f.pod(n, append([]podOpt{onVersion(oldVersion)}, opts...)...)
 	}
 	return f
 }
@@ -152,7 +152,7 @@ func TestUpgrade(t *testing.T) {
 				f := newFixture(t, newTestCluster(withVersion(oldVersion)))
 				f.withMembers(memberA, memberB, memberC)
 				for _, n := range []string{memberA, memberB, memberC} {
-					f.pod(n, runningVersion(testVersion))
+					f.pod(n, onVersion(testVersion))
 				}
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), nil)
@@ -167,7 +167,7 @@ func TestUpgrade(t *testing.T) {
 				f := newFixture(t, newTestCluster(withVersion("3.5.20")))
 				f.withMembers(memberA, memberB, memberC)
 				for _, n := range []string{memberA, memberB, memberC} {
-					f.pod(n, runningVersion(testVersion))
+					f.pod(n, onVersion(testVersion))
 				}
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"patch pods " + memberB})
@@ -180,7 +180,7 @@ func TestUpgrade(t *testing.T) {
 				f.applyUpgrade(memberB, testVersion, &yes) // memberB done, A and C on 3.4
 				to36 := f.cl.DeepCopy()
 				to36.Generation, to36.Spec.Version = 2, "3.6.6"
-				f.c.handleUpdate(to36)
+				f.c.take(to36)
 				f.mustPass()
 				expect(t, "3.6 while members run 3.4", f.podActions(), nil)
 				if s := f.mustStatus(); !strings.Contains(s.Reason, "member "+memberA+" runs etcd 3.4.23") {
@@ -188,7 +188,7 @@ func TestUpgrade(t *testing.T) {
 				}
 				to3522 := f.cl.DeepCopy()
 				to3522.Generation, to3522.Spec.Version = 3, "3.5.22"
-				f.c.handleUpdate(to3522)
+				f.c.take(to3522)
 				f.mustPass()
 				expect(t, "3.5.22", f.podActions(), []string{"patch pods " + memberB})
 				if img := f.patches()[memberB]["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"]; img != "quay.io/coreos/etcd:v3.5.22" {
@@ -205,16 +205,17 @@ func TestUpgrade(t *testing.T) {
 				f := upgradeFixture(t, testVersion, madeFor32)
 				f.mustPass()
 				added := "example-new0000001"
-				expect(t, "etcd writes", f.etcdWrites(), []string{f.addCall(added)})
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + added})
 				if img := f.createdPod(added).Spec.Containers[0].Image; img != "quay.io/coreos/etcd:v"+testVersion {
 					t.Errorf("replacement image = %s", img)
 				}
+				f.showCreatedPods(resolvable)
 				f.mustPass()
-				expect(t, "while the replacement is on its way", f.etcdWrites(), []string{f.addCall(added)})
-				f.showCreatedPods()
+				expect(t, "while the replacement is on its way", f.etcdWrites(), []string{f.learnerCall(added)})
+				f.setReady(added, true)
 				f.mustPass()
-				expect(t, "once it is ready", f.etcdWrites(), []string{f.addCall(added), removeCall(memberA)})
+				f.mustPass()
+				expect(t, "once it is ready", f.etcdWrites(), []string{f.learnerCall(added), promoteCall(added), removeCall(memberA)})
 				if _, patched := f.patches()[memberA]; patched {
 					t.Error("a pod with exec probes was patched")
 				}
@@ -244,11 +245,14 @@ func TestUpgrade(t *testing.T) {
 				}
 				f.mustPass()
 				added := "example-new0000001"
-				expect(t, "then replaced", f.etcdWrites(), []string{removeCall(memberB), f.addCall(added)})
+				expect(t, "then replaced", f.podActions(), []string{"patch pods " + memberB, "delete pods " + memberB, "create pods " + added})
 				if img := f.createdPod(added).Spec.Containers[0].Image; img != "quay.io/coreos/etcd:v"+oldVersion {
 					t.Errorf("the replacement runs %s, want the version the rest runs, %s", img, oldVersion)
 				}
-				f.showCreatedPods(runningVersion(oldVersion))
+				f.showCreatedPods(resolvable)
+				f.mustPass()
+				f.setReady(added, true, onVersion(oldVersion))
+				f.mustPass()
 				f.mustPass()
 				for _, a := range f.podActions() {
 					if strings.HasPrefix(a, "patch pods") && a != "patch pods "+memberB {
@@ -262,9 +266,9 @@ func TestUpgrade(t *testing.T) {
 			run: func(t *testing.T) {
 				f := newFixture(t, newTestCluster(withVersion(testVersion)))
 				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA, runningVersion(oldVersion))
-				f.pod(memberB, runningVersion(testVersion))
-				f.pod(memberC, runningVersion(oldVersion), failed)
+				f.pod(memberA, onVersion(oldVersion))
+				f.pod(memberB, onVersion(testVersion))
+				f.pod(memberC, onVersion(oldVersion), failed)
 				f.mustPass()
 				expect(t, "the dead member is removed", f.etcdWrites(), []string{removeCall(memberC)})
 				f.mustPass()
@@ -280,7 +284,7 @@ func TestUpgrade(t *testing.T) {
 				f := newFixture(t, newTestCluster(withVersion("3.6.6"), withSize(4)))
 				f.withMembers(memberA, memberB, memberC)
 				for _, n := range []string{memberA, memberB, memberC} {
-					f.pod(n, runningVersion(oldVersion))
+					f.pod(n, onVersion(oldVersion))
 				}
 				f.mustPass()
 				added := "example-new0000001"

@@ -12,7 +12,6 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,7 +49,11 @@ type Controller struct {
 
 	clusterIndexer  cache.Indexer
 	clusterInformer cache.Controller
-	pods            informers.SharedInformerFactory
+	// members is the shared informer factory of what clusters are made of:
+	// pods, claims and services labelled app=etcd.
+	members informers.SharedInformerFactory
+	// stopped holds the goroutines stopped, until they have exited.
+	stopped []*cluster.Cluster
 }
 
 // New wires the informers; nothing runs until Run.
@@ -79,22 +82,30 @@ func New(cfg Config) *Controller {
 		DeleteFunc: c.onDelete,
 	}, cache.Indexers{})
 
-	// One shared informer over every etcd pod replaces the original's LIST per cluster
-	// per tick, and its events wake the owning cluster at once.
+	// One shared informer each over every etcd pod, claim and service replaces the
+	// original's LIST per cluster per tick, and their events wake the owning cluster
+	// at once.
 	selector := labels.SelectorFromSet(labels.Set{api.LabelApp: api.LabelAppValue}).String()
-	c.pods = informers.NewSharedInformerFactoryWithOptions(cfg.KubeClient, 0,
+	c.members = informers.NewSharedInformerFactoryWithOptions(cfg.KubeClient, 0,
 		informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	podInformer := c.pods.Core().V1().Pods()
-	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	poke := cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.pokeOwner,
 		UpdateFunc: func(_, obj interface{}) { c.pokeOwner(obj) },
 		DeleteFunc: c.pokeOwner,
-	})
+	}
+	pods := c.members.Core().V1().Pods()
+	claims := c.members.Core().V1().PersistentVolumeClaims()
+	services := c.members.Core().V1().Services()
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), claims.Informer(), services.Informer()} {
+		_, _ = inf.AddEventHandler(poke)
+	}
 
 	c.cfg.Cluster.KubeClient = cfg.KubeClient
 	c.cfg.Cluster.EtcdClient = cfg.EtcdClient
-	c.cfg.Cluster.PodLister = podInformer.Lister()
+	c.cfg.Cluster.PodLister = pods.Lister()
+	c.cfg.Cluster.ClaimLister = claims.Lister()
+	c.cfg.Cluster.ServiceLister = services.Lister()
 	c.cfg.Cluster.Recorder = cfg.Recorder
 	c.cfg.Cluster.Metrics = cluster.NewMetrics(cfg.Registerer)
 	if c.cfg.Cluster.Log == nil {
@@ -103,15 +114,23 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-// Run starts the informers, calls synced once both caches are filled (the operator is
+// Run starts the informers, calls synced once every cache is filled (the operator is
 // ready from then on), and blocks until ctx is done. It then stops every cluster
-// goroutine; the clusters themselves keep running.
+// goroutine and waits for them to exit; the clusters themselves keep running.
+//
+// The pod, claim and service caches fill before the EtcdCluster informer starts, so
+// that no cluster goroutine ever runs a pass on an empty cache: it would report
+// healthy clusters as having no member pod, or take a running member for a dead one.
 func (c *Controller) Run(ctx context.Context, synced func()) error {
-	c.pods.Start(ctx.Done())
+	c.members.Start(ctx.Done())
+	for typ, ok := range c.members.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("the %v informer cache did not sync: %w", typ, ctx.Err())
+		}
+	}
 	go c.clusterInformer.Run(ctx.Done())
-	podSynced := c.pods.Core().V1().Pods().Informer().HasSynced
-	if !cache.WaitForCacheSync(ctx.Done(), podSynced, c.clusterInformer.HasSynced) {
-		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	if !cache.WaitForCacheSync(ctx.Done(), c.clusterInformer.HasSynced) {
+		return fmt.Errorf("the EtcdCluster informer cache did not sync: %w", ctx.Err())
 	}
 	c.cfg.Log.Info("caches synced; managing etcd clusters")
 	if synced != nil {
@@ -120,11 +139,15 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 	<-ctx.Done()
 	c.mu.Lock()
 	for key, cl := range c.clusters {
-		cl.Delete()
-		delete(c.clusters, key)
+		c.stopLocked(key, cl)
 	}
+	stopped := c.stopped
+	c.stopped = nil
 	c.mu.Unlock()
-	c.pods.Shutdown()
+	for _, cl := range stopped {
+		<-cl.Done()
+	}
+	c.members.Shutdown()
 	return nil
 }
 
@@ -161,6 +184,7 @@ func (c *Controller) sync(obj interface{}) {
 		c.metrics.changed.Inc()
 		return
 	}
+	c.reapLocked()
 	c.clusters[key] = cluster.New(c.cfg.Cluster, cl)
 	c.metrics.created.Inc()
 	c.metrics.clusters.Set(float64(len(c.clusters)))
@@ -186,27 +210,41 @@ func (c *Controller) onDelete(obj interface{}) {
 }
 
 func (c *Controller) stopLocked(key string, cl *cluster.Cluster) {
-	cl.Delete()
+	cl.Stop()
+	c.stopped = append(c.stopped, cl)
 	delete(c.clusters, key)
 	c.metrics.deleted.Inc()
 	c.metrics.clusters.Set(float64(len(c.clusters)))
 }
 
-// pokeOwner wakes the cluster a pod belongs to.
+// reapLocked forgets the stopped goroutines that have exited.
+func (c *Controller) reapLocked() {
+	running := c.stopped[:0]
+	for _, cl := range c.stopped {
+		select {
+		case <-cl.Done():
+		default:
+			running = append(running, cl)
+		}
+	}
+	c.stopped = running
+}
+
+// pokeOwner wakes the cluster a pod, claim or service belongs to.
 func (c *Controller) pokeOwner(obj interface{}) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	pod, ok := obj.(*corev1.Pod)
+	o, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
-	name := pod.Labels[api.LabelClusterName]
+	name := o.GetLabels()[api.LabelClusterName]
 	if name == "" {
 		return
 	}
 	c.mu.Lock()
-	cl := c.clusters[pod.Namespace+"/"+name]
+	cl := c.clusters[o.GetNamespace()+"/"+name]
 	c.mu.Unlock()
 	if cl != nil {
 		cl.Poke()

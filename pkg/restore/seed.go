@@ -140,7 +140,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
-	pod := k8sutil.NewEtcdPod(cl, m, initialCluster, k8sutil.ClusterStateNew, token,
+	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
 		k8sutil.WithInitContainers(fetch, restore),
 		k8sutil.WithVolumes(corev1.Volume{
 			Name:         backupVolumeName,

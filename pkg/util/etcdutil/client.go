@@ -298,6 +298,9 @@ type MemberHealth struct {
 	// Name is etcd's member name, empty until the member first started.
 	Name      string
 	IsLearner bool
+	// PeerURLs are the member's peer URLs, which name it even before it
+	// started.
+	PeerURLs []string
 	// ClientURL is the advertised client URL that was asked ("" if the member
 	// never started and so advertises none).
 	ClientURL string
@@ -384,7 +387,7 @@ func memberStatuses(ctx context.Context, c *clientv3.Client, cfg ClientConfig) (
 	out := make([]MemberHealth, len(list.Members))
 	var wg sync.WaitGroup
 	for i, m := range list.Members {
-		out[i] = MemberHealth{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner}
+		out[i] = MemberHealth{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner, PeerURLs: m.PeerURLs}
 		if len(m.ClientURLs) == 0 {
 			out[i].Err = errors.New("member has not started: it advertises no client URL")
 			continue

@@ -57,7 +57,7 @@ func newTestMember(c *v1beta2.EtcdCluster, name string) *etcdutil.Member {
 // newSeedPod is the pod of a cluster's first member.
 func newSeedPod(c *v1beta2.EtcdCluster, opts ...PodOption) *corev1.Pod {
 	m := newTestMember(c, testSeed)
-	return NewEtcdPod(c, m, etcdutil.NewMemberSet(m).PeerURLPairs(), ClusterStateNew, testToken, opts...)
+	return NewEtcdPod(c, m, c.Spec.Version, etcdutil.NewMemberSet(m).PeerURLPairs(), ClusterStateNew, testToken, opts...)
 }
 
 // assertGolden compares obj, as YAML, with testdata/<name>.yaml.

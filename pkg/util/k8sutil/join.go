@@ -47,33 +47,53 @@ type MembershipWait struct {
 	Timeout time.Duration
 }
 
+// MembershipWaitArgs are the arguments of the wait-membership subcommand,
+// encoded by Args into the init container's command line and parsed back by
+// the subcommand (cmd/operator), with one set of flag names.
+type MembershipWaitArgs struct {
+	// PeerURL is the joining member's.
+	PeerURL string
+	// Peers are the peer URLs of the members it joins.
+	Peers []string
+	// Cert, Key and CA are the peer certificate files, with peer TLS.
+	Cert, Key, CA string
+	// Timeout ends the wait with an error; 0 waits for ever.
+	Timeout time.Duration
+}
+
+// Args is the command line after the subcommand's name.
+func (a MembershipWaitArgs) Args() []string {
+	args := []string{
+		"--" + WaitFlagPeerURL + "=" + a.PeerURL,
+		"--" + WaitFlagPeers + "=" + strings.Join(a.Peers, ","),
+		"--" + WaitFlagTimeout + "=" + a.Timeout.String(),
+	}
+	if a.Cert != "" || a.Key != "" || a.CA != "" {
+		args = append(args, "--"+WaitFlagCert+"="+a.Cert, "--"+WaitFlagKey+"="+a.Key, "--"+WaitFlagCA+"="+a.CA)
+	}
+	return args
+}
+
 // WithMembershipWait adds the init container that waits, after check-dns,
 // until member m (whose --initial-cluster is initialCluster) is in the
 // membership of the other members it names.
 func WithMembershipWait(m *etcdutil.Member, initialCluster []string, w MembershipWait) PodOption {
-	var peers []string
+	args := MembershipWaitArgs{PeerURL: m.PeerURL(), Timeout: w.Timeout}
 	for _, pair := range initialCluster {
 		name, url, _ := strings.Cut(pair, "=")
 		if name != m.Name {
-			peers = append(peers, url)
+			args.Peers = append(args.Peers, url)
 		}
-	}
-	cmd := []string{
-		OperatorCommand, MembershipWaitSubcommand,
-		"--" + WaitFlagPeerURL + "=" + m.PeerURL(),
-		"--" + WaitFlagPeers + "=" + strings.Join(peers, ","),
-		"--" + WaitFlagTimeout + "=" + w.Timeout.String(),
 	}
 	var mounts []corev1.VolumeMount
 	if m.SecurePeer {
 		// Peers demand a peer certificate of anyone reading their membership.
-		cmd = append(cmd,
-			"--"+WaitFlagCert+"="+path.Join(peerTLSDir, "peer.crt"),
-			"--"+WaitFlagKey+"="+path.Join(peerTLSDir, "peer.key"),
-			"--"+WaitFlagCA+"="+path.Join(peerTLSDir, "peer-ca.crt"),
-		)
+		args.Cert = path.Join(peerTLSDir, "peer.crt")
+		args.Key = path.Join(peerTLSDir, "peer.key")
+		args.CA = path.Join(peerTLSDir, "peer-ca.crt")
 		mounts = append(mounts, corev1.VolumeMount{Name: peerTLSVolumeName, MountPath: peerTLSDir, ReadOnly: true})
 	}
+	cmd := append([]string{OperatorCommand, MembershipWaitSubcommand}, args.Args()...)
 	return func(p *corev1.Pod) {
 		c := corev1.Container{
 			Name:            MembershipWaitContainerName,

@@ -88,7 +88,7 @@ func EtcdDataVolumeMount() corev1.VolumeMount {
 	return corev1.VolumeMount{Name: EtcdDataVolumeName, MountPath: EtcdDataMountDir}
 }
 
-// NewEtcdPod builds the pod of member m. initialCluster is the
+// NewEtcdPod builds the pod of member m running etcd version. initialCluster is the
 // "name=peerURL" list of --initial-cluster (etcdutil.MemberSet.PeerURLPairs),
 // state is ClusterStateNew for the seed and ClusterStateExisting for a member
 // already added with MemberAdd, and token is the seed's
@@ -99,14 +99,14 @@ func EtcdDataVolumeMount() corev1.VolumeMount {
 // exits the pod ends, and the operator, not the kubelet, decides what becomes
 // of the member (it removes it and adds a new one). The reconcile loop relies
 // on this: a dead pod means a dead member.
-func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, initialCluster []string, state, token string, opts ...PodOption) *corev1.Pod {
+func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string, initialCluster []string, state, token string, opts ...PodOption) *corev1.Pod {
 	policy := podPolicy(cluster)
-	probes := probesFor(cluster.Spec.Version, m.SecureClient)
+	probes := probesFor(version, m.SecureClient)
 
 	annotations := map[string]string{}
 	maps.Copy(annotations, policy.Annotations)
 	// The operator's annotation wins: upgrades compare it with spec.version.
-	annotations[v1beta2.AnnotationVersion] = v1beta2.NormalizeVersion(cluster.Spec.Version)
+	annotations[v1beta2.AnnotationVersion] = v1beta2.NormalizeVersion(version)
 
 	ports := []corev1.ContainerPort{
 		containerPort(ClientPortName, EtcdClientPort),
@@ -120,15 +120,19 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, initialCluster
 
 	etcd := corev1.Container{
 		Name:            EtcdContainerName,
-		Image:           v1beta2.EtcdImage(cluster.Spec.Repository, cluster.Spec.Version),
+		Image:           v1beta2.EtcdImage(cluster.Spec.Repository, version),
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         etcdCommand(m, initialCluster, state, token, probes.metrics),
-		Ports:           ports,
-		Env:             copyEnv(policy.EtcdEnv),
-		Resources:       *policy.Resources.DeepCopy(),
-		VolumeMounts:    mounts,
-		ReadinessProbe:  probes.readiness,
-		LivenessProbe:   probes.liveness,
+		// When etcd exits with an error, the end of its log becomes the
+		// container's termination message: the evidence stays in the pod's
+		// status (and the operator's events) after the pod is replaced.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Ports:                    ports,
+		Env:                      copyEnv(policy.EtcdEnv),
+		Resources:                *policy.Resources.DeepCopy(),
+		VolumeMounts:             mounts,
+		ReadinessProbe:           probes.readiness,
+		LivenessProbe:            probes.liveness,
 	}
 
 	checkDNS := corev1.Container{

@@ -76,7 +76,7 @@ func TestEtcdPodGolden(t *testing.T) {
 		for _, o := range opts {
 			podOpts = append(podOpts, o(third, members.PeerURLPairs()))
 		}
-		return NewEtcdPod(c, third, members.PeerURLPairs(), ClusterStateExisting, "", podOpts...)
+		return NewEtcdPod(c, third, c.Spec.Version, members.PeerURLPairs(), ClusterStateExisting, "", podOpts...)
 	}
 	// The operator's pod-first join (WithMembershipWait).
 	waiting := func(m *etcdutil.Member, initialCluster []string) PodOption {
@@ -210,7 +210,7 @@ func TestEtcdCommand(t *testing.T) {
 			t.Errorf("last seed flag = %q, want the token", last)
 		}
 		m := newTestMember(c, "example-7tq4wx2lbn")
-		joiner := mustEtcdContainer(t, NewEtcdPod(c, m, []string{"a=http://a:2380"}, ClusterStateExisting, "")).Command
+		joiner := mustEtcdContainer(t, NewEtcdPod(c, m, c.Spec.Version, []string{"a=http://a:2380"}, ClusterStateExisting, "")).Command
 		for _, arg := range joiner {
 			if strings.HasPrefix(arg, "--initial-cluster-token") {
 				t.Errorf("joining member has %q", arg)
@@ -322,6 +322,6 @@ func TestEtcdPodWithoutDefaultsDoesNotPanic(t *testing.T) {
 		TLS:     &v1beta2.TLSPolicy{Static: &v1beta2.StaticTLS{OperatorSecret: "op"}},
 	}}
 	m := &etcdutil.Member{Name: "x-1", SecurePeer: true, SecureClient: true}
-	NewEtcdPod(c, m, nil, ClusterStateNew, "")
+	NewEtcdPod(c, m, c.Spec.Version, nil, ClusterStateNew, "")
 	NewEtcdPVC(c, "x-1")
 }

@@ -81,3 +81,15 @@ func HasExecProbes(pod *corev1.Pod) bool {
 	}
 	return false
 }
+
+// IsMadeByOperator tells whether the pod is a member pod as the cluster
+// operator makes them, with no init container of anyone else's (the restore
+// operator's seed restores a backup in init containers of its own).
+func IsMadeByOperator(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name != DNSCheckContainerName && c.Name != MembershipWaitContainerName {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,378 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// Events of the original, with its exact texts (§3.11).
+const (
+	eventNewMemberAdded      = "New Member Added"
+	eventMemberRemoved       = "Member Removed"
+	eventReplacingDeadMember = "Replacing Dead Member"
+	eventMemberUpgraded      = "Member Upgraded"
+)
+
+// podDeleteGracePeriod is the original's: a member removed from etcd has
+// nothing left to flush.
+const podDeleteGracePeriod int64 = 5
+
+// outcome is what an action did, for the status and the run loop.
+type outcome struct {
+	// requeue is when the next pass is wanted (0: next event or tick).
+	requeue time.Duration
+	// err ends the pass with a problem, retried with backoff.
+	err error
+	// phase, when set, is the cluster's new phase.
+	phase api.ClusterPhase
+	// stop is set when the action found the pass's snapshot outdated and
+	// wrote nothing: the next pass starts over.
+	stop bool
+}
+
+// act carries out one action.
+func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
+	switch a.kind {
+	case actIdle:
+		c.waitBackoff.reset()
+		return outcome{}
+	case actWait, actReadEtcd:
+		out := outcome{requeue: max(a.after, 0)}
+		if a.backoff {
+			out.requeue = c.waitBackoff.next()
+		}
+		return out
+	case actCreateServices:
+		return outcome{err: c.createServices(ctx, s), requeue: c.cfg.MinPassInterval}
+	case actSeed:
+		return c.seed(ctx, s, a)
+	case actAdopt:
+		c.log.Infof("%s; adopting them", a.reason)
+		c.members.forget()
+		return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
+	case actReseed:
+		return c.reseed(ctx, s, a)
+	case actDeleteStrayPod:
+		c.log.Infof("deleting pod %s: %s", a.member, a.reason)
+		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}
+	case actDeleteJoiner:
+		c.log.Infof("deleting pod %s of a member that was never added: %s", a.member, a.reason)
+		err := c.deletePod(ctx, a.member)
+		if err == nil {
+			err = c.deleteClaim(ctx, s, a.member)
+		}
+		return outcome{err: err, requeue: c.cfg.MinPassInterval}
+	case actDeleteStrayClaim:
+		c.log.Infof("deleting claim %s: %s", a.member, a.reason)
+		return outcome{err: c.deleteClaim(ctx, s, a.member), requeue: c.cfg.MinPassInterval}
+	case actRemoveDeadMember:
+		return c.removeMember(ctx, s, a, true)
+	case actRemoveMember:
+		return c.removeMember(ctx, s, a, false)
+	case actPromoteLearner:
+		return c.promote(ctx, s, a)
+	case actCreateJoiner:
+		return c.createJoiner(ctx, s, a)
+	case actAddJoiner:
+		return c.addJoiner(ctx, s, a)
+	case actUpgradeMember:
+		return c.upgradeMember(ctx, s, a)
+	}
+	return outcome{err: fmt.Errorf("no way to act on %s", a)}
+}
+
+func (c *Cluster) createServices(ctx context.Context, s *snapshot) error {
+	for _, svc := range []*corev1.Service{k8sutil.NewPeerService(s.spec), k8sutil.NewClientService(s.spec)} {
+		missing := false
+		for _, name := range s.missingServices {
+			missing = missing || name == svc.Name
+		}
+		if !missing {
+			continue
+		}
+		_, err := c.cfg.KubeClient.CoreV1().Services(c.namespace).Create(ctx, svc, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			c.log.Infof("created service %s", svc.Name)
+		case apierrors.IsAlreadyExists(err):
+		default:
+			return kubeError("create service "+svc.Name, err)
+		}
+	}
+	return nil
+}
+
+// seed creates the first member of a new cluster. The phase is written as
+// Creating before the seed pod exists, so that an operator restarting in
+// between finds either no pod (and creates the seed) or the seed (and adopts
+// it); it never has to fail the cluster as the original did. The write also
+// finds the restore operator's hand-over, which sets the phase first.
+func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
+	if s.phase == api.ClusterPhaseNone {
+		st := statusOf(s, c.latest.Status, api.ClusterPhaseCreating, c.latest.Generation, assess(s))
+		written, err := c.writeStatus(ctx, st)
+		if err != nil || !written {
+			return outcome{err: err, stop: true, requeue: c.cfg.MinPassInterval}
+		}
+		c.log.Infof("creating cluster: size %d, version %s", s.spec.Spec.Size, a.version)
+	}
+	m := c.newMember(s.spec)
+	members := etcdutil.NewMemberSet(m)
+	// The token keeps members of different clusters from ever forming one
+	// cluster; the CR's UID in it makes sure a re-created cluster of the same
+	// name never talks to leftover members of its predecessor.
+	token := string(s.spec.UID) + "-" + c.randomSuffix()
+	if err := c.createClaim(ctx, s, m.Name); err != nil {
+		return outcome{err: err}
+	}
+	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, members.PeerURLPairs(), k8sutil.ClusterStateNew, token)
+	if err := c.createPod(ctx, pod); err != nil {
+		return outcome{err: err}
+	}
+	c.members.learn(members)
+	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
+	c.log.Infof("created seed member %s", m.Name)
+	return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
+}
+
+// reseed deletes a seed that never ran, so that the next pass makes a new
+// one from the spec in force: the cluster never served, there is nothing to
+// lose, and a spec fixed since (memory, environment, secrets) takes effect.
+func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("making a new seed: member %s never ran (%s)", a.member, a.reason)
+	if a.member != "" {
+		if err := c.deletePod(ctx, a.member); err != nil {
+			return outcome{err: err}
+		}
+		if err := c.deleteClaim(ctx, s, a.member); err != nil {
+			return outcome{err: err}
+		}
+		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", a.member))
+	}
+	c.members.forget()
+	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
+}
+
+// createJoiner creates the claim and pod of a new member that etcd does not
+// know yet; its wait-membership init container holds etcd back until the
+// member is added (join.go).
+func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outcome {
+	m := c.newMember(s.spec)
+	if err := c.createClaim(ctx, s, m.Name); err != nil {
+		return outcome{err: err}
+	}
+	members := s.membership.Clone()
+	members.Add(m)
+	pairs := members.PeerURLPairs()
+	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, pairs, k8sutil.ClusterStateExisting, "",
+		k8sutil.WithMembershipWait(m, pairs, c.cfg.MembershipWait))
+	if err := c.createPod(ctx, pod); err != nil {
+		if derr := c.deleteClaim(ctx, s, m.Name); derr != nil {
+			c.log.WithError(derr).Warn("could not delete the claim of a pod that was not created; it is collected later")
+		}
+		return outcome{err: err}
+	}
+	c.log.Infof("created pod %s for a new member on %s; it is added to etcd once the pod resolves in DNS", m.Name, a.version)
+	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// addJoiner adds the member of a joining pod to etcd.
+func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome {
+	m := *s.memberTemplate()
+	m.Name = a.member
+	add := c.cfg.Etcd.MemberAdd
+	if a.learner {
+		add = c.cfg.Etcd.MemberAddAsLearner
+	}
+	added, err := add(ctx, c.clientConfig(s.endpoints()), m.PeerURL())
+	if err != nil {
+		if isNotReadyForChange(err) {
+			c.log.Debugf("etcd refused to add %s for now: %v", a.member, err)
+			return outcome{requeue: c.waitBackoff.next()}
+		}
+		// The reply may have been lost after etcd added the member: the
+		// membership is unknown until read again, so that the pod is not
+		// taken for a joiner (and deleted) while etcd counts it as a member.
+		c.members.forget()
+		return outcome{err: etcdError("add member "+m.Name, err)}
+	}
+	c.waitBackoff.reset()
+	m.ID, m.IsLearner = added.ID, added.IsLearner
+	members := s.membership.Clone()
+	members.Add(&m)
+	c.members.learn(members)
+	kind := "member"
+	if m.IsLearner {
+		kind = "learner"
+	}
+	c.log.Infof("added %s %s (%x) to etcd, its pod waiting; membership %s", kind, m.Name, m.ID, members)
+	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
+	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// promote makes a learner vote; etcd refuses until it has caught up with the
+// leader, and the loop asks again shortly.
+func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
+	m := s.members[a.member].member
+	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
+		if isNotReadyForChange(err) {
+			return outcome{requeue: c.waitBackoff.next()}
+		}
+		return outcome{err: etcdError("promote learner "+a.member, err)}
+	}
+	c.waitBackoff.reset()
+	members := s.membership.Clone()
+	members[a.member].IsLearner = false
+	c.members.learn(members)
+	c.log.Infof("promoted learner %s (%x) to a voting member", a.member, m.ID)
+	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// removeMember removes a member from etcd, then deletes its pod and claim.
+// A deletion that fails leaves a pod or claim of no member, which a later
+// pass collects. dead adds the original's "Replacing Dead Member" event, in
+// its order: once etcd has let the member go, before "Member Removed".
+func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead bool) outcome {
+	m := s.members[a.member].member
+	if m.ID == 0 {
+		return outcome{err: newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))}
+	}
+	c.log.Infof("removing member %s: %s", a.member, a.reason)
+	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
+		if isNotReadyForChange(err) {
+			return outcome{requeue: c.waitBackoff.next()}
+		}
+		c.members.forget()
+		return outcome{err: etcdError("remove member "+m.Name, err)}
+	}
+	c.waitBackoff.reset()
+	members := s.membership.Clone()
+	members.Remove(m.Name)
+	c.members.learn(members)
+	c.log.Infof("removed member %s (%x) from etcd; membership %s", m.Name, m.ID, members)
+	if dead {
+		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", m.Name))
+	}
+	c.event(corev1.EventTypeNormal, eventMemberRemoved, fmt.Sprintf("Existing member %s removed from the cluster", m.Name))
+	if err := c.deletePod(ctx, m.Name); err != nil {
+		return outcome{err: err}
+	}
+	return outcome{err: c.deleteClaim(ctx, s, m.Name), requeue: c.cfg.MinPassInterval}
+}
+
+// upgradeMember patches a member in place: the kubelet restarts the etcd
+// container on the new image and the data directory survives. The next
+// member waits until this one runs the new image and is Ready again.
+func (c *Cluster) upgradeMember(ctx context.Context, s *snapshot, a action) outcome {
+	pod := s.members[a.member].pod
+	from := podVersion(pod)
+	if v := runningVersion(pod); v != "" {
+		from = v
+	} else if f := s.failedUpgrade; f != nil && f.member == a.member {
+		from = f.from
+	}
+	image := api.EtcdImage(s.spec.Spec.Repository, a.version)
+	if err := c.patchMemberPod(ctx, pod, a.version, image); err != nil {
+		return outcome{err: err}
+	}
+	restarts := int32(0)
+	if st := etcdContainerStatus(pod); st != nil {
+		restarts = st.RestartCount
+	}
+	c.upgradeExpect = &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+		deadline: c.now().Add(c.cfg.PendingTimeout)}
+	c.log.Infof("upgrading member %s from %s to %s (%s)", a.member, from, a.version, a.reason)
+	// The trailing space is the original's.
+	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))
+	return outcome{}
+}
+
+// patchMemberPod sets the etcd container's image and the version annotation
+// with one strategic merge patch (containers merge by name). The pod's UID is
+// part of the patch: the API server refuses to change a UID, so a different
+// pod that took the name in the meantime is never patched.
+func (c *Cluster) patchMemberPod(ctx context.Context, pod *corev1.Pod, version, image string) error {
+	meta := map[string]any{"annotations": map[string]string{api.AnnotationVersion: version}}
+	if pod.UID != "" {
+		meta["uid"] = pod.UID
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": meta,
+		"spec": map[string]any{
+			"containers": []map[string]string{{"name": k8sutil.EtcdContainerName, "image": image}},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("build patch: %w", err)
+	}
+	_, err = c.cfg.KubeClient.CoreV1().Pods(c.namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return kubeError(fmt.Sprintf("patch pod %s to %s", pod.Name, image), err)
+	}
+	return nil
+}
+
+// newMember names a new member "<cluster>-<10 random characters>", as the
+// original did; the name is also its pod's and its claim's.
+func (c *Cluster) newMember(cl *api.EtcdCluster) *etcdutil.Member {
+	m := memberTemplate(cl)
+	m.Name = c.name + "-" + c.randomSuffix()
+	return &m
+}
+
+// createClaim creates a member's claim when members use claims. An existing
+// claim of that name is this member's from an earlier, interrupted try.
+func (c *Cluster) createClaim(ctx context.Context, s *snapshot, name string) error {
+	pvc := k8sutil.NewEtcdPVC(s.spec, name)
+	if pvc == nil {
+		return nil
+	}
+	_, err := c.cfg.KubeClient.CoreV1().PersistentVolumeClaims(c.namespace).Create(ctx, pvc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return kubeError("create claim "+name, err)
+	}
+	return nil
+}
+
+// createPod creates a member pod and expects it in the lister.
+func (c *Cluster) createPod(ctx context.Context, pod *corev1.Pod) error {
+	if _, err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return kubeError("create pod "+pod.Name, err)
+	}
+	c.podExpect = &podExpectation{name: pod.Name, deadline: c.now().Add(c.cfg.ExpectationTimeout)}
+	return nil
+}
+
+func (c *Cluster) deletePod(ctx context.Context, name string) error {
+	grace := podDeleteGracePeriod
+	err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return kubeError("delete pod "+name, err)
+	}
+	return nil
+}
+
+// deleteClaim deletes a claim no member needs: a replacement is a new member
+// with a new name and an empty data directory anyway.
+func (c *Cluster) deleteClaim(ctx context.Context, s *snapshot, name string) error {
+	if _, exists := s.claims[name]; !exists && !s.usesClaims() {
+		return nil
+	}
+	err := c.cfg.KubeClient.CoreV1().PersistentVolumeClaims(c.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return kubeError("delete claim "+name, err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+)
+
+// actionKind is what a pass does. decide returns exactly one action per
+// pass; act carries it out.
+type actionKind int
+
+const (
+	// actIdle: the cluster is what its spec asks for.
+	actIdle actionKind = iota
+	// actWait: something has to happen first; reason says what.
+	actWait
+	// actReadEtcd: the decision needs etcd's view (membership from the
+	// leader, every member's health) read in this pass.
+	actReadEtcd
+	// actCreateServices creates the missing peer and client services.
+	actCreateServices
+	// actSeed writes phase Creating, then creates the first member's claim
+	// and pod with --initial-cluster-state=new.
+	actSeed
+	// actAdopt takes over pods found while the phase says Creating: phase
+	// Running, membership read from etcd next.
+	actAdopt
+	// actReseed deletes a seed that never ran (and its claim) and sets the
+	// phase back to Creating, so that the next pass seeds from the spec in
+	// force.
+	actReseed
+	// actDeleteStrayPod deletes a pod of the cluster that belongs to no
+	// member and is no joining pod; its claim goes in a later pass.
+	actDeleteStrayPod
+	// actDeleteJoiner deletes a joining pod that can no longer be added, and
+	// its claim.
+	actDeleteJoiner
+	// actDeleteStrayClaim deletes a claim that belongs to no member, pod or
+	// joining pod.
+	actDeleteStrayClaim
+	// actRemoveDeadMember removes a dead member from etcd, then deletes its
+	// pod and claim; a new member replaces it later.
+	actRemoveDeadMember
+	// actPromoteLearner makes a learner vote.
+	actPromoteLearner
+	// actCreateJoiner creates the claim and pod of a new member, held back by
+	// its wait-membership init container until it is added.
+	actCreateJoiner
+	// actAddJoiner adds the member of a joining pod to etcd (as a learner
+	// when every member can have learners).
+	actAddJoiner
+	// actRemoveMember removes a member to shrink the cluster, then deletes
+	// its pod and claim.
+	actRemoveMember
+	// actUpgradeMember patches a member's pod to another etcd version.
+	actUpgradeMember
+)
+
+var actionNames = map[actionKind]string{
+	actIdle:             "idle",
+	actWait:             "wait",
+	actReadEtcd:         "read etcd",
+	actCreateServices:   "create services",
+	actSeed:             "seed",
+	actAdopt:            "adopt",
+	actReseed:           "reseed",
+	actDeleteStrayPod:   "delete stray pod",
+	actDeleteJoiner:     "delete joiner",
+	actDeleteStrayClaim: "delete stray claim",
+	actRemoveDeadMember: "remove dead member",
+	actPromoteLearner:   "promote learner",
+	actCreateJoiner:     "create joiner",
+	actAddJoiner:        "add joiner",
+	actRemoveMember:     "remove member",
+	actUpgradeMember:    "upgrade member",
+}
+
+func (k actionKind) String() string { return actionNames[k] }
+
+// action is one decision of decide.
+type action struct {
+	kind actionKind
+	// member is the member, pod or claim the action is about.
+	member string
+	// version is the etcd version of a seed, a new member or an upgrade.
+	version string
+	// learner adds the member as a learner.
+	learner bool
+	// reason says why (for waits, what is waited for).
+	reason string
+	// after is when a wait wants the next pass (0: at the next event or
+	// tick); backoff asks for the next pass after the growing wait backoff,
+	// for waits on etcd.
+	after   time.Duration
+	backoff bool
+}
+
+// String is the action as logs and tests show it: "upgrade member
+// example-b to 3.5.21 (a follower)".
+func (a action) String() string {
+	s := a.kind.String()
+	if a.member != "" {
+		s += " " + a.member
+	}
+	if a.version != "" {
+		s += " to " + a.version
+	}
+	if a.learner {
+		s += " as learner"
+	}
+	if a.reason != "" {
+		s += fmt.Sprintf(" (%s)", a.reason)
+	}
+	return s
+}

@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"fmt"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+)
+
+// assess lists what is wrong in a snapshot, most urgent first: the user's
+// own mistakes, then what keeps etcd from serving, then what keeps a member
+// from starting. It depends on the snapshot only, not on the action decided,
+// so that a problem is reported on every pass it lasts (and announced once).
+func assess(s *snapshot) []problem {
+	var ps []problem
+	if s.specProblem != nil {
+		ps = append(ps, *s.specProblem)
+	}
+	if s.spec == nil {
+		return ps
+	}
+	if s.serviceConflict != "" {
+		ps = append(ps, newProblem(problemServiceConflict, "%s", s.serviceConflict))
+	}
+	if s.tlsProblem != nil {
+		ps = append(ps, *s.tlsProblem)
+	}
+	if s.etcd != nil && s.etcd.err != nil {
+		ps = append(ps, problemOf(etcdError("ask etcd for its health and membership", s.etcd.err)))
+	}
+	if p, ok := quorumProblem(s); ok {
+		ps = append(ps, p)
+	}
+	if s.plan.refused != nil {
+		ps = append(ps, *s.plan.refused)
+	}
+	return append(ps, startProblems(s)...)
+}
+
+// quorumProblem reports a cluster that served and cannot any more: no member
+// running, or fewer than a quorum. A cluster that has not been available yet
+// lost nothing; its Available condition says NotYetAvailable, and what keeps
+// its members from starting is reported on its own.
+func quorumProblem(s *snapshot) (problem, bool) {
+	if s.phase != api.ClusterPhaseRunning || s.spec.Spec.Paused || s.beingDeleted || !s.everAvailable {
+		return problem{}, false
+	}
+	if s.membership == nil {
+		running, starting := 0, 0
+		for _, pod := range s.pods {
+			if m := s.viewPod(pod); m.state == memberRunning {
+				running++
+			} else if m.state == memberStarting {
+				starting++
+			}
+		}
+		if running > 0 || starting > 0 {
+			return problem{}, false
+		}
+		return newProblem(problemNoMembersRunning, "%s", noMembersMessage(s, len(s.pods)+len(s.terminating))), true
+	}
+	q := s.quorum
+	switch {
+	case q.voters == 0:
+		return problem{}, false
+	case q.up == 0 && q.starting == 0:
+		return newProblem(problemNoMembersRunning, "%s", noMembersMessage(s, q.voters)), true
+	case q.up+q.starting < q.needed:
+		return newProblem(problemLostQuorum,
+			"lost quorum: %d of %d members are up, %d are needed; nothing is removed or deleted while quorum is lost: bring the members back or restore the cluster from a backup with an EtcdRestore",
+			q.up, q.voters, q.needed), true
+	}
+	return problem{}, false
+}
+
+// noMembersMessage says what a cluster whose members are all down can still
+// hope for.
+func noMembersMessage(s *snapshot, n int) string {
+	switch {
+	case len(s.terminating) > 0 && len(s.pods) == 0:
+		return fmt.Sprintf("no member is running: the pods of %d members are being deleted", len(s.terminating))
+	case n == 0:
+		return "no member pod exists; restore the cluster from a backup with an EtcdRestore"
+	case s.usesClaims():
+		return fmt.Sprintf("no member is running (all %d are down); their data may remain on their PersistentVolumeClaims, but members are not restarted in place: restore the cluster from a backup with an EtcdRestore", n)
+	}
+	return fmt.Sprintf("no member is running (all %d are down); their data was on emptyDir volumes and is gone: restore the cluster from a backup with an EtcdRestore", n)
+}
+
+// startProblems reports the member and joining pods that do not start, with
+// the cause their status shows. Terminating pods are on their way out and
+// not reported.
+func startProblems(s *snapshot) []problem {
+	var ps []problem
+	report := func(what, name, trouble string) {
+		ps = append(ps, problem{kind: problemMemberNotStarting, topic: trouble,
+			msg: fmt.Sprintf("%s %s does not start: its pod %s", what, name, trouble)})
+	}
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		if m.trouble == "" || m.state == memberTerminating || m.state == memberRunning && m.ready {
+			continue
+		}
+		what := "member"
+		if e := s.upgradeExpect; e != nil && e.name == name {
+			what = "member being upgraded to " + e.version + ","
+		}
+		report(what, name, m.trouble)
+	}
+	for _, name := range sortedKeys(s.joiners) {
+		if t := podTrouble(s.joiners[name], s.claims[name]); t != "" {
+			report("joining member", name, t)
+		}
+	}
+	if s.membership == nil {
+		for _, name := range sortedKeys(s.pods) {
+			if t := podTrouble(s.pods[name], s.claims[name]); t != "" {
+				report("member", name, t)
+			}
+		}
+	}
+	return ps
+}
+
+// viewPod is viewMember for a pod whose membership is not known.
+func (s *snapshot) viewPod(pod interface{ GetName() string }) *memberView {
+	m := *s.memberTemplate()
+	m.Name = pod.GetName()
+	return s.viewMember(&m)
+}

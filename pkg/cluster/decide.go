@@ -1,0 +1,530 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// decide is the algorithm: from the snapshot of a pass, the one action the
+// pass takes. It is a pure function, and its table test (decide_test.go) is
+// the specification of what the operator does. The steps run in order and the
+// first one with something to do decides:
+//
+//  1. Hands off: no valid spec yet, a cluster the original marked Failed, a
+//     cluster being deleted.
+//  2. Services: the peer and client services are created when missing (even
+//     while paused: the restore operator's seed waits for the peer service).
+//  3. Paused: nothing else is touched; nor without the operator's client TLS
+//     secret, when the cluster serves clients over TLS.
+//  4. Bootstrap: a new cluster gets a seed member; pods found while the phase
+//     still says Creating (an operator restart, the restore hand-over) are
+//     adopted.
+//  5. Unknown membership (operator restart, hand-over, an uncertain change):
+//     read from etcd once a member pod runs. A seed that never ran, in a
+//     cluster that was never available, is made again from the spec.
+//  6. Expectations: a pod just created and not in the cache yet is waited for.
+//  7. A seed that never started is made again from the spec in force.
+//  8. Quorum: without a quorum of voting members running, nothing is changed.
+//  9. Clean-up: pods, joining pods and claims that belong to no member.
+//  10. Dead members: one is removed from etcd (its replacement joins in step
+//     12), once its pod is gone and etcd confirms it does not answer.
+//  11. Learners are promoted once they run.
+//  12. Size: one member is added (its pod first, then MemberAdd once the pod
+//     resolves in DNS and etcd can take the change) or removed (not-ready
+//     members first, the leader last).
+//  13. Version: one member is patched to spec.version (not-ready members
+//     first, the leader last), one at a time.
+//  14. Otherwise the cluster is what its spec asks for.
+//
+// Every change that depends on the membership (steps 9, 10, 12, 13) needs it
+// confirmed by etcd's leader in this very pass: decide then answers "read
+// etcd", the pass asks etcd and decides again.
+func decide(s *snapshot) action {
+	for _, step := range decisionSteps {
+		if a, decided := step(s); decided {
+			return a
+		}
+	}
+	return action{kind: actIdle}
+}
+
+var decisionSteps = []func(*snapshot) (action, bool){
+	handsOff,
+	services,
+	paused,
+	bootstrap,
+	unknownMembership,
+	expectations,
+	neverStartedSeed,
+	quorum,
+	cleanUp,
+	deadMembers,
+	learners,
+	size,
+	version,
+}
+
+// 1.
+func handsOff(s *snapshot) (action, bool) {
+	switch {
+	case s.spec == nil:
+		return wait("no valid spec yet"), true
+	case s.phase == api.ClusterPhaseFailed:
+		// Never set by this operator: a cluster failed by the original is
+		// left alone.
+		return wait("the cluster is Failed"), true
+	case s.beingDeleted:
+		return wait("the cluster is being deleted"), true
+	}
+	return action{}, false
+}
+
+// 2.
+func services(s *snapshot) (action, bool) {
+	switch {
+	case len(s.missingServices) > 0:
+		return action{kind: actCreateServices, reason: strings.Join(s.missingServices, ", ")}, true
+	case s.serviceConflict != "":
+		return wait(s.serviceConflict), true
+	}
+	return action{}, false
+}
+
+// 3.
+func paused(s *snapshot) (action, bool) {
+	switch {
+	case s.spec.Spec.Paused:
+		return wait("spec.paused is true"), true
+	case s.tlsProblem != nil:
+		return wait("the operator's etcd client TLS secret is not usable"), true
+	}
+	return action{}, false
+}
+
+// 4.
+func bootstrap(s *snapshot) (action, bool) {
+	if s.phase != api.ClusterPhaseNone && s.phase != api.ClusterPhaseCreating {
+		return action{}, false
+	}
+	switch {
+	case len(s.pods) > 0:
+		return action{kind: actAdopt, reason: fmt.Sprintf("member pods exist for a %q cluster", s.phase)}, true
+	case len(s.terminating) > 0:
+		return wait("pods of an earlier seed are being deleted"), true
+	}
+	return action{kind: actSeed, version: s.spec.Spec.Version}, true
+}
+
+// 5.
+func unknownMembership(s *snapshot) (action, bool) {
+	if s.membership != nil {
+		return action{}, false
+	}
+	running, starting := 0, 0
+	for _, pod := range s.pods {
+		switch {
+		case pod.Status.Phase == corev1.PodRunning:
+			running++
+		case pod.Status.Phase == corev1.PodPending && !k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout),
+			pod.Status.Phase == "":
+			starting++
+		}
+	}
+	switch {
+	case running > 0 && s.etcd == nil:
+		return readEtcd("the membership is unknown"), true
+	case running > 0:
+		return wait("etcd did not tell its membership"), true
+	case starting > 0:
+		return wait("the membership is unknown and no member pod runs yet"), true
+	}
+	if seed, ok := lonelyNeverStartedPod(s); ok {
+		return action{kind: actReseed, member: seed, reason: "the only member pod never ran and the cluster was never available"}, true
+	}
+	return wait("no member pod runs"), true
+}
+
+// lonelyNeverStartedPod finds the one pod of a cluster that was never
+// available, when that pod cannot run: such a cluster holds no data anyone
+// was told is stored, so making a new seed loses nothing. A seed made by the
+// restore operator (it restores a backup in init containers of its own) is
+// that operator's to make again.
+func lonelyNeverStartedPod(s *snapshot) (string, bool) {
+	if s.everAvailable || len(s.pods) != 1 {
+		return "", false
+	}
+	for name, pod := range s.pods {
+		if !k8sutil.IsMadeByOperator(pod) {
+			return "", false
+		}
+		if k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// 6.
+func expectations(s *snapshot) (action, bool) {
+	if e := s.podExpect; e != nil {
+		// Until the created pod is in the cache its member would look dead,
+		// and the next change would be made on a wrong picture. Its informer
+		// event wakes the loop; the deadline bounds the wait.
+		a := wait(fmt.Sprintf("pod %s was created and is not in the cache yet", e.name))
+		a.after = e.deadline.Sub(s.now)
+		return a, true
+	}
+	return action{}, false
+}
+
+// 7.
+func neverStartedSeed(s *snapshot) (action, bool) {
+	if len(s.members) != 1 || s.everAvailable {
+		return action{}, false
+	}
+	for name, m := range s.members {
+		if m.state == memberFailed && k8sutil.IsMadeByOperator(m.pod) {
+			return action{kind: actReseed, member: name, reason: "the seed never ran and the cluster was never available"}, true
+		}
+	}
+	return action{}, false
+}
+
+// 8.
+func quorum(s *snapshot) (action, bool) {
+	q := s.quorum
+	switch {
+	case q.held():
+		return action{}, false
+	case q.up+q.starting >= q.needed && q.voters > 0:
+		return wait(fmt.Sprintf("%d of %d voting members run and %d are starting; %d are needed", q.up, q.voters, q.starting, q.needed)), true
+	}
+	// Without quorum etcd cannot change its membership, and a member removed
+	// now could hold the data needed to recover.
+	return wait(fmt.Sprintf("quorum lost: %d of %d voting members run, %d are needed", q.up, q.voters, q.needed)), true
+}
+
+// 9.
+func cleanUp(s *snapshot) (action, bool) {
+	if len(s.strayPods) > 0 {
+		if a, ok := needEtcd(s, "delete a pod that belongs to no member"); ok {
+			return a, true
+		}
+		return action{kind: actDeleteStrayPod, member: s.strayPods[0], reason: "it belongs to no member of the cluster"}, true
+	}
+	for _, name := range sortedKeys(s.joiners) {
+		if why := unusableJoiner(s, name); why != "" {
+			if a, ok := needEtcd(s, "delete a joining pod"); ok {
+				return a, true
+			}
+			return action{kind: actDeleteJoiner, member: name, reason: why}, true
+		}
+	}
+	if len(s.strayClaims) > 0 {
+		if a, ok := needEtcd(s, "delete a claim that belongs to no member"); ok {
+			return a, true
+		}
+		return action{kind: actDeleteStrayClaim, member: s.strayClaims[0], reason: "it belongs to no member, pod or joining pod of the cluster"}, true
+	}
+	return action{}, false
+}
+
+// unusableJoiner says why a joining pod can never be added, "" when it can.
+// Its member was never added, so etcd knows nothing of it and the pod and its
+// claim may go at any time. Of several usable ones, the first by name is kept.
+func unusableJoiner(s *snapshot, name string) string {
+	if why := joinerProblem(s, name); why != "" {
+		return why
+	}
+	for _, other := range sortedKeys(s.joiners) {
+		if other == name {
+			return ""
+		}
+		if joinerProblem(s, other) == "" {
+			return "another joining pod is used"
+		}
+	}
+	return ""
+}
+
+func joinerProblem(s *snapshot, name string) string {
+	pod := s.joiners[name]
+	switch {
+	case !wantsMember(s):
+		return "no member is to be added any more"
+	case k8sutil.IsPodDead(pod):
+		return "it ended before its member was added"
+	case !k8sutil.HasPassedDNSCheck(pod) && k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout):
+		return fmt.Sprintf("it has not started within %v", s.pendingTimeout)
+	case podVersion(pod) != s.plan.newMembers:
+		return fmt.Sprintf("it was made for etcd %s and new members now run %s", displayVersion(podVersion(pod)), s.plan.newMembers)
+	case !slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name)):
+		return "the membership changed since it was made"
+	}
+	return ""
+}
+
+// wantsMember tells whether a member is to be added: the cluster is smaller
+// than its spec, or a member that cannot be upgraded in place is to be
+// replaced (added first, removed once the new one is ready).
+func wantsMember(s *snapshot) bool {
+	n := len(s.members)
+	return n < s.spec.Spec.Size || n == s.spec.Spec.Size && len(s.plan.replace) > 0
+}
+
+// initialClusterWith is --initial-cluster for member name joining the
+// membership, sorted as k8sutil.InitialCluster returns it.
+func initialClusterWith(s *snapshot, name string) []string {
+	members := s.membership.Clone()
+	m := *s.memberTemplate()
+	m.Name = name
+	members.Add(&m)
+	pairs := members.PeerURLPairs()
+	slices.Sort(pairs)
+	return pairs
+}
+
+// 10.
+func deadMembers(s *snapshot) (action, bool) {
+	dead := s.names(memberGone, memberFailed, memberTerminating)
+	if len(dead) == 0 {
+		return action{}, false
+	}
+	name := dead[0]
+	m := s.members[name]
+	if m.state == memberTerminating {
+		// Deleting every pod at once shows one pod terminating while the
+		// others still run; removing that member then would leave etcd
+		// listing members that all go away a moment later. By the time the
+		// pod is gone, the others are terminating too, and quorum says no.
+		return wait(fmt.Sprintf("pod %s is being deleted; its member is replaced once it is gone", name)), true
+	}
+	if a, ok := needEtcd(s, "remove dead member "+name); ok {
+		return a, true
+	}
+	if s.etcd.answers(m.member.ID) {
+		return wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name)), true
+	}
+	return action{kind: actRemoveDeadMember, member: name, reason: "its pod is " + m.state.String()}, true
+}
+
+// 11.
+func learners(s *snapshot) (action, bool) {
+	for _, name := range s.membership.Learners() {
+		if s.members[name].state != memberRunning {
+			return wait(fmt.Sprintf("learner %s does not run yet", name)), true
+		}
+		// A learner is a join not finished: nothing else changes before it
+		// votes. etcd refuses the promotion until it has caught up.
+		return action{kind: actPromoteLearner, member: name}, true
+	}
+	return action{}, false
+}
+
+// 12.
+func size(s *snapshot) (action, bool) {
+	n := len(s.members)
+	switch {
+	case wantsMember(s):
+		return addMember(s)
+	case n > s.spec.Spec.Size:
+		return removeMember(s)
+	}
+	return action{}, false
+}
+
+func addMember(s *snapshot) (action, bool) {
+	var joiner *corev1.Pod
+	for _, name := range sortedKeys(s.joiners) {
+		joiner = s.joiners[name]
+		break
+	}
+	if joiner == nil {
+		// Its --initial-cluster names the membership: it has to be etcd's.
+		if a, ok := needEtcd(s, "create a joining pod"); ok {
+			return a, true
+		}
+		return action{kind: actCreateJoiner, version: s.plan.newMembers}, true
+	}
+	if !k8sutil.HasPassedDNSCheck(joiner) {
+		return wait(fmt.Sprintf("the pod of joining member %s does not resolve in DNS yet", joiner.Name)), true
+	}
+	if a, ok := readyForChange(s, "add member "+joiner.Name); ok {
+		return a, true
+	}
+	return action{kind: actAddJoiner, member: joiner.Name, learner: learnersSupported(s)}, true
+}
+
+// readyForChange checks what etcd's strict reconfiguration check will before
+// a member is added or patched: every member's pod Ready, every member
+// connected for etcd's health interval, a leader, a working quorum, and every
+// member answering. The original tried anyway and lost a tick per member to
+// etcd's refusal.
+func readyForChange(s *snapshot, what string) (action, bool) {
+	if ready := len(s.readyNames()); ready < len(s.members) {
+		return wait(fmt.Sprintf("%d of %d members are ready; every member must be to %s", ready, len(s.members), what)), true
+	}
+	if d := untilConnectedLongEnough(s); d > 0 {
+		a := wait("the newest member has not been connected for etcd's health interval")
+		a.after = d
+		return a, true
+	}
+	if a, ok := needEtcd(s, what); ok {
+		return a, true
+	}
+	for _, m := range s.etcd.health.Members {
+		if m.Err != nil {
+			a := wait(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
+			a.backoff = true
+			return a, true
+		}
+	}
+	return action{}, false
+}
+
+// untilConnectedLongEnough is how long until every member's etcd has run for
+// etcdHealthInterval, counted from its container's start (a little before it
+// connects, so an add may still be refused once, and is then retried).
+func untilConnectedLongEnough(s *snapshot) time.Duration {
+	if len(s.members) <= 1 {
+		// etcd counts itself as connected: a single member takes an add at once.
+		return 0
+	}
+	var longest time.Duration
+	for _, m := range s.members {
+		if m.pod == nil {
+			continue
+		}
+		st := etcdContainerStatus(m.pod)
+		if st == nil || st.State.Running == nil {
+			continue
+		}
+		if d := st.State.Running.StartedAt.Add(etcdHealthInterval).Sub(s.now); d > longest {
+			longest = d
+		}
+	}
+	return longest
+}
+
+// learnersSupported tells whether the new member and every running one are
+// etcd 3.4 or later, which have learners.
+func learnersSupported(s *snapshot) bool {
+	versions := []string{s.plan.newMembers}
+	for _, m := range s.members {
+		if m.pod != nil {
+			versions = append(versions, podVersion(m.pod))
+		}
+	}
+	for _, v := range versions {
+		major, minor, err := api.ParseVersion(v)
+		if err != nil || major < 3 || major == 3 && minor < 4 {
+			return false
+		}
+	}
+	return true
+}
+
+// removeMember shrinks the cluster by one, choosing the member whose removal
+// costs availability least:
+//  1. a member replaced because it cannot be upgraded in place, once every
+//     other member is ready;
+//  2. a member whose pod is not Ready;
+//  3. a follower (the original could pick the leader, #1191, costing an
+//     election);
+//  4. the leader, only when it is the sole candidate.
+func removeMember(s *snapshot) (action, bool) {
+	if a, ok := needEtcd(s, "remove a member"); ok {
+		return a, true
+	}
+	ready := s.readyNames()
+	var notReady []string
+	for _, name := range sortedKeys(s.members) {
+		if !slices.Contains(ready, name) {
+			notReady = append(notReady, name)
+		}
+	}
+	remove := func(name, why string) (action, bool) {
+		return action{kind: actRemoveMember, member: name, reason: why}, true
+	}
+	if len(s.plan.replace) > 0 {
+		victim := s.plan.replace[0]
+		for _, n := range notReady {
+			if n != victim {
+				return wait(fmt.Sprintf("member %s is not ready; %s is removed once it is", n, victim)), true
+			}
+		}
+		return remove(victim, "it was replaced because it cannot run the new version in place")
+	}
+	if len(notReady) > 0 {
+		return remove(notReady[0], "its pod is not ready")
+	}
+	leader := s.etcd.health.LeaderID
+	for _, name := range sortedKeys(s.members) {
+		if s.members[name].member.ID != leader {
+			return remove(name, "a follower")
+		}
+	}
+	return remove(sortedKeys(s.members)[0], "the only member left to choose")
+}
+
+// 13.
+func version(s *snapshot) (action, bool) {
+	p := s.plan
+	switch {
+	case p.refused != nil:
+		return wait(p.refused.msg), true
+	case len(p.old) == 0:
+		return action{}, false
+	}
+	if e := s.upgradeExpect; e != nil {
+		return wait(fmt.Sprintf("member %s is restarting on %s", e.name, e.version)), true
+	}
+	// A member that is not ready serves nothing, so patching it first costs
+	// no availability. It is also how a rollout to an image that never
+	// started is taken back: that member is the one not ready.
+	for _, name := range p.old {
+		if m := s.members[name]; m.pod != nil && !(m.state == memberRunning && m.ready) && m.state != memberTerminating {
+			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "it is not ready"}, true
+		}
+	}
+	if a, ok := readyForChange(s, "upgrade a member"); ok {
+		return a, true
+	}
+	leader := s.etcd.health.LeaderID
+	for _, name := range p.old {
+		if s.members[name].member.ID != leader {
+			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "a follower"}, true
+		}
+	}
+	return action{kind: actUpgradeMember, member: p.old[0], version: p.target, reason: "the leader, last"}, true
+}
+
+// needEtcd returns the action that has to come first when a change needs the
+// membership confirmed by etcd's leader in this pass: reading etcd, or
+// waiting when it cannot be read.
+func needEtcd(s *snapshot, what string) (action, bool) {
+	switch {
+	case s.etcd == nil:
+		return readEtcd(what), true
+	case s.etcd.err != nil:
+		a := wait(fmt.Sprintf("etcd cannot be asked before the change (%s): %v", what, s.etcd.err))
+		a.backoff = true
+		return a, true
+	case !s.etcd.confirmed:
+		a := wait(fmt.Sprintf("etcd has no leader to confirm the membership before the change (%s)", what))
+		a.backoff = true
+		return a, true
+	}
+	return action{}, false
+}
+
+func wait(reason string) action { return action{kind: actWait, reason: reason} }
+
+func readEtcd(why string) action { return action{kind: actReadEtcd, reason: why} }

@@ -1,0 +1,341 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// TestIssue10Defects reproduces the defects issue 10 lists, one case each, at
+// the level of whole passes on fake clients. Each case failed before the pass
+// became observe → decide → act.
+func TestIssue10Defects(t *testing.T) {
+	t.Run("1: a spec edit made while a pass writes status is not lost", func(t *testing.T) {
+		f := healthyFixture(t)
+		// The user scales to 4 while the pass runs: its status write
+		// conflicts and re-reads the object, which carries the edit.
+		edited := f.cl.DeepCopy()
+		edited.Generation, edited.ResourceVersion = 2, "2"
+		edited.Spec.Size = 4
+		if err := f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), edited, testNS); err != nil {
+			t.Fatal(err)
+		}
+		conflicts := 1
+		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "status" && conflicts > 0 {
+				conflicts--
+				return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
+			}
+			return false, nil, nil
+		})
+		f.mustPass()
+		// Then the informer delivers the edit.
+		f.c.take(edited.DeepCopy())
+		f.mustPass()
+		s := f.mustStatus()
+		if s.ObservedGeneration != 2 {
+			t.Errorf("observedGeneration = %d, want 2: the edit was dropped", s.ObservedGeneration)
+		}
+		if c := condition(s, api.ClusterConditionScaling); c == nil || !strings.Contains(c.Message, "desired cluster size: 4") {
+			t.Errorf("Scaling = %+v, want scaling up to 4", c)
+		}
+	})
+
+	t.Run("2: a healthy member whose pod the cache does not show yet is not removed", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withPVC))
+		f.withMembers(memberA, memberB, memberC)
+		f.pod(memberA)
+		f.pod(memberB)
+		// memberC's pod exists and its etcd answers, but the lister has not
+		// caught up with it.
+		f.etcd.answering[memberID(memberC)] = true
+		for range 3 {
+			_ = f.pass()
+		}
+		expect(t, "etcd writes", f.etcdWrites(), nil)
+		for _, a := range f.podActions() {
+			if strings.HasPrefix(a, "delete") {
+				t.Errorf("deleted %s", a)
+			}
+		}
+	})
+
+	t.Run("3: an upgrade to an image that never becomes ready fails with its reason and can be reverted", func(t *testing.T) {
+		const broken = "3.5.99"
+		f := newFixture(t, newTestCluster(withVersion(broken)))
+		f.withMembers(memberA, memberB, memberC)
+		f.pod(memberA, onVersion(testVersion))
+		f.pod(memberB, onVersion(testVersion))
+		f.pod(memberC, onVersion(testVersion))
+		f.mustPass()
+		patched := slices.Collect(mapsKeys(f.patches()))
+		if len(patched) != 1 {
+			t.Fatalf("patched %v, want one member", patched)
+		}
+		victim := patched[0]
+		f.applyUpgrade(victim, broken, nil)
+		f.setPodStatus(victim, imagePullFailing)
+		f.mustPass()
+		f.now = f.now.Add(6 * time.Minute)
+		f.mustPass()
+		s := f.mustStatus()
+		if !strings.Contains(s.Reason, "ErrImagePull") || !strings.Contains(s.Reason, victim) {
+			t.Errorf("reason = %q, want the member's ErrImagePull", s.Reason)
+		}
+		if !hasEvent(f.events(), "Warning UpgradeFailed") {
+			t.Error("no UpgradeFailed event")
+		}
+
+		back := f.cl.DeepCopy()
+		back.Generation, back.ResourceVersion = 2, "2"
+		back.Spec.Version = testVersion
+		f.c.take(back)
+		f.kube.ClearActions()
+		f.mustPass()
+		p, ok := f.patches()[victim]
+		if !ok || !strings.Contains(mustJSON(t, p), testVersion) {
+			t.Errorf("patches %v, want %s patched back to %s", f.patches(), victim, testVersion)
+		}
+	})
+
+	t.Run("4: a joining pod that cannot be scheduled is reported with the scheduler's message", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withSize(4)))
+		f.withMembers(memberA, memberB, memberC)
+		f.pod(memberA)
+		f.pod(memberB)
+		f.pod(memberC)
+		const msg = "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+		f.joinerPod("example-new0000001", []string{memberA, memberB, memberC}, func(p *corev1.Pod) {
+			p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg,
+			}}}
+		})
+		f.mustPass()
+		f.mustPass()
+		if s := f.mustStatus(); !strings.Contains(s.Reason, msg) {
+			t.Errorf("reason = %q, want the scheduler's message", s.Reason)
+		}
+		if n := countEvents(f.events(), "Warning"); n != 1 {
+			t.Errorf("%d Warning events, want one", n)
+		}
+	})
+
+	t.Run("5: the membership is read from the leader, not from a member that lags", func(t *testing.T) {
+		const joined = "example-new0000001"
+		f := newFixture(t, newTestCluster(withSize(3)))
+		f.withMembers(memberA, memberB, memberC)
+		f.etcd.leader = memberID(memberC)
+		// memberD joined as a learner and runs; memberA has not applied
+		// that yet. The cluster was scaled back to 3 meanwhile, and the
+		// operator restarted, so it knows no membership.
+		m := f.member(joined)
+		f.etcd.members = append(f.etcd.members, &etcdserverpb.Member{ID: m.ID, Name: joined, PeerURLs: []string{m.PeerURL()}, ClientURLs: []string{m.ClientURL()}, IsLearner: true})
+		f.etcd.stale = map[string][]string{memberA: {memberA, memberB, memberC}}
+		f.pod(memberA)
+		f.pod(memberB)
+		f.pod(memberC)
+		f.joinerPod(joined, []string{memberA, memberB, memberC}, func(p *corev1.Pod) {
+			p.Status = runningReady()
+		})
+		f.forgetMembership()
+		for range 3 {
+			_ = f.pass()
+		}
+		for _, a := range f.podActions() {
+			if a == "delete pods "+joined {
+				t.Errorf("deleted the pod of member %s, which etcd lists", joined)
+			}
+		}
+	})
+
+	t.Run("6: claims that belong to no member are collected", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withPVC))
+		f.withMembers(memberA, memberB, memberC)
+		for _, n := range []string{memberA, memberB, memberC} {
+			f.pod(n)
+			f.claim(n)
+		}
+		f.claim("example-gone")
+		for range 3 {
+			_ = f.pass()
+		}
+		acts := f.podActions()
+		if !slices.Contains(acts, "delete persistentvolumeclaims example-gone") {
+			t.Errorf("actions %q, want the stray claim deleted", acts)
+		}
+		for _, n := range []string{memberA, memberB, memberC} {
+			if slices.Contains(acts, "delete persistentvolumeclaims "+n) {
+				t.Errorf("deleted the claim of member %s", n)
+			}
+		}
+	})
+
+	t.Run("8: a deleted service is created again", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.mustPass()
+		f.deleteService(k8sutil.ClientServiceName(testName))
+		f.kube.ClearActions()
+		f.mustPass()
+		var created []string
+		for _, a := range f.kube.Actions() {
+			if ca, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "services" {
+				created = append(created, ca.GetObject().(metav1.Object).GetName())
+			}
+		}
+		expect(t, "services created", created, []string{k8sutil.ClientServiceName(testName)})
+	})
+
+	t.Run("10: a rollout is not reported finished before the last member runs the new image", func(t *testing.T) {
+		f := upgradeFixture(t, testVersion)
+		for _, n := range []string{memberA, memberB} {
+			f.applyUpgrade(n, testVersion, ptr(true))
+		}
+		// memberC is patched; the kubelet has not restarted its container.
+		f.applyUpgrade(memberC, testVersion, nil)
+		f.mustPass()
+		s := f.mustStatus()
+		if s.CurrentVersion == testVersion || s.TargetVersion != testVersion || condition(s, api.ClusterConditionUpgrading) == nil {
+			t.Errorf("current %q target %q conditions %+v: reported finished while %s still runs %s",
+				s.CurrentVersion, s.TargetVersion, s.Conditions, memberC, oldVersion)
+		}
+	})
+
+	t.Run("10: a new cluster whose image cannot be pulled reports it and no running version", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone)))
+		f.mustPass()
+		f.showCreatedPods(func(p *corev1.Pod) { imagePullFailing(p); p.Status.Phase = corev1.PodPending })
+		f.mustPass()
+		f.mustPass()
+		s := f.mustStatus()
+		if s.CurrentVersion != "" {
+			t.Errorf("currentVersion = %q while no member runs", s.CurrentVersion)
+		}
+		if !strings.Contains(s.Reason, "ErrImagePull") {
+			t.Errorf("reason = %q, want the image pull failure", s.Reason)
+		}
+	})
+
+	t.Run("10: a failed upgrade keeps the evidence in its event", func(t *testing.T) {
+		f := upgradeFixture(t, testVersion)
+		f.mustPass()
+		victim := slices.Collect(mapsKeys(f.patches()))[0]
+		f.applyUpgrade(victim, testVersion, nil)
+		f.setPodStatus(victim, func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.Conditions = nil
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 2, Reason: "Error", Message: "panic: detected disallowed v2 WAL for stage --v2-deprecation=write-only",
+			}}
+		})
+		f.mustPass()
+		var got string
+		for _, e := range f.events() {
+			if strings.HasPrefix(e, "Warning UpgradeFailed") {
+				got = e
+			}
+		}
+		if !strings.Contains(got, "disallowed v2 WAL") || !strings.Contains(got, "exit code 2") {
+			t.Errorf("UpgradeFailed event %q, want the container's exit code and last message", got)
+		}
+	})
+
+	t.Run("10: pods being deleted are not reported as data to restore", func(t *testing.T) {
+		f := newFixture(t, newTestCluster())
+		f.withMembers(memberA, memberB, memberC)
+		for _, n := range []string{memberA, memberB, memberC} {
+			f.pod(n, terminating)
+		}
+		f.mustPass()
+		if s := f.mustStatus(); strings.Contains(s.Reason, "restore") {
+			t.Errorf("reason = %q while the member pods are being deleted", s.Reason)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for _, k := range sortedKeys(m) {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func hasEvent(events []string, prefix string) bool {
+	return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, prefix) })
+}
+
+func countEvents(events []string, prefix string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func runningReady() corev1.PodStatus {
+	return corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: k8sutil.EtcdContainerName, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		}},
+	}
+}
+
+// imagePullFailing makes the etcd container wait for an image that cannot be
+// pulled, in a pod the kubelet keeps Running but not Ready.
+func imagePullFailing(p *corev1.Pod) {
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if len(p.Status.ContainerStatuses) == 0 {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: k8sutil.EtcdContainerName}}
+	}
+	p.Status.ContainerStatuses[0].Ready = false
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason: "ErrImagePull", Message: "failed to pull image: not found",
+	}}
+}
+
+// setPodStatus changes the lister's pod name with fn.
+func (f *fixture) setPodStatus(name string, fn podOpt) {
+	f.t.Helper()
+	obj, exists, err := f.indexer.GetByKey(testNS + "/" + name)
+	if err != nil || !exists {
+		f.t.Fatalf("pod %s is not in the lister", name)
+	}
+	p := obj.(*corev1.Pod).DeepCopy()
+	fn(p)
+	f.setPod(p)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	return strings.ReplaceAll(strings.TrimSpace(jsonString(v)), " ", "")
+}
+
+var _ = context.Background
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// etcdHealthInterval is etcd's etcdserver.HealthInterval: with its strict
+// reconfiguration check (on by default) etcd refuses MemberAdd with
+// "unhealthy cluster" unless every voting member has been connected to the
+// leader for this long. The original met that refusal on every bootstrap.
+const etcdHealthInterval = 5 * time.Second
+
+// EtcdAPI is everything a pass asks etcd. It is an interface so that passes
+// can be tested against a fake; NewEtcdAPI is the real one. Every call dials
+// the endpoints in cc and closes the connection again.
+type EtcdAPI interface {
+	// MemberList returns the membership as the member asked first sees it.
+	MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error)
+	// MemberAdd adds a voting member with the given peer URL.
+	MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error)
+	// MemberAddAsLearner adds a member that does not vote until promoted.
+	MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error)
+	// MemberPromote makes a learner vote; etcd refuses while it catches up.
+	MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
+	// MemberRemove removes a member; one already gone is not an error.
+	MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
+	// ClusterHealth reports leader, quorum and every member's own state.
+	ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error)
+}
+
+// NewEtcdAPI returns the EtcdAPI that talks to real etcd through etcdutil.
+func NewEtcdAPI() EtcdAPI { return etcdutilAPI{} }
+
+type etcdutilAPI struct{}
+
+func (etcdutilAPI) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error) {
+	resp, err := etcdutil.ListMembers(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Members, nil
+}
+
+func (etcdutilAPI) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
+	return etcdutil.AddMember(ctx, cc, peerURL)
+}
+
+func (etcdutilAPI) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
+	return etcdutil.AddLearner(ctx, cc, peerURL)
+}
+
+func (etcdutilAPI) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
+	return etcdutil.PromoteMember(ctx, cc, id)
+}
+
+func (etcdutilAPI) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
+	return etcdutil.RemoveMember(ctx, cc, id)
+}
+
+func (etcdutilAPI) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error) {
+	return etcdutil.ClusterHealth(ctx, cc)
+}
+
+// isNotReadyForChange recognises etcd's refusals of a membership change that
+// only mean "not now": its strict reconfiguration check wants every voting
+// member connected and enough of them started, and a learner is promoted only
+// once it has caught up with the leader. They are waited out, not reported.
+func isNotReadyForChange(err error) bool {
+	for _, refusal := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrMemberLearnerNotReady} {
+		// The text check covers a refusal that reached us as a raw gRPC
+		// status rather than as the client's typed error.
+		if errors.Is(err, refusal) || strings.Contains(err.Error(), refusal.Error()) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// The goroutine's records of its own recent actions: what no observation can
+// tell yet (the ReplicaSet controller's "expectations"), or no longer.
+
+// podExpectation is a created pod the lister has not shown yet.
+type podExpectation struct {
+	name     string
+	deadline time.Time
+}
+
+// upgradeExpectation is a patched member pod whose container has not yet
+// restarted on the new image and become Ready. Until then the lister may
+// still show the old container as Ready, and taking down the next member
+// would risk two being down at once.
+type upgradeExpectation struct {
+	name     string
+	version  string
+	from     string
+	restarts int32
+	image    string
+	deadline time.Time
+}
+
+// failedUpgrade is a member that did not run the version it was patched to:
+// its pod stopped, or it was not Ready within the pending timeout. The
+// rollout halts on it until spec.version changes.
+type failedUpgrade struct {
+	member, version string
+	// from is the version the member ran before; going back to it is always
+	// allowed for a member that never ran the new one.
+	from string
+	// evidence is what the member's pod showed: exit code and last log
+	// lines, or the reason its container waits.
+	evidence string
+}
+
+// settleExpectations drops the records that observations have caught up
+// with, and turns an upgrade that did not work out into a failedUpgrade.
+func (c *Cluster) settleExpectations(pods, terminating map[string]*corev1.Pod, target string) {
+	now := c.now()
+	if e := c.podExpect; e != nil {
+		_, live := pods[e.name]
+		_, ending := terminating[e.name]
+		switch {
+		case live || ending:
+			c.podExpect = nil
+		case now.After(e.deadline):
+			c.log.Warnf("pod %s did not show up within %v; treating it as missing", e.name, c.cfg.ExpectationTimeout)
+			c.podExpect = nil
+		}
+	}
+	if e := c.upgradeExpect; e != nil {
+		pod, ok := pods[e.name]
+		switch {
+		case !ok || k8sutil.IsPodDead(pod):
+			evidence := "its pod is gone"
+			if ok {
+				evidence = "its pod stopped"
+				if t := podTrouble(pod, nil); t != "" {
+					evidence = "its pod " + t
+				}
+			}
+			c.failUpgrade(e, evidence)
+		case restartedOn(pod, e) && k8sutil.IsPodReady(pod):
+			c.log.Infof("member %s is ready on %s", e.name, e.image)
+			c.upgradeExpect = nil
+		case now.After(e.deadline):
+			evidence := fmt.Sprintf("it was not ready within %v", c.cfg.PendingTimeout)
+			if t := podTrouble(pod, nil); t != "" {
+				evidence += "; its pod " + t
+			}
+			c.failUpgrade(e, evidence)
+		}
+	}
+	if f := c.failedUpgrade; f != nil {
+		pod, ok := pods[f.member]
+		switch {
+		case target != f.version && target != f.from:
+			// spec.version names a third version: a new attempt.
+			c.failedUpgrade = nil
+		case !ok && target == f.from:
+			// The member was replaced and the rollout given up: nothing is
+			// left to take back.
+			c.failedUpgrade = nil
+		case !ok:
+			// The member was replaced; the halt stays while the target does.
+		case target == f.from && runningVersion(pod) == f.from:
+			c.log.Infof("member %s runs %s again", f.member, f.from)
+			c.failedUpgrade = nil
+		}
+	}
+}
+
+func (c *Cluster) failUpgrade(e *upgradeExpectation, evidence string) {
+	c.log.Warnf("member %s did not run %s after its upgrade: %s; halting the upgrade", e.name, e.version, evidence)
+	c.failedUpgrade = &failedUpgrade{member: e.name, version: e.version, from: e.from, evidence: evidence}
+	c.upgradeExpect = nil
+}
+
+// restartedOn tells whether the etcd container runs the image of the upgrade.
+func restartedOn(pod *corev1.Pod, e *upgradeExpectation) bool {
+	st := etcdContainerStatus(pod)
+	return st != nil && (st.RestartCount > e.restarts || sameImage(e.image, st.Image)) && st.State.Running != nil
+}

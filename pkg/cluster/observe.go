@@ -1,0 +1,233 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// observe takes the snapshot of a pass. It reads the informers' caches and
+// the goroutine's records; withEtcd also asks etcd for every member's health
+// and for the membership as the leader has it. Observations that fail become
+// problems of the snapshot, so that decide can wait and the status say why.
+func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []problem) {
+	var problems []problem
+	s := &snapshot{
+		now:            c.now(),
+		pendingTimeout: c.cfg.PendingTimeout,
+		phase:          c.latest.Status.Phase,
+		everAvailable:  everAvailable(c.latest.Status),
+		beingDeleted:   c.latest.DeletionTimestamp != nil,
+	}
+	s.spec, s.specProblem = c.specInForce()
+	if s.spec == nil {
+		return s, problems
+	}
+	if err := c.observePods(s); err != nil {
+		problems = append(problems, problemOf(err))
+	}
+	if err := c.observeServices(ctx, s); err != nil {
+		problems = append(problems, problemOf(err))
+	}
+	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
+	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
+	if err := c.loadTLS(ctx, s.spec); err != nil {
+		p := problemOf(err)
+		s.tlsProblem = &p
+	}
+	s.membership = c.members.known()
+	if withEtcd && s.tlsProblem == nil {
+		s.etcd = c.observeEtcd(ctx, s)
+	}
+	s.classify()
+	return s, problems
+}
+
+// everAvailable tells from a status whether the cluster may ever have been
+// available, that is whether clients may have stored data in it. The
+// operator sets Available=False with reason NotYetAvailable until a quorum is
+// first ready; any other Available condition, or a Running phase without one
+// (a cluster of an older operator, or restored by the restore operator), may
+// have served.
+func everAvailable(st api.ClusterStatus) bool {
+	for _, cond := range st.Conditions {
+		if cond.Type == api.ClusterConditionAvailable {
+			return cond.Status == corev1.ConditionTrue || cond.Reason != reasonNotYetAvailable
+		}
+	}
+	return st.Phase == api.ClusterPhaseRunning
+}
+
+// observePods reads the cluster's pods and claims from the informers'
+// caches. Pods and claims with the cluster's labels but another controller
+// (a look-alike, or a leftover of a deleted cluster of the same name) are
+// ignored: never counted, never deleted.
+func (c *Cluster) observePods(s *snapshot) error {
+	s.pods, s.terminating = map[string]*corev1.Pod{}, map[string]*corev1.Pod{}
+	s.claims = map[string]*corev1.PersistentVolumeClaim{}
+	pods, err := c.cfg.PodLister.Pods(c.namespace).List(k8sutil.ClusterSelector(c.name))
+	if err != nil {
+		return kubeError("list pods from the cache", err)
+	}
+	for _, p := range pods {
+		switch {
+		case !k8sutil.IsOwnedBy(p, c.latest):
+		case k8sutil.IsBeingDeleted(p):
+			// The API shows some of them as Pending (#1693).
+			s.terminating[p.Name] = p
+		default:
+			s.pods[p.Name] = p
+		}
+	}
+	if c.cfg.ClaimLister == nil {
+		return nil
+	}
+	claims, err := c.cfg.ClaimLister.PersistentVolumeClaims(c.namespace).List(k8sutil.ClusterSelector(c.name))
+	if err != nil {
+		return kubeError("list claims from the cache", err)
+	}
+	for _, pvc := range claims {
+		if k8sutil.IsOwnedBy(pvc, c.latest) && !k8sutil.IsBeingDeleted(pvc) {
+			s.claims[pvc.Name] = pvc
+		}
+	}
+	return nil
+}
+
+// observeServices finds which of the cluster's services are missing. An
+// existing service is fine if this cluster owns it. One owned by another
+// EtcdCluster of the same name is a leftover that garbage collection is about
+// to delete (the restore operator deletes and re-creates the cluster): using
+// it would leave the cluster without services moments later, so it is waited
+// for. One that nobody owns was made by a user; it is used as it is.
+func (c *Cluster) observeServices(ctx context.Context, s *snapshot) error {
+	for _, name := range []string{k8sutil.PeerServiceName(c.name), k8sutil.ClientServiceName(c.name)} {
+		svc, err := c.cfg.ServiceLister.Services(c.namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			// The cache only holds labelled services; a user's own
+			// service of that name is read from the API.
+			svc, err = c.cfg.KubeClient.CoreV1().Services(c.namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			s.missingServices = append(s.missingServices, name)
+			continue
+		case err != nil:
+			return kubeError("read service "+name, err)
+		}
+		switch ref := metav1.GetControllerOfNoCopy(svc); {
+		case k8sutil.IsOwnedBy(svc, c.latest):
+		case ref != nil:
+			s.serviceConflict = fmt.Sprintf("service %s belongs to %s %s (uid %s), not to this cluster; waiting for it to be deleted", name, ref.Kind, ref.Name, ref.UID)
+		}
+	}
+	return nil
+}
+
+// loadTLS reads the operator secret of a secure-client cluster and builds the
+// etcd client TLS configuration in memory. A missing or broken secret is a
+// retried problem, not a failure: with cert-manager the secret routinely
+// appears after the cluster (original issue #2129, where the cluster stayed
+// Failed for good).
+func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster) error {
+	if c.tlsConfig != nil || !cl.Spec.TLS.IsSecureClient() {
+		return nil
+	}
+	name := cl.Spec.TLS.Static.OperatorSecret
+	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		what := fmt.Sprintf("read TLS secret %s (spec.TLS.static.operatorSecret)", name)
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("not found; it needs %s, %s and %s; retrying until it exists",
+				etcdutil.SecretClientCert, etcdutil.SecretClientKey, etcdutil.SecretClientCA)
+		}
+		return newPassError(problemTLSSecret, what, err)
+	}
+	cfg, err := etcdutil.TLSConfigFromSecretData(secret.Data)
+	if err != nil {
+		return newPassError(problemTLSSecret, fmt.Sprintf("use TLS secret %s", name), err)
+	}
+	c.tlsConfig = cfg
+	return nil
+}
+
+// observeEtcd asks etcd, through the running members, for every member's
+// health, then for the membership from the leader only: etcd before 3.5
+// answers member lists from the local member, which may not have applied
+// the last change yet. A membership read from the leader is learnt; without
+// a leader, the members' own lists say at least who is missing.
+func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
+	tmpl := memberTemplate(s.spec)
+	endpoints := runningVoterEndpoints(tmpl, s.membership, s.pods)
+	if len(endpoints) == 0 {
+		return &etcdView{err: fmt.Errorf("no member pod runs")}
+	}
+	h, err := c.cfg.Etcd.ClusterHealth(ctx, c.clientConfig(endpoints))
+	if err != nil {
+		// The operator secret may have been rotated: read it again.
+		c.tlsConfig = nil
+		return &etcdView{err: err}
+	}
+	view := &etcdView{health: h}
+	leaderURL := ""
+	for _, m := range h.Members {
+		if m.ID == h.LeaderID && m.Err == nil {
+			leaderURL = m.ClientURL
+		}
+	}
+	if leaderURL == "" {
+		if s.membership == nil {
+			if ms, err := etcdutil.MembersFromEtcd(membersOf(h), tmpl); err == nil {
+				s.membership = ms
+			}
+		}
+		return view
+	}
+	list, err := c.cfg.Etcd.MemberList(ctx, c.clientConfig([]string{leaderURL}))
+	if err != nil {
+		return &etcdView{err: fmt.Errorf("read the membership from the leader: %w", err)}
+	}
+	ms, err := etcdutil.MembersFromEtcd(list, tmpl)
+	if err != nil {
+		return &etcdView{err: newPassError(problemEtcdMembership, "read the membership", err)}
+	}
+	if known := c.members.known(); known == nil || !ms.IsEqual(known) {
+		c.log.Infof("membership read from the leader: %s", ms)
+	}
+	c.members.learn(ms)
+	s.membership = ms
+	view.confirmed = true
+	return view
+}
+
+// runningVoterEndpoints are the client URLs to ask etcd through: the voting
+// members whose pod runs, or every running pod while the membership is
+// unknown.
+func runningVoterEndpoints(tmpl etcdutil.Member, ms etcdutil.MemberSet, pods map[string]*corev1.Pod) []string {
+	if ms == nil {
+		return runningPodEndpoints(tmpl, pods)
+	}
+	var eps []string
+	for _, name := range ms.Names() {
+		if pod, ok := pods[name]; ok && pod.Status.Phase == corev1.PodRunning && !ms[name].IsLearner {
+			eps = append(eps, ms[name].ClientURL())
+		}
+	}
+	return eps
+}
+
+func membersOf(h etcdutil.Health) []*etcdserverpb.Member {
+	out := make([]*etcdserverpb.Member, 0, len(h.Members))
+	for _, m := range h.Members {
+		out = append(out, &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner})
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// pass is one turn of the loop: observe the cluster, decide one action, act
+// on it, then write the status derived from what was observed and done. It
+// returns when the next pass is wanted (0: at the next event or tick) and
+// the error that ended it, which the run loop retries with backoff.
+//
+// A cluster at rest costs no request: pods, claims and services come from
+// the informers' caches and the status is written only when it changed.
+// etcd is asked only when decide needs its view for a change.
+func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
+	start := c.now()
+	s, observed := c.observe(ctx, false)
+	a := decide(s)
+	if a.kind == actReadEtcd {
+		s, observed = c.observe(ctx, true)
+		a = decide(s)
+	}
+	log := c.log.WithField("action", a.String())
+	if a.kind == actIdle || a.kind == actWait || a.kind == actReadEtcd {
+		log.Debug("pass")
+	} else {
+		log.Info("pass")
+	}
+
+	out := c.act(ctx, s, a)
+	if out.err != nil && ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	problems := append(assess(s), observed...)
+	err := out.err
+	if err != nil {
+		problems = append(problems, problemOf(err))
+		log.WithError(err).Debug("action failed")
+	} else if err = observationError(s, observed); err != nil {
+		// What could not be observed is retried with the error backoff,
+		// like a failed action.
+		out.requeue = 0
+	}
+	if known := c.members.known(); known != nil && !out.stop {
+		// The status tells the membership after the action.
+		s.membership = known
+		s.classify()
+	}
+	if !out.stop {
+		phase := c.latest.Status.Phase
+		if out.phase != "" {
+			phase = out.phase
+		}
+		st := statusOf(s, c.latest.Status, phase, c.latest.Generation, problems)
+		written, werr := c.writeStatus(ctx, st)
+		if !written && werr == nil {
+			// The object changed under the pass: the next one, soon, starts
+			// from the fresh object.
+			out.requeue = c.cfg.MinPassInterval
+		}
+		if werr != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			problems = append(problems, problemOf(werr))
+			if err == nil {
+				err = werr
+			}
+		}
+	}
+	c.announce(problems)
+
+	c.cfg.Metrics.observePass(c.namespace, c.name, c.now().Sub(start))
+	st := c.latest.Status
+	desired := 0
+	if s.spec != nil {
+		desired = s.spec.Spec.Size
+	}
+	c.cfg.Metrics.setState(c.namespace, c.name, desired, st.Size, len(st.Members.Ready), st.Phase)
+	if err != nil {
+		c.log.WithFields(logrus.Fields{"action": a.String()}).WithError(err).Debug("pass failed")
+	}
+	return out.requeue, err
+}
+
+// observationError is the error of a pass whose observation failed: etcd did
+// not answer, or a cache or the API did not.
+func observationError(s *snapshot, observed []problem) error {
+	if s.etcd != nil && s.etcd.err != nil {
+		return etcdError("ask etcd for its health and membership", s.etcd.err)
+	}
+	if s.tlsProblem != nil && (s.spec == nil || !s.spec.Spec.Paused) {
+		return &passError{problem: *s.tlsProblem}
+	}
+	if len(observed) > 0 {
+		return &passError{problem: observed[0]}
+	}
+	return nil
+}

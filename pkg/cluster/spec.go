@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+)
+
+// take records a version of the object, from the informer or from the
+// server's answer to a status write, and tells whether it calls for a pass.
+//
+// A spec is new when its generation is one not looked at yet, whatever object
+// brought it: the status writer may have read the user's edit on a conflict
+// before the informer delivers it, and comparing with the last object seen
+// would then drop the edit (a lost `paused: true`, or the restore
+// operator's unpause).
+func (c *Cluster) take(cl *api.EtcdCluster) bool {
+	prev := c.latest
+	if prev != nil && prev.UID != "" && cl.UID != prev.UID {
+		// The cluster was deleted and created again under the same name, and
+		// the controller missed the deletion: nothing known about the old
+		// one holds for the new one.
+		c.log.Infof("cluster was re-created (uid %s, was %s); starting over", cl.UID, prev.UID)
+		c.startOver()
+		prev = nil
+	}
+	c.latest = cl
+	pass := prev == nil
+	if prev != nil && !equality.Semantic.DeepEqual(cl.Status, prev.Status) {
+		// Someone else wrote the status: the restore operator's hand-over
+		// sets the phase; anything else is overwritten by the next pass.
+		pass = true
+	}
+	if c.isNewSpec(cl) {
+		c.acceptSpec(cl)
+		pass = true
+	}
+	return pass
+}
+
+func (c *Cluster) isNewSpec(cl *api.EtcdCluster) bool {
+	if c.spec == nil && c.specSeen == 0 {
+		return true
+	}
+	if cl.Generation != 0 || c.specSeen != 0 {
+		return cl.Generation != c.specSeen
+	}
+	// Objects without a generation (never stored) are compared by spec.
+	return c.spec == nil || !equality.Semantic.DeepEqual(cl.Spec, c.spec.Spec)
+}
+
+// acceptSpec puts a new spec in force if it is valid. An invalid spec is
+// reported (see specInForce) and ignored: a cluster that never had a valid
+// spec waits, a running one keeps its last valid spec (the original only
+// logged, so users never learned why their edit had no effect).
+func (c *Cluster) acceptSpec(cl *api.EtcdCluster) {
+	c.specSeen = cl.Generation
+	if c.validate(cl) != nil {
+		return
+	}
+	if c.spec != nil && c.spec.Spec.Paused != cl.Spec.Paused {
+		c.log.Infof("spec.paused is now %v", cl.Spec.Paused)
+	}
+	c.spec = cl
+}
+
+func (c *Cluster) validate(cl *api.EtcdCluster) error {
+	if c.spec == nil {
+		return cl.Validate()
+	}
+	return cl.ValidateUpdate(c.spec)
+}
+
+// specInForce is the spec the pass works on, with defaults filled in memory
+// only (defaults are never written back to the user's object), and the
+// problem of a newer spec that is not in force.
+func (c *Cluster) specInForce() (*api.EtcdCluster, *problem) {
+	var inForce *api.EtcdCluster
+	if c.spec != nil {
+		inForce = c.spec.WithDefaults()
+	}
+	if c.spec != nil && c.spec.Generation == c.latest.Generation && c.spec.UID == c.latest.UID {
+		return inForce, nil
+	}
+	err := c.validate(c.latest)
+	if err == nil {
+		return inForce, nil
+	}
+	what := "invalid spec: the cluster is not created until it is fixed"
+	if c.spec != nil {
+		what = fmt.Sprintf("invalid spec update ignored, still reconciling generation %d", c.spec.Generation)
+	}
+	p := newProblem(problemInvalidSpec, "%s: %v", what, err)
+	return inForce, &p
+}
+
+// startOver forgets everything learnt about a previous object of the name.
+func (c *Cluster) startOver() {
+	c.latest, c.spec, c.specSeen = nil, nil, 0
+	c.members.forget()
+	c.tlsConfig = nil
+	c.podExpect, c.upgradeExpect, c.failedUpgrade = nil, nil, nil
+}

@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/cluster"
+	etcdfake "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// slowEtcd answers health checks after its context ends, and only after a
+// while, recording that it did.
+type slowEtcd struct {
+	cluster.EtcdAPI
+	entered  chan struct{}
+	returned atomic.Bool
+}
+
+func (s *slowEtcd) ClusterHealth(ctx context.Context, _ etcdutil.ClientConfig) (etcdutil.Health, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	time.Sleep(300 * time.Millisecond)
+	s.returned.Store(true)
+	return etcdutil.Health{}, ctx.Err()
+}
+
+func (s *slowEtcd) MemberList(context.Context, etcdutil.ClientConfig) ([]*etcdserverpb.Member, error) {
+	return nil, context.Canceled
+}
+
+func runningCluster() *api.EtcdCluster {
+	cl := etcdCluster("operator", "example", nil, api.ClusterPhaseRunning)
+	cl.Spec = api.ClusterSpec{Size: 1, Version: "3.5.21"}
+	return cl
+}
+
+func runningMemberPod(cl *api.EtcdCluster) *corev1.Pod {
+	m := &etcdutil.Member{Name: "example-a", Namespace: cl.Namespace, ClusterName: cl.Name}
+	p := k8sutil.NewEtcdPod(cl.WithDefaults(), m, "3.5.21", etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateNew, "t")
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	return p
+}
+
+func testController(t *testing.T, kube *kubefake.Clientset, crs *etcdfake.Clientset, etcd cluster.EtcdAPI) *Controller {
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	return New(Config{
+		Namespace:  "operator",
+		KubeClient: kube,
+		EtcdClient: crs,
+		Recorder:   record.NewFakeRecorder(100),
+		Registerer: prometheus.NewRegistry(),
+		Cluster: cluster.Config{
+			ReconcileInterval: time.Hour,
+			Etcd:              etcd,
+			MembershipWait:    k8sutil.MembershipWait{Image: "op:test"},
+		},
+		Log: logrus.NewEntry(log),
+	})
+}
+
+// An empty pod cache looks like a cluster that lost every member: no
+// cluster goroutine may run a pass before the caches of what clusters are
+// made of have synced.
+func TestNoClusterPassRunsBeforeThePodCacheSynced(t *testing.T) {
+	cl := runningCluster()
+	kube := kubefake.NewSimpleClientset(runningMemberPod(cl))
+	// The pod list fails until released (the fake clientset serialises its
+	// calls, so a list that blocked would block every other call too).
+	var released atomic.Bool
+	kube.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !released.Load() {
+			return true, nil, errors.New("the pod list is not answered yet")
+		}
+		return false, nil, nil
+	})
+	crs := etcdfake.NewSimpleClientset(cl)
+	etcd := &slowEtcd{entered: make(chan struct{}, 1)}
+	ctrl := testController(t, kube, crs, etcd)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = ctrl.Run(ctx, nil) }()
+
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		for _, a := range crs.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				s := a.(clienttesting.UpdateAction).GetObject().(*api.EtcdCluster).Status
+				t.Fatalf("a status was written while the pod cache was empty: %q", s.Reason)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	released.Store(true)
+	select {
+	case <-etcd.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("once the caches synced, the cluster's pass did not read etcd through its running member")
+	}
+}
+
+// Run stops every cluster goroutine and returns only once they have exited,
+// so that a SIGTERM ends calls in flight before the process exits.
+func TestRunWaitsForTheClusterGoroutines(t *testing.T) {
+	cl := runningCluster()
+	etcd := &slowEtcd{entered: make(chan struct{}, 1)}
+	ctrl := testController(t, kubefake.NewSimpleClientset(runningMemberPod(cl)), etcdfake.NewSimpleClientset(cl), etcd)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(ctx, nil) }()
+	select {
+	case <-etcd.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cluster's pass never read etcd")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if !etcd.returned.Load() {
+		t.Error("Run returned while a cluster goroutine was still in an etcd call")
+	}
+}
+
+var _ = metav1.Now
