@@ -359,7 +359,11 @@ func addMember(s *snapshot) (action, bool) {
 	if a, ok := readyForChange(s, "add member "+joiner.Name); ok {
 		return a, true
 	}
-	return action{kind: actAddJoiner, member: joiner.Name, learner: learnersSupported(s)}, true
+	a := action{kind: actAddJoiner, member: joiner.Name, learner: learnersSupported(s)}
+	if !a.learner {
+		a.reason = "a voter: etcd before 3.4 has no learners"
+	}
+	return a, true
 }
 
 // readyForChange checks what etcd's strict reconfiguration check will before

@@ -490,7 +490,9 @@ func onVersion(v string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Annotations[api.AnnotationVersion] = v
 		p.Spec.Containers[0].Image = api.EtcdImage(api.DefaultRepository, v)
-		p.Status.ContainerStatuses[0].Image = p.Spec.Containers[0].Image
+		if len(p.Status.ContainerStatuses) > 0 {
+			p.Status.ContainerStatuses[0].Image = p.Spec.Containers[0].Image
+		}
 	}
 }
 

@@ -1,0 +1,387 @@
+package cluster
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// TestDecide is the specification of the algorithm: for a snapshot of a
+// cluster, the one action a pass takes. No fake is involved: snapshots are
+// built from pods, claims and etcd answers as observe would read them.
+//
+// Unless a case says otherwise the cluster is a complete, healthy cluster of
+// three members (example-a leads when etcd is asked) at rest, and the pass
+// has not asked etcd yet.
+func TestDecide(t *testing.T) {
+	const (
+		joiner  = "example-new"
+		joiner2 = "example-new2"
+	)
+	three := []string{memberA, memberB, memberC}
+	tests := []struct {
+		name string
+		mods []snapMod
+		// want is the action as action.String() starts.
+		want string
+		// after, when set, is the wanted time to the next pass.
+		after time.Duration
+	}{
+		// 1. Hands off.
+		{name: "a cluster with no valid spec yet waits", mods: mods(noSpec), want: "wait (no valid spec yet)"},
+		{name: "a cluster the original marked Failed is left alone", mods: mods(phase(api.ClusterPhaseFailed)), want: "wait (the cluster is Failed)"},
+		{name: "a cluster being deleted is left alone, even with members gone", mods: mods(beingDeleted, noPod(memberB)), want: "wait (the cluster is being deleted)"},
+
+		// 2. Services.
+		{name: "missing services are created first", mods: mods(missingServices, noPod(memberB)), want: "create services (example, example-client)"},
+		{name: "a service of another cluster of the same name is waited for", mods: mods(serviceConflict), want: "wait (service example belongs to"},
+
+		// 3. Paused, TLS.
+		{name: "a paused cluster changes nothing", mods: mods(pausedSpec), want: "wait (spec.paused is true)"},
+		{name: "a paused cluster does not even replace a dead member", mods: mods(pausedSpec, podIs(memberB, failed)), want: "wait (spec.paused is true)"},
+		{name: "without the operator's client TLS secret nothing is changed", mods: mods(tlsMissing, noPod(memberB)), want: "wait (the operator's etcd client TLS secret is not usable)"},
+
+		// 4. Bootstrap.
+		{name: "a new cluster gets a seed at spec.version", mods: mods(phase(api.ClusterPhaseNone), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "a Creating cluster without pods (a restart before the seed) gets its seed", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(phase(api.ClusterPhaseCreating), noMembership), want: "adopt"},
+		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(phase(api.ClusterPhaseNone), noMembership, onlyPods(memberA)), want: "adopt"},
+		{name: "a new seed waits for the pods of an earlier one to be gone", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods, terminatingPod(memberA)), want: "wait (pods of an earlier seed are being deleted)"},
+
+		// 5. Unknown membership.
+		{name: "an unknown membership is read from etcd once a member pod runs", mods: mods(noMembership), want: "read etcd (the membership is unknown)"},
+		{name: "an unknown membership etcd did not tell is waited for", mods: mods(noMembership, etcdFailed), want: "wait (etcd did not tell its membership)"},
+		{name: "an unknown membership waits while member pods only start", mods: mods(noMembership, podIs(memberA, pendingFor(time.Minute)), podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (the membership is unknown and no member pod runs yet)"},
+		{name: "the failed only pod of a cluster never available is made again from the spec", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "the failed only pod of a cluster that was available is not made again", mods: mods(noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "wait (no member pod runs)"},
+		{name: "a failed seed of the restore operator is that operator's to make again", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed, restoreSeed)), want: "wait (no member pod runs)"},
+		{name: "a running cluster without any pod waits and says so", mods: mods(noMembership, noPods), want: "wait (no member pod runs)"},
+
+		// 6. Expectations.
+		{name: "a pod just created is waited for until the cache shows it", mods: mods(expectPod(memberC, time.Minute), noPod(memberC)), want: "wait (pod example-c was created and is not in the cache yet)", after: time.Minute},
+
+		// 7. A seed that never started.
+		{name: "a seed that failed before the cluster was ever available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "a seed pending longer than the timeout in a cluster never available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(6*time.Minute))), want: "reseed example-a"},
+		{name: "the only member of a cluster that was available is not made again", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
+
+		// 8. Quorum.
+		{name: "with two of three members dead nothing is changed", mods: mods(podIs(memberB, failed), noPod(memberC)), want: "wait (quorum lost: 1 of 3 voting members run, 2 are needed)"},
+		{name: "with every member dead nothing is changed", mods: mods(podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "wait (quorum lost: 0 of 3"},
+		{name: "while members start, the quorum is waited for", mods: mods(podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (1 of 3 voting members run and 2 are starting; 2 are needed)"},
+		{name: "a learner does not count towards the quorum", mods: mods(learner(memberB), noPod(memberC)), want: "wait (quorum lost: 1 of 2"},
+		{name: "with quorum lost even stray pods are left alone", mods: mods(podIs(memberB, failed), noPod(memberC), strayPod("example-stray")), want: "wait (quorum lost"},
+
+		// 9. Clean-up.
+		{name: "a stray pod makes the pass read etcd first", mods: mods(strayPod("example-stray")), want: "read etcd (delete a pod that belongs to no member)"},
+		{name: "a stray pod is deleted once etcd's leader confirmed the membership", mods: mods(strayPod("example-stray"), etcdLeader(memberA)), want: "delete stray pod example-stray"},
+		{name: "a stray pod is not deleted while etcd has no leader", mods: mods(strayPod("example-stray"), etcdWithoutLeader), want: "wait (etcd has no leader to confirm the membership"},
+		{name: "a stray pod is not deleted while etcd does not answer", mods: mods(strayPod("example-stray"), etcdFailed), want: "wait (etcd cannot be asked before the change"},
+		{name: "a joining pod that ended is deleted", mods: mods(specSize(4), joiningPod(joiner, three, failed), etcdLeader(memberA)), want: "delete joiner example-new (it ended before its member was added)"},
+		{name: "a joining pod made for another version is deleted", mods: mods(specSize(4), joiningPod(joiner, three, onVersion(oldVersion)), etcdLeader(memberA)), want: "delete joiner example-new (it was made for etcd 3.4.23"},
+		{name: "a joining pod made for another membership is deleted", mods: mods(specSize(4), joiningPod(joiner, []string{memberA, memberB}), etcdLeader(memberA)), want: "delete joiner example-new (the membership changed since it was made)"},
+		{name: "a joining pod is deleted once no member is to be added", mods: mods(joiningPod(joiner, three), etcdLeader(memberA)), want: "delete joiner example-new (no member is to be added any more)"},
+		{name: "a joining pod that never resolved within the timeout is deleted", mods: mods(specSize(4), joiningPod(joiner, three, resolving, createdAgo(6*time.Minute)), etcdLeader(memberA)), want: "delete joiner example-new (it has not started within 5m0s)"},
+		{name: "of two usable joining pods the second is deleted", mods: mods(specSize(4), joiningPod(joiner, three), joiningPod(joiner2, three), etcdLeader(memberA)), want: "delete joiner example-new2 (another joining pod is used)"},
+		{name: "a joining pod that waits for its add, however old, is kept and added", mods: mods(specSize(4), joiningPod(joiner, three, createdAgo(time.Hour)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "a claim of no member is deleted once etcd confirmed the membership", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, "example-gone"), etcdLeader(memberA)), want: "delete stray claim example-gone"},
+		{name: "a claim of no member makes the pass read etcd first", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, "example-gone")), want: "read etcd (delete a claim that belongs to no member)"},
+		{name: "the claims of members and of a joining pod are kept", mods: mods(specSize(4), withPVCSpec, claims(memberA, memberB, memberC, joiner), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new"},
+		{name: "the claim of a pod being created is kept", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, joiner), expectPod(joiner, time.Minute)), want: "wait (pod example-new was created"},
+
+		// 10. Dead members.
+		{name: "a failed member makes the pass read etcd", mods: mods(podIs(memberC, failed)), want: "read etcd (remove dead member example-c)"},
+		{name: "a failed member is removed once etcd confirms it does not answer", mods: mods(podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed)"},
+		{name: "a member without a pod is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is gone)"},
+		{name: "a member pending longer than the timeout is removed", mods: mods(podIs(memberC, pendingFor(6*time.Minute)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed)"},
+		{name: "a member whose pod the cache lacks but whose etcd answers is not dead", mods: mods(noPod(memberC), etcdLeader(memberA)), want: "wait (member example-c answers etcd although its pod is not seen"},
+		{name: "a member whose pod is being deleted is replaced only once the pod is gone", mods: mods(terminatingPod(memberC)), want: "wait (pod example-c is being deleted"},
+		{name: "a dead member is removed while another member still starts", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), podIs(memberD, failed), podIs(memberE, pendingFor(time.Minute)), etcdLeader(memberA, memberD, memberE)), want: "remove dead member example-d"},
+
+		// 11. Learners.
+		{name: "a running learner is promoted before anything else changes", mods: mods(specSize(5), learner(memberC)), want: "promote learner example-c"},
+		{name: "a learner that does not run yet is waited for", mods: mods(specSize(4), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Minute))), want: "wait (learner example-d does not run yet)"},
+
+		// 12. Size.
+		{name: "scaling up reads etcd before making a joining pod", mods: mods(specSize(4)), want: "read etcd (create a joining pod)"},
+		{name: "scaling up makes the new member's pod first, at spec.version", mods: mods(specSize(4), etcdLeader(memberA)), want: "create joiner to " + testVersion},
+		{name: "a joining pod is added only once it resolves in DNS", mods: mods(specSize(4), joiningPod(joiner, three, resolving)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
+		{name: "a joining pod is added only once every member is ready", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberB, notReady)), want: "wait (2 of 3 members are ready"},
+		{name: "a joining pod is added only once every member has been connected for etcd's health interval", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberC, startedAgo(2*time.Second))), want: "wait (the newest member has not been connected", after: 3 * time.Second},
+		{name: "a joining pod makes the pass read etcd before its add", mods: mods(specSize(4), joiningPod(joiner, three)), want: "read etcd (add member example-new)"},
+		{name: "a joining pod is not added while a member does not answer etcd", mods: mods(specSize(4), joiningPod(joiner, three), etcdLeader(memberA, memberC)), want: "wait (member example-c"},
+		{name: "a joining pod is added as a learner", mods: mods(specSize(4), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "a joining pod of a cluster with an etcd 3.3 member is added as a voter", mods: mods(specSize(4), podIs(memberA, onVersion("3.3.27")), joiningPod(joiner, three, onVersion("3.3.27")), specVersion("3.3.27"), podIs(memberB, onVersion("3.3.27")), podIs(memberC, onVersion("3.3.27")), etcdLeader(memberA)), want: "add joiner example-new ("},
+		{name: "scaling down reads etcd for the leader", mods: mods(specSize(2)), want: "read etcd (remove a member)"},
+		{name: "scaling down removes a follower, not the leader", mods: mods(specSize(2), etcdLeader(memberA)), want: "remove member example-b (a follower)"},
+		{name: "scaling down removes a follower when the leader sorts first", mods: mods(specSize(2), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
+		{name: "scaling down removes a member that is not ready before any ready one", mods: mods(specSize(2), podIs(memberC, notReady), etcdLeader(memberA)), want: "remove member example-c (its pod is not ready)"},
+		{name: "scaling down to one keeps the leader", mods: mods(specSize(1), members(memberA, memberB), onlyPods(memberA, memberB), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
+
+		// 13. Version.
+		{name: "an upgrade reads etcd for the leader and the health", mods: mods(specVersion("3.5.22")), want: "read etcd (upgrade a member)"},
+		{name: "an upgrade patches a follower first", mods: mods(specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
+		{name: "an upgrade patches the leader last", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
+		{name: "an upgrade waits for the member being restarted", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), upgrading(memberB, "3.5.22")), want: "wait (member example-b is restarting on 3.5.22)"},
+		{name: "an upgrade patches a member that is not ready first, without asking etcd", mods: mods(specVersion("3.5.22"), podIs(memberC, notReady)), want: "upgrade member example-c to 3.5.22 (it is not ready)"},
+		{name: "an upgrade to an image that never started is taken back on the member that is not ready", mods: mods(podIs(memberB, onVersion("3.5.99"), waitingForImage), failedOn(memberB, "3.5.99", testVersion)), want: "upgrade member example-b to " + testVersion + " (it is not ready)"},
+		{name: "an upgrade that skips a minor version is refused", mods: mods(specVersion("3.6.6"), podIs(memberA, onVersion(oldVersion)), podIs(memberB, onVersion(oldVersion)), podIs(memberC, onVersion(oldVersion))), want: "wait (upgrade refused: member example-a runs etcd 3.4.23 and cannot go to 3.6.6"},
+		{name: "a minor downgrade is refused", mods: mods(specVersion(oldVersion)), want: "wait (upgrade refused: member example-a runs etcd 3.5.21 and cannot go to 3.4.23"},
+		{name: "a failed upgrade halts the rollout", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), waitingForImage), failedOn(memberB, "3.5.22", testVersion)), want: "wait (upgrade to 3.5.22 halted: member example-b did not run it"},
+		{name: "a member made for etcd 3.2 is replaced on the way to 3.5: its replacement's pod first, at the target", mods: mods(podIs(memberA, onVersion("3.4.23"), madeFor32), podIs(memberB, onVersion("3.4.23")), podIs(memberC, onVersion("3.4.23")), etcdLeader(memberB)), want: "create joiner to " + testVersion},
+		{name: "a member made for etcd 3.2 is removed once its replacement is ready", mods: mods(members(memberA, memberB, memberC, memberD), podIs(memberA, onVersion("3.4.23"), madeFor32), podIs(memberB, onVersion("3.4.23")), podIs(memberC, onVersion("3.4.23")), etcdLeader(memberB)), want: "remove member example-a (it was replaced because it cannot run the new version in place)"},
+		{name: "mid-upgrade a new member starts at the oldest version made", mods: mods(specSize(4), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + oldVersion},
+		{name: "while an upgrade is refused new members start at the newest version made", mods: mods(specSize(4), specVersion("3.6.6"), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + testVersion},
+
+		// 14. At rest.
+		{name: "a complete healthy cluster is left alone", want: "idle"},
+		{name: "a complete healthy cluster is left alone after etcd was asked", mods: mods(etcdLeader(memberA)), want: "idle"},
+		{name: "a complete cluster with claims is left alone", mods: mods(withPVCSpec, claims(memberA, memberB, memberC)), want: "idle"},
+	}
+	decided := map[actionKind]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSnapshot(tt.mods...)
+			got := decide(s)
+			decided[got.kind] = true
+			if !strings.HasPrefix(got.String(), tt.want) {
+				t.Errorf("decide = %q\n    want %q...", got, tt.want)
+			}
+			if tt.after != 0 && got.after != tt.after {
+				t.Errorf("after = %v, want %v", got.after, tt.after)
+			}
+		})
+	}
+	if len(tests) < 60 {
+		t.Errorf("%d cases; the specification wants at least 60", len(tests))
+	}
+	for kind, name := range actionNames {
+		if !decided[kind] {
+			t.Errorf("no case decides %q: every action needs its case", name)
+		}
+	}
+}
+
+// snapMod changes the raw fields of a test snapshot before it is classified.
+type snapMod func(*snapshot)
+
+func mods(ms ...snapMod) []snapMod { return ms }
+
+// testSnapshot is a complete, healthy three-member cluster at rest on
+// testVersion, changed by mods, then classified as observe does.
+func testSnapshot(ms ...snapMod) *snapshot {
+	cl := newTestCluster().WithDefaults()
+	s := &snapshot{
+		now:            testStart,
+		spec:           cl,
+		phase:          api.ClusterPhaseRunning,
+		everAvailable:  true,
+		pendingTimeout: 5 * time.Minute,
+		pods:           map[string]*corev1.Pod{},
+		terminating:    map[string]*corev1.Pod{},
+		claims:         map[string]*corev1.PersistentVolumeClaim{},
+	}
+	members(memberA, memberB, memberC)(s)
+	onlyPods(memberA, memberB, memberC)(s)
+	for _, m := range ms {
+		m(s)
+	}
+	s.classify()
+	return s
+}
+
+// snapPod is the pod of member name as the operator makes it, Running and
+// Ready on the spec's version.
+func snapPod(s *snapshot, name string, opts ...podOpt) *corev1.Pod {
+	m := memberTemplate(s.spec)
+	m.Name = name
+	p := k8sutil.NewEtcdPod(s.spec, &m, s.spec.Spec.Version, etcdutil.NewMemberSet(&m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
+	p.UID = types.UID("pod-uid-" + name)
+	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
+	p.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: k8sutil.EtcdContainerName, Image: p.Spec.Containers[0].Image, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(testStart.Add(-time.Hour))}},
+		}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func noSpec(s *snapshot)          { s.spec = nil }
+func beingDeleted(s *snapshot)    { s.beingDeleted = true }
+func noMembership(s *snapshot)    { s.membership = nil }
+func noPods(s *snapshot)          { s.pods = map[string]*corev1.Pod{} }
+func notYetAvailable(s *snapshot) { s.everAvailable = false }
+func pausedSpec(s *snapshot)      { s.spec.Spec.Paused = true }
+func withPVCSpec(s *snapshot)     { withPVC(s.spec) }
+
+func missingServices(s *snapshot) {
+	s.missingServices = []string{k8sutil.PeerServiceName(testName), k8sutil.ClientServiceName(testName)}
+}
+
+func serviceConflict(s *snapshot) {
+	s.serviceConflict = "service example belongs to EtcdCluster example (uid old), not to this cluster; waiting for it to be deleted"
+}
+
+func tlsMissing(s *snapshot) {
+	p := newProblem(problemTLSSecret, "read TLS secret operator-tls: not found")
+	s.tlsProblem = &p
+}
+
+func phase(p api.ClusterPhase) snapMod { return func(s *snapshot) { s.phase = p } }
+
+func specSize(n int) snapMod { return func(s *snapshot) { s.spec.Spec.Size = n } }
+
+func specVersion(v string) snapMod { return func(s *snapshot) { s.spec.Spec.Version = v } }
+
+// members makes names the membership, every one voting.
+func members(names ...string) snapMod {
+	return func(s *snapshot) {
+		set := etcdutil.MemberSet{}
+		for _, n := range names {
+			m := memberTemplate(s.spec)
+			m.Name, m.ID = n, memberID(n)
+			set.Add(&m)
+		}
+		s.membership = set
+		for _, n := range names {
+			if _, ok := s.pods[n]; !ok {
+				s.pods[n] = snapPod(s, n)
+			}
+		}
+	}
+}
+
+func learner(name string) snapMod { return func(s *snapshot) { s.membership[name].IsLearner = true } }
+
+// onlyPods makes the named members' pods the only ones.
+func onlyPods(names ...string) snapMod {
+	return func(s *snapshot) {
+		s.pods = map[string]*corev1.Pod{}
+		for _, n := range names {
+			s.pods[n] = snapPod(s, n)
+		}
+	}
+}
+
+func noPod(name string) snapMod { return func(s *snapshot) { delete(s.pods, name) } }
+
+func podIs(name string, opts ...podOpt) snapMod {
+	return func(s *snapshot) {
+		p := s.pods[name]
+		if p == nil {
+			p = snapPod(s, name)
+		}
+		for _, o := range opts {
+			o(p)
+		}
+		s.pods[name] = p
+	}
+}
+
+func terminatingPod(name string) snapMod {
+	return func(s *snapshot) {
+		p := snapPod(s, name, terminating)
+		delete(s.pods, name)
+		s.terminating[name] = p
+	}
+}
+
+func strayPod(name string) snapMod { return func(s *snapshot) { s.pods[name] = snapPod(s, name) } }
+
+// joiningPod is the pod the operator makes for member name joining the
+// given members, resolvable (check-dns done, the membership wait running)
+// unless opts say otherwise.
+func joiningPod(name string, joins []string, opts ...podOpt) snapMod {
+	return func(s *snapshot) {
+		set := etcdutil.MemberSet{}
+		for _, n := range append(slices.Clone(joins), name) {
+			m := memberTemplate(s.spec)
+			m.Name = n
+			set.Add(&m)
+		}
+		m := set[name]
+		pairs := set.PeerURLPairs()
+		p := k8sutil.NewEtcdPod(s.spec, m, s.spec.Spec.Version, pairs, k8sutil.ClusterStateExisting, "",
+			k8sutil.WithMembershipWait(m, pairs, k8sutil.MembershipWait{Image: testJoinImage, Timeout: 5 * time.Minute}))
+		p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Minute))
+		resolvable(p)
+		for _, o := range opts {
+			o(p)
+		}
+		s.pods[name] = p
+	}
+}
+
+func claims(names ...string) snapMod {
+	return func(s *snapshot) {
+		for _, n := range names {
+			pvc := k8sutil.NewEtcdPVC(s.spec, n)
+			pvc.Status.Phase = corev1.ClaimBound
+			s.claims[n] = pvc
+		}
+	}
+}
+
+func expectPod(name string, in time.Duration) snapMod {
+	return func(s *snapshot) { s.podExpect = &podExpectation{name: name, deadline: testStart.Add(in)} }
+}
+
+func upgrading(name, version string) snapMod {
+	return func(s *snapshot) {
+		s.upgradeExpect = &upgradeExpectation{name: name, version: version, deadline: testStart.Add(time.Minute)}
+	}
+}
+
+func failedOn(name, version, from string) snapMod {
+	return func(s *snapshot) {
+		s.failedUpgrade = &failedUpgrade{member: name, version: version, from: from, evidence: "its pod has its container etcd waiting: ErrImagePull"}
+	}
+}
+
+// etcdLeader makes the pass's etcd view a confirmed membership led by
+// leader, every member answering but the down ones.
+func etcdLeader(leader string, down ...string) snapMod {
+	return func(s *snapshot) {
+		h := etcdutil.Health{LeaderID: memberID(leader), Linearizable: true}
+		for _, name := range s.membership.Names() {
+			mh := etcdutil.MemberHealth{ID: memberID(name), Name: name, Leader: memberID(leader)}
+			if slices.Contains(down, name) {
+				mh.Err = errors.New("connection refused")
+			}
+			h.Members = append(h.Members, mh)
+		}
+		s.etcd = &etcdView{health: h, confirmed: true}
+	}
+}
+
+func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
+
+func etcdFailed(s *snapshot) { s.etcd = &etcdView{err: errors.New("context deadline exceeded")} }
+
+func restoreSeed(p *corev1.Pod) {
+	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "fetch-backup"})
+}
+
+func startedAgo(d time.Duration) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(testStart.Add(-d))
+	}
+}
+
+func waitingForImage(p *corev1.Pod) { imagePullFailing(p) }
