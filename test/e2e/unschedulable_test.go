@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +45,10 @@ func TestUnschedulableNewMemberNeverJoinsEtcd(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// Every pod of the new member seen while the selector holds.
+	// Every pod of the new member seen while the selector holds, and the last
+	// status.reason that named one.
 	var joiners []string
+	var lastReason string
 	err := framework.Holds(ctx, unschedulableHold, framework.Poll, "etcd to keep its one member while the new one cannot be scheduled",
 		func(ctx context.Context) (bool, string, error) {
 			pods, err := f.ClusterPods(ctx, ns, name)
@@ -59,6 +62,9 @@ func TestUnschedulableNewMemberNeverJoinsEtcd(t *testing.T) {
 					}
 				}
 			}
+			if cl, err := f.GetCluster(ctx, ns, name); err == nil && cl.Status.Reason != "" {
+				lastReason = cl.Status.Reason
+			}
 			members, err := f.MemberList(ctx, ns, name, false)
 			if err != nil {
 				return false, "", fmt.Errorf("member list: %w", err)
@@ -70,6 +76,10 @@ func TestUnschedulableNewMemberNeverJoinsEtcd(t *testing.T) {
 	}
 	if len(joiners) < 2 {
 		t.Errorf("unschedulable pods of the new member seen: %q; want one replaced after the pending timeout", joiners)
+	}
+	// The reason said what the scheduler says, not an empty string.
+	if !strings.Contains(lastReason, "cannot be scheduled") || !strings.Contains(lastReason, "node(s)") {
+		t.Errorf("status.reason = %q, want the scheduler's message", lastReason)
 	}
 	if err := f.ExpectValue(ctx, ns, name, false, "/e2e/unsched", "served", dataTimeout); err != nil {
 		t.Error(err)
