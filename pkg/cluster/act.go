@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,9 @@ const (
 	eventMemberRemoved       = "Member Removed"
 	eventReplacingDeadMember = "Replacing Dead Member"
 	eventMemberUpgraded      = "Member Upgraded"
+	// eventMemberRestarted is new: a member restarted in place, on its own
+	// data, with its own ID.
+	eventMemberRestarted = "Member Restarted"
 )
 
 // podDeleteGracePeriod is the original's: a member removed from etcd has
@@ -79,6 +83,11 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: c.deleteClaim(ctx, s, a.member), requeue: c.cfg.MinPassInterval}
 	case actRemoveDeadMember:
 		return c.removeMember(ctx, s, a, true)
+	case actDeleteFailedPod:
+		c.log.Infof("deleting the ended pod of member %s %s", a.member, a.reason)
+		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}
+	case actRestartMembers:
+		return c.restartMembers(ctx, s, a)
 	case actRemoveMember:
 		return c.removeMember(ctx, s, a, false)
 	case actPromoteLearner:
@@ -134,7 +143,7 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 	// cluster; the CR's UID in it makes sure a re-created cluster of the same
 	// name never talks to leftover members of its predecessor.
 	token := string(s.spec.UID) + "-" + c.randomSuffix()
-	if err := c.createClaim(ctx, s, m.Name); err != nil {
+	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
 		return outcome{err: err}
 	}
 	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, members.PeerURLPairs(), k8sutil.ClusterStateNew, token)
@@ -165,12 +174,71 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
 }
 
+// restartMembers gives members whose pods are gone new pods on their claims.
+// etcd finds its data directory and starts as the member it was: same ID, no
+// MemberAdd, no copy of the data, --initial-cluster ignored. Each restart is
+// counted on the member's claim, for the repair ladder.
+func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) outcome {
+	members := s.membership.Clone()
+	if members == nil {
+		members = etcdutil.MemberSet{}
+	}
+	for _, name := range a.members {
+		if members[name] == nil {
+			m := memberTemplate(s.spec)
+			m.Name = name
+			members.Add(&m)
+		}
+	}
+	pairs := members.PeerURLPairs()
+	for _, name := range a.members {
+		restarts, err := c.countRestart(ctx, s, name)
+		if err != nil {
+			return outcome{err: err}
+		}
+		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "")
+		if err := c.createPod(ctx, pod); err != nil {
+			return outcome{err: err}
+		}
+		c.log.Infof("restarted member %s in place on its claim, on %s (restart %d within %v)", name, a.version, restarts, ladderWindow)
+		c.event(corev1.EventTypeNormal, eventMemberRestarted,
+			fmt.Sprintf("Member %s restarted in place on its data (restart %d of %d within %v)", name, restarts, ladderRestarts, ladderWindow))
+	}
+	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// countRestart counts a restart in place on the member's claim, starting a
+// new window when the last one is over, and returns the count.
+func (c *Cluster) countRestart(ctx context.Context, s *snapshot, name string) (int, error) {
+	pvc := s.claims[name]
+	if pvc == nil {
+		return 0, nil
+	}
+	n, since := k8sutil.ClaimRestarts(pvc)
+	if n == 0 || s.now.Sub(since) >= ladderWindow {
+		n, since = 0, s.now
+	}
+	n++
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		k8sutil.AnnotationRestarts:      fmt.Sprint(n),
+		k8sutil.AnnotationRestartsSince: since.UTC().Format(time.RFC3339),
+	}}})
+	if err != nil {
+		return 0, fmt.Errorf("build patch: %w", err)
+	}
+	_, err = c.cfg.KubeClient.CoreV1().PersistentVolumeClaims(c.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return 0, kubeError("count a restart on claim "+name, err)
+	}
+	return n, nil
+}
+
 // createJoiner creates the claim and pod of a new member that etcd does not
 // know yet; its wait-membership init container holds etcd back until the
 // member is added (join.go).
 func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outcome {
 	m := c.newMember(s.spec)
-	if err := c.createClaim(ctx, s, m.Name); err != nil {
+	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
 		return outcome{err: err}
 	}
 	members := s.membership.Clone()
@@ -284,6 +352,13 @@ func (c *Cluster) upgradeMember(ctx context.Context, s *snapshot, a action) outc
 		from = f.from
 	}
 	image := api.EtcdImage(s.spec.Spec.Repository, a.version)
+	if claim := s.claims[a.member]; claim != nil && k8sutil.ClaimVersion(claim) != a.version {
+		// Before the pod: a member restarted on its claim later must start on
+		// a version its data allows.
+		if err := c.annotateClaimVersion(ctx, a.member, a.version); err != nil {
+			return outcome{err: err}
+		}
+	}
 	if err := c.patchMemberPod(ctx, pod, a.version, image); err != nil {
 		return outcome{err: err}
 	}
@@ -324,6 +399,19 @@ func (c *Cluster) patchMemberPod(ctx context.Context, pod *corev1.Pod, version, 
 	return nil
 }
 
+// annotateClaimVersion records on a member's claim the version that writes it.
+func (c *Cluster) annotateClaimVersion(ctx context.Context, name, version string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationVersion: version}}})
+	if err != nil {
+		return fmt.Errorf("build patch: %w", err)
+	}
+	_, err = c.cfg.KubeClient.CoreV1().PersistentVolumeClaims(c.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return kubeError("record the version on claim "+name, err)
+	}
+	return nil
+}
+
 // newMember names a new member "<cluster>-<10 random characters>", as the
 // original did; the name is also its pod's and its claim's.
 func (c *Cluster) newMember(cl *api.EtcdCluster) *etcdutil.Member {
@@ -334,8 +422,8 @@ func (c *Cluster) newMember(cl *api.EtcdCluster) *etcdutil.Member {
 
 // createClaim creates a member's claim when members use claims. An existing
 // claim of that name is this member's from an earlier, interrupted try.
-func (c *Cluster) createClaim(ctx context.Context, s *snapshot, name string) error {
-	pvc := k8sutil.NewEtcdPVC(s.spec, name)
+func (c *Cluster) createClaim(ctx context.Context, s *snapshot, name, version string) error {
+	pvc := k8sutil.NewEtcdPVC(s.spec, name, version)
 	if pvc == nil {
 		return nil
 	}
@@ -351,7 +439,11 @@ func (c *Cluster) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if _, err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return kubeError("create pod "+pod.Name, err)
 	}
-	c.podExpect = &podExpectation{name: pod.Name, deadline: c.now().Add(c.cfg.ExpectationTimeout)}
+	e := c.podExpect
+	if e == nil {
+		e = &podExpectation{}
+	}
+	c.podExpect = &podExpectation{names: append(slices.Clone(e.names), pod.Name), deadline: c.now().Add(c.cfg.ExpectationTimeout)}
 	return nil
 }
 

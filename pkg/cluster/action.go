@@ -41,6 +41,12 @@ const (
 	// actRemoveDeadMember removes a dead member from etcd, then deletes its
 	// pod and claim; a new member replaces it later.
 	actRemoveDeadMember
+	// actDeleteFailedPod deletes the ended pod of a member that is restarted
+	// in place, so that its name is free for the new pod.
+	actDeleteFailedPod
+	// actRestartMembers creates new pods for members on their claims, with
+	// their names and data: the same etcd members, no membership change.
+	actRestartMembers
 	// actPromoteLearner makes a learner vote.
 	actPromoteLearner
 	// actCreateJoiner creates the claim and pod of a new member, held back by
@@ -68,6 +74,8 @@ var actionNames = map[actionKind]string{
 	actDeleteJoiner:     "delete joiner",
 	actDeleteStrayClaim: "delete stray claim",
 	actRemoveDeadMember: "remove dead member",
+	actDeleteFailedPod:  "delete failed pod",
+	actRestartMembers:   "restart in place",
 	actPromoteLearner:   "promote learner",
 	actCreateJoiner:     "create joiner",
 	actAddJoiner:        "add joiner",
@@ -80,8 +88,10 @@ func (k actionKind) String() string { return actionNames[k] }
 // action is one decision of decide.
 type action struct {
 	kind actionKind
-	// member is the member, pod or claim the action is about.
-	member string
+	// member is the member, pod or claim the action is about; members are
+	// the members of an action about several.
+	member  string
+	members []string
 	// version is the etcd version of a seed, a new member or an upgrade.
 	version string
 	// learner adds the member as a learner.
@@ -101,6 +111,9 @@ func (a action) String() string {
 	s := a.kind.String()
 	if a.member != "" {
 		s += " " + a.member
+	}
+	for _, m := range a.members {
+		s += " " + m
 	}
 	if a.version != "" {
 		s += " to " + a.version

@@ -56,6 +56,10 @@ func quorumProblem(s *snapshot) (problem, bool) {
 		if running > 0 || starting > 0 {
 			return problem{}, false
 		}
+		if _, restarting := restartFromClaims(s); restarting {
+			// Every member comes back on its claim.
+			return problem{}, false
+		}
 		return newProblem(problemNoMembersRunning, "%s", noMembersMessage(s, len(s.pods)+len(s.terminating))), true
 	}
 	q := s.quorum
@@ -81,7 +85,7 @@ func noMembersMessage(s *snapshot, n int) string {
 	case n == 0:
 		return "no member pod exists; restore the cluster from a backup with an EtcdRestore"
 	case s.usesClaims():
-		return fmt.Sprintf("no member is running (all %d are down); their data may remain on their PersistentVolumeClaims, but members are not restarted in place: restore the cluster from a backup with an EtcdRestore", n)
+		return fmt.Sprintf("no member is running (all %d are down) and their data cannot be used again (their claims are gone, or they failed again after every restart in place): restore the cluster from a backup with an EtcdRestore", n)
 	}
 	return fmt.Sprintf("no member is running (all %d are down); their data was on emptyDir volumes and is gone: restore the cluster from a backup with an EtcdRestore", n)
 }

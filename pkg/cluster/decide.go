@@ -31,19 +31,27 @@ import (
 //     cluster that was never available, is made again from the spec.
 //  6. Expectations: a pod just created and not in the cache yet is waited for.
 //  7. A seed that never started is made again from the spec in force.
-//  8. Quorum: without a quorum of voting members running, nothing is changed.
-//  9. Clean-up: pods, joining pods and claims that belong to no member.
-//  10. Dead members: one is removed from etcd (its replacement joins in step
-//     12), once its pod is gone and etcd confirms it does not answer.
-//  11. Learners are promoted once they run.
-//  12. Size: one member is added (its pod first, then MemberAdd once the pod
+//  8. Restart in place: a member whose pod is gone or failed, and whose claim
+//     holds its data, gets a new pod on that claim: same name, same member
+//     ID, no membership change and no copy of the data. Members stopped
+//     together are restarted together (they need each other for a quorum);
+//     this is how a cluster comes back after a node restart or after every
+//     pod was deleted, with or without a quorum.
+//  9. Quorum: without a quorum of voting members running, nothing is changed.
+//  10. Clean-up: pods, joining pods and claims that belong to no member.
+//  11. Replacement: a member that cannot come back (its data was on an
+//     emptyDir, it keeps failing, etcd refuses its data) is removed from etcd
+//     — once its pod is gone and etcd confirms it does not answer — and a new
+//     member replaces it in step 13.
+//  12. Learners are promoted once they run.
+//  13. Size: one member is added (its pod first, then MemberAdd once the pod
 //     resolves in DNS and etcd can take the change) or removed (not-ready
 //     members first, the leader last).
-//  13. Version: one member is patched to spec.version (not-ready members
+//  14. Version: one member is patched to spec.version (not-ready members
 //     first, the leader last), one at a time.
-//  14. Otherwise the cluster is what its spec asks for.
+//  15. Otherwise the cluster is what its spec asks for.
 //
-// Every change that depends on the membership (steps 9, 10, 12, 13) needs it
+// Every change that depends on the membership (steps 10, 11, 13, 14) needs it
 // confirmed by etcd's leader in this very pass: decide then answers "read
 // etcd", the pass asks etcd and decides again.
 func decide(s *snapshot) action {
@@ -63,6 +71,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	unknownMembership,
 	expectations,
 	neverStartedSeed,
+	restartInPlace,
 	quorum,
 	cleanUp,
 	deadMembers,
@@ -145,10 +154,48 @@ func unknownMembership(s *snapshot) (action, bool) {
 	case starting > 0:
 		return wait("the membership is unknown and no member pod runs yet"), true
 	}
+	if a, ok := restartFromClaims(s); ok {
+		return a, true
+	}
 	if seed, ok := lonelyNeverStartedPod(s); ok {
 		return action{kind: actReseed, member: seed, reason: "the only member pod never ran and the cluster was never available"}, true
 	}
 	return wait("no member pod runs"), true
+}
+
+// restartFromClaims restarts every member in place when no member runs and
+// the membership cannot be read: after a node restart or after every pod was
+// deleted, and an operator restart meanwhile. The members are the claims the
+// status last listed as members (or every claim of the cluster, when it
+// listed none); their data directories tell etcd the rest.
+func restartFromClaims(s *snapshot) (action, bool) {
+	if !s.usesClaims() || len(s.claims) == 0 {
+		return action{}, false
+	}
+	var names []string
+	for _, name := range sortedKeys(s.claims) {
+		if len(s.lastMembers) == 0 || slices.Contains(s.lastMembers, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return action{}, false
+	}
+	var gone []string
+	for _, name := range names {
+		pod, live := s.pods[name]
+		switch {
+		case s.terminating[name] != nil:
+			return wait(fmt.Sprintf("pod %s is being deleted; the members are restarted once it is gone", name)), true
+		case live && pod.Status.Phase == corev1.PodUnknown:
+			return wait(fmt.Sprintf("the node of pod %s does not answer; its member is restarted once it does or the pod is gone", name)), true
+		case live:
+			return action{kind: actDeleteFailedPod, member: name, reason: "to restart every member in place on its claim"}, true
+		default:
+			gone = append(gone, name)
+		}
+	}
+	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
 }
 
 // lonelyNeverStartedPod finds the one pod of a cluster that was never
@@ -177,7 +224,7 @@ func expectations(s *snapshot) (action, bool) {
 		// Until the created pod is in the cache its member would look dead,
 		// and the next change would be made on a wrong picture. Its informer
 		// event wakes the loop; the deadline bounds the wait.
-		a := wait(fmt.Sprintf("pod %s was created and is not in the cache yet", e.name))
+		a := wait(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(e.names, ", ")))
 		a.after = e.deadline.Sub(s.now)
 		return a, true
 	}
@@ -198,6 +245,48 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 }
 
 // 8.
+func restartInPlace(s *snapshot) (action, bool) {
+	var gone []string
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		if m.repair != repairRestart || m.state == memberCrashing {
+			continue // the kubelet restarts a crashing member in its pod
+		}
+		if m.pod != nil {
+			// The pod's name has to be free for the new one.
+			return action{kind: actDeleteFailedPod, member: name, reason: "to restart the member in place on its claim"}, true
+		}
+		gone = append(gone, name)
+	}
+	if len(gone) == 0 {
+		return action{}, false
+	}
+	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
+}
+
+// restartVersion is the etcd version members restarted in place run: the
+// version that last wrote their claims (a member upgraded in place wrote it
+// when it was patched), else the oldest version made among the other
+// members, else spec.version.
+func restartVersion(s *snapshot, names []string) string {
+	v := ""
+	for _, name := range names {
+		if c := s.claims[name]; c != nil {
+			if cv := k8sutil.ClaimVersion(c); cv != "" && (v == "" || compareVersions(cv, v) < 0) {
+				v = cv
+			}
+		}
+	}
+	if v == "" {
+		v = s.plan.newMembers
+	}
+	if v == "" {
+		v = s.spec.Spec.Version
+	}
+	return v
+}
+
+// 9.
 func quorum(s *snapshot) (action, bool) {
 	q := s.quorum
 	switch {
@@ -211,7 +300,7 @@ func quorum(s *snapshot) (action, bool) {
 	return wait(fmt.Sprintf("quorum lost: %d of %d voting members run, %d are needed", q.up, q.voters, q.needed)), true
 }
 
-// 9.
+// 10.
 func cleanUp(s *snapshot) (action, bool) {
 	if len(s.strayPods) > 0 {
 		if a, ok := needEtcd(s, "delete a pod that belongs to no member"); ok {
@@ -291,31 +380,49 @@ func initialClusterWith(s *snapshot, name string) []string {
 	return pairs
 }
 
-// 10.
+// 11.
 func deadMembers(s *snapshot) (action, bool) {
-	dead := s.names(memberGone, memberFailed, memberTerminating)
-	if len(dead) == 0 {
-		return action{}, false
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		if m.state == memberTerminating {
+			// Deleting every pod at once shows one pod terminating while
+			// the others still run; removing that member then would leave
+			// etcd listing members that all go away a moment later. By the
+			// time the pod is gone, the others are terminating too, and
+			// quorum says no.
+			return wait(fmt.Sprintf("pod %s is being deleted; its member is repaired once it is gone", name)), true
+		}
 	}
-	name := dead[0]
-	m := s.members[name]
-	if m.state == memberTerminating {
-		// Deleting every pod at once shows one pod terminating while the
-		// others still run; removing that member then would leave etcd
-		// listing members that all go away a moment later. By the time the
-		// pod is gone, the others are terminating too, and quorum says no.
-		return wait(fmt.Sprintf("pod %s is being deleted; its member is replaced once it is gone", name)), true
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		if m.repair != repairReplace {
+			continue
+		}
+		if a, ok := needEtcd(s, "remove member "+name); ok {
+			return a, true
+		}
+		if m.state == memberGone && s.etcd.answers(m.member.ID) {
+			return wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name)), true
+		}
+		return action{kind: actRemoveDeadMember, member: name, reason: replaceReason(m)}, true
 	}
-	if a, ok := needEtcd(s, "remove dead member "+name); ok {
-		return a, true
-	}
-	if s.etcd.answers(m.member.ID) {
-		return wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name)), true
-	}
-	return action{kind: actRemoveDeadMember, member: name, reason: "its pod is " + m.state.String()}, true
+	return action{}, false
 }
 
-// 11.
+// replaceReason says why a member is replaced rather than restarted.
+func replaceReason(m *memberView) string {
+	switch {
+	case m.refused != "":
+		return "etcd refuses its data: " + m.refused
+	case m.restarts >= ladderRestarts:
+		return fmt.Sprintf("it failed again after %d restarts in place within %v", m.restarts, ladderWindow)
+	case m.claim == nil:
+		return fmt.Sprintf("its pod is %s and its data was on an emptyDir volume", m.state)
+	}
+	return "its pod is " + m.state.String()
+}
+
+// 12.
 func learners(s *snapshot) (action, bool) {
 	for _, name := range s.membership.Learners() {
 		if s.members[name].state != memberRunning {
@@ -328,7 +435,7 @@ func learners(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// 12.
+// 13.
 func size(s *snapshot) (action, bool) {
 	n := len(s.members)
 	switch {
@@ -478,7 +585,7 @@ func removeMember(s *snapshot) (action, bool) {
 	return remove(sortedKeys(s.members)[0], "the only member left to choose")
 }
 
-// 13.
+// 14.
 func version(s *snapshot) (action, bool) {
 	p := s.plan
 	switch {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -75,14 +76,31 @@ func TestDecide(t *testing.T) {
 		{name: "a seed pending longer than the timeout in a cluster never available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(6*time.Minute))), want: "reseed example-a"},
 		{name: "the only member of a cluster that was available is not made again", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
 
-		// 8. Quorum.
+		// 8. Restart in place.
+		{name: "a member whose pod is gone and whose claim holds its data is restarted in place", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), noPod(memberC)), want: "restart in place example-c to " + testVersion},
+		{name: "the ended pod of a member with a claim is deleted first, to restart it in place", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed)), want: "delete failed pod example-c"},
+		{name: "an evicted member with a claim is restarted in place, not replaced", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, evicted)), want: "delete failed pod example-c"},
+		{name: "members whose pods are all gone are restarted together, without a quorum", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), noPods), want: "restart in place example-a example-b example-c to " + testVersion},
+		{name: "a quorum lost with claims heals by restarting the lost members in place", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), noPod(memberB), noPod(memberC)), want: "restart in place example-b example-c"},
+		{name: "a member restarted in place runs the version its claim records", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimVersion(memberC, oldVersion), noPod(memberC)), want: "restart in place example-c to " + oldVersion},
+		{name: "after an operator restart every member is restarted from the claims the status listed", mods: mods(withPVCSpec, noMembership, noPods, claims(memberA, memberB, memberC, "example-gone"), statusMembers(memberA, memberB, memberC)), want: "restart in place example-a example-b example-c to " + testVersion},
+		{name: "after an operator restart the ended pods are deleted before the members restart", mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "delete failed pod example-a"},
+		{name: "after an operator restart a member on a node that does not answer is waited for", mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, failed), podIs(memberB, unknownPhase), podIs(memberC, failed), statusMembers(memberA, memberB, memberC)), want: "delete failed pod example-a"},
+		{name: "a member restarted too often in the window is replaced", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), noPod(memberC), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 3 restarts in place within 10m0s)"},
+		{name: "restarts older than the window do not count", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Hour), noPod(memberC)), want: "restart in place example-c"},
+		{name: "a member whose data etcd refuses is replaced at once", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed, exitedWith("panic: wal: crc mismatch")), etcdLeader(memberA, memberC)), want: "remove dead member example-c (etcd refuses its data: exit code 2"},
+		{name: "a crashing member is left to the kubelet, which restarts it with its data", mods: mods(podIs(memberC, crashLooping(1))), want: "idle"},
+		{name: "a member crashing more often than the ladder allows is replaced", mods: mods(podIs(memberC, crashLooping(4)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
+		{name: "a member on a node that does not answer is not restarted elsewhere", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, unknownPhase)), want: "idle"},
+
+		// 9. Quorum.
 		{name: "with two of three members dead nothing is changed", mods: mods(podIs(memberB, failed), noPod(memberC)), want: "wait (quorum lost: 1 of 3 voting members run, 2 are needed)"},
 		{name: "with every member dead nothing is changed", mods: mods(podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "wait (quorum lost: 0 of 3"},
 		{name: "while members start, the quorum is waited for", mods: mods(podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (1 of 3 voting members run and 2 are starting; 2 are needed)"},
 		{name: "a learner does not count towards the quorum", mods: mods(learner(memberB), noPod(memberC)), want: "wait (quorum lost: 1 of 2"},
 		{name: "with quorum lost even stray pods are left alone", mods: mods(podIs(memberB, failed), noPod(memberC), strayPod("example-stray")), want: "wait (quorum lost"},
 
-		// 9. Clean-up.
+		// 10. Clean-up.
 		{name: "a stray pod makes the pass read etcd first", mods: mods(strayPod("example-stray")), want: "read etcd (delete a pod that belongs to no member)"},
 		{name: "a stray pod is deleted once etcd's leader confirmed the membership", mods: mods(strayPod("example-stray"), etcdLeader(memberA)), want: "delete stray pod example-stray"},
 		{name: "a stray pod is not deleted while etcd has no leader", mods: mods(strayPod("example-stray"), etcdWithoutLeader), want: "wait (etcd has no leader to confirm the membership"},
@@ -99,20 +117,20 @@ func TestDecide(t *testing.T) {
 		{name: "the claims of members and of a joining pod are kept", mods: mods(specSize(4), withPVCSpec, claims(memberA, memberB, memberC, joiner), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new"},
 		{name: "the claim of a pod being created is kept", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, joiner), expectPod(joiner, time.Minute)), want: "wait (pod example-new was created"},
 
-		// 10. Dead members.
-		{name: "a failed member makes the pass read etcd", mods: mods(podIs(memberC, failed)), want: "read etcd (remove dead member example-c)"},
-		{name: "a failed member is removed once etcd confirms it does not answer", mods: mods(podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed)"},
-		{name: "a member without a pod is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is gone)"},
-		{name: "a member pending longer than the timeout is removed", mods: mods(podIs(memberC, pendingFor(6*time.Minute)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed)"},
+		// 11. Replacement.
+		{name: "a failed member makes the pass read etcd", mods: mods(podIs(memberC, failed)), want: "read etcd (remove member example-c)"},
+		{name: "a failed member is removed once etcd confirms it does not answer", mods: mods(podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed and its data was on an emptyDir volume)"},
+		{name: "a member without a pod is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is gone and its data was on an emptyDir volume)"},
+		{name: "a member pending longer than the timeout is removed", mods: mods(podIs(memberC, pendingFor(6*time.Minute)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed"},
 		{name: "a member whose pod the cache lacks but whose etcd answers is not dead", mods: mods(noPod(memberC), etcdLeader(memberA)), want: "wait (member example-c answers etcd although its pod is not seen"},
 		{name: "a member whose pod is being deleted is replaced only once the pod is gone", mods: mods(terminatingPod(memberC)), want: "wait (pod example-c is being deleted"},
 		{name: "a dead member is removed while another member still starts", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), podIs(memberD, failed), podIs(memberE, pendingFor(time.Minute)), etcdLeader(memberA, memberD, memberE)), want: "remove dead member example-d"},
 
-		// 11. Learners.
+		// 12. Learners.
 		{name: "a running learner is promoted before anything else changes", mods: mods(specSize(5), learner(memberC)), want: "promote learner example-c"},
 		{name: "a learner that does not run yet is waited for", mods: mods(specSize(4), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Minute))), want: "wait (learner example-d does not run yet)"},
 
-		// 12. Size.
+		// 13. Size.
 		{name: "scaling up reads etcd before making a joining pod", mods: mods(specSize(4)), want: "read etcd (create a joining pod)"},
 		{name: "scaling up makes the new member's pod first, at spec.version", mods: mods(specSize(4), etcdLeader(memberA)), want: "create joiner to " + testVersion},
 		{name: "a joining pod is added only once it resolves in DNS", mods: mods(specSize(4), joiningPod(joiner, three, resolving)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
@@ -128,7 +146,7 @@ func TestDecide(t *testing.T) {
 		{name: "scaling down removes a member that is not ready before any ready one", mods: mods(specSize(2), podIs(memberC, notReady), etcdLeader(memberA)), want: "remove member example-c (its pod is not ready)"},
 		{name: "scaling down to one keeps the leader", mods: mods(specSize(1), members(memberA, memberB), onlyPods(memberA, memberB), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
 
-		// 13. Version.
+		// 14. Version.
 		{name: "an upgrade reads etcd for the leader and the health", mods: mods(specVersion("3.5.22")), want: "read etcd (upgrade a member)"},
 		{name: "an upgrade patches a follower first", mods: mods(specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
 		{name: "an upgrade patches the leader last", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
@@ -143,7 +161,7 @@ func TestDecide(t *testing.T) {
 		{name: "mid-upgrade a new member starts at the oldest version made", mods: mods(specSize(4), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + oldVersion},
 		{name: "while an upgrade is refused new members start at the newest version made", mods: mods(specSize(4), specVersion("3.6.6"), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + testVersion},
 
-		// 14. At rest.
+		// 15. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},
 		{name: "a complete healthy cluster is left alone after etcd was asked", mods: mods(etcdLeader(memberA)), want: "idle"},
 		{name: "a complete cluster with claims is left alone", mods: mods(withPVCSpec, claims(memberA, memberB, memberC)), want: "idle"},
@@ -331,7 +349,7 @@ func joiningPod(name string, joins []string, opts ...podOpt) snapMod {
 func claims(names ...string) snapMod {
 	return func(s *snapshot) {
 		for _, n := range names {
-			pvc := k8sutil.NewEtcdPVC(s.spec, n)
+			pvc := k8sutil.NewEtcdPVC(s.spec, n, s.spec.Spec.Version)
 			pvc.Status.Phase = corev1.ClaimBound
 			s.claims[n] = pvc
 		}
@@ -339,7 +357,7 @@ func claims(names ...string) snapMod {
 }
 
 func expectPod(name string, in time.Duration) snapMod {
-	return func(s *snapshot) { s.podExpect = &podExpectation{name: name, deadline: testStart.Add(in)} }
+	return func(s *snapshot) { s.podExpect = &podExpectation{names: []string{name}, deadline: testStart.Add(in)} }
 }
 
 func upgrading(name, version string) snapMod {
@@ -373,6 +391,47 @@ func etcdLeader(leader string, down ...string) snapMod {
 func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
 
 func etcdFailed(s *snapshot) { s.etcd = &etcdView{err: errors.New("context deadline exceeded")} }
+
+func claimVersion(name, version string) snapMod {
+	return func(s *snapshot) { s.claims[name].Annotations[api.AnnotationVersion] = version }
+}
+
+func claimRestarts(name string, n int, ago time.Duration) snapMod {
+	return func(s *snapshot) {
+		s.claims[name].Annotations[k8sutil.AnnotationRestarts] = fmt.Sprint(n)
+		s.claims[name].Annotations[k8sutil.AnnotationRestartsSince] = testStart.Add(-ago).Format(time.RFC3339)
+	}
+}
+
+func statusMembers(names ...string) snapMod {
+	return func(s *snapshot) { s.lastMembers = names }
+}
+
+func evicted(p *corev1.Pod) {
+	failed(p)
+	p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+}
+
+func unknownPhase(p *corev1.Pod) { p.Status.Phase = corev1.PodUnknown }
+
+// exitedWith makes the pod's etcd end with exit code 2 and msg as the end of
+// its log.
+func exitedWith(msg string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: msg}}
+	}
+}
+
+// crashLooping makes the pod's etcd wait to be restarted after its restarts.
+func crashLooping(restarts int32) podOpt {
+	return func(p *corev1.Pod) {
+		notReady(p)
+		cs := &p.Status.ContainerStatuses[0]
+		cs.Ready, cs.RestartCount = false, restarts
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}}
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+	}
+}
 
 func restoreSeed(p *corev1.Pod) {
 	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "fetch-backup"})

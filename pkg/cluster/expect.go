@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,11 +13,13 @@ import (
 // The goroutine's records of its own recent actions: what no observation can
 // tell yet (the ReplicaSet controller's "expectations"), or no longer.
 
-// podExpectation is a created pod the lister has not shown yet.
+// podExpectation is pods created that the lister has not shown yet.
 type podExpectation struct {
-	name     string
+	names    []string
 	deadline time.Time
 }
+
+func (e *podExpectation) has(name string) bool { return e != nil && slices.Contains(e.names, name) }
 
 // upgradeExpectation is a patched member pod whose container has not yet
 // restarted on the new image and become Ready. Until then the lister may
@@ -49,14 +52,22 @@ type failedUpgrade struct {
 func (c *Cluster) settleExpectations(pods, terminating map[string]*corev1.Pod, target string) {
 	now := c.now()
 	if e := c.podExpect; e != nil {
-		_, live := pods[e.name]
-		_, ending := terminating[e.name]
+		var unseen []string
+		for _, name := range e.names {
+			_, live := pods[name]
+			_, ending := terminating[name]
+			if !live && !ending {
+				unseen = append(unseen, name)
+			}
+		}
 		switch {
-		case live || ending:
+		case len(unseen) == 0:
 			c.podExpect = nil
 		case now.After(e.deadline):
-			c.log.Warnf("pod %s did not show up within %v; treating it as missing", e.name, c.cfg.ExpectationTimeout)
+			c.log.Warnf("pods %v did not show up within %v; treating them as missing", unseen, c.cfg.ExpectationTimeout)
 			c.podExpect = nil
+		default:
+			c.podExpect = &podExpectation{names: unseen, deadline: e.deadline}
 		}
 	}
 	if e := c.upgradeExpect; e != nil {

@@ -397,7 +397,7 @@ func (f *fixture) deleteService(name string) {
 // claim puts the claim of member name in the lister and the fake API, bound.
 func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 	f.t.Helper()
-	pvc := k8sutil.NewEtcdPVC(f.cl.WithDefaults(), name)
+	pvc := k8sutil.NewEtcdPVC(f.cl.WithDefaults(), name, f.cl.WithDefaults().Spec.Version)
 	if pvc == nil {
 		f.t.Fatal("the test cluster uses no claims")
 	}
@@ -531,6 +531,16 @@ func (f *fixture) pod(name string, opts ...podOpt) *corev1.Pod {
 	}
 	f.setPod(p)
 	return p
+}
+
+// podGone removes member name's pod from the lister and the fake API, as if
+// it had been deleted and its deletion completed.
+func (f *fixture) podGone(name string) {
+	f.t.Helper()
+	if obj, exists, _ := f.indexer.GetByKey(testNS + "/" + name); exists {
+		_ = f.indexer.Delete(obj)
+	}
+	_ = f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), testNS, name)
 }
 
 // setPod puts a pod in the lister (the informer saw it) and in the fake API.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		phase:          c.latest.Status.Phase,
 		everAvailable:  everAvailable(c.latest.Status),
 		beingDeleted:   c.latest.DeletionTimestamp != nil,
+		lastMembers:    append(slices.Clone(c.latest.Status.Members.Ready), c.latest.Status.Members.Unready...),
 	}
 	s.spec, s.specProblem = c.specInForce()
 	if s.spec == nil {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,9 @@ type snapshot struct {
 	beingDeleted bool
 	// pendingTimeout bounds a pod's start and a member's upgrade.
 	pendingTimeout time.Duration
+	// lastMembers are the members the status last listed: the membership as
+	// it was known before an operator restart, when etcd cannot be asked.
+	lastMembers []string
 
 	// missingServices are the services to create; serviceConflict says why
 	// one that exists cannot be used.
@@ -119,11 +123,15 @@ const (
 	// memberFailed: the pod ended, its node is lost, or it has been Pending
 	// longer than the pending timeout.
 	memberFailed
+	// memberCrashing: the pod is there but its etcd has exited since it
+	// started, and the kubelet restarts it (a crash, an OOM kill, a failed
+	// liveness probe, an image it cannot pull after a patch).
+	memberCrashing
 )
 
 var memberStateNames = map[memberState]string{
 	memberRunning: "running", memberStarting: "starting", memberTerminating: "terminating",
-	memberGone: "gone", memberFailed: "failed",
+	memberGone: "gone", memberFailed: "failed", memberCrashing: "crashing",
 }
 
 func (s memberState) String() string { return memberStateNames[s] }
@@ -139,12 +147,48 @@ type memberView struct {
 	version string
 	// trouble is why its pod does not run, from the pod's own status.
 	trouble string
+	// claim is the member's PersistentVolumeClaim, nil when it has none.
+	claim *corev1.PersistentVolumeClaim
+	// restarts counts the member's restarts in place in the repair window:
+	// the operator's (on its claim) and the kubelet's (of its container).
+	restarts int
+	// refused is the evidence that etcd refuses the member's data (its last
+	// log lines), "" when there is none.
+	refused string
+	// repair is the step of the repair ladder the member is on.
+	repair repairStep
 }
 
-// dead tells whether the member's pod will not run again by itself.
-func (m *memberView) dead() bool {
-	return m.state == memberGone || m.state == memberFailed || m.state == memberTerminating
-}
+// repairStep is where a member stands on the repair ladder: a member that
+// stopped is restarted in place, on its own data, as long as that can help;
+// only one that keeps failing, or whose data etcd refuses, is replaced by a
+// new member on a fresh claim.
+type repairStep int
+
+const (
+	// repairNone: the member runs, or starts, on its own.
+	repairNone repairStep = iota
+	// repairRestart: the member is restarted in place: by the kubelet in its
+	// pod, or by the operator in a new pod on its claim.
+	repairRestart
+	// repairReplace: the member is removed and a new one added.
+	repairReplace
+)
+
+var repairStepNames = map[repairStep]string{repairNone: "", repairRestart: "restart in place", repairReplace: "replace"}
+
+func (r repairStep) String() string { return repairStepNames[r] }
+
+// The repair ladder: a member is restarted in place up to ladderRestarts
+// times within ladderWindow before it is replaced.
+const (
+	ladderRestarts = 3
+	ladderWindow   = 10 * time.Minute
+	// terminatingGrace is how long past its deletion deadline a pod may stay
+	// terminating before its member counts as gone: a pod on a node that no
+	// longer answers is never confirmed gone.
+	terminatingGrace = 30 * time.Second
+)
 
 // quorumView counts the voting members by the state of their pods.
 type quorumView struct {
@@ -178,7 +222,7 @@ func (s *snapshot) classify() {
 			_, member := s.members[name]
 			_, live := s.pods[name]
 			_, ending := s.terminating[name]
-			expected := s.podExpect != nil && s.podExpect.name == name
+			expected := s.podExpect.has(name)
 			if !member && !live && !ending && !expected {
 				s.strayClaims = append(s.strayClaims, name)
 			}
@@ -191,37 +235,126 @@ func (s *snapshot) classify() {
 }
 
 func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
-	v := &memberView{member: m}
-	pod, live := s.pods[m.Name]
-	if !live {
-		if p, ok := s.terminating[m.Name]; ok {
-			v.pod, v.state = p, memberTerminating
-			return v
+	v := &memberView{member: m, claim: s.claims[m.Name]}
+	if v.claim != nil {
+		if n, since := k8sutil.ClaimRestarts(v.claim); n > 0 && s.now.Sub(since) < ladderWindow {
+			v.restarts = n
 		}
-		v.state = memberGone
-		if s.podExpect != nil && s.podExpect.name == m.Name {
-			v.state = memberStarting
-		}
-		return v
 	}
-	v.pod = pod
-	v.version = runningVersion(pod)
-	v.trouble = podTrouble(pod, s.claims[m.Name])
+	pod, live := s.pods[m.Name]
 	switch {
-	case pod.Status.Phase == corev1.PodRunning:
-		v.state = memberRunning
-		v.ready = k8sutil.IsPodReady(pod)
-	case pod.Status.Phase == corev1.PodPending &&
+	case !live && s.terminating[m.Name] != nil:
+		v.pod, v.state = s.terminating[m.Name], memberTerminating
+		if d := v.pod.DeletionTimestamp; d != nil && s.now.After(d.Add(terminatingGrace)) {
+			v.state = memberGone
+		}
+	case !live && s.podExpect.has(m.Name):
+		v.state = memberStarting
+	case !live:
+		v.state = memberGone
+	default:
+		v.pod = pod
+		v.version = runningVersion(pod)
+		v.trouble = podTrouble(pod, v.claim)
+		v.refused = dataRefused(pod)
+		v.state, v.ready = s.podState(pod)
+		if st := k8sutil.EtcdContainerStatus(pod); st != nil {
+			v.restarts += int(st.RestartCount)
+		}
+	}
+	v.repair = s.repairOf(v)
+	return v
+}
+
+// podState says where a member's pod is, and whether it is ready.
+func (s *snapshot) podState(pod *corev1.Pod) (memberState, bool) {
+	st := k8sutil.EtcdContainerStatus(pod)
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		switch {
+		case st == nil || st.State.Running != nil:
+			return memberRunning, k8sutil.IsPodReady(pod)
+		case st.RestartCount > 0 || st.LastTerminationState.Terminated != nil:
+			return memberCrashing, false
+		}
+		return memberStarting, false
+	case corev1.PodPending, "":
 		// A pod that waited for its member to be added may be older than
 		// the timeout, but starts etcd a moment after the add; its own
 		// timeout fails it otherwise.
-		(!k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) || k8sutil.IsWaitingForMembership(pod)),
-		pod.Status.Phase == "":
-		v.state = memberStarting
-	default:
-		v.state = memberFailed
+		if !k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) || k8sutil.IsWaitingForMembership(pod) {
+			return memberStarting, false
+		}
 	}
-	return v
+	return memberFailed, false
+}
+
+// repairOf places a member on the repair ladder.
+func (s *snapshot) repairOf(v *memberView) repairStep {
+	switch {
+	case v.refused != "":
+		return repairReplace
+	case v.state == memberCrashing:
+		// The kubelet restarts it in its pod, with its data.
+		if v.restarts > ladderRestarts {
+			return repairReplace
+		}
+		return repairRestart
+	case v.state != memberGone && v.state != memberFailed:
+		return repairNone
+	case v.claim == nil || !s.usesClaims():
+		// Its data went with its pod (emptyDir), or its claim is gone.
+		return repairReplace
+	case v.pod != nil && v.pod.Status.Phase == corev1.PodUnknown:
+		// Its node does not answer: its claim cannot be used elsewhere,
+		// and its containers may still run.
+		return repairNone
+	case v.restarts >= ladderRestarts:
+		return repairReplace
+	}
+	return repairRestart
+}
+
+// dataRefused finds, in the end of the log of an etcd that exited, the
+// evidence that etcd refuses its data directory: a corrupt log or database,
+// or a data directory of another member. Such a member is replaced at once;
+// restarting it cannot help.
+func dataRefused(pod *corev1.Pod) string {
+	st := k8sutil.EtcdContainerStatus(pod)
+	if st == nil {
+		return ""
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		msg := strings.ToLower(t.Message)
+		for _, sign := range dataRefusalSigns {
+			if strings.Contains(msg, sign) {
+				return terminationSummary(t)
+			}
+		}
+	}
+	return ""
+}
+
+// dataRefusalSigns are what etcd logs, lower-cased, when it cannot use its
+// data directory: WAL and snapshot checksums, a database that is not one,
+// a data directory that belongs to another member or cluster.
+var dataRefusalSigns = []string{
+	"crc mismatch",
+	"failed to recover v3 backend",
+	"failed to open database",
+	"database file is corrupt",
+	"invalid database",
+	"not a bolt database",
+	"wal: file not found",
+	"wal: max entry size limit exceeded",
+	"member id mismatch",
+	"mismatched member id",
+	"cluster id mismatch",
+	"snap: crc mismatch",
+	"failed to find database snapshot file",
 }
 
 func (s *snapshot) countQuorum() quorumView {
@@ -237,7 +370,8 @@ func (s *snapshot) countQuorum() quorumView {
 			if m.ready {
 				q.ready++
 			}
-		case m.state == memberStarting:
+		case m.state == memberStarting, m.repair == repairRestart:
+			// A member restarted in place comes back with its data.
 			q.starting++
 		}
 	}

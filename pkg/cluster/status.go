@@ -26,6 +26,10 @@ const (
 	// cluster that never was available holds no data anyone was told is
 	// stored, which is what allows a seed that never ran to be made again.
 	reasonNotYetAvailable = "NotYetAvailable"
+	// reasonQuorumRecovering is Available=False while fewer than a quorum
+	// of members run and the others are starting or being restarted in
+	// place, with their data: nothing is lost, clients wait.
+	reasonQuorumRecovering = "QuorumRecovering"
 )
 
 // statusOf derives the status from the snapshot of a pass, the phase after
@@ -99,6 +103,9 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		case !s.everAvailable && phase != api.ClusterPhaseNone:
 			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reasonNotYetAvailable,
 				fmt.Sprintf("%d of %d members are ready", q.ready, q.voters))
+		case q.up < q.needed && phase == api.ClusterPhaseRunning:
+			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reasonQuorumRecovering,
+				fmt.Sprintf("%d of %d voting members run and %d are starting or restarting with their data; %d are needed", q.up, q.voters, q.starting, q.needed))
 		}
 	}
 

@@ -577,7 +577,7 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 	if _, err := f.cfg.Kube.CoreV1().Services(er.Namespace).Create(ctx, peer, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create service %s/%s for the seed: %w", er.Namespace, peer.Name, err)
 	}
-	if pvc := k8sutil.NewEtcdPVC(defaulted, seedName); pvc != nil {
+	if pvc := k8sutil.NewEtcdPVC(defaulted, seedName, defaulted.Spec.Version); pvc != nil {
 		if _, err := f.cfg.Kube.CoreV1().PersistentVolumeClaims(er.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create PVC %s/%s of the seed: %w", er.Namespace, seedName, err)
 		}

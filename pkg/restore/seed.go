@@ -142,6 +142,9 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
 		k8sutil.WithInitContainers(fetch, restore),
+		// A seed that fails has failed the restore: its end is how the
+		// restore operator learns it.
+		k8sutil.WithRestartPolicy(corev1.RestartPolicyNever),
 		k8sutil.WithVolumes(corev1.Volume{
 			Name:         backupVolumeName,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},

@@ -48,7 +48,7 @@ const (
 // readiness (and through it the client service and status.members) follows
 // quorum. The liveness path must not depend on the rest of the cluster,
 // otherwise a quorum loss or an overloaded leader gets healthy members killed
-// (original issue #2110), and with restartPolicy Never a killed member is
+// (original issue #2110), and a member killed over and over is eventually
 // replaced with an empty one: serializable=true skips the leader check and
 // reads locally; exclude=NOSPACE keeps a full database (the NOSPACE alarm is
 // cluster-wide) from killing every member at once. kubeadm probes its etcd
@@ -95,10 +95,15 @@ func EtcdDataVolumeMount() corev1.VolumeMount {
 // --initial-cluster-token ("" for every other member: etcd ignores it when
 // joining an existing cluster).
 //
-// The pod never restarts (restartPolicy Never), as in the original: when etcd
-// exits the pod ends, and the operator, not the kubelet, decides what becomes
-// of the member (it removes it and adds a new one). The reconcile loop relies
-// on this: a dead pod means a dead member.
+// The kubelet restarts an etcd that fails (restartPolicy OnFailure) in the
+// same pod, on the same data volume: an emptyDir survives a container
+// restart (not a new pod), so a member that crashed, was OOM-killed, failed
+// its liveness probe or was patched to an image it cannot pull keeps its
+// data and its identity, where the original's restartPolicy Never turned
+// every such exit into the loss of the member and a full copy of the data to
+// its replacement. A member that keeps failing is replaced by the operator's
+// repair ladder; an etcd that exits cleanly (it was removed from the
+// cluster) is not restarted.
 func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string, initialCluster []string, state, token string, opts ...PodOption) *corev1.Pod {
 	policy := podPolicy(cluster)
 	probes := probesFor(version, m.SecureClient)
@@ -159,7 +164,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 			InitContainers: []corev1.Container{checkDNS},
 			Containers:     []corev1.Container{etcd},
 			Volumes:        volumes,
-			RestartPolicy:  corev1.RestartPolicyNever,
+			RestartPolicy:  corev1.RestartPolicyOnFailure,
 			// etcd never talks to the Kubernetes API.
 			AutomountServiceAccountToken: new(false),
 			// etcd takes its configuration from ETCD_* variables too (and
@@ -181,9 +186,11 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 }
 
 // NewEtcdPVC builds the claim of a member's data volume, named like the member
-// so the pod can find it and the operator can delete it with the member. It
-// returns nil when the cluster does not ask for persistent volumes.
-func NewEtcdPVC(cluster *v1beta2.EtcdCluster, memberName string) *corev1.PersistentVolumeClaim {
+// so the pod can find it and the operator can delete it with the member, and
+// annotated with the etcd version that writes it, so that a member restarted
+// on its claim starts on a version its data allows. It returns nil when the
+// cluster does not ask for persistent volumes.
+func NewEtcdPVC(cluster *v1beta2.EtcdCluster, memberName, version string) *corev1.PersistentVolumeClaim {
 	policy := podPolicy(cluster)
 	if policy.PersistentVolumeClaimSpec == nil {
 		return nil
@@ -193,10 +200,18 @@ func NewEtcdPVC(cluster *v1beta2.EtcdCluster, memberName string) *corev1.Persist
 			Name:            memberName,
 			Namespace:       cluster.Namespace,
 			Labels:          ClusterLabels(cluster.Name),
+			Annotations:     map[string]string{v1beta2.AnnotationVersion: v1beta2.NormalizeVersion(version)},
 			OwnerReferences: []metav1.OwnerReference{AsOwner(cluster)},
 		},
 		Spec: *policy.PersistentVolumeClaimSpec.DeepCopy(),
 	}
+}
+
+// WithRestartPolicy overrides the pod's restart policy, for pods whose
+// failure must end them (the restore operator's seed reports a failed
+// restore from its pod's end).
+func WithRestartPolicy(policy corev1.RestartPolicy) PodOption {
+	return func(p *corev1.Pod) { p.Spec.RestartPolicy = policy }
 }
 
 // etcdCommand is an argv list, not a string split on spaces as in the

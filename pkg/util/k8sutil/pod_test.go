@@ -108,11 +108,11 @@ func TestEtcdPodGolden(t *testing.T) {
 }
 
 func TestEtcdPVCGolden(t *testing.T) {
-	assertGolden(t, "pvc", NewEtcdPVC(newTestCluster(withPVC), testSeed))
+	assertGolden(t, "pvc", NewEtcdPVC(newTestCluster(withPVC), testSeed, "3.5.21"))
 }
 
 func TestNewEtcdPVCWithoutClaimSpecIsNil(t *testing.T) {
-	if pvc := NewEtcdPVC(newTestCluster(), testSeed); pvc != nil {
+	if pvc := NewEtcdPVC(newTestCluster(), testSeed, "3.5.21"); pvc != nil {
 		t.Errorf("NewEtcdPVC() = %v, want nil for a cluster on emptyDir", pvc)
 	}
 }
@@ -309,7 +309,7 @@ func TestNewEtcdPodIsPure(t *testing.T) {
 		t.Error("the pod shares memory with the cluster spec")
 	}
 
-	pvc := NewEtcdPVC(c, testSeed)
+	pvc := NewEtcdPVC(c, testSeed, c.Spec.Version)
 	pvc.Spec.AccessModes[0] = corev1.ReadOnlyMany
 	if !reflect.DeepEqual(c, before) {
 		t.Error("the PVC shares memory with the cluster spec")
@@ -323,5 +323,5 @@ func TestEtcdPodWithoutDefaultsDoesNotPanic(t *testing.T) {
 	}}
 	m := &etcdutil.Member{Name: "x-1", SecurePeer: true, SecureClient: true}
 	NewEtcdPod(c, m, c.Spec.Version, nil, ClusterStateNew, "")
-	NewEtcdPVC(c, "x-1")
+	NewEtcdPVC(c, "x-1", c.Spec.Version)
 }

@@ -1,6 +1,7 @@
 package k8sutil
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,10 +22,10 @@ func IsPodReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// IsPodDead tells whether the pod's member can never come back. Member pods
-// have restartPolicy Never, so a pod that has Succeeded or Failed stays that
-// way, and Unknown means its node is gone or unreachable; in all three cases
-// the member must be replaced.
+// IsPodDead tells whether the pod can never run its member again: it has
+// Succeeded or Failed (for good: the kubelet restarts failing containers of
+// pods with restartPolicy OnFailure without ending the pod), or its phase is
+// Unknown, its node gone or unreachable. The member needs a new pod.
 func IsPodDead(pod *corev1.Pod) bool {
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown:
@@ -92,4 +93,42 @@ func IsMadeByOperator(pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// Annotations of a member's claim that count its restarts in place, so that
+// the count survives the pods (and the operator): the restarts since a time,
+// the start of the window they are counted in.
+const (
+	AnnotationRestarts      = "etcd.database.coreos.com/restarts"
+	AnnotationRestartsSince = "etcd.database.coreos.com/restarts-since"
+)
+
+// ClaimRestarts reads the restarts in place counted on a claim.
+func ClaimRestarts(pvc *corev1.PersistentVolumeClaim) (int, time.Time) {
+	n, err := strconv.Atoi(pvc.Annotations[AnnotationRestarts])
+	if err != nil || n < 0 {
+		return 0, time.Time{}
+	}
+	since, err := time.Parse(time.RFC3339, pvc.Annotations[AnnotationRestartsSince])
+	if err != nil {
+		return 0, time.Time{}
+	}
+	return n, since
+}
+
+// ClaimVersion is the etcd version that last wrote a member's claim, "" when
+// the claim does not say.
+func ClaimVersion(pvc *corev1.PersistentVolumeClaim) string {
+	return v1beta2.NormalizeVersion(pvc.Annotations[v1beta2.AnnotationVersion])
+}
+
+// EtcdContainerStatus is the status of a member pod's etcd container, nil
+// before the kubelet reports one.
+func EtcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == EtcdContainerName {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
 }
