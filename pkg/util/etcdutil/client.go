@@ -275,6 +275,10 @@ type Health struct {
 	Linearizable bool
 	// ReadErr says why the linearizable read failed.
 	ReadErr error
+	// Alarms are the active alarms any answering member reported, sorted
+	// and without duplicates. They come with the members' status, so
+	// knowing them costs no raft round (an AlarmList request is one).
+	Alarms []Alarm
 }
 
 // Healthy reports an agreed leader and a working quorum read.
@@ -313,6 +317,22 @@ type MemberHealth struct {
 	RaftIndex uint64
 	// Revision is the member's key-value store revision.
 	Revision int64
+	// RaftAppliedIndex is how far the member has applied its log; a
+	// follower close to the leader's RaftIndex is caught up.
+	RaftAppliedIndex uint64
+	// DBSize is the size of the member's database file; DBSizeInUse is the
+	// part of it that holds data. The difference is what a defragmentation
+	// gives back, and DBSize is what etcd compares with its quota.
+	DBSize      int64
+	DBSizeInUse int64
+	// Alarms are the cluster's active alarms as this member knows them
+	// (etcd replicates alarms, so every member lists all of them).
+	Alarms []Alarm
+	// StorageVersion, DBSizeQuota and Downgrade are reported by etcd 3.6
+	// and later only; they are zero for older members.
+	StorageVersion string
+	DBSizeQuota    int64
+	Downgrade      DowngradeInfo
 }
 
 // ClusterHealth reports on every member the cluster knows about, asking each
@@ -343,6 +363,7 @@ func ClusterHealth(ctx context.Context, cfg ClientConfig) (Health, error) {
 	}
 	h.Members = members
 	h.LeaderID = agreedLeader(members)
+	h.Alarms = mergeAlarms(members)
 	if readErr != nil {
 		h.ReadErr = fmt.Errorf("linearizable read: %w", readErr)
 	} else {
@@ -421,6 +442,11 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 	mh.RaftTerm = resp.RaftTerm
 	mh.RaftIndex = resp.RaftIndex
 	mh.Revision = resp.Header.Revision
+	mh.RaftAppliedIndex = resp.RaftAppliedIndex
+	mh.DBSize = resp.DbSize
+	mh.DBSizeInUse = resp.DbSizeInUse
+	mh.Alarms = parseStatusAlarms(resp.Errors)
+	mh.StorageVersion, mh.DBSizeQuota, mh.Downgrade = statusFieldsOf36(resp.XXX_unrecognized)
 }
 
 // agreedLeader returns the leader followed by a majority of voting members,
