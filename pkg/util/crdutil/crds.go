@@ -270,6 +270,7 @@ func clusterStatusSchema() schema {
 			"lastCompaction":        dateTime(),
 			"lastCompactedRevision": integer(),
 			"v2EntriesUntilIndex":   integer(),
+			"v2EntriesPending":      boolean(),
 		}),
 	})
 }

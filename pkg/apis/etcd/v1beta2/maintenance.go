@@ -237,6 +237,9 @@ type MaintenanceStatus struct {
 	// versions; a member is safe for 3.6 once it has taken a snapshot past
 	// it. 0 means no such entries are known.
 	V2EntriesUntilIndex uint64 `json:"v2EntriesUntilIndex,omitempty"`
+	// V2EntriesPending is true while a member of etcd 3.4 or older may
+	// still be writing such entries, so V2EntriesUntilIndex keeps moving.
+	V2EntriesPending bool `json:"v2EntriesPending,omitempty"`
 }
 
 // Cluster condition types of day-2 care.
