@@ -95,7 +95,7 @@ func httpGet(ctx context.Context, cfg ClientConfig, url string) ([]byte, error) 
 //
 // DowngradeValidate checks that the cluster can be downgraded to
 // targetVersion ("3.5" or "3.5.0") without changing anything, and returns
-// the current cluster version.
+// the current cluster version as etcd gives it ("3.6").
 func DowngradeValidate(ctx context.Context, cfg ClientConfig, targetVersion string) (string, error) {
 	return downgrade(ctx, cfg, etcdserverpb.DowngradeRequest_VALIDATE, targetVersion)
 }
@@ -104,13 +104,14 @@ func DowngradeValidate(ctx context.Context, cfg ClientConfig, targetVersion stri
 // drops to it at once, the storage is migrated back to its schema, and from
 // then on members may be restarted one by one on the older binary. It ends
 // by itself when every member runs the target version. It returns the
-// cluster version from before.
+// cluster version from before ("3.6").
 func DowngradeEnable(ctx context.Context, cfg ClientConfig, targetVersion string) (string, error) {
 	return downgrade(ctx, cfg, etcdserverpb.DowngradeRequest_ENABLE, targetVersion)
 }
 
 // DowngradeCancel stops a downgrade that has not finished; members already
-// on the older binary must then be moved forward again.
+// on the older binary must then be moved forward again. etcd 3.6 accepts it
+// with no downgrade enabled, 3.5 refuses that.
 func DowngradeCancel(ctx context.Context, cfg ClientConfig) (string, error) {
 	return downgrade(ctx, cfg, etcdserverpb.DowngradeRequest_CANCEL, "")
 }
