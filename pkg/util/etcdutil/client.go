@@ -437,6 +437,10 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 		mh.Err = fmt.Errorf("status %s: answered as member %x, not %x", mh.ClientURL, resp.Header.MemberId, mh.ID)
 		return
 	}
+	copyStatus(mh, resp)
+}
+
+func copyStatus(mh *MemberHealth, resp *clientv3.StatusResponse) {
 	mh.Version = resp.Version
 	mh.Leader = resp.Leader
 	mh.RaftTerm = resp.RaftTerm
@@ -518,4 +522,44 @@ func endpointRevision(ctx context.Context, cfg ClientConfig, ep string) (int64, 
 		return 0, fmt.Errorf("%s: %w", ep, err)
 	}
 	return resp.Header.Revision, nil
+}
+
+// MemberStatus asks the member at endpoint about itself, for callers that
+// reach members by addresses of their own (a port-forward) rather than by
+// the client URLs the members advertise. The ID comes from the answer; Name
+// is left to the caller, since etcd's status does not carry it. A member
+// that does not answer is reported with Err set, not as an error.
+func MemberStatus(ctx context.Context, cfg ClientConfig, endpoint string) MemberHealth {
+	mh := MemberHealth{ClientURL: endpoint}
+	c, err := NewClientContext(ctx, cfg.withEndpoints(endpoint))
+	if err != nil {
+		mh.Err = err
+		return mh
+	}
+	defer func() { _ = c.Close() }()
+	sctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
+	defer cancel()
+	resp, err := c.Status(sctx, endpoint)
+	if err != nil {
+		mh.Err = fmt.Errorf("status %s: %w", endpoint, err)
+		return mh
+	}
+	mh.ID = resp.Header.MemberId
+	mh.IsLearner = resp.IsLearner
+	copyStatus(&mh, resp)
+	return mh
+}
+
+// HealthOf assembles a Health from member reports gathered one by one
+// (MemberStatus): the agreed leader and the alarms. Linearizable stays
+// false: no quorum read was made.
+func HealthOf(members []MemberHealth) Health {
+	sorted := slices.Clone(members)
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].Name != sorted[j].Name {
+			return sorted[i].Name < sorted[j].Name
+		}
+		return sorted[i].ID < sorted[j].ID
+	})
+	return Health{Members: sorted, LeaderID: agreedLeader(sorted), Alarms: mergeAlarms(sorted)}
 }

@@ -134,6 +134,25 @@ func TestMoveLeaderTo(t *testing.T) {
 			break
 		}
 	}
+	// Members asked one by one at addresses of the caller's choosing give
+	// the same picture.
+	var one []MemberHealth
+	for _, ep := range c.endpoints() {
+		one = append(one, MemberStatus(ctx, ClientConfig{}, ep))
+	}
+	assembled := HealthOf(one)
+	if assembled.LeaderID != h.LeaderID || len(assembled.Members) != 3 || assembled.Linearizable {
+		t.Fatalf("HealthOf(MemberStatus...) = %+v; want leader %x, 3 members, no claim of a quorum read", assembled, h.LeaderID)
+	}
+	for _, m := range assembled.Members {
+		if m.Err != nil || m.ID == 0 || m.Version == "" || m.DBSize == 0 {
+			t.Errorf("MemberStatus = %+v", m)
+		}
+	}
+	if dead := MemberStatus(ctx, ClientConfig{DialTimeout: shortDial}, deadEndpoint(t)); dead.Err == nil {
+		t.Errorf("MemberStatus of a dead endpoint = %+v, want Err set", dead)
+	}
+
 	if err := MoveLeaderTo(ctx, cfg, h.LeaderID); err != nil {
 		t.Errorf("moving leadership to the leader = %v, want nil", err)
 	}
