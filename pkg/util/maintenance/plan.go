@@ -127,18 +127,18 @@ func recoverSpace(in Input) Action {
 	if len(need) > 0 {
 		return nextDefragment(in, need, func(m etcdutil.MemberHealth) string {
 			return fmt.Sprintf("NOSPACE: the database (%s) is near the quota (%s) with %s free inside",
-				humanBytes(m.DBSize), humanBytes(quota), humanBytes(m.DBSize-m.DBSizeInUse))
+				HumanBytes(m.DBSize), HumanBytes(quota), HumanBytes(m.DBSize-m.DBSizeInUse))
 		})
 	}
 	if full := overQuota(h, quota); len(full) > 0 {
 		return none(fmt.Sprintf("NOSPACE: the data itself fills the quota (%s) on %s even after compaction and defragmentation: "+
-			"raise spec.maintenance.quota or delete keys", humanBytes(quota), full))
+			"raise spec.maintenance.quota or delete keys", HumanBytes(quota), full))
 	}
 	if unanswered := missing(h); unanswered != "" {
 		return none("NOSPACE: waiting for " + unanswered + " to answer before disarming the alarm")
 	}
 	return Action{Kind: DisarmNoSpace, Reason: fmt.Sprintf(
-		"NOSPACE: every member's database is under %d%% of the quota (%s) again", int(SpaceBackFraction*100), humanBytes(quota))}
+		"NOSPACE: every member's database is under %d%% of the quota (%s) again", int(SpaceBackFraction*100), HumanBytes(quota))}
 }
 
 // defragmentDue is step 3: threshold and schedule.
@@ -162,7 +162,7 @@ func defragmentDue(in Input) Action {
 		case s.DefragFreeSpacePercent > 0 && free >= s.DefragMinFreeSpaceBytes && free > 0 &&
 			free*100 >= int64(s.DefragFreeSpacePercent)*m.DBSize:
 			due = append(due, m)
-			why[m.ID] = fmt.Sprintf("%s of its %s database is free (threshold %d%%)", humanBytes(free), humanBytes(m.DBSize), s.DefragFreeSpacePercent)
+			why[m.ID] = fmt.Sprintf("%s of its %s database is free (threshold %d%%)", HumanBytes(free), HumanBytes(m.DBSize), s.DefragFreeSpacePercent)
 		case sched != nil && scheduledRunDue(sched, in, m.ID):
 			due = append(due, m)
 			why[m.ID] = fmt.Sprintf("the scheduled defragmentation (%s) is due", s.DefragSchedule)
@@ -286,7 +286,7 @@ func overQuota(h etcdutil.Health, quota int64) string {
 	var names []string
 	for _, m := range h.Members {
 		if m.Err == nil && float64(m.DBSize) >= SpaceBackFraction*float64(quota) {
-			names = append(names, fmt.Sprintf("%s (%s in use)", m.Name, humanBytes(m.DBSizeInUse)))
+			names = append(names, fmt.Sprintf("%s (%s in use)", m.Name, HumanBytes(m.DBSizeInUse)))
 		}
 	}
 	if len(names) == 0 {
@@ -340,8 +340,9 @@ func alarmMembers(h etcdutil.Health, typ string) string {
 
 func none(reason string) Action { return Action{Kind: None, Reason: reason} }
 
-// humanBytes prints a size with binary units, as etcdctl does.
-func humanBytes(n int64) string {
+// HumanBytes prints a size with binary units ("1.5GiB"), for reasons and
+// the kubectl plugin.
+func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%dB", n)
