@@ -35,6 +35,7 @@ Usage:
   kubectl etcd snapshot CLUSTER -o FILE       save a snapshot of the most up-to-date member to FILE
   kubectl etcd move-leader CLUSTER [--to POD] hand leadership to POD, or to the most caught-up follower
   kubectl etcd compact CLUSTER                compact the key history up to the current revision
+  kubectl etcd disarm CLUSTER                 disarm NOSPACE alarms once compact and defrag made room
 
 Flags (before or after the arguments):
 `
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return p.MoveLeader(ctx, stdout, namespace, name, o.to)
 	case "compact":
 		return p.Compact(ctx, stdout, namespace, name)
+	case "disarm":
+		return p.DisarmNoSpace(ctx, stdout, namespace, name)
 	}
 	return fmt.Errorf("unknown command %q (see kubectl etcd --help)", command)
 }

@@ -194,6 +194,34 @@ func (p *Plugin) Compact(ctx context.Context, w io.Writer, namespace, name strin
 	return nil
 }
 
+// DisarmNoSpace disarms the NOSPACE alarms once the user has made room
+// (compact, then defrag). etcd raises the alarm again at the first write
+// that does not fit, so a database still near its quota shows it again.
+// CORRUPT alarms are left alone: the member must be replaced first.
+func (p *Plugin) DisarmNoSpace(ctx context.Context, w io.Writer, namespace, name string) error {
+	s, err := p.open(ctx, namespace, name)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	m, err := s.leader()
+	if err != nil {
+		return err
+	}
+	cfg := m.cfg
+	cfg.Endpoints = []string{m.endpoint}
+	disarmed, err := etcdutil.DisarmNoSpace(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if len(disarmed) == 0 {
+		fmt.Fprintln(w, "no NOSPACE alarm to disarm")
+		return nil
+	}
+	fmt.Fprintf(w, "disarmed %s\n", alarmList(s, disarmed))
+	return nil
+}
+
 // Snapshot saves a snapshot of the most up-to-date member to path.
 func (p *Plugin) Snapshot(ctx context.Context, w io.Writer, namespace, name, path string) error {
 	s, err := p.open(ctx, namespace, name)

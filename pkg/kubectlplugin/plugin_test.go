@@ -69,7 +69,13 @@ type fixture struct {
 // extra objects added.
 func newFixture(t *testing.T, n int, extraEtcd ...runtime.Object) *fixture {
 	t.Helper()
-	members, err := backuptest.StartCluster(n, backuptest.EtcdOptions{Dir: t.TempDir()})
+	return newFixtureWith(t, n, 0, extraEtcd...)
+}
+
+// newFixtureWith is newFixture with a backend quota (0: etcd's default).
+func newFixtureWith(t *testing.T, n int, quota int64, extraEtcd ...runtime.Object) *fixture {
+	t.Helper()
+	members, err := backuptest.StartCluster(n, backuptest.EtcdOptions{Dir: t.TempDir(), QuotaBytes: quota})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,5 +353,56 @@ func TestBacksUp(t *testing.T) {
 		if got := backsUp(b, c); got != tt.want {
 			t.Errorf("backsUp(%s) = %v, want %v", tt.endpoint, got, tt.want)
 		}
+	}
+}
+
+func TestNoSpaceRecoveredByHand(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, 3, 1<<20)
+	ctx := t.Context()
+	cli, err := f.members[0].Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	// Ten keys written over and over: history, not live data, fills the
+	// quota, so compaction and defragmentation can make room.
+	value := strings.Repeat("x", 4<<10)
+	for i := 0; err == nil && i < 2000; i++ {
+		_, err = cli.Put(ctx, fmt.Sprintf("k%d", i%10), value)
+	}
+	if err == nil || !strings.Contains(err.Error(), "database space exceeded") {
+		t.Fatalf("filling a 1 MiB quota = %v, want NOSPACE", err)
+	}
+	var out bytes.Buffer
+	if err := f.plugin.Status(ctx, &out, ns, "example"); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`Alarms:\s+NOSPACE on example-m\d`).MatchString(out.String()) ||
+		!regexp.MustCompile(`(?m)^example-m\d .*NOSPACE$`).MatchString(out.String()) {
+		t.Fatalf("status does not show the NOSPACE alarm:\n%s", out.String())
+	}
+	for _, step := range []func() error{
+		func() error { return f.plugin.Compact(ctx, &out, ns, "example") },
+		func() error { return f.plugin.Defragment(ctx, &out, ns, "example", "") },
+		func() error { return f.plugin.DisarmNoSpace(ctx, &out, ns, "example") },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "disarmed NOSPACE on example-m") {
+		t.Errorf("disarm printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := f.plugin.Status(ctx, &out, ns, "example"); err != nil || !strings.Contains(out.String(), "Alarms:       none") {
+		t.Fatalf("status after recovery = %v:\n%s", err, out.String())
+	}
+	if _, err := cli.Put(ctx, "after", "room again"); err != nil {
+		t.Fatalf("put after recovery: %v", err)
+	}
+	out.Reset()
+	if err := f.plugin.DisarmNoSpace(ctx, &out, ns, "example"); err != nil || !strings.Contains(out.String(), "no NOSPACE alarm") {
+		t.Fatalf("disarm with nothing to disarm = %v, %q", err, out.String())
 	}
 }
