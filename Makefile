@@ -5,27 +5,28 @@ VERSION ?= 0.1.0
 GIT_SHA := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$(VERSION) \
 	-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$(GIT_SHA)
-BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator
+BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator kubectl-etcd
 PKG_etcd-operator := ./cmd/operator
 PKG_etcd-backup-operator := ./cmd/backup-operator
 PKG_etcd-restore-operator := ./cmd/restore-operator
+PKG_kubectl-etcd := ./cmd/kubectl-etcd
 
 .PHONY: all build unit test verify generate vet lint fmt image e2e bench local-up local-down clean
 
 all: build
 
-## build: the three binaries under _output/bin
+## build: the three operators and the kubectl plugin (kubectl-etcd) under _output/bin
 build:
 	@mkdir -p _output/bin
 	@for b in $(BINARIES); do \
-		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; esac); \
+		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; kubectl-etcd) echo ./cmd/kubectl-etcd;; esac); \
 		echo "go build $$pkg -> _output/bin/$$b"; \
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/bin/$$b $$pkg || exit 1; \
 	done
 
-## unit: unit tests (fake clientsets, embedded etcd, in-process S3) with the race detector
+## unit: unit tests (fake clientsets, embedded etcd, etcd 3.6 processes, in-process S3) with the race detector
 unit:
-	$(GO) test -race -count=1 ./...
+	ETCD_BIN_DIR_3_6=$$(bash hack/etcd-binaries.sh) $(GO) test -race -count=1 ./...
 
 ## verify: formatting, vet and generated code are up to date
 verify: fmt vet

@@ -405,6 +405,7 @@ write_env() {
 		export CLUSTER_DNS_IP=$CLUSTER_DNS_IP
 		export ETCD_BIN_DIR_3_4=$(etcd_bin_dir "$ETCD_DEBIAN_VERSION")
 		export ETCD_BIN_DIR_3_5=$(etcd_bin_dir 3.5.21)
+		export ETCD_BIN_DIR_3_5_LATEST=$(etcd_bin_dir "$ETCD_LATEST_35")
 		export ETCD_BIN_DIR_3_6=$(etcd_bin_dir 3.6.6)
 		export OPERATOR_IMAGE=$PROJECT_IMAGE
 	EOF

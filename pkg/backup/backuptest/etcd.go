@@ -27,22 +27,36 @@ type EtcdOptions struct {
 	QuotaBytes int64
 }
 
-// Etcd is a single-member etcd cluster running in this process.
+// Etcd is one embedded etcd member running in this process.
 type Etcd struct {
 	// Endpoint is its client URL.
 	Endpoint string
 	e        *embed.Etcd
 }
 
-// StartEtcd starts a member on free loopback ports and waits until it serves. Ports
-// are picked by the kernel a moment before etcd binds them; a lost race is retried
-// on new ports.
+// ID is the member's etcd ID.
+func (e *Etcd) ID() uint64 { return uint64(e.e.Server.ID()) }
+
+// StartEtcd starts a single-member cluster on free loopback ports and waits
+// until it serves.
 func StartEtcd(opts EtcdOptions) (*Etcd, error) {
+	ms, err := StartCluster(1, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ms[0], nil
+}
+
+// StartCluster starts an n-member cluster on free loopback ports and waits
+// until every member serves and they follow one leader. Ports are picked by
+// the kernel a moment before etcd binds them; a lost race is retried on new
+// ports. The caller closes every member.
+func StartCluster(n int, opts EtcdOptions) ([]*Etcd, error) {
 	var lastErr error
 	for attempt := range 5 {
-		e, err := startEtcd(opts, attempt)
+		ms, err := startCluster(n, opts, attempt)
 		if err == nil {
-			return e, nil
+			return ms, nil
 		}
 		if !isAddrInUse(err) {
 			return nil, err
@@ -52,42 +66,75 @@ func StartEtcd(opts EtcdOptions) (*Etcd, error) {
 	return nil, lastErr
 }
 
-func startEtcd(opts EtcdOptions, attempt int) (*Etcd, error) {
-	ports, err := freePorts(2)
+func startCluster(n int, opts EtcdOptions, attempt int) ([]*Etcd, error) {
+	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])}
-	cfg := embed.NewConfig()
-	cfg.Name = "backuptest"
-	cfg.Dir = fmt.Sprintf("%s/member-%d", opts.Dir, attempt)
-	cfg.ListenClientUrls = []url.URL{client}
-	cfg.AdvertiseClientUrls = []url.URL{client}
-	cfg.ListenPeerUrls = []url.URL{peer}
-	cfg.AdvertisePeerUrls = []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.InitialClusterToken = "backuptest"
-	cfg.LogLevel = "error"
-	// Throwaway data: fsync only slows the fill of large test databases.
-	cfg.UnsafeNoFsync = true
-	if opts.QuotaBytes > 0 {
-		cfg.QuotaBackendBytes = opts.QuotaBytes
+	cfgs := make([]*embed.Config, n)
+	var initial []string
+	for i := range n {
+		client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
+		peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		cfg := embed.NewConfig()
+		cfg.Name = fmt.Sprintf("backuptest%d", i)
+		cfg.Dir = fmt.Sprintf("%s/member-%d-%d", opts.Dir, attempt, i)
+		cfg.ListenClientUrls = []url.URL{client}
+		cfg.AdvertiseClientUrls = []url.URL{client}
+		cfg.ListenPeerUrls = []url.URL{peer}
+		cfg.AdvertisePeerUrls = []url.URL{peer}
+		cfg.InitialClusterToken = "backuptest"
+		cfg.LogLevel = "error"
+		// Throwaway data: fsync only slows the fill of large test databases.
+		cfg.UnsafeNoFsync = true
+		if opts.QuotaBytes > 0 {
+			cfg.QuotaBackendBytes = opts.QuotaBytes
+		}
+		cfgs[i] = cfg
+		initial = append(initial, cfg.Name+"="+peer.String())
 	}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, err
+	var started []*Etcd
+	closeAll := func() {
+		for _, m := range started {
+			m.Close()
+		}
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd failed: %w", err)
-	case <-time.After(startTimeout):
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd not ready after %v", startTimeout)
+	for _, cfg := range cfgs {
+		cfg.InitialCluster = strings.Join(initial, ",")
+		e, err := embed.StartEtcd(cfg)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		started = append(started, &Etcd{Endpoint: cfg.AdvertiseClientUrls[0].String(), e: e})
 	}
-	return &Etcd{Endpoint: client.String(), e: e}, nil
+	for _, m := range started {
+		select {
+		case <-m.e.Server.ReadyNotify():
+		case err := <-m.e.Err():
+			closeAll()
+			return nil, fmt.Errorf("embedded etcd failed: %w", err)
+		case <-time.After(startTimeout):
+			closeAll()
+			return nil, fmt.Errorf("embedded etcd not ready after %v", startTimeout)
+		}
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		lead := started[0].e.Server.Leader()
+		agreed := lead != 0
+		for _, m := range started {
+			agreed = agreed && m.e.Server.Leader() == lead
+		}
+		if agreed {
+			return started, nil
+		}
+		if time.Now().After(deadline) {
+			closeAll()
+			return nil, fmt.Errorf("the %d members agree on no leader after %v", n, startTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Close stops the member.

@@ -94,6 +94,7 @@ func EtcdCluster() *apiextv1.CustomResourceDefinition {
 			column("Size", "integer", ".spec.size"),
 			column("Version", "string", ".status.currentVersion"),
 			column("Phase", "string", ".status.phase"),
+			column("Leader", "string", ".status.leader"),
 			ageColumn,
 		})
 }
@@ -179,7 +180,8 @@ func clusterSpecSchema() schema {
 	})
 
 	return withRules(object(map[string]schema{
-		"size": withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
+		"maintenance": maintenanceSchema(),
+		"size":        withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
 		"repository": withRules(boundedStr(255), [2]string{matches(api.RepositoryPattern),
 			"must be an image repository without tag or digest, like quay.io/coreos/etcd"}),
 		"version": withRules(boundedStr(64), [2]string{matches(schemaVersionRE),
@@ -190,6 +192,42 @@ func clusterSpecSchema() schema {
 	}, "size"), [2]string{
 		fmt.Sprintf("%s == %s && %s == %s", secureExpr("self", false), secureExpr("oldSelf", false), secureExpr("self", true), secureExpr("oldSelf", true)),
 		"TLS cannot be turned on or off for an existing cluster: every member's URLs are recorded in the etcd membership",
+	})
+}
+
+// maintenanceSchema is spec.maintenance. A cron schedule is only checked for
+// its shape here (five fields or an @ shorthand); the operator parses it and
+// reports a bad one in status.reason.
+func maintenanceSchema() schema {
+	// The quantity pattern already holds; the sign is in the text.
+	positiveQuantity := withRules(quantity(), [2]string{
+		`!string(self).startsWith('-') && !string(self).matches(r'^\+?0*(\.0*)?([KMGTPE]i|[numkMGTPE]|[eE].*)?$')`,
+		"must be a positive size, like 4Gi"})
+	nonNegativeQuantity := withRules(quantity(), [2]string{"!string(self).startsWith('-')", "must not be negative"})
+	autoCompaction := withRules(object(map[string]schema{
+		"mode": enum(string(api.AutoCompactionPeriodic), string(api.AutoCompactionRevision)),
+		"retention": withRules(boundedStr(32), [2]string{matches(api.AutoCompactionRetentionPattern),
+			`must be a duration like "1h" or a whole number`}),
+	}, "retention"), [2]string{"!has(self.mode) || self.mode != 'revision' || self.retention.matches(r'^[0-9]+$')",
+		"revision mode keeps a whole number of revisions, like 10000"})
+	defrag := object(map[string]schema{
+		"schedule": withRules(boundedStr(api.MaxDefragScheduleLength), [2]string{
+			`self == '' || self.matches(r'^@(yearly|annually|monthly|weekly|daily|midnight|hourly|every .+)$') || self.matches(r'^\S+( +\S+){4}$')`,
+			`must be a cron schedule like "0 3 * * *" or "@daily"`}),
+		"freeSpacePercent": withDescription(intRange(0, 100), "Defragment a member once this percentage of its database file is free; 0 turns this off. Default 50."),
+		"minFreeSpace":     withDescription(nonNegativeQuantity, "Least free space worth a defragmentation. Default 100Mi."),
+	})
+	corruption := object(map[string]schema{
+		"initial": withDescription(boolean(), "Compare a starting member's data with its peers' before it serves. Default true."),
+		"periodicInterval": withDescription(withRules(boundedStr(32), [2]string{matches(api.DurationPattern), `must be a duration like "4h"; "0s" turns the check off`}),
+			"Time between the leader's full hash comparisons. Default 4h."),
+		"compactHashCheck": withDescription(boolean(), "Compare the members' hashes at each compaction (etcd 3.5.5+). Default true."),
+	})
+	return object(map[string]schema{
+		"quota":           withDescription(positiveQuantity, "Database size limit (--quota-backend-bytes). Default: derived from the claim size with a PVC, else etcd's 2 GiB."),
+		"autoCompaction":  autoCompaction,
+		"defragmentation": defrag,
+		"corruptionCheck": corruption,
 	})
 }
 
@@ -216,6 +254,24 @@ func clusterStatusSchema() schema {
 		}),
 		"currentVersion": str(),
 		"targetVersion":  str(),
+		"leader":         str(),
+		"memberDetails": array(object(map[string]schema{
+			"name":                str(),
+			"id":                  str(),
+			"role":                str(),
+			"version":             str(),
+			"dbSize":              integer(),
+			"dbSizeInUse":         integer(),
+			"alarms":              array(str()),
+			"lastDefragmentation": dateTime(),
+			"error":               str(),
+		}, "name", "id", "role")),
+		"maintenance": object(map[string]schema{
+			"lastCompaction":        dateTime(),
+			"lastCompactedRevision": integer(),
+			"v2EntriesUntilIndex":   integer(),
+			"v2EntriesPending":      boolean(),
+		}),
 	})
 }
 

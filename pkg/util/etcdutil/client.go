@@ -275,6 +275,10 @@ type Health struct {
 	Linearizable bool
 	// ReadErr says why the linearizable read failed.
 	ReadErr error
+	// Alarms are the active alarms any answering member reported, sorted
+	// and without duplicates. They come with the members' status, so
+	// knowing them costs no raft round (an AlarmList request is one).
+	Alarms []Alarm
 }
 
 // Healthy reports an agreed leader and a working quorum read.
@@ -316,6 +320,22 @@ type MemberHealth struct {
 	RaftIndex uint64
 	// Revision is the member's key-value store revision.
 	Revision int64
+	// RaftAppliedIndex is how far the member has applied its log; a
+	// follower close to the leader's RaftIndex is caught up.
+	RaftAppliedIndex uint64
+	// DBSize is the size of the member's database file; DBSizeInUse is the
+	// part of it that holds data. The difference is what a defragmentation
+	// gives back, and DBSize is what etcd compares with its quota.
+	DBSize      int64
+	DBSizeInUse int64
+	// Alarms are the cluster's active alarms as this member knows them
+	// (etcd replicates alarms, so every member lists all of them).
+	Alarms []Alarm
+	// StorageVersion, DBSizeQuota and Downgrade are reported by etcd 3.6
+	// and later only; they are zero for older members.
+	StorageVersion string
+	DBSizeQuota    int64
+	Downgrade      DowngradeInfo
 }
 
 // ClusterHealth reports on every member the cluster knows about, asking each
@@ -346,6 +366,7 @@ func ClusterHealth(ctx context.Context, cfg ClientConfig) (Health, error) {
 	}
 	h.Members = members
 	h.LeaderID = agreedLeader(members)
+	h.Alarms = mergeAlarms(members)
 	if readErr != nil {
 		h.ReadErr = fmt.Errorf("linearizable read: %w", readErr)
 	} else {
@@ -419,11 +440,20 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 		mh.Err = fmt.Errorf("status %s: answered as member %x, not %x", mh.ClientURL, resp.Header.MemberId, mh.ID)
 		return
 	}
+	copyStatus(mh, resp)
+}
+
+func copyStatus(mh *MemberHealth, resp *clientv3.StatusResponse) {
 	mh.Version = resp.Version
 	mh.Leader = resp.Leader
 	mh.RaftTerm = resp.RaftTerm
 	mh.RaftIndex = resp.RaftIndex
 	mh.Revision = resp.Header.Revision
+	mh.RaftAppliedIndex = resp.RaftAppliedIndex
+	mh.DBSize = resp.DbSize
+	mh.DBSizeInUse = resp.DbSizeInUse
+	mh.Alarms = parseStatusAlarms(resp.Errors)
+	mh.StorageVersion, mh.DBSizeQuota, mh.Downgrade = statusFieldsOf36(resp.XXX_unrecognized)
 }
 
 // agreedLeader returns the leader followed by a majority of voting members,
@@ -495,4 +525,44 @@ func endpointRevision(ctx context.Context, cfg ClientConfig, ep string) (int64, 
 		return 0, fmt.Errorf("%s: %w", ep, err)
 	}
 	return resp.Header.Revision, nil
+}
+
+// MemberStatus asks the member at endpoint about itself, for callers that
+// reach members by addresses of their own (a port-forward) rather than by
+// the client URLs the members advertise. The ID comes from the answer; Name
+// is left to the caller, since etcd's status does not carry it. A member
+// that does not answer is reported with Err set, not as an error.
+func MemberStatus(ctx context.Context, cfg ClientConfig, endpoint string) MemberHealth {
+	mh := MemberHealth{ClientURL: endpoint}
+	c, err := NewClientContext(ctx, cfg.withEndpoints(endpoint))
+	if err != nil {
+		mh.Err = err
+		return mh
+	}
+	defer func() { _ = c.Close() }()
+	sctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
+	defer cancel()
+	resp, err := c.Status(sctx, endpoint)
+	if err != nil {
+		mh.Err = fmt.Errorf("status %s: %w", endpoint, err)
+		return mh
+	}
+	mh.ID = resp.Header.MemberId
+	mh.IsLearner = resp.IsLearner
+	copyStatus(&mh, resp)
+	return mh
+}
+
+// HealthOf assembles a Health from member reports gathered one by one
+// (MemberStatus): the agreed leader and the alarms. Linearizable stays
+// false: no quorum read was made.
+func HealthOf(members []MemberHealth) Health {
+	sorted := slices.Clone(members)
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].Name != sorted[j].Name {
+			return sorted[i].Name < sorted[j].Name
+		}
+		return sorted[i].ID < sorted[j].ID
+	})
+	return Health{Members: sorted, LeaderID: agreedLeader(sorted), Alarms: mergeAlarms(sorted)}
 }

@@ -33,8 +33,10 @@ type testMember struct {
 	name      string
 	peerURL   string
 	clientURL string
-	etcd      *embed.Etcd
-	stopOnce  sync.Once
+	// dir is the data directory, kept across restarts.
+	dir      string
+	etcd     *embed.Etcd
+	stopOnce *sync.Once
 }
 
 // id is the etcd member ID, known once the server has started.
@@ -43,10 +45,28 @@ func (m *testMember) id() uint64 { return uint64(m.etcd.Server.ID()) }
 // stop closes the server; safe to call more than once and from Cleanup.
 func (m *testMember) stop() { m.stopOnce.Do(m.etcd.Close) }
 
+// restart starts a stopped member again on its data directory, with the
+// cluster's configuration, and waits until it serves.
+func (c *testCluster) restart(m *testMember) {
+	c.t.Helper()
+	// etcd ignores the initial cluster once it has a data directory, but
+	// the configuration must still name the member's own peer URL.
+	e, err := startEmbedded(c.t, m, m.name+"="+m.peerURL, embed.ClusterStateFlagExisting, c.clientTLS, c.configure)
+	if err != nil {
+		c.t.Fatalf("restart %s: %v", m.name, err)
+	}
+	m.etcd = e
+	m.stopOnce = new(sync.Once)
+	waitReady(c.t, m)
+}
+
 // testCluster is a set of in-process etcd servers on loopback ports.
 type testCluster struct {
 	t         *testing.T
 	clientTLS *transport.TLSInfo
+	// configure, if set, changes each member's configuration before it
+	// starts (a quota, a snapshot count, ...).
+	configure func(*embed.Config)
 	members   []*testMember
 }
 
@@ -83,7 +103,14 @@ func (c *testCluster) byID(id uint64) *testMember {
 // that fails on an address in use is retried with new ports.
 func startCluster(t *testing.T, n int, clientTLS *transport.TLSInfo) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, clientTLS: clientTLS}
+	return startClusterWith(t, n, clientTLS, nil)
+}
+
+// startClusterWith is startCluster with configure applied to every member's
+// configuration.
+func startClusterWith(t *testing.T, n int, clientTLS *transport.TLSInfo, configure func(*embed.Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, clientTLS: clientTLS, configure: configure}
 	for attempt := 1; ; attempt++ {
 		ports := freePorts(t, 2*n)
 		var pairs []string
@@ -131,7 +158,7 @@ func (c *testCluster) clientScheme() string {
 // already started so that a retry begins from nothing.
 func (c *testCluster) startAll(initialCluster string) error {
 	for i, m := range c.members {
-		e, err := startEmbedded(c.t, m, initialCluster, embed.ClusterStateFlagNew, c.clientTLS)
+		e, err := startEmbedded(c.t, m, initialCluster, embed.ClusterStateFlagNew, c.clientTLS, c.configure)
 		if err != nil {
 			for _, started := range c.members[:i] {
 				started.stop()
@@ -139,6 +166,7 @@ func (c *testCluster) startAll(initialCluster string) error {
 			return fmt.Errorf("member %s: %w", m.name, err)
 		}
 		m.etcd = e
+		m.stopOnce = new(sync.Once)
 	}
 	return nil
 }
@@ -160,7 +188,7 @@ func (c *testCluster) addMember(name, peerURL string, current []*testMember) (*t
 			peerURL:   peerURL,
 			clientURL: fmt.Sprintf("%s://127.0.0.1:%d", c.clientScheme(), freePorts(c.t, 1)[0]),
 		}
-		e, err := startEmbedded(c.t, m, strings.Join(pairs, ","), embed.ClusterStateFlagExisting, c.clientTLS)
+		e, err := startEmbedded(c.t, m, strings.Join(pairs, ","), embed.ClusterStateFlagExisting, c.clientTLS, c.configure)
 		if err != nil {
 			if attempt < 5 && isAddrInUse(err) && !strings.Contains(err.Error(), strings.TrimPrefix(peerURL, "http://")) {
 				continue
@@ -168,6 +196,7 @@ func (c *testCluster) addMember(name, peerURL string, current []*testMember) (*t
 			return nil, err
 		}
 		m.etcd = e
+		m.stopOnce = new(sync.Once)
 		c.members = append(c.members, m) // stopped by startCluster's cleanup
 		waitReady(c.t, m)
 		return m, nil
@@ -180,10 +209,13 @@ func isAddrInUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
-func startEmbedded(t *testing.T, m *testMember, initialCluster, state string, clientTLS *transport.TLSInfo) (*embed.Etcd, error) {
+func startEmbedded(t *testing.T, m *testMember, initialCluster, state string, clientTLS *transport.TLSInfo, configure func(*embed.Config)) (*embed.Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = m.name
-	cfg.Dir = filepath.Join(t.TempDir(), m.name)
+	if m.dir == "" {
+		m.dir = filepath.Join(t.TempDir(), m.name)
+	}
+	cfg.Dir = m.dir
 	cfg.ListenPeerUrls = []url.URL{mustURL(t, m.peerURL)}
 	cfg.AdvertisePeerUrls = cfg.ListenPeerUrls
 	cfg.ListenClientUrls = []url.URL{mustURL(t, m.clientURL)}
@@ -197,6 +229,9 @@ func startEmbedded(t *testing.T, m *testMember, initialCluster, state string, cl
 	cfg.UnsafeNoFsync = true
 	if clientTLS != nil {
 		cfg.ClientTLSInfo = *clientTLS
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	return embed.StartEtcd(cfg)
 }

@@ -59,6 +59,9 @@ type ClusterSpec struct {
 	Pod *PodPolicy `json:"pod,omitempty"`
 	// TLS configures static TLS for peers and clients.
 	TLS *TLSPolicy `json:"TLS,omitempty"`
+	// Maintenance is the day-2 care of the data: quota, compaction,
+	// defragmentation and corruption checks.
+	Maintenance *MaintenancePolicy `json:"maintenance,omitempty"`
 }
 
 // PodPolicy is the knobs of the etcd member pods.
@@ -123,6 +126,13 @@ type ClusterStatus struct {
 	Members        MembersStatus `json:"members"`
 	CurrentVersion string        `json:"currentVersion"`
 	TargetVersion  string        `json:"targetVersion"`
+	// Leader is the name of the member the others follow.
+	Leader string `json:"leader,omitempty"`
+	// MemberDetails is what each etcd member last reported: role, version,
+	// database size and alarms.
+	MemberDetails []MemberDetail `json:"memberDetails,omitempty"`
+	// Maintenance records the operator's maintenance of the data.
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 }
 
 // ClusterCondition is one condition of a cluster. Times are RFC 3339 strings, as in the original.

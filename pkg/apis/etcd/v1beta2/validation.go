@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -108,6 +109,9 @@ func (s *ClusterSpec) validate(p *field.Path) field.ErrorList {
 	}
 	if s.TLS != nil {
 		errs = append(errs, s.TLS.validate(p.Child("TLS"))...)
+	}
+	if s.Maintenance != nil {
+		errs = append(errs, s.Maintenance.validate(p.Child("maintenance"), s)...)
 	}
 	return errs
 }
@@ -419,5 +423,115 @@ func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorage
 		errs = append(errs, field.Required(p.Child(key, secretKey), "names the secret holding the store's credentials"))
 	}
 	errs = append(errs, validateSecretName(p.Child(key, secretKey), ref.secret)...)
+	return errs
+}
+
+// Environment variables of the etcd flags the maintenance settings become.
+// etcd refuses to start when a flag is also set through its variable, so a
+// setting written in spec.maintenance may not also be given in pod.etcdEnv.
+const (
+	EnvQuota                   = "ETCD_QUOTA_BACKEND_BYTES"
+	EnvAutoCompactionMode      = "ETCD_AUTO_COMPACTION_MODE"
+	EnvAutoCompactionRetention = "ETCD_AUTO_COMPACTION_RETENTION"
+	EnvInitialCorruptCheck     = "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK"
+	EnvCorruptCheckTime        = "ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME"
+	EnvCorruptCheckTime36      = "ETCD_CORRUPT_CHECK_TIME"
+	EnvCompactHashCheck        = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED"
+	EnvFeatureGates            = "ETCD_FEATURE_GATES"
+
+	// MaxDefragScheduleLength bounds the cron schedule (and its CEL rule).
+	MaxDefragScheduleLength = 128
+)
+
+// AutoCompactionRetentionPattern is a retention as etcd accepts it: a whole
+// number (hours in periodic mode, revisions in revision mode) or, in periodic
+// mode, a Go duration such as "90m" or "1h30m".
+const AutoCompactionRetentionPattern = `^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
+
+// DurationPattern is a Go duration such as "4h" or "90m".
+const DurationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+
+var (
+	retentionRE = regexp.MustCompile(AutoCompactionRetentionPattern)
+	wholeRE     = regexp.MustCompile(`^[0-9]+$`)
+)
+
+func (m *MaintenancePolicy) validate(p *field.Path, spec *ClusterSpec) field.ErrorList {
+	var errs field.ErrorList
+	env := sets.New[string]()
+	if spec.Pod != nil {
+		for _, e := range spec.Pod.EtcdEnv {
+			env.Insert(e.Name)
+		}
+	}
+	conflict := func(fp *field.Path, names ...string) {
+		for _, n := range names {
+			if env.Has(n) {
+				errs = append(errs, field.Invalid(fp, fp.String(), fmt.Sprintf(
+					"is also set through pod.etcdEnv %s; etcd refuses to start with both, keep one", n)))
+			}
+		}
+	}
+	if m.Quota != nil {
+		if m.Quota.Sign() <= 0 {
+			errs = append(errs, field.Invalid(p.Child("quota"), m.Quota.String(), "must be a positive size, like 4Gi"))
+		}
+		conflict(p.Child("quota"), EnvQuota)
+	}
+	if ac := m.AutoCompaction; ac != nil {
+		ap := p.Child("autoCompaction")
+		switch ac.Mode {
+		case "", AutoCompactionPeriodic, AutoCompactionRevision:
+		default:
+			errs = append(errs, field.NotSupported(ap.Child("mode"), ac.Mode,
+				[]AutoCompactionMode{AutoCompactionPeriodic, AutoCompactionRevision}))
+		}
+		switch {
+		case ac.Retention == "":
+			errs = append(errs, field.Required(ap.Child("retention"), `how much history to keep, like "1h" (periodic) or "10000" (revision)`))
+		case !retentionRE.MatchString(ac.Retention):
+			errs = append(errs, field.Invalid(ap.Child("retention"), ac.Retention, `must be a duration like "1h" or a whole number`))
+		case ac.Mode == AutoCompactionRevision && !wholeRE.MatchString(ac.Retention):
+			errs = append(errs, field.Invalid(ap.Child("retention"), ac.Retention, "revision mode keeps a whole number of revisions, like 10000"))
+		}
+		// etcd 3.2 has no --auto-compaction-mode and takes hours only.
+		if _, minor, err := ParseVersion(spec.Version); err == nil && minor < 3 &&
+			(ac.Mode == AutoCompactionRevision || !wholeRE.MatchString(ac.Retention)) {
+			errs = append(errs, field.Invalid(ap, ac.Retention, "etcd 3.2 only compacts periodically by whole hours, like retention \"1\""))
+		}
+		conflict(ap, EnvAutoCompactionMode, EnvAutoCompactionRetention)
+	}
+	if d := m.Defragmentation; d != nil {
+		dp := p.Child("defragmentation")
+		if d.Schedule != "" {
+			if len(d.Schedule) > MaxDefragScheduleLength {
+				errs = append(errs, field.TooLong(dp.Child("schedule"), d.Schedule, MaxDefragScheduleLength))
+			} else if _, err := cron.ParseStandard(d.Schedule); err != nil {
+				errs = append(errs, field.Invalid(dp.Child("schedule"), d.Schedule,
+					fmt.Sprintf(`must be a cron schedule like "0 3 * * *" or "@daily": %v`, err)))
+			}
+		}
+		if pct := d.FreeSpacePercent; pct != nil && (*pct < 0 || *pct > 100) {
+			errs = append(errs, field.Invalid(dp.Child("freeSpacePercent"), *pct, "must be between 0 (off) and 100"))
+		}
+		if q := d.MinFreeSpace; q != nil && q.Sign() < 0 {
+			errs = append(errs, field.Invalid(dp.Child("minFreeSpace"), q.String(), "must not be negative"))
+		}
+	}
+	if c := m.CorruptionCheck; c != nil {
+		cp := p.Child("corruptionCheck")
+		if c.Initial != nil {
+			conflict(cp.Child("initial"), EnvInitialCorruptCheck)
+		}
+		if c.PeriodicInterval != nil {
+			if c.PeriodicInterval.Duration < 0 {
+				errs = append(errs, field.Invalid(cp.Child("periodicInterval"), c.PeriodicInterval.Duration.String(), "must not be negative"))
+			}
+			conflict(cp.Child("periodicInterval"), EnvCorruptCheckTime, EnvCorruptCheckTime36)
+		}
+		if c.CompactHashCheck != nil {
+			conflict(cp.Child("compactHashCheck"), EnvCompactHashCheck)
+		}
+	}
 	return errs
 }

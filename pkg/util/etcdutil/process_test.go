@@ -1,0 +1,291 @@
+package etcdutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// etcd36Version is the etcd 3.6 release the process tests run: the one the
+// local cluster builds (hack/local-cluster/lib.sh, ETCD_BUILT_VERSIONS).
+const etcd36Version = "3.6.6"
+
+// etcd36Binary finds the etcd 3.6 server binary: $ETCD_BIN_DIR_3_6 (set by
+// `make unit` and the local cluster's env file), else the local cluster's
+// binary cache. A missing binary fails the test with the way to build it.
+func etcd36Binary(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("ETCD_BIN_DIR_3_6")
+	if dir == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		dir = filepath.Join(cache, "etcd-operator-local", "bin", "etcd-v"+etcd36Version)
+	}
+	bin := filepath.Join(dir, "etcd")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("etcd %s is needed to test what only a 3.6 cluster does, and %s is missing: run `bash hack/etcd-binaries.sh` (make unit does) or set ETCD_BIN_DIR_3_6", etcd36Version, bin)
+	}
+	return bin
+}
+
+// processMember is one etcd server running as a child process.
+type processMember struct {
+	name, peerURL, clientURL, dir string
+	cmd                           *exec.Cmd
+	log                           *lockedBuffer
+	done                          chan struct{}
+}
+
+// processCluster is an etcd cluster of child processes on loopback ports.
+type processCluster struct {
+	t       *testing.T
+	bin     string
+	members []*processMember
+}
+
+// startProcessCluster starts n members of the etcd binary bin, all at once,
+// and waits until each one serves.
+func startProcessCluster(t *testing.T, bin string, n int) *processCluster {
+	t.Helper()
+	c := &processCluster{t: t, bin: bin}
+	ports := freePorts(t, 2*n)
+	var pairs []string
+	for i := range n {
+		m := &processMember{
+			name:      fmt.Sprintf("p%d", i),
+			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			dir:       filepath.Join(t.TempDir(), fmt.Sprintf("p%d", i)),
+		}
+		c.members = append(c.members, m)
+		pairs = append(pairs, m.name+"="+m.peerURL)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.stop(m)
+		}
+	})
+	for _, m := range c.members {
+		c.start(m, strings.Join(pairs, ","))
+	}
+	for _, m := range c.members {
+		c.waitServing(m)
+	}
+	return c
+}
+
+func (c *processCluster) start(m *processMember, initialCluster string) {
+	c.t.Helper()
+	m.log = &lockedBuffer{}
+	m.cmd = exec.Command(c.bin,
+		"--name="+m.name, "--data-dir="+m.dir,
+		"--listen-peer-urls="+m.peerURL, "--initial-advertise-peer-urls="+m.peerURL,
+		"--listen-client-urls="+m.clientURL, "--advertise-client-urls="+m.clientURL,
+		"--initial-cluster="+initialCluster, "--initial-cluster-state=new",
+		"--initial-cluster-token=etcdutil-process-test", "--log-level=warn",
+		// As in the embedded tests: durability does not matter here, and
+		// fsync dominates raft on a loaded machine.
+		"--unsafe-no-fsync=true",
+	)
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", m.name, err)
+	}
+	m.done = make(chan struct{})
+	go func() {
+		_ = m.cmd.Wait()
+		close(m.done)
+	}()
+}
+
+// stop kills the member and waits for it; stopping a stopped one is a no-op.
+func (c *processCluster) stop(m *processMember) {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return
+	}
+	_ = m.cmd.Process.Kill()
+	<-m.done
+}
+
+func (c *processCluster) waitServing(m *processMember) {
+	c.t.Helper()
+	poll(c.t, startTimeout, m.name+" serves clients", func() (bool, string) {
+		select {
+		case <-m.done:
+			c.t.Fatalf("%s exited: %s", m.name, m.log.tail())
+		default:
+		}
+		_, err := EndpointStatus(c.t.Context(), ClientConfig{DialTimeout: shortDial, RequestTimeout: shortRequest}, m.clientURL)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func (c *processCluster) endpoints() []string {
+	var eps []string
+	for _, m := range c.members {
+		eps = append(eps, m.clientURL)
+	}
+	return eps
+}
+
+// lockedBuffer collects a process's output for a failure message.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) tail() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > 2000 {
+		s = s[len(s)-2000:]
+	}
+	return s
+}
+
+// waitFor polls a cluster-wide condition with a generous deadline.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	poll(t, 30*time.Second, what, cond)
+}
+
+// TestDowngradeFrom36 drives etcd's downgrade API on a real 3.6 cluster:
+// validate, enable (the cluster version and the storage drop to 3.5),
+// cancel, enable again, and then every member restarted on an etcd 3.5
+// server (the embedded one) on its own data, leader last; the downgrade
+// ends by itself when the last 3.6 member is gone.
+func TestDowngradeFrom36(t *testing.T) {
+	t.Parallel()
+	c := startProcessCluster(t, etcd36Binary(t), 3)
+	ctx := t.Context()
+	cfg := ClientConfig{Endpoints: c.endpoints()}
+	waitHealthy(t, cfg, 3)
+
+	// A new cluster decides its version, then migrates its storage to it.
+	waitFor(t, "the cluster version and every member's storage reach 3.6", func() (bool, string) {
+		h, err := ClusterHealth(ctx, cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range h.Members {
+			if !strings.HasPrefix(m.Version, "3.6.") || m.StorageVersion != "3.6.0" || m.Downgrade.Enabled || m.DBSizeQuota != 2<<30 {
+				return false, fmt.Sprintf("%s: version %q, storage %q, downgrade %+v, quota %d", m.Name, m.Version, m.StorageVersion, m.Downgrade, m.DBSizeQuota)
+			}
+		}
+		cv, err := ClusterVersion(ctx, cfg)
+		return cv == "3.6.0", fmt.Sprintf("cluster version %q, %v", cv, err)
+	})
+
+	if _, err := DowngradeValidate(ctx, cfg, "3.4"); err == nil {
+		t.Fatal("validating a downgrade by two minor versions succeeded")
+	}
+	// etcd answers with the cluster version's major.minor.
+	if cv, err := DowngradeValidate(ctx, cfg, "3.5"); err != nil || cv != "3.6" {
+		t.Fatalf("DowngradeValidate(3.5) = %q, %v; want the cluster version 3.6", cv, err)
+	}
+	// etcd 3.6 accepts a cancel with nothing to cancel (3.5 refuses it).
+	if _, err := DowngradeCancel(ctx, cfg); err != nil {
+		t.Fatalf("cancelling with no downgrade enabled = %v, want nil on 3.6", err)
+	}
+
+	enable := func() {
+		t.Helper()
+		if _, err := DowngradeEnable(ctx, cfg, "v3.5"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "every member runs the 3.5 protocol and storage", func() (bool, string) {
+			h, err := ClusterHealth(ctx, cfg)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, m := range h.Members {
+				if m.Downgrade != (DowngradeInfo{Enabled: true, TargetVersion: "3.5.0"}) || m.StorageVersion != "3.5.0" {
+					return false, fmt.Sprintf("%s: downgrade %+v, storage %q", m.Name, m.Downgrade, m.StorageVersion)
+				}
+			}
+			cv, err := ClusterVersion(ctx, cfg)
+			return cv == "3.5.0", fmt.Sprintf("cluster version %q, %v", cv, err)
+		})
+	}
+	enable()
+	if _, err := DowngradeCancel(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cancelled downgrade is off on every member and the cluster back at 3.6", func() (bool, string) {
+		h, err := ClusterHealth(ctx, cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range h.Members {
+			if m.Downgrade.Enabled {
+				return false, m.Name + " still has the downgrade enabled"
+			}
+		}
+		cv, err := ClusterVersion(ctx, cfg)
+		return cv == "3.6.0", fmt.Sprintf("cluster version %q, %v", cv, err)
+	})
+
+	enable()
+	leader, err := LeaderID(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make([]*processMember, 0, len(c.members))
+	var leaderMember *processMember
+	for _, m := range c.members {
+		st, err := EndpointStatus(ctx, cfg, m.clientURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Header.MemberId == leader {
+			leaderMember = m
+			continue
+		}
+		order = append(order, m)
+	}
+	for _, m := range append(order, leaderMember) {
+		c.stop(m)
+		tm := &testMember{name: m.name, peerURL: m.peerURL, clientURL: m.clientURL, dir: m.dir}
+		var pairs []string
+		for _, o := range c.members {
+			pairs = append(pairs, o.name+"="+o.peerURL)
+		}
+		e, err := startEmbedded(t, tm, strings.Join(pairs, ","), "existing", nil, nil)
+		if err != nil {
+			t.Fatalf("start %s on etcd 3.5 after the downgrade was enabled: %v", m.name, err)
+		}
+		t.Cleanup(e.Close)
+		tm.etcd = e
+		waitReady(t, tm)
+		waitHealthy(t, cfg, 3)
+	}
+	waitFor(t, "the finished downgrade leaves a 3.5 cluster", func() (bool, string) {
+		h, err := ClusterHealth(ctx, cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range h.Members {
+			if !strings.HasPrefix(m.Version, "3.5.") {
+				return false, fmt.Sprintf("%s runs %s", m.Name, m.Version)
+			}
+		}
+		cv, err := ClusterVersion(ctx, cfg)
+		return cv == "3.5.0", fmt.Sprintf("cluster version %q, %v", cv, err)
+	})
+}
