@@ -27,6 +27,12 @@ const (
 	// eventMemberRestarted is new: a member restarted in place, on its own
 	// data, with its own ID.
 	eventMemberRestarted = "Member Restarted"
+	// Day-2 care, new.
+	eventLeaderMoved      = "LeaderMoved"
+	eventCompacted        = "Compacted"
+	eventDefragmented     = "Defragmented"
+	eventNoSpaceDisarmed  = "NoSpaceDisarmed"
+	eventDowngradeEnabled = "DowngradeEnabled"
 )
 
 // podDeleteGracePeriod is the original's: a member removed from etcd has
@@ -44,6 +50,10 @@ type outcome struct {
 	// stop is set when the action found the pass's snapshot outdated and
 	// wrote nothing: the next pass starts over.
 	stop bool
+	// Records of maintenance for the status: the revision compacted to,
+	// the member defragmented.
+	compacted    int64
+	defragmented string
 }
 
 // act carries out one action.
@@ -98,6 +108,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.addJoiner(ctx, s, a)
 	case actUpgradeMember:
 		return c.upgradeMember(ctx, s, a)
+	case actEnableDowngrade, actMoveLeader, actCompact, actDefragment, actDisarmNoSpace:
+		return c.maintain(ctx, s, a)
 	}
 	return outcome{err: fmt.Errorf("no way to act on %s", a)}
 }
@@ -130,7 +142,7 @@ func (c *Cluster) createServices(ctx context.Context, s *snapshot) error {
 // finds the restore operator's hand-over, which sets the phase first.
 func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 	if s.phase == api.ClusterPhaseNone {
-		st := statusOf(s, c.latest.Status, api.ClusterPhaseCreating, c.latest.Generation, assess(s))
+		st := statusOf(s, c.latest.Status, api.ClusterPhaseCreating, c.latest.Generation, assess(s), outcome{})
 		written, err := c.writeStatus(ctx, st)
 		if err != nil || !written {
 			return outcome{err: err, stop: true, requeue: c.cfg.MinPassInterval}
@@ -397,6 +409,52 @@ func (c *Cluster) patchMemberPod(ctx context.Context, pod *corev1.Pod, version, 
 		return kubeError(fmt.Sprintf("patch pod %s to %s", pod.Name, image), err)
 	}
 	return nil
+}
+
+// maintain carries out a step of day-2 care. Each is said in an event: they
+// are what a user would otherwise have done by hand with etcdctl.
+func (c *Cluster) maintain(ctx context.Context, s *snapshot, a action) outcome {
+	cc := c.clientConfig(s.endpoints())
+	c.log.Infof("%s", a)
+	switch a.kind {
+	case actEnableDowngrade:
+		if err := c.cfg.Etcd.EnableDowngrade(ctx, cc, a.version); err != nil {
+			return outcome{err: etcdError("enable the downgrade to "+a.version, err)}
+		}
+		c.event(corev1.EventTypeNormal, eventDowngradeEnabled, a.reason)
+	case actMoveLeader:
+		m := s.members[a.member]
+		if m == nil {
+			return outcome{err: fmt.Errorf("move leadership to %s: no such member", a.member)}
+		}
+		if err := c.cfg.Etcd.MoveLeader(ctx, cc, m.member.ID); err != nil {
+			return outcome{err: etcdError("move leadership to "+a.member, err)}
+		}
+		c.event(corev1.EventTypeNormal, eventLeaderMoved, fmt.Sprintf("Leadership moved to %s: %s", a.member, a.reason))
+	case actCompact:
+		rev, err := c.cfg.Etcd.Compact(ctx, cc)
+		if err != nil {
+			return outcome{err: etcdError("compact", err)}
+		}
+		c.event(corev1.EventTypeNormal, eventCompacted, fmt.Sprintf("History compacted to revision %d: %s", rev, a.reason))
+		return outcome{compacted: rev, requeue: c.cfg.MinPassInterval}
+	case actDefragment:
+		m := s.members[a.member]
+		if m == nil {
+			return outcome{err: fmt.Errorf("defragment %s: no such member", a.member)}
+		}
+		if err := c.cfg.Etcd.Defragment(ctx, cc, m.member.ClientURL()); err != nil {
+			return outcome{err: etcdError("defragment "+a.member, err)}
+		}
+		c.event(corev1.EventTypeNormal, eventDefragmented, fmt.Sprintf("Member %s defragmented: %s", a.member, a.reason))
+		return outcome{defragmented: a.member, requeue: c.cfg.MinPassInterval}
+	case actDisarmNoSpace:
+		if err := c.cfg.Etcd.DisarmNoSpace(ctx, cc); err != nil {
+			return outcome{err: etcdError("disarm the NOSPACE alarm", err)}
+		}
+		c.event(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
+	}
+	return outcome{requeue: c.cfg.MinPassInterval}
 }
 
 // annotateClaimVersion records on a member's claim the version that writes it.

@@ -60,6 +60,18 @@ const (
 	actRemoveMember
 	// actUpgradeMember patches a member's pod to another etcd version.
 	actUpgradeMember
+	// actEnableDowngrade enables etcd's downgrade of the cluster version
+	// (3.6 to 3.5), after which members are patched back one at a time.
+	actEnableDowngrade
+	// actMoveLeader hands leadership to a member, before the leader is
+	// taken down or defragmented.
+	actMoveLeader
+	// actCompact compacts the history to the current revision.
+	actCompact
+	// actDefragment defragments one member.
+	actDefragment
+	// actDisarmNoSpace disarms a NOSPACE alarm once every member has room.
+	actDisarmNoSpace
 )
 
 var actionNames = map[actionKind]string{
@@ -81,6 +93,11 @@ var actionNames = map[actionKind]string{
 	actAddJoiner:        "add joiner",
 	actRemoveMember:     "remove member",
 	actUpgradeMember:    "upgrade member",
+	actEnableDowngrade:  "enable downgrade",
+	actMoveLeader:       "move leader to",
+	actCompact:          "compact",
+	actDefragment:       "defragment",
+	actDisarmNoSpace:    "disarm NOSPACE",
 }
 
 func (k actionKind) String() string { return actionNames[k] }

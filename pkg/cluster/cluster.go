@@ -175,6 +175,9 @@ type Cluster struct {
 	// tlsConfig is the client TLS of a secure-client cluster, read from the
 	// operator secret and kept until etcd stops answering with it.
 	tlsConfig *tls.Config
+	// etcdReadAt is when etcd's view was last read: a cluster at rest is
+	// looked at every etcdObserveInterval for its day-2 care.
+	etcdReadAt time.Time
 
 	// Records of the goroutine's own recent actions that no observation
 	// can tell (see expect.go).

@@ -3,13 +3,16 @@ package cluster
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
 // decide is the algorithm: from the snapshot of a pass, the one action the
@@ -27,9 +30,10 @@ import (
 //     still says Creating (an operator restart, the restore hand-over) are
 //     adopted.
 //  5. Unknown membership (operator restart, hand-over, an uncertain change):
-//     read from etcd once a member pod runs. A seed that never ran, in a
-//     cluster that was never available, is made again from the spec.
-//  6. Expectations: a pod just created and not in the cache yet is waited for.
+//     read from etcd once a member pod runs; with no member running, every
+//     member is restarted from the claims the status listed. A seed that
+//     never ran, in a cluster that was never available, is made again.
+//  6. Expectations: pods just created and not in the cache yet are waited for.
 //  7. A seed that never started is made again from the spec in force.
 //  8. Restart in place: a member whose pod is gone or failed, and whose claim
 //     holds its data, gets a new pod on that claim: same name, same member
@@ -38,20 +42,30 @@ import (
 //     this is how a cluster comes back after a node restart or after every
 //     pod was deleted, with or without a quorum.
 //  9. Quorum: without a quorum of voting members running, nothing is changed.
-//  10. Clean-up: pods, joining pods and claims that belong to no member.
-//  11. Replacement: a member that cannot come back (its data was on an
-//     emptyDir, it keeps failing, etcd refuses its data) is removed from etcd
-//     — once its pod is gone and etcd confirms it does not answer — and a new
-//     member replaces it in step 13.
-//  12. Learners are promoted once they run.
-//  13. Size: one member is added (its pod first, then MemberAdd once the pod
+//  10. Space: with a NOSPACE alarm (the cluster takes no write), the history
+//     is compacted, the members defragmented one at a time (the leader last,
+//     after leadership moved away) and the alarm disarmed once every member
+//     has room again.
+//  11. Clean-up: pods, joining pods and claims that belong to no member.
+//  12. Replacement: a member that cannot come back (its data was on an
+//     emptyDir, it keeps failing after restarts in place, etcd refuses its
+//     data or raised a CORRUPT alarm for it) is removed from etcd — once its
+//     pod is gone and etcd confirms it does not answer — and a new member
+//     replaces it in step 14.
+//  13. Learners are promoted once they run.
+//  14. Size: one member is added (its pod first, then MemberAdd once the pod
 //     resolves in DNS and etcd can take the change) or removed (not-ready
 //     members first, the leader last).
-//  14. Version: one member is patched to spec.version (not-ready members
-//     first, the leader last), one at a time.
-//  15. Otherwise the cluster is what its spec asks for.
+//  15. Version: one member is patched to spec.version (not-ready members
+//     first, the leader last after leadership moved away), one at a time,
+//     as etcd's rules for the cluster version allow (3.6 to 3.5 through
+//     etcd's downgrade API).
+//  16. Day-2 care: a cluster at rest is looked at every minute; a member
+//     whose free space passes the threshold, or whose scheduled run is due,
+//     is defragmented (followers first, the leader last).
+//  17. Otherwise the cluster is what its spec asks for.
 //
-// Every change that depends on the membership (steps 10, 11, 13, 14) needs it
+// Every change that depends on the membership (steps 11, 12, 14, 15) needs it
 // confirmed by etcd's leader in this very pass: decide then answers "read
 // etcd", the pass asks etcd and decides again.
 func decide(s *snapshot) action {
@@ -73,12 +87,19 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	neverStartedSeed,
 	restartInPlace,
 	quorum,
+	space,
 	cleanUp,
 	deadMembers,
 	learners,
 	size,
 	version,
+	care,
 }
+
+// etcdObserveInterval is how often the day-2 care of a cluster at rest reads
+// etcd's view (database sizes, alarms): a dial and a status call per member
+// a minute, and no request to Kubernetes.
+const etcdObserveInterval = time.Minute
 
 // 1.
 func handsOff(s *snapshot) (action, bool) {
@@ -300,7 +321,7 @@ func quorum(s *snapshot) (action, bool) {
 	return wait(fmt.Sprintf("quorum lost: %d of %d voting members run, %d are needed", q.up, q.voters, q.needed)), true
 }
 
-// 10.
+// 11.
 func cleanUp(s *snapshot) (action, bool) {
 	if len(s.strayPods) > 0 {
 		if a, ok := needEtcd(s, "delete a pod that belongs to no member"); ok {
@@ -380,7 +401,7 @@ func initialClusterWith(s *snapshot, name string) []string {
 	return pairs
 }
 
-// 11.
+// 12.
 func deadMembers(s *snapshot) (action, bool) {
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
@@ -422,7 +443,7 @@ func replaceReason(m *memberView) string {
 	return "its pod is " + m.state.String()
 }
 
-// 12.
+// 13.
 func learners(s *snapshot) (action, bool) {
 	for _, name := range s.membership.Learners() {
 		if s.members[name].state != memberRunning {
@@ -435,7 +456,7 @@ func learners(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// 13.
+// 14.
 func size(s *snapshot) (action, bool) {
 	n := len(s.members)
 	switch {
@@ -585,7 +606,7 @@ func removeMember(s *snapshot) (action, bool) {
 	return remove(sortedKeys(s.members)[0], "the only member left to choose")
 }
 
-// 14.
+// 15.
 func version(s *snapshot) (action, bool) {
 	p := s.plan
 	switch {
@@ -608,13 +629,120 @@ func version(s *snapshot) (action, bool) {
 	if a, ok := readyForChange(s, "upgrade a member"); ok {
 		return a, true
 	}
+	if mv := s.versionMove; mv != nil {
+		switch mv.Kind {
+		case maintenance.MoveWait:
+			a := wait(mv.Reason)
+			a.backoff = true
+			return a, true
+		case maintenance.MoveEnableDowngrade:
+			return action{kind: actEnableDowngrade, version: mv.DowngradeTarget, reason: mv.Reason}, true
+		}
+	}
 	leader := s.etcd.health.LeaderID
 	for _, name := range p.old {
 		if s.members[name].member.ID != leader {
 			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "a follower"}, true
 		}
 	}
+	if a, ok := handOff(s, leader); ok {
+		return a, true
+	}
 	return action{kind: actUpgradeMember, member: p.old[0], version: p.target, reason: "the leader, last"}, true
+}
+
+// handOff moves leadership away from member id before it is taken down, to
+// a healthy, caught-up follower: one election, planned, instead of clients
+// meeting a leaderless cluster. When no follower can take over it waits.
+func handOff(s *snapshot, id uint64) (action, bool) {
+	h := maintenance.Handoff(s.etcd.health, id)
+	switch {
+	case h.Kind == maintenance.MoveLeader:
+		return action{kind: actMoveLeader, member: h.Member.Name, reason: h.Reason}, true
+	case h.Reason != "the member does not lead" && s.quorum.voters > 1:
+		a := wait(h.Reason)
+		a.backoff = true
+		return a, true
+	}
+	return action{}, false
+}
+
+// 10. (space) and 16. (care)
+
+// space recovers a cluster that ran out of space: with a NOSPACE alarm it
+// takes no write at all, so this comes before any other change.
+func space(s *snapshot) (action, bool) {
+	if !s.etcd.hasAlarm(etcdutil.AlarmNoSpace) {
+		return action{}, false
+	}
+	if a, ok := maintain(s); ok {
+		return a, true
+	}
+	return action{}, false
+}
+
+// care is the day-2 care of a cluster at rest.
+func care(s *snapshot) (action, bool) {
+	if s.etcd == nil {
+		if s.now.Sub(s.etcdReadAt) >= etcdObserveInterval || runningNotReady(s) {
+			return readEtcd("day-2 care: the members' databases and alarms"), true
+		}
+		return action{}, false
+	}
+	if !s.etcd.confirmed {
+		return action{}, false
+	}
+	return maintain(s)
+}
+
+// runningNotReady tells whether a member runs but is not ready: with an
+// alarm (NOSPACE, CORRUPT) etcd's /health fails on every member.
+func runningNotReady(s *snapshot) bool {
+	for _, m := range s.members {
+		if m.state == memberRunning && !m.ready {
+			return true
+		}
+	}
+	return false
+}
+
+// maintain turns the maintenance planner's next step into an action.
+func maintain(s *snapshot) (action, bool) {
+	if s.etcd == nil || !s.etcd.confirmed {
+		return action{}, false
+	}
+	in := maintenance.Input{
+		Now:              s.now,
+		Health:           s.etcd.health,
+		Settings:         s.spec.Spec.ResolvedMaintenance(),
+		Created:          s.created,
+		LastDefragmented: map[uint64]time.Time{},
+	}
+	for _, d := range s.status.MemberDetails {
+		if id, err := strconv.ParseUint(d.ID, 16, 64); err == nil && d.LastDefragmentation != nil {
+			in.LastDefragmented[id] = d.LastDefragmentation.Time
+		}
+	}
+	if m := s.status.Maintenance; m != nil {
+		in.LastCompactedRevision = m.LastCompactedRevision
+	}
+	next := maintenance.Next(in)
+	switch next.Kind {
+	case maintenance.Compact:
+		return action{kind: actCompact, reason: next.Reason}, true
+	case maintenance.Defragment:
+		return action{kind: actDefragment, member: next.Member.Name, reason: next.Reason}, true
+	case maintenance.MoveLeader:
+		return action{kind: actMoveLeader, member: next.Member.Name, reason: next.Reason}, true
+	case maintenance.DisarmNoSpace:
+		return action{kind: actDisarmNoSpace, reason: next.Reason}, true
+	}
+	if s.etcd.hasAlarm(etcdutil.AlarmNoSpace) {
+		a := wait(next.Reason)
+		a.backoff = true
+		return a, true
+	}
+	return action{}, false
 }
 
 // needEtcd returns the action that has to come first when a change needs the

@@ -149,7 +149,12 @@ func TestDecide(t *testing.T) {
 		// 14. Version.
 		{name: "an upgrade reads etcd for the leader and the health", mods: mods(specVersion("3.5.22")), want: "read etcd (upgrade a member)"},
 		{name: "an upgrade patches a follower first", mods: mods(specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
-		{name: "an upgrade patches the leader last", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
+		{name: "an upgrade moves leadership away before patching the leader", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "move leader to example-b (moving leadership from example-a to example-b first)"},
+		{name: "an upgrade patches the last member once leadership has moved away", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberB)), want: "upgrade member example-a to 3.5.22 (a follower)"},
+		{name: "an upgrade patches the only member, the leader, without a handoff", mods: mods(specSize(1), members(memberA), onlyPods(memberA), specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
+		{name: "a move to 3.6 from a 3.5 release etcd's guide does not allow is refused", mods: mods(specVersion("3.6.6"), etcdLeader(memberA)), want: "wait (upgrade refused: "},
+		{name: "a downgrade from 3.6 to 3.5 enables etcd's downgrade first", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0")), want: "enable downgrade to 3.5"},
+		{name: "a downgrade patches members once the cluster version has dropped", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.5.0")), want: "upgrade member example-b to 3.5.35 (a follower)"},
 		{name: "an upgrade waits for the member being restarted", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), upgrading(memberB, "3.5.22")), want: "wait (member example-b is restarting on 3.5.22)"},
 		{name: "an upgrade patches a member that is not ready first, without asking etcd", mods: mods(specVersion("3.5.22"), podIs(memberC, notReady)), want: "upgrade member example-c to 3.5.22 (it is not ready)"},
 		{name: "an upgrade to an image that never started is taken back on the member that is not ready", mods: mods(podIs(memberB, onVersion("3.5.99"), waitingForImage), failedOn(memberB, "3.5.99", testVersion)), want: "upgrade member example-b to " + testVersion + " (it is not ready)"},
@@ -161,7 +166,18 @@ func TestDecide(t *testing.T) {
 		{name: "mid-upgrade a new member starts at the oldest version made", mods: mods(specSize(4), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + oldVersion},
 		{name: "while an upgrade is refused new members start at the newest version made", mods: mods(specSize(4), specVersion("3.6.6"), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + testVersion},
 
-		// 15. At rest.
+		// 15. Space and day-2 care.
+		{name: "with a NOSPACE alarm the history is compacted first", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), dbSizes(200<<20, 20<<20)), want: "compact"},
+		{name: "with a NOSPACE alarm and the history compacted, a follower is defragmented", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), compactedTo(500), dbSizes(1950<<20, 100<<20)), want: "defragment example-b"},
+		{name: "with a NOSPACE alarm and every member with room again, the alarm is disarmed", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), compactedTo(500), dbSizes(20<<20, 20<<20)), want: "disarm NOSPACE"},
+		{name: "a NOSPACE alarm comes before a pending scale-up", mods: mods(specSize(4), etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), dbSizes(200<<20, 20<<20)), want: "compact"},
+		{name: "a cluster at rest is looked at once a minute", mods: mods(etcdReadAgo(61 * time.Second)), want: "read etcd (day-2 care"},
+		{name: "members that run but are not ready make the pass look at etcd", mods: mods(podIs(memberA, notReady), podIs(memberB, notReady), podIs(memberC, notReady)), want: "read etcd (day-2 care"},
+		{name: "a member with most of its database free is defragmented", mods: mods(etcdLeader(memberA), dbSize(memberC, 400<<20, 50<<20)), want: "defragment example-c"},
+		{name: "the leader is defragmented only after leadership moved away", mods: mods(etcdLeader(memberA), dbSize(memberA, 400<<20, 50<<20)), want: "move leader to"},
+		{name: "a member with a CORRUPT alarm is replaced", mods: mods(etcdLeader(memberA), alarmOn(memberC, "CORRUPT")), want: "remove dead member example-c (etcd refuses its data: etcd raised a CORRUPT alarm"},
+
+		// 16. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},
 		{name: "a complete healthy cluster is left alone after etcd was asked", mods: mods(etcdLeader(memberA)), want: "idle"},
 		{name: "a complete cluster with claims is left alone", mods: mods(withPVCSpec, claims(memberA, memberB, memberC)), want: "idle"},
@@ -208,6 +224,7 @@ func testSnapshot(ms ...snapMod) *snapshot {
 		pods:           map[string]*corev1.Pod{},
 		terminating:    map[string]*corev1.Pod{},
 		claims:         map[string]*corev1.PersistentVolumeClaim{},
+		etcdReadAt:     testStart.Add(-time.Second),
 	}
 	members(memberA, memberB, memberC)(s)
 	onlyPods(memberA, memberB, memberC)(s)
@@ -378,17 +395,64 @@ func etcdLeader(leader string, down ...string) snapMod {
 	return func(s *snapshot) {
 		h := etcdutil.Health{LeaderID: memberID(leader), Linearizable: true}
 		for _, name := range s.membership.Names() {
-			mh := etcdutil.MemberHealth{ID: memberID(name), Name: name, Leader: memberID(leader)}
+			mh := etcdutil.MemberHealth{ID: memberID(name), Name: name, Leader: memberID(leader), IsLearner: s.membership[name].IsLearner,
+				ClientURL: s.membership[name].ClientURL(), RaftIndex: 100, RaftAppliedIndex: 100}
+			if pod := s.pods[name]; pod != nil {
+				mh.Version = podVersion(pod)
+			}
 			if slices.Contains(down, name) {
 				mh.Err = errors.New("connection refused")
 			}
 			h.Members = append(h.Members, mh)
 		}
-		s.etcd = &etcdView{health: h, confirmed: true}
+		s.etcd = &etcdView{health: h, confirmed: true, clusterVersion: "3.5.0"}
 	}
 }
 
 func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
+
+func clusterVersion(v string) snapMod { return func(s *snapshot) { s.etcd.clusterVersion = v } }
+
+func etcdReadAgo(d time.Duration) snapMod {
+	return func(s *snapshot) { s.etcdReadAt = testStart.Add(-d) }
+}
+
+func alarmOn(name, typ string) snapMod {
+	return func(s *snapshot) {
+		s.etcd.health.Alarms = append(s.etcd.health.Alarms, etcdutil.Alarm{MemberID: memberID(name), Type: typ})
+	}
+}
+
+func revision(rev int64) snapMod {
+	return func(s *snapshot) {
+		for i := range s.etcd.health.Members {
+			s.etcd.health.Members[i].Revision = rev
+		}
+	}
+}
+
+func compactedTo(rev int64) snapMod {
+	return func(s *snapshot) { s.status.Maintenance = &api.MaintenanceStatus{LastCompactedRevision: rev} }
+}
+
+// dbSizes gives every member a database of size bytes, inUse of them used.
+func dbSizes(size, inUse int64) snapMod {
+	return func(s *snapshot) {
+		for i := range s.etcd.health.Members {
+			s.etcd.health.Members[i].DBSize, s.etcd.health.Members[i].DBSizeInUse = size, inUse
+		}
+	}
+}
+
+func dbSize(name string, size, inUse int64) snapMod {
+	return func(s *snapshot) {
+		for i := range s.etcd.health.Members {
+			if s.etcd.health.Members[i].Name == name {
+				s.etcd.health.Members[i].DBSize, s.etcd.health.Members[i].DBSizeInUse = size, inUse
+			}
+		}
+	}
+}
 
 func etcdFailed(s *snapshot) { s.etcd = &etcdView{err: errors.New("context deadline exceeded")} }
 

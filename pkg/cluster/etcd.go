@@ -32,8 +32,23 @@ type EtcdAPI interface {
 	MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
 	// MemberRemove removes a member; one already gone is not an error.
 	MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
-	// ClusterHealth reports leader, quorum and every member's own state.
+	// ClusterHealth reports leader, quorum and every member's own state:
+	// versions, database sizes, alarms.
 	ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error)
+	// ClusterVersion is the version the members agreed on ("3.5.0").
+	ClusterVersion(ctx context.Context, cc etcdutil.ClientConfig) (string, error)
+	// MoveLeader hands leadership to member toID.
+	MoveLeader(ctx context.Context, cc etcdutil.ClientConfig, toID uint64) error
+	// Compact compacts the history up to the current revision, which it
+	// returns.
+	Compact(ctx context.Context, cc etcdutil.ClientConfig) (int64, error)
+	// Defragment defragments the member serving endpoint.
+	Defragment(ctx context.Context, cc etcdutil.ClientConfig, endpoint string) error
+	// DisarmNoSpace disarms the NOSPACE alarms.
+	DisarmNoSpace(ctx context.Context, cc etcdutil.ClientConfig) error
+	// EnableDowngrade validates, then enables, a downgrade of the cluster
+	// version to target ("3.5").
+	EnableDowngrade(ctx context.Context, cc etcdutil.ClientConfig, target string) error
 }
 
 // NewEtcdAPI returns the EtcdAPI that talks to real etcd through etcdutil.
@@ -67,6 +82,35 @@ func (etcdutilAPI) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, i
 
 func (etcdutilAPI) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error) {
 	return etcdutil.ClusterHealth(ctx, cc)
+}
+
+func (etcdutilAPI) ClusterVersion(ctx context.Context, cc etcdutil.ClientConfig) (string, error) {
+	return etcdutil.ClusterVersion(ctx, cc)
+}
+
+func (etcdutilAPI) MoveLeader(ctx context.Context, cc etcdutil.ClientConfig, toID uint64) error {
+	return etcdutil.MoveLeaderTo(ctx, cc, toID)
+}
+
+func (etcdutilAPI) Compact(ctx context.Context, cc etcdutil.ClientConfig) (int64, error) {
+	return etcdutil.CompactToCurrent(ctx, cc)
+}
+
+func (etcdutilAPI) Defragment(ctx context.Context, cc etcdutil.ClientConfig, endpoint string) error {
+	return etcdutil.Defragment(ctx, cc, endpoint)
+}
+
+func (etcdutilAPI) DisarmNoSpace(ctx context.Context, cc etcdutil.ClientConfig) error {
+	_, err := etcdutil.DisarmNoSpace(ctx, cc)
+	return err
+}
+
+func (etcdutilAPI) EnableDowngrade(ctx context.Context, cc etcdutil.ClientConfig, target string) error {
+	if _, err := etcdutil.DowngradeValidate(ctx, cc, target); err != nil {
+		return err
+	}
+	_, err := etcdutil.DowngradeEnable(ctx, cc, target)
+	return err
 }
 
 // isNotReadyForChange recognises etcd's refusals of a membership change that

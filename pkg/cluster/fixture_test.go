@@ -122,7 +122,14 @@ type fakeEtcd struct {
 	// stale maps a member to the names its own, lagging, view of the
 	// membership holds; a list asked of it answers that view.
 	stale map[string][]string
-	calls []string
+	// Day-2 facts: the cluster version, each member's database sizes, the
+	// active alarms, and whether a downgrade is enabled.
+	clusterVersion      string
+	dbSize, dbSizeInUse map[uint64]int64
+	alarms              []etcdutil.Alarm
+	downgrade           string
+	revision            int64
+	calls               []string
 }
 
 func (f *fakeEtcd) record(call string) {
@@ -135,8 +142,7 @@ func (f *fakeEtcd) Calls(onlyWrites bool) []string {
 	defer f.mu.Unlock()
 	var out []string
 	for _, c := range f.calls {
-		if onlyWrites && !strings.HasPrefix(c, "add ") && !strings.HasPrefix(c, "add-learner ") &&
-			!strings.HasPrefix(c, "remove ") && !strings.HasPrefix(c, "promote ") {
+		if onlyWrites && (c == "list" || c == "health") {
 			continue
 		}
 		out = append(out, c)
@@ -255,6 +261,9 @@ func (f *fakeEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) 
 			if !f.noQuorum {
 				mh.Leader = f.leader
 			}
+			mh.DBSize, mh.DBSizeInUse = f.dbSize[m.ID], f.dbSizeInUse[m.ID]
+			mh.Alarms = slices.Clone(f.alarms)
+			mh.Revision = f.revision
 		}
 		h.Members = append(h.Members, mh)
 	}
@@ -264,7 +273,58 @@ func (f *fakeEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) 
 		h.Linearizable = true
 		h.LeaderID = f.leader
 	}
+	h.Alarms = slices.Clone(f.alarms)
 	return h, nil
+}
+
+func (f *fakeEtcd) ClusterVersion(ctx context.Context, cc etcdutil.ClientConfig) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.clusterVersion == "" {
+		return "3.5.0", nil
+	}
+	return f.clusterVersion, nil
+}
+
+func (f *fakeEtcd) MoveLeader(ctx context.Context, cc etcdutil.ClientConfig, toID uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(fmt.Sprintf("move-leader %x", toID))
+	f.leader = toID
+	return nil
+}
+
+func (f *fakeEtcd) Compact(ctx context.Context, cc etcdutil.ClientConfig) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("compact")
+	return f.revision, nil
+}
+
+func (f *fakeEtcd) Defragment(ctx context.Context, cc etcdutil.ClientConfig, endpoint string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name, _ := etcdutil.MemberNameFromPeerURL(endpoint)
+	f.record("defragment " + name)
+	id := memberID(name)
+	f.dbSize[id] = f.dbSizeInUse[id]
+	return nil
+}
+
+func (f *fakeEtcd) DisarmNoSpace(ctx context.Context, cc etcdutil.ClientConfig) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("disarm")
+	f.alarms = nil
+	return nil
+}
+
+func (f *fakeEtcd) EnableDowngrade(ctx context.Context, cc etcdutil.ClientConfig, target string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("downgrade " + target)
+	f.downgrade = target
+	return nil
 }
 
 // start marks a member as started (it has a name and client URL), as etcd
@@ -327,7 +387,7 @@ func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 		claims:   newIndexer(),
 		services: newIndexer(),
 		recorder: record.NewFakeRecorder(1000),
-		etcd:     &fakeEtcd{down: map[uint64]bool{}, answering: map[uint64]bool{}},
+		etcd:     &fakeEtcd{down: map[uint64]bool{}, answering: map[uint64]bool{}, dbSize: map[uint64]int64{}, dbSizeInUse: map[uint64]int64{}},
 		now:      testStart,
 	}
 	log := logrus.New()
@@ -350,6 +410,9 @@ func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 		Log:            logrus.NewEntry(log),
 	}, cl)
 	f.c.now = func() time.Time { return f.now }
+	// A cluster at rest reads etcd once a minute for its day-2 care; the
+	// tests start right after such a read.
+	f.c.etcdReadAt = testStart
 	f.c.randomSuffix = func() string {
 		f.names++
 		return fmt.Sprintf("new%07d", f.names)

@@ -28,6 +28,9 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		everAvailable:  everAvailable(c.latest.Status),
 		beingDeleted:   c.latest.DeletionTimestamp != nil,
 		lastMembers:    append(slices.Clone(c.latest.Status.Members.Ready), c.latest.Status.Members.Unready...),
+		status:         *c.latest.Status.DeepCopy(),
+		created:        c.latest.CreationTimestamp.Time,
+		etcdReadAt:     c.etcdReadAt,
 	}
 	s.spec, s.specProblem = c.specInForce()
 	if s.spec == nil {
@@ -178,6 +181,7 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 		c.tlsConfig = nil
 		return &etcdView{err: err}
 	}
+	c.etcdReadAt = c.now()
 	view := &etcdView{health: h}
 	leaderURL := ""
 	for _, m := range h.Members {
@@ -207,6 +211,9 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 	c.members.learn(ms)
 	s.membership = ms
 	view.confirmed = true
+	if v, err := c.cfg.Etcd.ClusterVersion(ctx, c.clientConfig([]string{leaderURL})); err == nil {
+		view.clusterVersion = v
+	}
 	return view
 }
 

@@ -54,7 +54,7 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		if out.phase != "" {
 			phase = out.phase
 		}
-		st := statusOf(s, c.latest.Status, phase, c.latest.Generation, problems)
+		st := statusOf(s, c.latest.Status, phase, c.latest.Generation, problems, out)
 		written, werr := c.writeStatus(ctx, st)
 		if !written && werr == nil {
 			// The object changed under the pass: the next one, soon, starts

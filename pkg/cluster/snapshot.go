@@ -11,6 +11,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
 // snapshot is what one pass knows, taken at its start and never changed
@@ -41,6 +42,15 @@ type snapshot struct {
 	// lastMembers are the members the status last listed: the membership as
 	// it was known before an operator restart, when etcd cannot be asked.
 	lastMembers []string
+	// status is the status the server holds: the records of maintenance
+	// (last compaction, last defragmentation of each member, the v2 entries
+	// to outlive before 3.6) are read from it.
+	status api.ClusterStatus
+	// created is when the cluster was created.
+	created time.Time
+	// etcdReadAt is when this goroutine last read etcd's view; the day-2
+	// care of a cluster at rest reads it every etcdObserveInterval.
+	etcdReadAt time.Time
 
 	// missingServices are the services to create; serviceConflict says why
 	// one that exists cannot be used.
@@ -80,6 +90,10 @@ type snapshot struct {
 	strayPods, strayClaims []string
 	quorum                 quorumView
 	plan                   versionPlan
+	// versionMove is etcd's rules' verdict on moving the members to
+	// spec.version, judged on the cluster version; set when members are to
+	// be patched and etcd was read in this pass.
+	versionMove *maintenance.VersionMove
 }
 
 // etcdView is what etcd said in one pass.
@@ -92,6 +106,35 @@ type etcdView struct {
 	// pass: only then is it good enough for a change (etcd before 3.5 serves
 	// member lists from the local member, which may lag).
 	confirmed bool
+	// clusterVersion is the version the members agreed on ("3.5.0"), ""
+	// when it could not be read.
+	clusterVersion string
+}
+
+// healthOf is what member id said of itself in this pass.
+func (e *etcdView) healthOf(id uint64) (etcdutil.MemberHealth, bool) {
+	if e == nil || e.err != nil {
+		return etcdutil.MemberHealth{}, false
+	}
+	return e.health.Member(id)
+}
+
+// hasAlarm tells whether etcd reported an active alarm of type typ.
+func (e *etcdView) hasAlarm(typ string) bool {
+	return e != nil && e.err == nil && etcdutil.HasAlarm(e.health.Alarms, typ)
+}
+
+// alarmFor tells whether etcd reported an alarm of type typ for member id.
+func (e *etcdView) alarmFor(id uint64, typ string) bool {
+	if e == nil || e.err != nil {
+		return false
+	}
+	for _, a := range e.health.Alarms {
+		if a.MemberID == id && a.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // answers tells whether member id answered etcd's status call this pass.
@@ -231,6 +274,35 @@ func (s *snapshot) classify() {
 	s.quorum = s.countQuorum()
 	if s.spec != nil {
 		s.plan = s.planVersions()
+		s.judgeVersionMove()
+	}
+}
+
+// judgeVersionMove asks etcd's rules about the move to spec.version once
+// etcd's view is at hand: the cluster version decides what may move (one
+// minor at a time up, 3.6 to 3.5 down through the downgrade API), and the
+// move to 3.6 has preconditions of its own.
+func (s *snapshot) judgeVersionMove() {
+	s.versionMove = nil
+	if len(s.plan.old) == 0 || s.plan.refused != nil || s.etcd == nil || !s.etcd.confirmed {
+		return
+	}
+	var m api.MaintenanceStatus
+	if s.status.Maintenance != nil {
+		m = *s.status.Maintenance
+	}
+	until, _ := maintenance.TrackV2Entries(m, s.etcd.health)
+	mv := maintenance.CheckVersionMove(maintenance.VersionMoveInput{
+		Target:              s.spec.Spec.Version,
+		Health:              s.etcd.health,
+		ClusterVersion:      s.etcd.clusterVersion,
+		V2EntriesUntilIndex: until,
+		SnapshotCount:       maintenance.SnapshotCount(&s.spec.Spec, s.plan.current),
+	})
+	s.versionMove = &mv
+	if mv.Kind == maintenance.MoveRefused {
+		p := newProblem(problemUpgradeRefused, "upgrade refused: %s; nothing is patched until spec.version is changed", mv.Reason)
+		s.plan.refused = &p
 	}
 }
 
@@ -261,6 +333,9 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 		if st := k8sutil.EtcdContainerStatus(pod); st != nil {
 			v.restarts += int(st.RestartCount)
 		}
+	}
+	if s.etcd.alarmFor(m.ID, etcdutil.AlarmCorrupt) {
+		v.refused = "etcd raised a CORRUPT alarm for it: its data differs from the other members'"
 	}
 	v.repair = s.repairOf(v)
 	return v

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
 // Condition reasons. The first four are the original's texts; the False
@@ -36,7 +39,7 @@ const (
 // its action and the problems found, starting from the status the server
 // holds (for the phase and the conditions' times). Nothing is derived from
 // memory of earlier passes.
-func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, generation int64, problems []problem) api.ClusterStatus {
+func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, generation int64, problems []problem, out outcome) api.ClusterStatus {
 	st := *prev.DeepCopy()
 	st.Phase = phase
 	st.ObservedGeneration = generation
@@ -109,6 +112,9 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		}
 	}
 
+	setMemberDetails(&st, s, out, now)
+	setMaintenanceStatus(&st, s, out, now)
+
 	p := s.plan
 	if p.current != "" {
 		st.CurrentVersion = p.current
@@ -121,6 +127,105 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		setCondition(&st, now, api.ClusterConditionUpgrading, corev1.ConditionTrue, reasonUpgrading, "upgrading to "+p.target)
 	}
 	return st
+}
+
+// setMemberDetails reports each member as etcd last told it (role, version,
+// database size, alarms) and as the repair ladder sees it. Without an answer
+// of etcd in this pass, etcd's part is what the last one said.
+func setMemberDetails(st *api.ClusterStatus, s *snapshot, out outcome, now string) {
+	if s.membership == nil {
+		return
+	}
+	prev := map[string]api.MemberDetail{}
+	for _, d := range st.MemberDetails {
+		prev[d.Name] = d
+	}
+	read := s.etcd != nil && s.etcd.err == nil
+	if read {
+		st.Leader = ""
+	}
+	var details []api.MemberDetail
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		d := prev[name]
+		d.Name = name
+		d.ID = fmt.Sprintf("%x", m.member.ID)
+		if d.Role == "" {
+			d.Role = api.MemberRoleUnknown
+		}
+		if h, ok := s.etcd.healthOf(m.member.ID); ok {
+			d.Role, d.Version, d.Error = api.MemberRoleFollower, h.Version, ""
+			d.DBSize, d.DBSizeInUse = h.DBSize, h.DBSizeInUse
+			d.Alarms = nil
+			for _, a := range s.etcd.health.Alarms {
+				if a.MemberID == m.member.ID {
+					d.Alarms = append(d.Alarms, a.Type)
+				}
+			}
+			switch {
+			case h.Err != nil:
+				d.Role, d.Error = api.MemberRoleUnknown, h.Err.Error()
+			case m.member.IsLearner:
+				d.Role = api.MemberRoleLearner
+			case m.member.ID == s.etcd.health.LeaderID:
+				d.Role = api.MemberRoleLeader
+				st.Leader = name
+			}
+		}
+		if name == out.defragmented {
+			t, _ := time.Parse(time.RFC3339, now)
+			d.LastDefragmentation = &metav1.Time{Time: t}
+		}
+		d.Restarts = int32(m.restarts)
+		d.Repair = m.repair.String()
+		details = append(details, d)
+	}
+	st.MemberDetails = details
+}
+
+// setMaintenanceStatus records the maintenance done and the facts a move to
+// etcd 3.6 is judged by, and the NoSpace and DataCorrupt conditions.
+func setMaintenanceStatus(st *api.ClusterStatus, s *snapshot, out outcome, now string) {
+	var m api.MaintenanceStatus
+	if st.Maintenance != nil {
+		m = *st.Maintenance.DeepCopy()
+	}
+	if out.compacted > 0 {
+		t, _ := time.Parse(time.RFC3339, now)
+		m.LastCompaction = &metav1.Time{Time: t}
+		m.LastCompactedRevision = out.compacted
+	}
+	if s.etcd != nil && s.etcd.err == nil {
+		m.V2EntriesUntilIndex, m.V2EntriesPending = maintenance.TrackV2Entries(m, s.etcd.health)
+		for typ, cond := range map[string]api.ClusterConditionType{etcdutil.AlarmNoSpace: api.ClusterConditionNoSpace, etcdutil.AlarmCorrupt: api.ClusterConditionCorrupt} {
+			if s.etcd.hasAlarm(typ) {
+				setCondition(st, now, cond, corev1.ConditionTrue, "Alarm"+typ, alarmMessage(s, typ))
+			} else {
+				removeCondition(st, cond)
+			}
+		}
+	}
+	if m != (api.MaintenanceStatus{}) {
+		st.Maintenance = &m
+	}
+}
+
+func alarmMessage(s *snapshot, typ string) string {
+	var names []string
+	for _, a := range s.etcd.health.Alarms {
+		if a.Type != typ {
+			continue
+		}
+		name := fmt.Sprintf("%x", a.MemberID)
+		if m := s.membership.ByID(a.MemberID); m != nil {
+			name = m.Name
+		}
+		names = append(names, name)
+	}
+	if typ == etcdutil.AlarmNoSpace {
+		return "etcd's database is full (NOSPACE on " + strings.Join(names, ", ") + "): the cluster takes no write until the operator has compacted, defragmented and disarmed it"
+	}
+	return "etcd found data that differs between members (CORRUPT on " + strings.Join(names, ", ") + "): the member is replaced on a fresh claim while quorum allows"
 }
 
 // setCondition sets a condition. Times are RFC 3339 strings as in the

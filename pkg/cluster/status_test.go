@@ -29,7 +29,7 @@ func TestStatusWrites(t *testing.T) {
 	t.Run("status is written only when it changed", func(t *testing.T) {
 		f := healthyFixture(t)
 		f.mustPass()
-		f.now = f.now.Add(time.Minute)
+		f.now = f.now.Add(30 * time.Second)
 		f.mustPass()
 		if n := f.statusWrites(); n != 1 {
 			t.Errorf("%d status writes for an unchanged status, want 1", n)

@@ -129,9 +129,11 @@ func oldestVersion(versions map[string]bool) string {
 	return oldest
 }
 
-// checkUpgrade enforces etcd's upgrade rule: one minor version at a time, and
-// no minor downgrade (etcd refuses to start on data of a newer minor). Patch
-// releases may go either way.
+// checkUpgrade enforces etcd's version rules member by member: one minor
+// version up at a time, and no minor downgrade (etcd refuses to start on data
+// of a newer minor) but from 3.6 to 3.5, which etcd's downgrade API allows
+// (the cluster-wide conditions of that move are maintenance.CheckVersionMove's).
+// Patch releases may go either way.
 func checkUpgrade(from, to string) error {
 	fMajor, fMinor, err := api.ParseVersion(from)
 	if err != nil {
@@ -144,6 +146,8 @@ func checkUpgrade(from, to string) error {
 	switch {
 	case fMajor != tMajor:
 		return errors.New("etcd cannot change its major version in place")
+	case fMajor == 3 && fMinor == 6 && tMinor == 5:
+		return nil
 	case tMinor < fMinor:
 		return fmt.Errorf("etcd does not support downgrading from %d.%d to %d.%d", fMajor, fMinor, tMajor, tMinor)
 	case tMinor > fMinor+1:

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -106,6 +107,9 @@ func TestUpgrade(t *testing.T) {
 				expect(t, "once ready", f.podActions(), []string{"patch pods " + memberB, "patch pods " + memberC})
 
 				f.applyUpgrade(memberC, testVersion, &yes)
+				f.mustPass()
+				// Leadership moves to a follower on the new version first.
+				expect(t, "etcd writes", f.etcdWrites(), []string{fmt.Sprintf("move-leader %x", memberID(memberB))})
 				f.mustPass()
 				expect(t, "leader last", f.podActions(), []string{"patch pods " + memberB, "patch pods " + memberC, "patch pods " + memberA})
 

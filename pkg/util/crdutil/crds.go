@@ -265,6 +265,8 @@ func clusterStatusSchema() schema {
 			"alarms":              array(str()),
 			"lastDefragmentation": dateTime(),
 			"error":               str(),
+			"restarts":            integer(),
+			"repair":              str(),
 		}, "name", "id", "role")),
 		"maintenance": object(map[string]schema{
 			"lastCompaction":        dateTime(),

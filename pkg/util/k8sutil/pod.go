@@ -127,7 +127,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		Name:            EtcdContainerName,
 		Image:           v1beta2.EtcdImage(cluster.Spec.Repository, version),
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         etcdCommand(m, initialCluster, state, token, probes.metrics),
+		Command:         append(etcdCommand(m, initialCluster, state, token, probes.metrics), MaintenanceArgs(&cluster.Spec, version)...),
 		// When etcd exits with an error, the end of its log becomes the
 		// container's termination message: the evidence stays in the pod's
 		// status (and the operator's events) after the pod is replaced.

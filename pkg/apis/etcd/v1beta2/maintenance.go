@@ -222,6 +222,15 @@ type MemberDetail struct {
 	LastDefragmentation *metav1.Time `json:"lastDefragmentation,omitempty"`
 	// Error says why the member did not answer, when it did not.
 	Error string `json:"error,omitempty"`
+	// Restarts counts the member's restarts in place within the repair
+	// window (10 minutes): by the kubelet in its pod, or by the operator in
+	// a new pod on its claim.
+	Restarts int32 `json:"restarts,omitempty"`
+	// Repair is the step of the repair ladder the member is on: "" while it
+	// runs, "restart in place" while it is brought back on its own data,
+	// "replace" once it is to be replaced by a new member on a fresh claim
+	// (it failed again after every restart, or etcd refuses its data).
+	Repair string `json:"repair,omitempty"`
 }
 
 // MaintenanceStatus is the operator's record of maintenance over time.
