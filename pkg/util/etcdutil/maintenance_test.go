@@ -43,7 +43,9 @@ func TestSpaceMaintenanceRecoversFromNoSpace(t *testing.T) {
 	}
 
 	var full Health
-	poll(t, 10*time.Second, "every member reports the NOSPACE alarm", func() (bool, string) {
+	// Followers apply the writes, and their backends commit them to the
+	// file, a little after the leader: poll until every member is full.
+	poll(t, 10*time.Second, "every member reports the NOSPACE alarm and a full database", func() (bool, string) {
 		full, err = ClusterHealth(ctx, cfg)
 		if err != nil {
 			return false, err.Error()
@@ -51,6 +53,9 @@ func TestSpaceMaintenanceRecoversFromNoSpace(t *testing.T) {
 		for _, m := range full.Members {
 			if !HasAlarm(m.Alarms, AlarmNoSpace) {
 				return false, fmt.Sprintf("%s reports alarms %v", m.Name, m.Alarms)
+			}
+			if m.DBSize < tinyQuota*9/10 {
+				return false, fmt.Sprintf("%s has a database of %d bytes", m.Name, m.DBSize)
 			}
 		}
 		return HasAlarm(full.Alarms, AlarmNoSpace), fmt.Sprint(full.Alarms)
