@@ -70,6 +70,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return out
 	case actCreateServices:
 		return outcome{err: c.createServices(ctx, s), requeue: c.cfg.MinPassInterval}
+	case actSyncBudget:
+		return outcome{err: c.syncBudget(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actSeed:
 		return c.seed(ctx, s, a)
 	case actAdopt:
@@ -130,6 +132,32 @@ func (c *Cluster) createServices(ctx context.Context, s *snapshot) error {
 		case apierrors.IsAlreadyExists(err):
 		default:
 			return kubeError("create service "+svc.Name, err)
+		}
+	}
+	return nil
+}
+
+// syncBudget makes the cluster's PodDisruptionBudget what spec.size calls for.
+func (c *Cluster) syncBudget(ctx context.Context, s *snapshot) error {
+	budgets := c.cfg.KubeClient.PolicyV1().PodDisruptionBudgets(c.namespace)
+	want := k8sutil.NewDisruptionBudget(s.spec)
+	switch {
+	case want == nil:
+		err := budgets.Delete(ctx, s.budget.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return kubeError("delete the PodDisruptionBudget", err)
+		}
+	case s.budget == nil:
+		_, err := budgets.Create(ctx, want, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return kubeError("create the PodDisruptionBudget", err)
+		}
+		c.log.Infof("created PodDisruptionBudget %s: minAvailable %s", want.Name, want.Spec.MinAvailable)
+	default:
+		pdb := s.budget.DeepCopy()
+		pdb.Spec.MinAvailable = want.Spec.MinAvailable
+		if _, err := budgets.Update(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+			return kubeError("update the PodDisruptionBudget", err)
 		}
 	}
 	return nil

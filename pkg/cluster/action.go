@@ -19,6 +19,9 @@ const (
 	actReadEtcd
 	// actCreateServices creates the missing peer and client services.
 	actCreateServices
+	// actSyncBudget makes, changes or deletes the cluster's
+	// PodDisruptionBudget.
+	actSyncBudget
 	// actSeed writes phase Creating, then creates the first member's claim
 	// and pod with --initial-cluster-state=new.
 	actSeed
@@ -79,6 +82,7 @@ var actionNames = map[actionKind]string{
 	actWait:             "wait",
 	actReadEtcd:         "read etcd",
 	actCreateServices:   "create services",
+	actSyncBudget:       "sync disruption budget",
 	actSeed:             "seed",
 	actAdopt:            "adopt",
 	actReseed:           "reseed",

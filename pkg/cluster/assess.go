@@ -3,7 +3,10 @@ package cluster
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 )
 
 // assess lists what is wrong in a snapshot, most urgent first: the user's
@@ -33,7 +36,41 @@ func assess(s *snapshot) []problem {
 	if s.plan.refused != nil {
 		ps = append(ps, *s.plan.refused)
 	}
+	if alarmed(s, etcdutil.AlarmNoSpace) {
+		ps = append(ps, problem{kind: problemNoSpace, msg: alarmProblemMessage(s, etcdutil.AlarmNoSpace)})
+	}
+	if alarmed(s, etcdutil.AlarmCorrupt) {
+		ps = append(ps, problem{kind: problemDataCorrupt, msg: alarmProblemMessage(s, etcdutil.AlarmCorrupt)})
+	}
 	return append(ps, startProblems(s)...)
+}
+
+// alarmed tells whether an etcd alarm of type typ is active: as etcd said in
+// this pass, or, when it was not asked, as the status last said.
+func alarmed(s *snapshot, typ string) bool {
+	if s.etcd != nil && s.etcd.err == nil {
+		return s.etcd.hasAlarm(typ)
+	}
+	cond := map[string]api.ClusterConditionType{etcdutil.AlarmNoSpace: api.ClusterConditionNoSpace, etcdutil.AlarmCorrupt: api.ClusterConditionCorrupt}[typ]
+	for _, c := range s.status.Conditions {
+		if c.Type == cond {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func alarmProblemMessage(s *snapshot, typ string) string {
+	if s.etcd != nil && s.etcd.err == nil {
+		return alarmMessage(s, typ)
+	}
+	cond := map[string]api.ClusterConditionType{etcdutil.AlarmNoSpace: api.ClusterConditionNoSpace, etcdutil.AlarmCorrupt: api.ClusterConditionCorrupt}[typ]
+	for _, c := range s.status.Conditions {
+		if c.Type == cond {
+			return c.Message
+		}
+	}
+	return typ + " alarm"
 }
 
 // quorumProblem reports a cluster that served and cannot any more: no member

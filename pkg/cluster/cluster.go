@@ -21,6 +21,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/record"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -67,6 +68,9 @@ type Config struct {
 	PodLister     corelisters.PodLister
 	ClaimLister   corelisters.PersistentVolumeClaimLister
 	ServiceLister corelisters.ServiceLister
+	// BudgetLister reads the clusters' PodDisruptionBudgets; nil when the
+	// operator may not manage them (they are then not made).
+	BudgetLister policylisters.PodDisruptionBudgetLister
 	// Recorder records events on the EtcdCluster. The objects handed to it
 	// carry their apiVersion and kind, so its scheme need not know our types.
 	Recorder record.EventRecorder

@@ -23,7 +23,9 @@ import (
 //  1. Hands off: no valid spec yet, a cluster the original marked Failed, a
 //     cluster being deleted.
 //  2. Services: the peer and client services are created when missing (even
-//     while paused: the restore operator's seed waits for the peer service).
+//     while paused: the restore operator's seed waits for the peer service),
+//     and the PodDisruptionBudget keeps a quorum through voluntary
+//     disruptions (kubectl drain, evictions).
 //  3. Paused: nothing else is touched; nor without the operator's client TLS
 //     secret, when the cluster serves clients over TLS.
 //  4. Bootstrap: a new cluster gets a seed member; pods found while the phase
@@ -124,7 +126,31 @@ func services(s *snapshot) (action, bool) {
 	case s.serviceConflict != "":
 		return wait(s.serviceConflict), true
 	}
+	if why := budgetOutOfDate(s); why != "" {
+		return action{kind: actSyncBudget, reason: why}, true
+	}
 	return action{}, false
+}
+
+// budgetOutOfDate says why the cluster's PodDisruptionBudget has to be made,
+// changed or deleted, "" when it is what spec.size calls for: a quorum of
+// members kept through voluntary disruptions, no budget for one member.
+func budgetOutOfDate(s *snapshot) string {
+	if !s.budgetsManaged {
+		return ""
+	}
+	want := k8sutil.NewDisruptionBudget(s.spec)
+	switch {
+	case want == nil && s.budget != nil:
+		return "a single member has no disruption budget"
+	case want == nil:
+		return ""
+	case s.budget == nil:
+		return fmt.Sprintf("keep %s members available through voluntary disruptions", want.Spec.MinAvailable)
+	case s.budget.Spec.MinAvailable == nil || *s.budget.Spec.MinAvailable != *want.Spec.MinAvailable:
+		return fmt.Sprintf("keep %s members available (spec.size changed)", want.Spec.MinAvailable)
+	}
+	return ""
 }
 
 // 3.

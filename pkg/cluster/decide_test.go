@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
@@ -46,6 +48,10 @@ func TestDecide(t *testing.T) {
 		// 2. Services.
 		{name: "missing services are created first", mods: mods(missingServices, noPod(memberB)), want: "create services (example, example-client)"},
 		{name: "a service of another cluster of the same name is waited for", mods: mods(serviceConflict), want: "wait (service example belongs to"},
+		{name: "a cluster of three gets a disruption budget that keeps two members", mods: mods(budgets), want: "sync disruption budget (keep 2 members available through voluntary disruptions)"},
+		{name: "the disruption budget follows spec.size", mods: mods(budgets, budgetKeeps(2), specSize(5), etcdLeader(memberA)), want: "sync disruption budget (keep 3 members available (spec.size changed))"},
+		{name: "a single member's disruption budget is deleted", mods: mods(budgets, budgetKeeps(2), specSize(1), members(memberA), onlyPods(memberA)), want: "sync disruption budget (a single member has no disruption budget)"},
+		{name: "a cluster whose budget keeps a quorum is left alone", mods: mods(budgets, budgetKeeps(2)), want: "idle"},
 
 		// 3. Paused, TLS.
 		{name: "a paused cluster changes nothing", mods: mods(pausedSpec), want: "wait (spec.paused is true)"},
@@ -410,6 +416,16 @@ func etcdLeader(leader string, down ...string) snapMod {
 }
 
 func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
+
+func budgets(s *snapshot) { s.budgetsManaged = true }
+
+func budgetKeeps(n int32) snapMod {
+	return func(s *snapshot) {
+		min := intstr.FromInt32(n)
+		s.budget = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &min}}
+	}
+}
 
 func clusterVersion(v string) snapMod { return func(s *snapshot) { s.etcd.clusterVersion = v } }
 

@@ -42,6 +42,9 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observeServices(ctx, s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
+	if err := c.observeBudget(s); err != nil {
+		problems = append(problems, problemOf(err))
+	}
 	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
 	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
 	if err := c.loadTLS(ctx, s.spec); err != nil {
@@ -133,6 +136,25 @@ func (c *Cluster) observeServices(ctx context.Context, s *snapshot) error {
 		case ref != nil:
 			s.serviceConflict = fmt.Sprintf("service %s belongs to %s %s (uid %s), not to this cluster; waiting for it to be deleted", name, ref.Kind, ref.Name, ref.UID)
 		}
+	}
+	return nil
+}
+
+// observeBudget reads the cluster's PodDisruptionBudget from the cache.
+func (c *Cluster) observeBudget(s *snapshot) error {
+	if c.cfg.BudgetLister == nil {
+		return nil
+	}
+	s.budgetsManaged = true
+	pdb, err := c.cfg.BudgetLister.PodDisruptionBudgets(c.namespace).Get(c.name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return kubeError("read the PodDisruptionBudget from the cache", err)
+	}
+	if k8sutil.IsOwnedBy(pdb, c.latest) {
+		s.budget = pdb
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ const (
 	problemUpgradeRefused
 	problemUpgradeFailed
 	problemMemberNotStarting
+	problemNoSpace
+	problemDataCorrupt
 	problemInternal
 )
 
@@ -58,6 +60,8 @@ var problemKinds = map[problemKind]problemKindInfo{
 	problemUpgradeRefused:    {code: "upgrade_refused", event: "UpgradeRefused", byMessage: true},
 	problemUpgradeFailed:     {code: "upgrade_failed", event: "UpgradeFailed", byMessage: true},
 	problemMemberNotStarting: {code: "member_not_starting", event: "MemberNotStarting", byMessage: true},
+	problemNoSpace:           {code: "no_space", event: "NoSpace"},
+	problemDataCorrupt:       {code: "data_corrupt", event: "DataCorrupt"},
 	problemInternal:          {code: "internal_error", event: "InternalError"},
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
@@ -58,6 +59,10 @@ type snapshot struct {
 	serviceConflict string
 	// tlsProblem is why the operator's etcd client TLS is not usable.
 	tlsProblem *problem
+	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
+	// budget is the cluster's, nil when it has none.
+	budgetsManaged bool
+	budget         *policyv1.PodDisruptionBudget
 
 	// membership is etcd's membership as this goroutine knows it; nil when
 	// unknown (after a restart, a hand-over, an uncertain change).

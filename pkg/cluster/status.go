@@ -197,11 +197,14 @@ func setMaintenanceStatus(st *api.ClusterStatus, s *snapshot, out outcome, now s
 	}
 	if s.etcd != nil && s.etcd.err == nil {
 		m.V2EntriesUntilIndex, m.V2EntriesPending = maintenance.TrackV2Entries(m, s.etcd.health)
-		for typ, cond := range map[string]api.ClusterConditionType{etcdutil.AlarmNoSpace: api.ClusterConditionNoSpace, etcdutil.AlarmCorrupt: api.ClusterConditionCorrupt} {
-			if s.etcd.hasAlarm(typ) {
-				setCondition(st, now, cond, corev1.ConditionTrue, "Alarm"+typ, alarmMessage(s, typ))
+		for _, a := range []struct {
+			typ  string
+			cond api.ClusterConditionType
+		}{{etcdutil.AlarmNoSpace, api.ClusterConditionNoSpace}, {etcdutil.AlarmCorrupt, api.ClusterConditionCorrupt}} {
+			if s.etcd.hasAlarm(a.typ) {
+				setCondition(st, now, a.cond, corev1.ConditionTrue, "Alarm"+a.typ, alarmMessage(s, a.typ))
 			} else {
-				removeCondition(st, cond)
+				removeCondition(st, a.cond)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -12,6 +13,7 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -122,6 +124,14 @@ func New(cfg Config) *Controller {
 // that no cluster goroutine ever runs a pass on an empty cache: it would report
 // healthy clusters as having no member pod, or take a running member for a dead one.
 func (c *Controller) Run(ctx context.Context, synced func()) error {
+	if c.mayManageBudgets(ctx) {
+		c.cfg.Cluster.BudgetLister = c.members.Policy().V1().PodDisruptionBudgets().Lister()
+		_, _ = c.members.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.pokeOwner,
+			UpdateFunc: func(_, obj interface{}) { c.pokeOwner(obj) },
+			DeleteFunc: c.pokeOwner,
+		})
+	}
 	c.members.Start(ctx.Done())
 	for typ, ok := range c.members.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -149,6 +159,36 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 	}
 	c.members.Shutdown()
 	return nil
+}
+
+// mayManageBudgets asks the API server whether the operator may list, watch,
+// create, update and delete PodDisruptionBudgets. An operator installed with
+// an older role (the original's, say) runs without them rather than waiting
+// for a cache it can never fill, and says what to add.
+func (c *Controller) mayManageBudgets(ctx context.Context) bool {
+	ns := c.cfg.Namespace
+	if c.cfg.ClusterWide {
+		ns = metav1.NamespaceAll
+	}
+	var missing []string
+	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: "policy", Resource: "poddisruptionbudgets"},
+		}}
+		out, err := c.cfg.KubeClient.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			c.cfg.Log.WithError(err).Warn("could not ask whether PodDisruptionBudgets may be managed; they are not")
+			return false
+		}
+		if !out.Status.Allowed {
+			missing = append(missing, verb)
+		}
+	}
+	if len(missing) > 0 {
+		c.cfg.Log.Warnf("the operator may not %s poddisruptionbudgets (group policy): clusters get no disruption budget, so kubectl drain can take a quorum of members at once; add the rule of example/rbac", strings.Join(missing, ", "))
+		return false
+	}
+	return true
 }
 
 // sync starts the goroutine of a cluster it has not seen, or hands the new version to

@@ -10,9 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -144,3 +147,47 @@ func TestRunWaitsForTheClusterGoroutines(t *testing.T) {
 }
 
 var _ = metav1.Now
+
+// With the rights to manage PodDisruptionBudgets, every cluster of several
+// members gets one keeping a quorum; without them (an older role), the
+// operator runs all the same.
+func TestClustersGetADisruptionBudgetWhenAllowed(t *testing.T) {
+	for _, allowed := range []bool{true, false} {
+		cl := runningCluster()
+		cl.Spec.Size, cl.Spec.Paused = 3, true
+		kube := kubefake.NewSimpleClientset()
+		kube.PrependReactor("create", "selfsubjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			review := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+			review.Status.Allowed = allowed
+			return true, review, nil
+		})
+		ctrl := testController(t, kube, etcdfake.NewSimpleClientset(cl), &slowEtcd{entered: make(chan struct{}, 1)})
+		ctx, cancel := context.WithCancel(context.Background())
+		synced := make(chan struct{})
+		go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+		<-synced
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := kube.CoreV1().Services("operator").Get(ctx, "example-client", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("allowed=%v: the cluster's services were not made", allowed)
+		}
+		var pdb *policyv1.PodDisruptionBudget
+		_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := kube.PolicyV1().PodDisruptionBudgets("operator").Get(ctx, "example", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			pdb = got
+			return true, nil
+		})
+		cancel()
+		switch {
+		case allowed && (pdb == nil || pdb.Spec.MinAvailable.IntValue() != 2):
+			t.Errorf("allowed: budget %+v, want one keeping 2 of 3 members", pdb)
+		case !allowed && pdb != nil:
+			t.Errorf("not allowed: a budget was made: %+v", pdb)
+		}
+	}
+}

@@ -95,15 +95,17 @@ func EtcdDataVolumeMount() corev1.VolumeMount {
 // --initial-cluster-token ("" for every other member: etcd ignores it when
 // joining an existing cluster).
 //
-// The kubelet restarts an etcd that fails (restartPolicy OnFailure) in the
-// same pod, on the same data volume: an emptyDir survives a container
-// restart (not a new pod), so a member that crashed, was OOM-killed, failed
-// its liveness probe or was patched to an image it cannot pull keeps its
-// data and its identity, where the original's restartPolicy Never turned
-// every such exit into the loss of the member and a full copy of the data to
-// its replacement. A member that keeps failing is replaced by the operator's
-// repair ladder; an etcd that exits cleanly (it was removed from the
-// cluster) is not restarted.
+// The kubelet restarts etcd (restartPolicy Always) in the same pod, on the
+// same data volume: an emptyDir survives a container restart (not a new
+// pod), so a member that crashed, was OOM-killed, failed its liveness probe
+// or was patched to an image it cannot pull keeps its data and its identity,
+// where the original's restartPolicy Never turned every such exit into the
+// loss of the member and a full copy of the data to its replacement. A
+// member that keeps failing is replaced by the operator's repair ladder.
+// Always, not OnFailure: etcd exits 0 when the kubelet stops it to run a
+// patched image, and with OnFailure a patched image that cannot be pulled
+// then ends the pod (Succeeded) instead of leaving it waiting for the image,
+// where patching the version back can still save the member.
 func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string, initialCluster []string, state, token string, opts ...PodOption) *corev1.Pod {
 	policy := podPolicy(cluster)
 	probes := probesFor(version, m.SecureClient)
@@ -164,7 +166,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 			InitContainers: []corev1.Container{checkDNS},
 			Containers:     []corev1.Container{etcd},
 			Volumes:        volumes,
-			RestartPolicy:  corev1.RestartPolicyOnFailure,
+			RestartPolicy:  corev1.RestartPolicyAlways,
 			// etcd never talks to the Kubernetes API.
 			AutomountServiceAccountToken: new(false),
 			// etcd takes its configuration from ETCD_* variables too (and

@@ -24,7 +24,7 @@ func IsPodReady(pod *corev1.Pod) bool {
 
 // IsPodDead tells whether the pod can never run its member again: it has
 // Succeeded or Failed (for good: the kubelet restarts failing containers of
-// pods with restartPolicy OnFailure without ending the pod), or its phase is
+// pods with restartPolicy Always without ending the pod), or its phase is
 // Unknown, its node gone or unreachable. The member needs a new pod.
 func IsPodDead(pod *corev1.Pod) bool {
 	switch pod.Status.Phase {

@@ -2,6 +2,7 @@ package k8sutil
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -94,5 +95,29 @@ func servicePort(name string, port int32) corev1.ServicePort {
 		Protocol:   corev1.ProtocolTCP,
 		Port:       port,
 		TargetPort: intstr.FromInt32(port),
+	}
+}
+
+// NewDisruptionBudget is the PodDisruptionBudget that keeps a quorum of the
+// cluster's members available through voluntary disruptions (kubectl drain,
+// evictions): an eviction that would take a member of a bare quorum is
+// refused. It returns nil for a single member, which no budget can protect
+// without blocking every drain.
+func NewDisruptionBudget(cluster *v1beta2.EtcdCluster) *policyv1.PodDisruptionBudget {
+	if cluster.Spec.Size < 2 {
+		return nil
+	}
+	minAvailable := intstr.FromInt32(int32(cluster.Spec.Size/2 + 1))
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            cluster.Name,
+			Namespace:       cluster.Namespace,
+			Labels:          ClusterLabels(cluster.Name),
+			OwnerReferences: []metav1.OwnerReference{AsOwner(cluster)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: ClusterLabels(cluster.Name)},
+		},
 	}
 }
