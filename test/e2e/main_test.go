@@ -126,6 +126,7 @@ func checkPrerequisites(ctx context.Context) error {
 		normalizeImage(opImage):                       "bash hack/build-image.sh && sudo bash hack/local-cluster/load-image.sh",
 		normalizeImage(framework.EtcdImage("3.4.23")): "sudo make local-up (it imports the etcd images)",
 		normalizeImage(framework.EtcdImage("3.5.21")): "sudo make local-up (it imports the etcd images)",
+		normalizeImage(framework.EtcdImage("3.5.35")): "sudo make local-up (it imports the etcd images)",
 		normalizeImage(framework.EtcdImage("3.6.6")):  "sudo make local-up (it imports the etcd images)",
 		normalizeImage("busybox:1.28.0-glibc"):        "sudo make local-up (it imports busybox)",
 	}

@@ -185,6 +185,11 @@ func TestNoSpaceRecoveredWithKubectlEtcd(t *testing.T) {
 	cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{{Name: "ETCD_QUOTA_BACKEND_BYTES", Value: "2097152"}}}
 	createCluster(t, cl)
 	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	// The operator recovers from NOSPACE by itself (TestNoSpaceIsRecoveredByTheOperator);
+	// paused, it leaves the cluster to the user and the plugin.
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"paused": true}); err != nil {
+		t.Fatal(err)
+	}
 
 	binDir := t.TempDir()
 	if _, err := f.Run(ctx, framework.Cmd{Name: "go", Args: []string{"build", "-o", filepath.Join(binDir, "kubectl-etcd"), "./cmd/kubectl-etcd"},

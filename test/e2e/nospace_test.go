@@ -1,0 +1,89 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// TestNoSpaceIsRecoveredByTheOperator fills a cluster's tiny quota with
+// history (three keys overwritten with 100 KiB values), until etcd raises the
+// NOSPACE alarm and takes no write. The operator reports it (condition
+// NoSpace, a Warning event), compacts, defragments every member (the leader
+// last), disarms the alarm once there is room, and says so in events; writes
+// work again. Without it the cluster stays read-only until someone runs
+// etcdctl by hand, and every member drops out of the client Service (its
+// /health fails).
+func TestNoSpaceIsRecoveredByTheOperator(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("nospace-op")
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	quota := resource.MustParse("2Mi")
+	cl.Spec.Maintenance = &api.MaintenancePolicy{Quota: &quota}
+	createCluster(t, cl)
+	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+
+	value := strings.Repeat("v", 100<<10)
+	var lastErr error
+	for i := 0; i < 60; i++ {
+		_, lastErr = f.EtcdctlExec(ctx, opNS, pods[0], "--endpoints=http://localhost:2379", "put", fmt.Sprintf("/e2e/fill/%d", i%3), value)
+		if lastErr != nil {
+			break
+		}
+	}
+	if lastErr == nil || !strings.Contains(lastErr.Error(), "database space exceeded") {
+		t.Fatalf("filling a 2 MiB quota did not end with NOSPACE")
+	}
+
+	var sawCondition bool
+	err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the operator to recover the space and writes to work again",
+		func(ctx context.Context) (bool, string, error) {
+			cl, err := f.GetCluster(ctx, opNS, name)
+			if err != nil {
+				return false, "", nil
+			}
+			if c := framework.StatusCondition(cl, api.ClusterConditionNoSpace); c != nil && c.Status == corev1.ConditionTrue {
+				sawCondition = true
+				return false, c.Message, nil
+			}
+			_, err = f.EtcdctlExec(ctx, opNS, pods[0], "--endpoints=http://localhost:2379", "put", "/e2e/after", "written")
+			if err != nil {
+				return false, "put: " + lastLine(err.Error()), nil
+			}
+			return true, "", nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := f.Kubectl(ctx, "get", "events", "-n", opNS, "--field-selector", "involvedObject.name="+name, "-o", "custom-columns=REASON:.reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NoSpace", "Compacted", "Defragmented", "NoSpaceDisarmed"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("no %s event on the cluster; events:\n%s", want, events)
+		}
+	}
+	if !sawCondition {
+		t.Log("the NoSpace condition was not seen (the recovery was faster than the poll)")
+	}
+	waitReady(t, opNS, name, 3, changeTimeout)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
