@@ -236,7 +236,7 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 		if err != nil {
 			return outcome{err: err}
 		}
-		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "")
+		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "", k8sutil.WithoutDNSCheck())
 		if err := c.createPod(ctx, pod); err != nil {
 			return outcome{err: err}
 		}

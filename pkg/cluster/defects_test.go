@@ -368,6 +368,9 @@ func TestRestartInPlace(t *testing.T) {
 		if k8sutil.WaitsForMembership(pod) {
 			t.Error("a member restarted in place waits for a membership it has")
 		}
+		if len(pod.Spec.InitContainers) != 0 {
+			t.Errorf("a member restarted in place waits in %v; its data makes it start without resolving its own name", pod.Spec.InitContainers)
+		}
 		expectEvents(t, f.events(), "Normal Member Restarted Member "+memberC+" restarted in place on its data (restart 1 of 3")
 		claim, err := f.kube.CoreV1().PersistentVolumeClaims(testNS).Get(context.Background(), memberC, metav1.GetOptions{})
 		if err != nil {
