@@ -323,8 +323,8 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 	props["etcdEndpoints"] = endpoints
 	props["storageType"] = enum(storageTypes...)
 	props["backupPolicy"] = object(map[string]schema{
-		"timeoutInSecond":        withDescription(nonNegative(), "Bound of one backup in seconds; 0 means 60."),
-		"backupIntervalInSecond": withDescription(nonNegative(), "Seconds between backups; 0 means one backup."),
+		"timeoutInSecond":        withDescription(intRange(0, api.MaxBackupTimeoutInSecond), "Bound of one backup in seconds, at most a day; 0 means 60."),
+		"backupIntervalInSecond": withDescription(intRange(0, api.MaxBackupIntervalInSecond), "Seconds between backups, at most a year; 0 means one backup."),
 		"maxBackups":             withDescription(nonNegative(), "Periodic backups to keep; 0 keeps all."),
 	})
 	props["clientTLSSecret"] = secretName()

@@ -15,6 +15,12 @@ const (
 	BackupPeriodicFinalizer = "backup-operator-periodic"
 	// DefaultBackupTimeoutInSecond bounds one backup when the policy names no timeout.
 	DefaultBackupTimeoutInSecond = 60
+	// MaxBackupTimeoutInSecond (a day) and MaxBackupIntervalInSecond (a
+	// year) bound the policy: far larger values overflow a Go duration
+	// (above 9 223 372 036 s) and turned into negative timeouts and a
+	// ticker that panicked the backup operator for every backup.
+	MaxBackupTimeoutInSecond  = 24 * 60 * 60
+	MaxBackupIntervalInSecond = 365 * 24 * 60 * 60
 	// DefaultOSSEndpoint is used when an OSS source names no endpoint.
 	DefaultOSSEndpoint = "http://oss-cn-hangzhou.aliyuncs.com"
 

@@ -326,11 +326,19 @@ func (s *BackupSpec) Validate() error {
 	}
 	if pol := s.BackupPolicy; pol != nil {
 		pp := p.Child("backupPolicy")
-		if pol.TimeoutInSecond < 0 {
+		switch {
+		case pol.TimeoutInSecond < 0:
 			errs = append(errs, field.Invalid(pp.Child("timeoutInSecond"), pol.TimeoutInSecond, "must not be negative"))
+		case pol.TimeoutInSecond > MaxBackupTimeoutInSecond:
+			errs = append(errs, field.Invalid(pp.Child("timeoutInSecond"), pol.TimeoutInSecond,
+				fmt.Sprintf("must be at most %d (a day)", MaxBackupTimeoutInSecond)))
 		}
-		if pol.BackupIntervalInSecond < 0 {
+		switch {
+		case pol.BackupIntervalInSecond < 0:
 			errs = append(errs, field.Invalid(pp.Child("backupIntervalInSecond"), pol.BackupIntervalInSecond, "must not be negative"))
+		case pol.BackupIntervalInSecond > MaxBackupIntervalInSecond:
+			errs = append(errs, field.Invalid(pp.Child("backupIntervalInSecond"), pol.BackupIntervalInSecond,
+				fmt.Sprintf("must be at most %d (a year)", MaxBackupIntervalInSecond)))
 		}
 		if pol.MaxBackups < 0 {
 			errs = append(errs, field.Invalid(pp.Child("maxBackups"), pol.MaxBackups, "must not be negative"))
