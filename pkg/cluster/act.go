@@ -94,7 +94,11 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		c.log.Infof("deleting claim %s: %s", a.member, a.reason)
 		return outcome{err: c.deleteClaim(ctx, s, a.member), requeue: c.cfg.MinPassInterval}
 	case actRemoveDeadMember:
-		return c.removeMember(ctx, s, a, true)
+		out := c.removeMember(ctx, s, a, true)
+		if known := c.members.known(); out.err == nil && known != nil && known[a.member] == nil {
+			c.recordReplacement(s.members[a.member].cause)
+		}
+		return out
 	case actDeleteFailedPod:
 		c.log.Infof("deleting the ended pod of member %s %s", a.member, a.reason)
 		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}

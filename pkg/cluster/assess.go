@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -132,8 +133,8 @@ func noMembersMessage(s *snapshot, n int) string {
 // not reported.
 func startProblems(s *snapshot) []problem {
 	var ps []problem
-	report := func(what, name, trouble string) {
-		ps = append(ps, problem{kind: problemMemberNotStarting, topic: trouble,
+	report := func(what, name, trouble, cause string) {
+		ps = append(ps, problem{kind: problemMemberNotStarting, topic: cause,
 			msg: fmt.Sprintf("%s %s does not start: its pod %s", what, name, trouble)})
 	}
 	for _, name := range sortedKeys(s.members) {
@@ -145,17 +146,17 @@ func startProblems(s *snapshot) []problem {
 		if e := s.upgradeExpect; e != nil && e.name == name {
 			what = "member being upgraded to " + e.version + ","
 		}
-		report(what, name, m.trouble)
+		report(what, name, m.trouble, m.cause)
 	}
 	for _, name := range sortedKeys(s.joiners) {
-		if t := podTrouble(s.joiners[name], s.claims[name]); t != "" {
-			report("joining member", name, t)
+		if t, c := podTroubleCause(s.joiners[name], s.claims[name]); t != "" {
+			report("joining member", name, t+antiAffinityHint(s, t), c)
 		}
 	}
 	if s.membership == nil {
 		for _, name := range sortedKeys(s.pods) {
-			if t := podTrouble(s.pods[name], s.claims[name]); t != "" {
-				report("member", name, t)
+			if t, c := podTroubleCause(s.pods[name], s.claims[name]); t != "" {
+				report("member", name, t, c)
 			}
 		}
 	}
@@ -167,4 +168,31 @@ func (s *snapshot) viewPod(pod interface{ GetName() string }) *memberView {
 	m := *s.memberTemplate()
 	m.Name = pod.GetName()
 	return s.viewMember(&m)
+}
+
+// antiAffinityHint explains an unschedulable joining pod that the spec no
+// longer keeps off other members' nodes: required pod anti-affinity works
+// both ways, so the members made while spec.pod asked for one member per
+// node keep every new member off their nodes until they are made again.
+func antiAffinityHint(s *snapshot, trouble string) string {
+	if !strings.Contains(trouble, "anti-affinity") || specAntiAffinity(s.spec.Spec.Pod) {
+		return ""
+	}
+	var ruled []string
+	for _, name := range sortedKeys(s.members) {
+		if pod := s.members[name].pod; pod != nil && pod.Spec.Affinity != nil && pod.Spec.Affinity.PodAntiAffinity != nil &&
+			len(pod.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			ruled = append(ruled, name)
+		}
+	}
+	if len(ruled) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (members %s were made when spec.pod asked for one member per node, and that rule keeps new members off their nodes: "+
+		"add a node, or replace those members one at a time, by deleting a pod when its claim holds its data)", strings.Join(ruled, ", "))
+}
+
+func specAntiAffinity(p *api.PodPolicy) bool {
+	return p != nil && p.Affinity != nil && p.Affinity.PodAntiAffinity != nil &&
+		len(p.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
 }

@@ -188,10 +188,11 @@ type Cluster struct {
 	podExpect     *podExpectation
 	upgradeExpect *upgradeExpectation
 	failedUpgrade *failedUpgrade
+	replaced      map[string]replacement
 
 	// announced holds the keys of the problems announced with a Warning
-	// event and still present.
-	announced map[string]bool
+	// event, with when each was last seen.
+	announced map[string]announcement
 
 	// errBackoff spaces retries after failed passes; waitBackoff spaces
 	// polls of etcd while waiting for it to accept a change.
@@ -242,7 +243,8 @@ func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 		done:         make(chan struct{}),
 		now:          time.Now,
 		randomSuffix: func() string { return utilrand.String(10) },
-		announced:    map[string]bool{},
+		announced:    map[string]announcement{},
+		replaced:     map[string]replacement{},
 		errBackoff:   backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff},
 		waitBackoff:  backoff{min: cfg.MinBackoff, max: min(etcdHealthInterval, cfg.ReconcileInterval)},
 	}
@@ -362,8 +364,8 @@ func (c *Cluster) safePass(ctx context.Context) (requeue time.Duration, err erro
 		c.members.forget()
 		c.podExpect, c.upgradeExpect = nil, nil
 		p := newProblem(problemInternal, "internal error in the operator (reported in its log; the pass is retried): %v", r)
-		if !c.announced[p.key()] {
-			c.announced[p.key()] = true
+		if _, done := c.announced[p.key()]; !done {
+			c.announced[p.key()] = announcement{seen: c.now()}
 			c.event(corev1.EventTypeWarning, p.kind.info().event, p.msg)
 		}
 		c.cfg.Metrics.failed(c.namespace, c.name, p.kind.info().code)

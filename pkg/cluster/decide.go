@@ -401,6 +401,10 @@ func joinerProblem(s *snapshot, name string) string {
 		return fmt.Sprintf("it has not started within %v", s.pendingTimeout)
 	case podVersion(pod) != s.plan.newMembers:
 		return fmt.Sprintf("it was made for etcd %s and new members now run %s", displayVersion(podVersion(pod)), s.plan.newMembers)
+	case pod.Annotations[k8sutil.AnnotationPodPolicy] != "" && pod.Annotations[k8sutil.AnnotationPodPolicy] != k8sutil.PodPolicyHash(s.spec):
+		// A new member follows the spec in force: one made unschedulable
+		// by the old spec.pod would otherwise wait out the pending timeout.
+		return "spec.pod changed since it was made"
 	case !slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name)):
 		return "the membership changed since it was made"
 	}
@@ -450,6 +454,14 @@ func deadMembers(s *snapshot) (action, bool) {
 		}
 		if m.state == memberGone && s.etcd.answers(m.member.ID) {
 			return wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name)), true
+		}
+		if r, again := s.replaced[m.cause]; again && m.cause != "" {
+			if next := r.last.Add(replacementBackoff(r)); s.now.Before(next) {
+				a := wait(fmt.Sprintf("member %s fails as the %d member(s) replaced before it did (%s); the next replacement waits until %s: fix the cause (spec.pod, the node) meanwhile",
+					name, r.count, m.cause, next.UTC().Format(time.RFC3339)))
+				a.after = next.Sub(s.now)
+				return a, true
+			}
 		}
 		return action{kind: actRemoveDeadMember, member: name, reason: replaceReason(m)}, true
 	}

@@ -97,6 +97,8 @@ func TestDecide(t *testing.T) {
 		{name: "a member whose data etcd refuses is replaced at once", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed, exitedWith("panic: wal: crc mismatch")), etcdLeader(memberA, memberC)), want: "remove dead member example-c (etcd refuses its data: exit code 2"},
 		{name: "a crashing member is left to the kubelet, which restarts it with its data", mods: mods(podIs(memberC, crashLooping(1))), want: "idle"},
 		{name: "a member crashing more often than the ladder allows is replaced", mods: mods(podIs(memberC, crashLooping(4)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
+		{name: "a member failing as the one replaced a moment ago waits before it is replaced", mods: mods(podIs(memberC, crashLooping(4)), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 30*time.Second), etcdLeader(memberA, memberC)), want: "wait (member example-c fails as the 1 member(s) replaced before it did (container etcd keeps failing: exit code 137 (OOMKilled))", after: 30 * time.Second},
+		{name: "a member failing as one replaced earlier is replaced once the back-off has passed", mods: mods(podIs(memberC, crashLooping(4)), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 2*time.Minute), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
 		{name: "a member on a node that does not answer is not restarted elsewhere", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, unknownPhase)), want: "idle"},
 
 		// 9. Quorum.
@@ -115,6 +117,7 @@ func TestDecide(t *testing.T) {
 		{name: "a joining pod made for another version is deleted", mods: mods(specSize(4), joiningPod(joiner, three, onVersion(oldVersion)), etcdLeader(memberA)), want: "delete joiner example-new (it was made for etcd 3.4.23"},
 		{name: "a joining pod made for another membership is deleted", mods: mods(specSize(4), joiningPod(joiner, []string{memberA, memberB}), etcdLeader(memberA)), want: "delete joiner example-new (the membership changed since it was made)"},
 		{name: "a joining pod is deleted once no member is to be added", mods: mods(joiningPod(joiner, three), etcdLeader(memberA)), want: "delete joiner example-new (no member is to be added any more)"},
+		{name: "a joining pod made for an older spec.pod is deleted: new members follow the spec in force", mods: mods(specSize(4), joiningPod(joiner, three), specNodeSelector("disk", "ssd"), etcdLeader(memberA)), want: "delete joiner example-new (spec.pod changed since it was made)"},
 		{name: "a joining pod that never resolved within the timeout is deleted", mods: mods(specSize(4), joiningPod(joiner, three, resolving, createdAgo(6*time.Minute)), etcdLeader(memberA)), want: "delete joiner example-new (it has not started within 5m0s)"},
 		{name: "of two usable joining pods the second is deleted", mods: mods(specSize(4), joiningPod(joiner, three), joiningPod(joiner2, three), etcdLeader(memberA)), want: "delete joiner example-new2 (another joining pod is used)"},
 		{name: "a joining pod that waits for its add, however old, is kept and added", mods: mods(specSize(4), joiningPod(joiner, three, createdAgo(time.Hour)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
@@ -285,6 +288,15 @@ func tlsMissing(s *snapshot) {
 }
 
 func phase(p api.ClusterPhase) snapMod { return func(s *snapshot) { s.phase = p } }
+
+func specNodeSelector(k, v string) snapMod {
+	return func(s *snapshot) {
+		if s.spec.Spec.Pod == nil {
+			s.spec.Spec.Pod = &api.PodPolicy{}
+		}
+		s.spec.Spec.Pod.NodeSelector = map[string]string{k: v}
+	}
+}
 
 func specSize(n int) snapMod { return func(s *snapshot) { s.spec.Spec.Size = n } }
 
@@ -480,6 +492,12 @@ func claimRestarts(name string, n int, ago time.Duration) snapMod {
 	return func(s *snapshot) {
 		s.claims[name].Annotations[k8sutil.AnnotationRestarts] = fmt.Sprint(n)
 		s.claims[name].Annotations[k8sutil.AnnotationRestartsSince] = testStart.Add(-ago).Format(time.RFC3339)
+	}
+}
+
+func replacedFor(cause string, count int, ago time.Duration) snapMod {
+	return func(s *snapshot) {
+		s.replaced = map[string]replacement{cause: {count: count, last: testStart.Add(-ago)}}
 	}
 }
 

@@ -470,3 +470,84 @@ func TestDayTwoCare(t *testing.T) {
 		}
 	})
 }
+
+// TestIssue18 covers the items of issue 18 that live in the cluster loop,
+// each failing before its fix.
+func TestIssue18(t *testing.T) {
+	t.Run("3: a joining pod made unschedulable by an older spec.pod is made again from the spec in force, and the reason says why", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withSize(2)))
+		f.withMembers(memberA)
+		f.pod(memberA, func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}},
+			}}
+		})
+		const msg = "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+		f.joinerPod("example-new0000001", []string{memberA}, func(p *corev1.Pod) {
+			p.Annotations[k8sutil.AnnotationPodPolicy] = "made-for-an-older-spec"
+			p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg,
+			}}}
+		})
+		f.mustPass()
+		if s := f.mustStatus(); !strings.Contains(s.Reason, msg) || !strings.Contains(s.Reason, "one member per node") {
+			t.Errorf("reason = %q, want the scheduler's message and why the rule still holds", s.Reason)
+		}
+		f.mustPass()
+		if !slices.Contains(f.podActions(), "delete pods example-new0000001") {
+			t.Errorf("actions %v: the joining pod of the old spec.pod was kept", f.podActions())
+		}
+	})
+	t.Run("4: deleting every pod of an emptyDir cluster at once removes no member", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.setPodStatus(memberA, terminating)
+		for range 3 {
+			f.mustPass()
+		}
+		f.setPodStatus(memberB, terminating)
+		f.setPodStatus(memberC, terminating)
+		f.podGone(memberA)
+		for range 3 {
+			f.mustPass()
+		}
+		expect(t, "etcd writes", f.etcdWrites(), nil)
+	})
+	t.Run("5: a member OOM-killed at every start is one Warning with the cause, and its replacement backs off", func(t *testing.T) {
+		f := healthyFixture(t)
+		oom := func(p *corev1.Pod) { crashLooping(5)(p) }
+		f.setPodStatus(memberC, oom)
+		f.mustPass() // removes the crashing member
+		f.mustPass() // makes its replacement's pod
+		f.showCreatedPods(resolvable)
+		f.mustPass() // adds it
+		joined := "example-new0000001"
+		f.setPodStatus(joined, func(p *corev1.Pod) { p.Status = runningReady(); crashLooping(5)(p) })
+		for range 3 {
+			f.mustPass()
+		}
+		removes := 0
+		for _, w := range f.etcdWrites() {
+			if strings.HasPrefix(w, "remove ") {
+				removes++
+			}
+		}
+		if removes != 1 {
+			t.Errorf("etcd writes %v: the second member failing the same way was replaced at once", f.etcdWrites())
+		}
+		warnings := 0
+		for _, e := range f.events() {
+			if strings.HasPrefix(e, "Warning MemberNotStarting") {
+				warnings++
+				if !strings.Contains(e, "OOMKilled") {
+					t.Errorf("event %q lacks the cause", e)
+				}
+			}
+		}
+		if warnings != 1 {
+			t.Errorf("%d MemberNotStarting warnings for one cause, want 1", warnings)
+		}
+		if s := f.mustStatus(); !strings.Contains(s.Reason, "OOMKilled") {
+			t.Errorf("reason = %q", s.Reason)
+		}
+	})
+}

@@ -123,3 +123,40 @@ func restartedOn(pod *corev1.Pod, e *upgradeExpectation) bool {
 	st := etcdContainerStatus(pod)
 	return st != nil && (st.RestartCount > e.restarts || sameImage(e.image, st.Image)) && st.State.Running != nil
 }
+
+// replacement records the members replaced for one cause: a member replaced
+// because its pod keeps failing the same way (an OOM kill at every start
+// after a resources edit, say) is followed by a new member that fails the
+// same way, and replacing it at once would only churn the membership.
+type replacement struct {
+	count int
+	last  time.Time
+}
+
+// replacementBackoff is how long after the last replacement for a cause the
+// next one for the same cause waits: a minute, doubling, at most 30 minutes.
+func replacementBackoff(r replacement) time.Duration {
+	d := time.Minute
+	for i := 1; i < r.count && d < 30*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Minute)
+}
+
+// recordReplacement counts a replacement for cause and forgets causes not
+// met for an hour.
+func (c *Cluster) recordReplacement(cause string) {
+	now := c.now()
+	for k, r := range c.replaced {
+		if now.Sub(r.last) > time.Hour {
+			delete(c.replaced, k)
+		}
+	}
+	if cause == "" {
+		return
+	}
+	r := c.replaced[cause]
+	r.count++
+	r.last = now
+	c.replaced[cause] = r
+}

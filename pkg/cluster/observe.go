@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -47,6 +48,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	}
 	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
 	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
+	s.replaced = maps.Clone(c.replaced)
 	if err := c.loadTLS(ctx, s.spec); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p

@@ -82,6 +82,8 @@ type snapshot struct {
 	podExpect     *podExpectation
 	upgradeExpect *upgradeExpectation
 	failedUpgrade *failedUpgrade
+	// replaced are the recent replacements of members, by cause.
+	replaced map[string]replacement
 
 	// Derived by classify.
 
@@ -193,8 +195,9 @@ type memberView struct {
 	ready bool
 	// version is the etcd version its container runs, "" when unknown.
 	version string
-	// trouble is why its pod does not run, from the pod's own status.
-	trouble string
+	// trouble is why its pod does not run, from the pod's own status, and
+	// cause the part of it that stays the same when it happens again.
+	trouble, cause string
 	// claim is the member's PersistentVolumeClaim, nil when it has none.
 	claim *corev1.PersistentVolumeClaim
 	// restarts counts the member's restarts in place in the repair window:
@@ -332,7 +335,7 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 	default:
 		v.pod = pod
 		v.version = runningVersion(pod)
-		v.trouble = podTrouble(pod, v.claim)
+		v.trouble, v.cause = podTroubleCause(pod, v.claim)
 		v.refused = dataRefused(pod)
 		v.state, v.ready = s.podState(pod)
 		if st := k8sutil.EtcdContainerStatus(pod); st != nil {
@@ -524,50 +527,75 @@ func runningPodEndpoints(template etcdutil.Member, pods map[string]*corev1.Pod) 
 // podTrouble says why a pod does not run, from what its status and its claim
 // show: the scheduler's message, a claim that is not bound, a container that
 // waits for something that will not come by itself (an image that cannot be
-// pulled, a configuration error) or that ended. It reads as the rest of a
-// sentence starting with the pod ("pod x cannot be scheduled: ..."); "" when
-// the pod shows nothing wrong.
+// pulled, a configuration error), keeps failing, or ended. It reads as the
+// rest of a sentence starting with the pod ("pod x cannot be scheduled:
+// ..."); "" when the pod shows nothing wrong.
 func podTrouble(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) string {
+	text, _ := podTroubleCause(pod, claim)
+	return text
+}
+
+// podTroubleCause is podTrouble with its cause: the part that stays the same
+// when the same thing goes wrong again, in another pod or after another
+// restart (no pod names, back-off times or log lines), so that it is
+// reported once and a replacement for it is not made in a loop.
+func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text, cause string) {
 	if pod.Status.Reason != "" && pod.Status.Phase == corev1.PodFailed {
 		// Evicted, NodeLost, OutOfpods and the like.
-		return fmt.Sprintf("failed: %s: %s", pod.Status.Reason, pod.Status.Message)
+		return fmt.Sprintf("failed: %s: %s", pod.Status.Reason, pod.Status.Message), "failed: " + pod.Status.Reason
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return "cannot be scheduled: " + c.Message
+			text := "cannot be scheduled: " + c.Message
+			return text, text
 		}
 	}
 	if claim != nil && claim.Status.Phase == corev1.ClaimPending {
-		return fmt.Sprintf("waits for its PersistentVolumeClaim %s, which is Pending (no volume bound: check its storage class and provisioner)", claim.Name)
+		text := fmt.Sprintf("waits for its PersistentVolumeClaim %s, which is Pending (no volume bound: check its storage class and provisioner)", claim.Name)
+		return text, "waits for its PersistentVolumeClaim, which is Pending"
 	}
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, st := range statuses {
-			if msg := containerTrouble(st); msg != "" {
-				return "has its container " + st.Name + " " + msg
+			if text, cause := containerTrouble(st); text != "" {
+				return "has its container " + st.Name + " " + text, "container " + st.Name + " " + cause
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // containerTrouble describes a container that waits for something that does
-// not come by itself, or that ended with an error.
-func containerTrouble(st corev1.ContainerStatus) string {
+// not come by itself, keeps failing, or ended with an error, and its cause.
+func containerTrouble(st corev1.ContainerStatus) (text, cause string) {
 	switch {
+	case st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff" && st.LastTerminationState.Terminated != nil:
+		// The kubelet waits before the next restart: what matters is how
+		// the last run ended.
+		t := st.LastTerminationState.Terminated
+		return fmt.Sprintf("keeps failing (%d restarts): %s", st.RestartCount, terminationSummary(t)), "keeps failing: " + terminationCause(t)
 	case st.State.Waiting != nil:
 		switch st.State.Waiting.Reason {
 		case "", "ContainerCreating", "PodInitializing":
-			return ""
+			return "", ""
 		}
-		msg := "is waiting: " + st.State.Waiting.Reason
+		text := "is waiting: " + st.State.Waiting.Reason
 		if st.State.Waiting.Message != "" {
-			msg += ": " + st.State.Waiting.Message
+			text += ": " + st.State.Waiting.Message
 		}
-		return msg
+		return text, "is waiting: " + st.State.Waiting.Reason
 	case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
-		return "ended: " + terminationSummary(st.State.Terminated)
+		return "ended: " + terminationSummary(st.State.Terminated), "ended: " + terminationCause(st.State.Terminated)
 	}
-	return ""
+	return "", ""
+}
+
+// terminationCause is how a container ended, without its log.
+func terminationCause(t *corev1.ContainerStateTerminated) string {
+	c := fmt.Sprintf("exit code %d", t.ExitCode)
+	if t.Reason != "" {
+		c += " (" + t.Reason + ")"
+	}
+	return c
 }
 
 // terminationSummary is the evidence a container left when it ended: exit

@@ -318,8 +318,12 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 
 // announce emits one Warning event per problem the first time it is seen,
 // counts every problem in the reconcile_failed metric, and forgets problems
-// that went away, so that a recurrence is announced again.
+// that went away, so that a recurrence is announced again. A problem told
+// apart by its cause (a pod that fails the same way) is forgotten only after
+// causeMemory without it: the member made to replace one that failed is
+// likely to fail the same way a minute later, and that is the same problem.
 func (c *Cluster) announce(active []problem) {
+	now := c.now()
 	seen := map[string]bool{}
 	for _, p := range active {
 		k := p.key()
@@ -329,15 +333,25 @@ func (c *Cluster) announce(active []problem) {
 		seen[k] = true
 		info := p.kind.info()
 		c.cfg.Metrics.failed(c.namespace, c.name, info.code)
-		if !c.announced[k] {
-			c.announced[k] = true
+		if _, done := c.announced[k]; !done {
 			c.log.Warn(p.msg)
 			c.event(corev1.EventTypeWarning, info.event, p.msg)
 		}
+		c.announced[k] = announcement{seen: now, byCause: p.topic != ""}
 	}
-	for k := range c.announced {
-		if !seen[k] {
+	for k, a := range c.announced {
+		if !seen[k] && (!a.byCause || now.Sub(a.seen) > causeMemory) {
 			delete(c.announced, k)
 		}
 	}
 }
+
+// announcement is a problem announced with a Warning event.
+type announcement struct {
+	seen    time.Time
+	byCause bool
+}
+
+// causeMemory is how long a problem told apart by its cause stays announced
+// after it was last seen.
+const causeMemory = 10 * time.Minute

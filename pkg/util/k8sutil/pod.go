@@ -1,10 +1,13 @@
 package k8sutil
 
 import (
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +65,22 @@ const (
 // PodOption changes a member pod after NewEtcdPod has built it, for callers
 // that need more than a plain member, such as the seed of a restored cluster.
 type PodOption func(*corev1.Pod)
+
+// AnnotationPodPolicy on a member pod is PodPolicyHash of the spec it was
+// made from.
+const AnnotationPodPolicy = "etcd.database.coreos.com/pod-policy"
+
+// PodPolicyHash identifies a cluster's spec.pod: two pods made from the same
+// spec.pod carry the same hash.
+func PodPolicyHash(cluster *v1beta2.EtcdCluster) string {
+	b, err := json.Marshal(podPolicy(cluster))
+	if err != nil {
+		return ""
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return strconv.FormatUint(h.Sum64(), 36)
+}
 
 // WithoutDNSCheck leaves out the check-dns init container, for a member
 // restarted in place. Its data directory makes etcd start as the member it
@@ -127,8 +146,11 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 
 	annotations := map[string]string{}
 	maps.Copy(annotations, policy.Annotations)
-	// The operator's annotation wins: upgrades compare it with spec.version.
+	// The operator's annotations win: upgrades compare the version with
+	// spec.version, and a joining pod made for an older spec.pod is made
+	// again.
 	annotations[v1beta2.AnnotationVersion] = v1beta2.NormalizeVersion(version)
+	annotations[AnnotationPodPolicy] = PodPolicyHash(cluster)
 
 	ports := []corev1.ContainerPort{
 		containerPort(ClientPortName, EtcdClientPort),

@@ -248,9 +248,13 @@ func TestEtcdPodAnnotations(t *testing.T) {
 		}}
 	})
 	pod := newSeedPod(c)
-	want := map[string]string{"note": "kept", v1beta2.AnnotationVersion: "3.5.21"}
+	want := map[string]string{"note": "kept", v1beta2.AnnotationVersion: "3.5.21", AnnotationPodPolicy: PodPolicyHash(c)}
 	if !reflect.DeepEqual(pod.Annotations, want) {
-		t.Errorf("annotations = %v, want %v (the version annotation is the operator's)", pod.Annotations, want)
+		t.Errorf("annotations = %v, want %v (the version and pod-policy annotations are the operator's)", pod.Annotations, want)
+	}
+	other := newTestCluster(func(c *v1beta2.EtcdCluster) { c.Spec.Pod = &v1beta2.PodPolicy{NodeSelector: map[string]string{"a": "b"}} })
+	if PodPolicyHash(other) == PodPolicyHash(c) || PodPolicyHash(c) != PodPolicyHash(c.DeepCopy()) {
+		t.Error("PodPolicyHash does not tell spec.pod apart")
 	}
 }
 
