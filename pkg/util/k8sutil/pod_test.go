@@ -252,7 +252,9 @@ func TestEtcdPodAnnotations(t *testing.T) {
 	if !reflect.DeepEqual(pod.Annotations, want) {
 		t.Errorf("annotations = %v, want %v (the version and pod-policy annotations are the operator's)", pod.Annotations, want)
 	}
-	other := newTestCluster(func(c *v1beta2.EtcdCluster) { c.Spec.Pod = &v1beta2.PodPolicy{NodeSelector: map[string]string{"a": "b"}} })
+	other := newTestCluster(func(c *v1beta2.EtcdCluster) {
+		c.Spec.Pod = &v1beta2.PodPolicy{NodeSelector: map[string]string{"a": "b"}}
+	})
 	if PodPolicyHash(other) == PodPolicyHash(c) || PodPolicyHash(c) != PodPolicyHash(c.DeepCopy()) {
 		t.Error("PodPolicyHash does not tell spec.pod apart")
 	}
