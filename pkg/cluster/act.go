@@ -33,6 +33,8 @@ const (
 	eventDefragmented     = "Defragmented"
 	eventNoSpaceDisarmed  = "NoSpaceDisarmed"
 	eventDowngradeEnabled = "DowngradeEnabled"
+	// eventDisasterRecovery is a Warning: data may be lost.
+	eventDisasterRecovery = "DisasterRecovery"
 )
 
 // podDeleteGracePeriod is the original's: a member removed from etcd has
@@ -51,9 +53,10 @@ type outcome struct {
 	// wrote nothing: the next pass starts over.
 	stop bool
 	// Records of maintenance for the status: the revision compacted to,
-	// the member defragmented.
+	// the member defragmented; and of a disaster recovery.
 	compacted    int64
 	defragmented string
+	recovery     *api.RecoveryStatus
 }
 
 // act carries out one action.
@@ -100,8 +103,15 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		}
 		return out
 	case actDeleteFailedPod:
-		c.log.Infof("deleting the ended pod of member %s %s", a.member, a.reason)
+		c.log.Infof("deleting the pod of member %s %s", a.member, a.reason)
+		if m := s.members[a.member]; m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
+			c.recovering = &recovering{member: a.member, started: c.now(), flagRemoved: true}
+		}
 		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}
+	case actForceNewCluster:
+		return c.forceNewCluster(ctx, s, a)
+	case actRestoreFromBackup:
+		return c.restoreFromBackup(ctx, s, a)
 	case actRestartMembers:
 		return c.restartMembers(ctx, s, a)
 	case actRemoveMember:
@@ -235,14 +245,33 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 		}
 	}
 	pairs := members.PeerURLPairs()
+	recovery := c.recovering != nil && slices.Contains(a.members, c.recovering.member)
 	for _, name := range a.members {
-		restarts, err := c.countRestart(ctx, s, name)
-		if err != nil {
-			return outcome{err: err}
+		// The restarts of a disaster recovery are not failures of the
+		// member: they do not count on the repair ladder.
+		restarts := 0
+		if !recovery {
+			var err error
+			if restarts, err = c.countRestart(ctx, s, name); err != nil {
+				return outcome{err: err}
+			}
 		}
-		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "", k8sutil.WithoutDNSCheck())
+		opts := []k8sutil.PodOption{k8sutil.WithoutDNSCheck()}
+		if a.force {
+			opts = append(opts, k8sutil.WithForceNewCluster())
+			// etcd forgets the other members: the membership is read again.
+			c.members.forget()
+		}
+		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "", opts...)
 		if err := c.createPod(ctx, pod); err != nil {
 			return outcome{err: err}
+		}
+		if recovery {
+			if !a.force {
+				c.recovering = nil // the survivor runs without the flag: done
+			}
+			c.log.Infof("restarted member %s in place for the disaster recovery (%s)", name, a.reason)
+			continue
 		}
 		c.log.Infof("restarted member %s in place on its claim, on %s (restart %d within %v)", name, a.version, restarts, ladderWindow)
 		c.event(corev1.EventTypeNormal, eventMemberRestarted,
@@ -487,6 +516,79 @@ func (c *Cluster) maintain(ctx context.Context, s *snapshot, a action) outcome {
 		c.event(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
 	}
 	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// forceNewCluster starts a disaster recovery from a surviving member: its
+// pod is deleted, and restartInPlace restarts it on its claim with
+// --force-new-cluster. What only the lost members held is lost; the status
+// records how much may be.
+func (c *Cluster) forceNewCluster(ctx context.Context, s *snapshot, a action) outcome {
+	m := s.members[a.member]
+	var revision int64
+	if h, ok := s.etcd.healthOf(m.member.ID); ok {
+		revision = h.Revision
+	}
+	msg := fmt.Sprintf("Disaster recovery: the quorum was lost for good; member %s (%s) becomes a one-member cluster with its data, at revision %d, and the cluster regrows from it",
+		a.member, a.reason, revision)
+	if c.lastRevision > revision {
+		msg += fmt.Sprintf("; writes up to revision %d were seen before and the last %d revisions may be lost", c.lastRevision, c.lastRevision-revision)
+	}
+	c.log.Warn(msg)
+	c.event(corev1.EventTypeWarning, eventDisasterRecovery, msg)
+	if err := c.deletePod(ctx, a.member); err != nil {
+		return outcome{err: err}
+	}
+	c.recovering = &recovering{member: a.member, started: c.now(), revision: revision}
+	return outcome{requeue: c.cfg.MinPassInterval, recovery: &api.RecoveryStatus{
+		Time: metav1.NewTime(c.now()), FromMember: a.member, RecoveredRevision: revision, LastSeenRevision: c.lastRevision, Message: msg,
+	}}
+}
+
+// restoreFromBackup asks the restore operator to restore the cluster from
+// the newest successful EtcdBackup of it, when no member's data is left.
+func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) outcome {
+	restores, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdRestores(c.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return outcome{err: kubeError("list EtcdRestores", err)}
+	}
+	for _, r := range restores.Items {
+		if r.Spec.EtcdCluster.Name == c.name && r.Status.Phase != api.RestorePhaseCompleted && r.Status.Phase != api.RestorePhaseFailed {
+			c.log.Infof("waiting for EtcdRestore %s to restore the cluster", r.Name)
+			return outcome{requeue: c.cfg.ReconcileInterval}
+		}
+	}
+	backups, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdBackups(c.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return outcome{err: kubeError("list EtcdBackups", err)}
+	}
+	var newest *api.EtcdBackup
+	for i := range backups.Items {
+		b := &backups.Items[i]
+		if _, _, ok := api.RestoreSourceOf(b); ok && b.TargetsCluster(c.name) &&
+			(newest == nil || b.Status.LastSuccessDate.After(newest.Status.LastSuccessDate.Time)) {
+			newest = b
+		}
+	}
+	if newest == nil {
+		return outcome{err: newPassError(problemNoMembersRunning, "disaster recovery from a backup",
+			fmt.Errorf("no EtcdBackup of this cluster in %s has succeeded; restore it with an EtcdRestore", c.namespace))}
+	}
+	storage, src, _ := api.RestoreSourceOf(newest)
+	restore := &api.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-recovery-%d", c.name, c.now().Unix()), Namespace: c.namespace},
+		Spec:       api.RestoreSpec{BackupStorageType: storage, RestoreSource: src, EtcdCluster: api.EtcdClusterRef{Name: c.name}},
+	}
+	if _, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdRestores(c.namespace).Create(ctx, restore, metav1.CreateOptions{}); err != nil {
+		return outcome{err: kubeError("create EtcdRestore "+restore.Name, err)}
+	}
+	msg := fmt.Sprintf("Disaster recovery: no member's data is left; EtcdRestore %s restores the cluster from EtcdBackup %s (%s, taken %s at revision %d); writes after it are lost",
+		restore.Name, newest.Name, newest.Status.BackupPath, newest.Status.LastSuccessDate.UTC().Format(time.RFC3339), newest.Status.EtcdRevision)
+	c.log.Warn(msg)
+	c.event(corev1.EventTypeWarning, eventDisasterRecovery, msg)
+	return outcome{requeue: c.cfg.ReconcileInterval, recovery: &api.RecoveryStatus{
+		Time: metav1.NewTime(c.now()), FromBackup: newest.Status.BackupPath, RecoveredRevision: newest.Status.EtcdRevision,
+		LastSeenRevision: c.lastRevision, Message: msg,
+	}}
 }
 
 // annotateClaimVersion records on a member's claim the version that writes it.

@@ -75,33 +75,41 @@ const (
 	actDefragment
 	// actDisarmNoSpace disarms a NOSPACE alarm once every member has room.
 	actDisarmNoSpace
+	// actForceNewCluster restarts a surviving member on its claim with
+	// --force-new-cluster: a one-member cluster with its data.
+	actForceNewCluster
+	// actRestoreFromBackup asks the restore operator to restore the cluster
+	// from its newest successful EtcdBackup.
+	actRestoreFromBackup
 )
 
 var actionNames = map[actionKind]string{
-	actIdle:             "idle",
-	actWait:             "wait",
-	actReadEtcd:         "read etcd",
-	actCreateServices:   "create services",
-	actSyncBudget:       "sync disruption budget",
-	actSeed:             "seed",
-	actAdopt:            "adopt",
-	actReseed:           "reseed",
-	actDeleteStrayPod:   "delete stray pod",
-	actDeleteJoiner:     "delete joiner",
-	actDeleteStrayClaim: "delete stray claim",
-	actRemoveDeadMember: "remove dead member",
-	actDeleteFailedPod:  "delete failed pod",
-	actRestartMembers:   "restart in place",
-	actPromoteLearner:   "promote learner",
-	actCreateJoiner:     "create joiner",
-	actAddJoiner:        "add joiner",
-	actRemoveMember:     "remove member",
-	actUpgradeMember:    "upgrade member",
-	actEnableDowngrade:  "enable downgrade",
-	actMoveLeader:       "move leader to",
-	actCompact:          "compact",
-	actDefragment:       "defragment",
-	actDisarmNoSpace:    "disarm NOSPACE",
+	actIdle:              "idle",
+	actWait:              "wait",
+	actReadEtcd:          "read etcd",
+	actCreateServices:    "create services",
+	actSyncBudget:        "sync disruption budget",
+	actSeed:              "seed",
+	actAdopt:             "adopt",
+	actReseed:            "reseed",
+	actDeleteStrayPod:    "delete stray pod",
+	actDeleteJoiner:      "delete joiner",
+	actDeleteStrayClaim:  "delete stray claim",
+	actRemoveDeadMember:  "remove dead member",
+	actDeleteFailedPod:   "delete failed pod",
+	actRestartMembers:    "restart in place",
+	actPromoteLearner:    "promote learner",
+	actCreateJoiner:      "create joiner",
+	actAddJoiner:         "add joiner",
+	actRemoveMember:      "remove member",
+	actUpgradeMember:     "upgrade member",
+	actEnableDowngrade:   "enable downgrade",
+	actMoveLeader:        "move leader to",
+	actCompact:           "compact",
+	actDefragment:        "defragment",
+	actDisarmNoSpace:     "disarm NOSPACE",
+	actForceNewCluster:   "force a new cluster from",
+	actRestoreFromBackup: "restore from the newest backup",
 }
 
 func (k actionKind) String() string { return actionNames[k] }
@@ -115,8 +123,9 @@ type action struct {
 	members []string
 	// version is the etcd version of a seed, a new member or an upgrade.
 	version string
-	// learner adds the member as a learner.
-	learner bool
+	// learner adds the member as a learner; force restarts it with
+	// --force-new-cluster.
+	learner, force bool
 	// reason says why (for waits, what is waited for).
 	reason string
 	// after is when a wait wants the next pass (0: at the next event or
@@ -141,6 +150,9 @@ func (a action) String() string {
 	}
 	if a.learner {
 		s += " as learner"
+	}
+	if a.force {
+		s += " with --force-new-cluster"
 	}
 	if a.reason != "" {
 		s += fmt.Sprintf(" (%s)", a.reason)

@@ -189,6 +189,11 @@ type Cluster struct {
 	upgradeExpect *upgradeExpectation
 	failedUpgrade *failedUpgrade
 	replaced      map[string]replacement
+	// recovering is a disaster recovery under way; lastRevision is the
+	// highest store revision seen since the goroutine started, the measure
+	// of what a recovery may lose.
+	recovering   *recovering
+	lastRevision int64
 
 	// announced holds the keys of the problems announced with a Warning
 	// event, with when each was last seen.

@@ -293,6 +293,14 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 
 // 8.
 func restartInPlace(s *snapshot) (action, bool) {
+	for _, name := range sortedKeys(s.members) {
+		if m := s.members[name]; m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) && len(s.members) == 1 && m.state == memberRunning {
+			// The survivor of a disaster recovery runs alone now: it must
+			// not keep --force-new-cluster, which would wipe the members
+			// added next at its next restart.
+			return action{kind: actDeleteFailedPod, member: name, reason: "to restart it without --force-new-cluster, now that it runs alone"}, true
+		}
+	}
 	var gone []string
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
@@ -307,6 +315,14 @@ func restartInPlace(s *snapshot) (action, bool) {
 	}
 	if len(gone) == 0 {
 		return action{}, false
+	}
+	if r := s.recovering; r != nil && slices.Contains(gone, r.member) {
+		if r.flagRemoved {
+			return action{kind: actRestartMembers, members: []string{r.member}, version: restartVersion(s, []string{r.member}),
+				reason: "disaster recovery: the survivor runs without --force-new-cluster"}, true
+		}
+		return action{kind: actRestartMembers, members: []string{r.member}, version: restartVersion(s, []string{r.member}), force: true,
+			reason: "disaster recovery: the survivor becomes a one-member cluster with its data"}, true
 	}
 	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
 }
@@ -342,9 +358,73 @@ func quorum(s *snapshot) (action, bool) {
 	case q.up+q.starting >= q.needed && q.voters > 0:
 		return wait(fmt.Sprintf("%d of %d voting members run and %d are starting; %d are needed", q.up, q.voters, q.starting, q.needed)), true
 	}
+	if a, ok := recoverQuorum(s); ok {
+		return a, true
+	}
 	// Without quorum etcd cannot change its membership, and a member removed
 	// now could hold the data needed to recover.
 	return wait(fmt.Sprintf("quorum lost: %d of %d voting members run, %d are needed", q.up, q.voters, q.needed)), true
+}
+
+// recoverQuorum is the opt-in disaster recovery (spec.disasterRecovery) of a
+// cluster whose quorum has been lost for its grace period, with the missing
+// members unable to come back (their claims are gone, or the repair ladder
+// gave up on them): the survivor with the newest data becomes a one-member
+// cluster (etcd's --force-new-cluster, on its claim) and the cluster regrows
+// from it one member at a time; with no member's data left, the cluster is
+// restored from its newest successful EtcdBackup by the restore operator.
+// Whatever only the lost members held is lost; status.recovery says how
+// much may be.
+func recoverQuorum(s *snapshot) (action, bool) {
+	if !s.spec.Spec.RecoveryEnabled() {
+		return action{}, false
+	}
+	since := quorumLostSince(s.status)
+	if since.IsZero() {
+		return action{}, false
+	}
+	if at := since.Add(s.spec.Spec.DisasterRecovery.GracePeriod()); s.now.Before(at) {
+		a := wait(fmt.Sprintf("quorum lost since %s; disaster recovery starts at %s unless the members come back",
+			since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339)))
+		a.after = at.Sub(s.now)
+		return a, true
+	}
+	var survivors []string
+	for _, name := range sortedKeys(s.members) {
+		if m := s.members[name]; m.state == memberRunning && m.claim != nil {
+			survivors = append(survivors, name)
+		}
+	}
+	switch {
+	case len(survivors) > 0 && s.etcd == nil:
+		return readEtcd("pick the survivor with the newest data"), true
+	case len(survivors) > 0:
+		best, index := survivors[0], uint64(0)
+		for _, name := range survivors {
+			if h, ok := s.etcd.healthOf(s.members[name].member.ID); ok && h.Err == nil && h.RaftIndex > index {
+				best, index = name, h.RaftIndex
+			}
+		}
+		return action{kind: actForceNewCluster, member: best, reason: fmt.Sprintf("the survivor with the newest data (raft index %d)", index)}, true
+	case s.quorum.up == 0 && s.spec.Spec.DisasterRecovery.FromBackup:
+		return action{kind: actRestoreFromBackup, reason: "no member's data is left"}, true
+	}
+	return wait("disaster recovery cannot start: the surviving members keep their data on emptyDir volumes, which a new pod cannot reuse; restore the cluster from a backup with an EtcdRestore"), true
+}
+
+// quorumLostSince is when the status first said the quorum was lost, zero
+// when it does not say so now.
+func quorumLostSince(st api.ClusterStatus) time.Time {
+	for _, c := range st.Conditions {
+		if c.Type == api.ClusterConditionAvailable && c.Status == corev1.ConditionFalse &&
+			(c.Reason == problemKinds[problemLostQuorum].condition || c.Reason == problemKinds[problemNoMembersRunning].condition) {
+			t, err := time.Parse(time.RFC3339, c.LastTransitionTime)
+			if err == nil {
+				return t
+			}
+		}
+	}
+	return time.Time{}
 }
 
 // 11.

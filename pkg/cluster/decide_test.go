@@ -108,6 +108,16 @@ func TestDecide(t *testing.T) {
 		{name: "a learner does not count towards the quorum", mods: mods(learner(memberB), noPod(memberC)), want: "wait (quorum lost: 1 of 2"},
 		{name: "with quorum lost even stray pods are left alone", mods: mods(podIs(memberB, failed), noPod(memberC), strayPod("example-stray")), want: "wait (quorum lost"},
 
+		// Opt-in disaster recovery, at the quorum step.
+		{name: "without disaster recovery a quorum lost for good is reported and waited on", mods: mods(withPVCSpec, claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (quorum lost: 1 of 3"},
+		{name: "disaster recovery waits out its grace period", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Minute)), want: "wait (quorum lost since 2025-03-01T11:59:00Z; disaster recovery starts at 2025-03-01T12:04:00Z", after: 4 * time.Minute},
+		{name: "disaster recovery reads etcd to find the survivor with the newest data", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA, memberB), noPod(memberC), podIs(memberB, failed), claimRestarts(memberB, 3, time.Minute), quorumLostAgo(time.Hour)), want: "read etcd (pick the survivor with the newest data)"},
+		{name: "after the grace period the survivor with the newest data becomes a one-member cluster", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdWithoutLeader), want: "force a new cluster from example-a (the survivor with the newest data"},
+		{name: "the survivor is restarted with --force-new-cluster once its pod is gone", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPods, recoveringFrom(memberA), quorumLostAgo(time.Hour)), want: "restart in place example-a to " + testVersion + " with --force-new-cluster"},
+		{name: "the survivor running alone is restarted without --force-new-cluster before the cluster regrows", mods: mods(withPVCSpec, recoveryOn(false), members(memberA), onlyPods(memberA), podIs(memberA, forced), claims(memberA)), want: "delete failed pod example-a (to restart it without --force-new-cluster"},
+		{name: "with no member's data left, the cluster is restored from its newest backup", mods: mods(recoveryOn(true), noPods, quorumLostAgo(time.Hour)), want: "restore from the newest backup"},
+		{name: "members that survive on emptyDir volumes cannot be recovered from", mods: mods(recoveryOn(true), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (disaster recovery cannot start"},
+
 		// 10. Clean-up.
 		{name: "a stray pod makes the pass read etcd first", mods: mods(strayPod("example-stray")), want: "read etcd (delete a pod that belongs to no member)"},
 		{name: "a stray pod is deleted once etcd's leader confirmed the membership", mods: mods(strayPod("example-stray"), etcdLeader(memberA)), want: "delete stray pod example-stray"},
@@ -500,6 +510,26 @@ func replacedFor(cause string, count int, ago time.Duration) snapMod {
 		s.replaced = map[string]replacement{cause: {count: count, last: testStart.Add(-ago)}}
 	}
 }
+
+func recoveryOn(fromBackup bool) snapMod {
+	return func(s *snapshot) {
+		s.spec.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, FromBackup: fromBackup}
+	}
+}
+
+func quorumLostAgo(d time.Duration) snapMod {
+	return func(s *snapshot) {
+		at := testStart.Add(-d).Format(time.RFC3339)
+		s.status.Conditions = []api.ClusterCondition{{Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse,
+			Reason: "LostQuorum", LastTransitionTime: at, LastUpdateTime: at}}
+	}
+}
+
+func recoveringFrom(name string) snapMod {
+	return func(s *snapshot) { s.recovering = &recovering{member: name, started: testStart.Add(-time.Second)} }
+}
+
+func forced(p *corev1.Pod) { k8sutil.WithForceNewCluster()(p) }
 
 func statusMembers(names ...string) snapMod {
 	return func(s *snapshot) { s.lastMembers = names }

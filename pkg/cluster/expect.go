@@ -160,3 +160,14 @@ func (c *Cluster) recordReplacement(cause string) {
 	r.last = now
 	c.replaced[cause] = r
 }
+
+// recovering is a disaster recovery under way from a surviving member: its
+// pod is deleted, and the member is restarted with --force-new-cluster.
+type recovering struct {
+	member   string
+	started  time.Time
+	revision int64
+	// flagRemoved is set once the survivor's forced pod was deleted, to
+	// restart it without the flag.
+	flagRemoved bool
+}

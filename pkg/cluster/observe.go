@@ -49,6 +49,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
 	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
 	s.replaced = maps.Clone(c.replaced)
+	s.recovering = c.recovering
 	if err := c.loadTLS(ctx, s.spec); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p
@@ -206,6 +207,9 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 		return &etcdView{err: err}
 	}
 	c.etcdReadAt = c.now()
+	for _, m := range h.Members {
+		c.lastRevision = max(c.lastRevision, m.Revision)
+	}
 	view := &etcdView{health: h}
 	leaderURL := ""
 	for _, m := range h.Members {

@@ -84,6 +84,8 @@ type snapshot struct {
 	failedUpgrade *failedUpgrade
 	// replaced are the recent replacements of members, by cause.
 	replaced map[string]replacement
+	// recovering is the disaster recovery under way, if any.
+	recovering *recovering
 
 	// Derived by classify.
 

@@ -114,6 +114,9 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 
 	setMemberDetails(&st, s, out, now)
 	setMaintenanceStatus(&st, s, out, now)
+	if out.recovery != nil {
+		st.Recovery = out.recovery
+	}
 
 	p := s.plan
 	if p.current != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +295,60 @@ func garbleWAL(t *testing.T, dir string) {
 		if err := fh.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDisasterRecoveryFromTheSurvivor opts a cluster on claims into disaster
+// recovery and loses two of its three members for good: their claims are
+// deleted with their pods. After the grace period the survivor becomes a
+// one-member cluster with its data (--force-new-cluster on its claim), is
+// restarted without the flag, and the cluster regrows to three members with
+// every key written before; status.recovery records it.
+func TestDisasterRecoveryFromTheSurvivor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("dr")
+	createHostPathPVs(t, "e2e-"+name, 6)
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: claimSpec("e2e-" + name)}
+	cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, GracePeriodInSecond: 10}
+	createCluster(t, cl)
+	logVolumesOnFailure(t, "e2e-"+name)
+	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	writeKeys(t, opNS, name, "/e2e/dr")
+
+	survivor := pods[0]
+	for _, lost := range pods[1:] {
+		// The claim goes once its pod is gone (the claim protection
+		// finalizer waits for it).
+		if err := f.Kube.CoreV1().PersistentVolumeClaims(opNS).Delete(ctx, lost, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.KillPod(ctx, opNS, lost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lostAt := time.Now()
+	waitReady(t, opNS, name, 3, 2*changeTimeout, pods[1:]...)
+	t.Logf("recovered from %s and regrown to 3 members %.1fs after two members were lost for good", survivor, time.Since(lostAt).Seconds())
+	expectKeys(t, opNS, name, "/e2e/dr")
+	got, err := f.GetCluster(ctx, opNS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.Status.Recovery; r == nil || r.FromMember != survivor || r.RecoveredRevision == 0 {
+		t.Errorf("status.recovery = %+v, want a recovery from %s", r, survivor)
+	}
+	pod, err := f.Kube.CoreV1().Pods(opNS).Get(ctx, survivor, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if slices.Contains(c.Command, "--force-new-cluster") {
+			t.Errorf("the survivor still runs with --force-new-cluster")
+		}
+	}
+	if !strings.Contains(eventsOf(t, opNS, name), "DisasterRecovery") {
+		t.Error("no DisasterRecovery event")
 	}
 }

@@ -181,7 +181,12 @@ func clusterSpecSchema() schema {
 
 	return withRules(object(map[string]schema{
 		"maintenance": maintenanceSchema(),
-		"size":        withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
+		"disasterRecovery": withDescription(object(map[string]schema{
+			"enabled":             withDescription(boolean(), "Lets the operator recover a cluster whose quorum is lost for good, accepting the loss of what only the lost members held. Off by default."),
+			"gracePeriodInSecond": withDescription(intRange(0, api.MaxRecoveryGracePeriodInSecond), "How long the quorum must have been lost before recovering; 0 means 300."),
+			"fromBackup":          withDescription(boolean(), "Restore a cluster left without any member's data from the newest successful EtcdBackup of this cluster."),
+		}), "Opt-in recovery of a cluster whose quorum is lost for good."),
+		"size": withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
 		"repository": withRules(boundedStr(255), [2]string{matches(api.RepositoryPattern),
 			"must be an image repository without tag or digest, like quay.io/coreos/etcd"}),
 		"version": withRules(boundedStr(64), [2]string{matches(schemaVersionRE),
@@ -268,6 +273,14 @@ func clusterStatusSchema() schema {
 			"restarts":            integer(),
 			"repair":              str(),
 		}, "name", "id", "role")),
+		"recovery": object(map[string]schema{
+			"time":              dateTime(),
+			"fromMember":        str(),
+			"fromBackup":        str(),
+			"recoveredRevision": integer(),
+			"lastSeenRevision":  integer(),
+			"message":           str(),
+		}),
 		"maintenance": object(map[string]schema{
 			"lastCompaction":        dateTime(),
 			"lastCompactedRevision": integer(),

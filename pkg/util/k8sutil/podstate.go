@@ -132,3 +132,29 @@ func EtcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	}
 	return nil
 }
+
+// AnnotationForceNewCluster marks the pod of a disaster recovery's survivor,
+// started with --force-new-cluster.
+const AnnotationForceNewCluster = "etcd.database.coreos.com/force-new-cluster"
+
+// WithForceNewCluster starts the member with --force-new-cluster: etcd makes
+// it a one-member cluster with its data, forgetting the other members.
+func WithForceNewCluster() PodOption {
+	return func(p *corev1.Pod) {
+		for i := range p.Spec.Containers {
+			if p.Spec.Containers[i].Name == EtcdContainerName {
+				p.Spec.Containers[i].Command = append(p.Spec.Containers[i].Command, "--force-new-cluster")
+			}
+		}
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[AnnotationForceNewCluster] = "true"
+	}
+}
+
+// IsForcedNewCluster tells whether the pod was started with
+// --force-new-cluster.
+func IsForcedNewCluster(pod *corev1.Pod) bool {
+	return pod.Annotations[AnnotationForceNewCluster] == "true"
+}

@@ -62,6 +62,9 @@ type ClusterSpec struct {
 	// Maintenance is the day-2 care of the data: quota, compaction,
 	// defragmentation and corruption checks.
 	Maintenance *MaintenancePolicy `json:"maintenance,omitempty"`
+	// DisasterRecovery, when enabled, lets the operator recover a cluster
+	// whose quorum is lost for good. Off by default.
+	DisasterRecovery *DisasterRecoveryPolicy `json:"disasterRecovery,omitempty"`
 }
 
 // PodPolicy is the knobs of the etcd member pods.
@@ -133,6 +136,8 @@ type ClusterStatus struct {
 	MemberDetails []MemberDetail `json:"memberDetails,omitempty"`
 	// Maintenance records the operator's maintenance of the data.
 	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
+	// Recovery records the last disaster recovery.
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 }
 
 // ClusterCondition is one condition of a cluster. Times are RFC 3339 strings, as in the original.

@@ -113,6 +113,9 @@ func (s *ClusterSpec) validate(p *field.Path) field.ErrorList {
 	if s.Maintenance != nil {
 		errs = append(errs, s.Maintenance.validate(p.Child("maintenance"), s)...)
 	}
+	if s.DisasterRecovery != nil {
+		errs = append(errs, s.DisasterRecovery.validate(p.Child("disasterRecovery"))...)
+	}
 	return errs
 }
 

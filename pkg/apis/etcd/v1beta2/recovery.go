@@ -1,0 +1,113 @@
+package v1beta2
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// DisasterRecoveryPolicy lets the operator bring back a cluster whose quorum
+// is lost for good, accepting the loss of what only the lost members held.
+// Without it (the default, as in the original) the operator reports the loss
+// and waits for the members, or for a user's EtcdRestore.
+type DisasterRecoveryPolicy struct {
+	// Enabled turns recovery on.
+	Enabled bool `json:"enabled,omitempty"`
+	// GracePeriodInSecond is how long the quorum must have been lost, with
+	// the missing members unable to come back, before the operator recovers;
+	// 0 means 300.
+	GracePeriodInSecond int64 `json:"gracePeriodInSecond,omitempty"`
+	// FromBackup restores a cluster left without any member's data (members
+	// on emptyDir volumes, all gone) from the newest successful EtcdBackup
+	// of this cluster, through the restore operator.
+	FromBackup bool `json:"fromBackup,omitempty"`
+}
+
+// DefaultRecoveryGracePeriod is the grace period when none is given.
+const DefaultRecoveryGracePeriod = 5 * time.Minute
+
+// MaxRecoveryGracePeriodInSecond is a week.
+const MaxRecoveryGracePeriodInSecond = 7 * 24 * 60 * 60
+
+// GracePeriod is the policy's grace period, with its default.
+func (p *DisasterRecoveryPolicy) GracePeriod() time.Duration {
+	if p == nil || p.GracePeriodInSecond <= 0 {
+		return DefaultRecoveryGracePeriod
+	}
+	return time.Duration(p.GracePeriodInSecond) * time.Second
+}
+
+// RecoveryEnabled tells whether the spec opts into disaster recovery.
+func (s *ClusterSpec) RecoveryEnabled() bool {
+	return s.DisasterRecovery != nil && s.DisasterRecovery.Enabled
+}
+
+func (p *DisasterRecoveryPolicy) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if p.GracePeriodInSecond < 0 || p.GracePeriodInSecond > MaxRecoveryGracePeriodInSecond {
+		errs = append(errs, field.Invalid(path.Child("gracePeriodInSecond"), p.GracePeriodInSecond, "must be between 0 and 604800 (a week)"))
+	}
+	return errs
+}
+
+// RecoveryStatus records the last disaster recovery: when, from what, and
+// how much may have been lost.
+type RecoveryStatus struct {
+	// Time is when the recovery started.
+	Time metav1.Time `json:"time"`
+	// FromMember is the surviving member the cluster was recovered from;
+	// FromBackup the backup path, when it was restored from a backup.
+	FromMember string `json:"fromMember,omitempty"`
+	FromBackup string `json:"fromBackup,omitempty"`
+	// RecoveredRevision is the store revision the cluster came back with;
+	// LastSeenRevision the highest the operator had seen before (0 when it
+	// saw none since it started). Writes between the two may be lost.
+	RecoveredRevision int64 `json:"recoveredRevision,omitempty"`
+	LastSeenRevision  int64 `json:"lastSeenRevision,omitempty"`
+	// Message says what was done and what may be lost.
+	Message string `json:"message,omitempty"`
+}
+
+// TargetsCluster tells whether the backup snapshots the EtcdCluster name of
+// its own namespace: through the cluster's client service (any scheme, port
+// or DNS suffix).
+func (b *EtcdBackup) TargetsCluster(name string) bool {
+	for _, ep := range b.Spec.EtcdEndpoints {
+		u, err := url.Parse(ep)
+		if err != nil {
+			continue
+		}
+		host, _, _ := strings.Cut(u.Hostname(), ".")
+		if host == name+"-client" {
+			return true
+		}
+	}
+	return false
+}
+
+// RestoreSourceOf is where an EtcdRestore reads the backup's latest stored
+// snapshot: the backup's store, at the path its status records. ok is false
+// for a backup that never succeeded.
+func RestoreSourceOf(b *EtcdBackup) (BackupStorageType, RestoreSource, bool) {
+	path := b.Status.BackupPath
+	if !b.Status.Succeeded || path == "" {
+		return "", RestoreSource{}, false
+	}
+	var src RestoreSource
+	switch {
+	case b.Spec.S3 != nil:
+		src.S3 = &S3RestoreSource{Path: path, AWSSecret: b.Spec.S3.AWSSecret, Endpoint: b.Spec.S3.Endpoint, ForcePathStyle: b.Spec.S3.ForcePathStyle}
+	case b.Spec.OSS != nil:
+		src.OSS = &OSSRestoreSource{Path: path, OSSSecret: b.Spec.OSS.OSSSecret, Endpoint: b.Spec.OSS.Endpoint}
+	case b.Spec.ABS != nil:
+		src.ABS = &ABSRestoreSource{Path: path, ABSSecret: b.Spec.ABS.ABSSecret}
+	case b.Spec.GCS != nil:
+		src.GCS = &GCSRestoreSource{Path: path, GCPSecret: b.Spec.GCS.GCPSecret}
+	default:
+		return "", RestoreSource{}, false
+	}
+	return b.Spec.StorageType, src, true
+}
