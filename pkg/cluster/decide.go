@@ -754,6 +754,13 @@ func version(s *snapshot) (action, bool) {
 			a.backoff = true
 			return a, true
 		case maintenance.MoveEnableDowngrade:
+			for _, m := range s.etcd.health.Members {
+				if m.Downgrade.Enabled {
+					a := wait("the downgrade is enabled; waiting for the cluster version to drop")
+					a.backoff = true
+					return a, true
+				}
+			}
 			return action{kind: actEnableDowngrade, version: mv.DowngradeTarget, reason: mv.Reason}, true
 		}
 	}

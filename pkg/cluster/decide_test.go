@@ -173,6 +173,7 @@ func TestDecide(t *testing.T) {
 		{name: "an upgrade patches the only member, the leader, without a handoff", mods: mods(specSize(1), members(memberA), onlyPods(memberA), specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
 		{name: "a move to 3.6 from a 3.5 release etcd's guide does not allow is refused", mods: mods(specVersion("3.6.6"), etcdLeader(memberA)), want: "wait (upgrade refused: "},
 		{name: "a downgrade from 3.6 to 3.5 enables etcd's downgrade first", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0")), want: "enable downgrade to 3.5"},
+		{name: "an enabled downgrade is waited for, not enabled again", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0"), downgradeEnabled), want: "wait (the downgrade is enabled; waiting for the cluster version to drop)"},
 		{name: "a downgrade patches members once the cluster version has dropped", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.5.0")), want: "upgrade member example-b to 3.5.35 (a follower)"},
 		{name: "an upgrade waits for the member being restarted", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), upgrading(memberB, "3.5.22")), want: "wait (member example-b is restarting on 3.5.22)"},
 		{name: "an upgrade patches a member that is not ready first, without asking etcd", mods: mods(specVersion("3.5.22"), podIs(memberC, notReady)), want: "upgrade member example-c to 3.5.22 (it is not ready)"},
@@ -440,6 +441,12 @@ func etcdLeader(leader string, down ...string) snapMod {
 func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
 
 func budgets(s *snapshot) { s.budgetsManaged = true }
+
+func downgradeEnabled(s *snapshot) {
+	for i := range s.etcd.health.Members {
+		s.etcd.health.Members[i].Downgrade = etcdutil.DowngradeInfo{Enabled: true, TargetVersion: "3.5.0"}
+	}
+}
 
 func budgetKeeps(n int32) snapMod {
 	return func(s *snapshot) {
