@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
@@ -76,7 +77,9 @@ func admissions(t *testing.T) map[string]*admission {
 	return out
 }
 
-// roundTrip gives the object the JSON types (float64 numbers, ...) the apiserver sees.
+// roundTrip gives the object the JSON types the apiserver sees: whole numbers
+// decode as int64 (apimachinery's json), so the schema's messages read as the
+// apiserver's do ("31536000", never "3.1536e+07").
 func roundTrip(t *testing.T, obj map[string]any) map[string]any {
 	t.Helper()
 	raw, err := json.Marshal(obj)
@@ -84,7 +87,7 @@ func roundTrip(t *testing.T, obj map[string]any) map[string]any {
 		t.Fatal(err)
 	}
 	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := utiljson.Unmarshal(raw, &out); err != nil {
 		t.Fatal(err)
 	}
 	return out
