@@ -466,4 +466,7 @@ main() {
 	print_usage
 }
 
-main "$@"
+# Sourced (by node-restart.sh) for its phases, run otherwise.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
+fi
