@@ -552,9 +552,20 @@ func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) 
 		return outcome{err: kubeError("list EtcdRestores", err)}
 	}
 	for _, r := range restores.Items {
-		if r.Spec.EtcdCluster.Name == c.name && r.Status.Phase != api.RestorePhaseCompleted && r.Status.Phase != api.RestorePhaseFailed {
+		finished := r.Status.Phase == api.RestorePhaseCompleted || r.Status.Phase == api.RestorePhaseFailed
+		switch {
+		case r.Spec.EtcdCluster.Name == c.name && !finished:
 			c.log.Infof("waiting for EtcdRestore %s to restore the cluster", r.Name)
 			return outcome{requeue: c.cfg.ReconcileInterval}
+		case r.Name == c.name:
+			// The restore takes the cluster's name, so the record of an
+			// earlier, finished restore must make way; it holds no data.
+			err := c.cfg.EtcdClient.EtcdV1beta2().EtcdRestores(c.namespace).Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &r.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return outcome{err: kubeError("delete the finished EtcdRestore "+r.Name, err)}
+			}
+			c.log.Infof("deleted EtcdRestore %s (%s) of an earlier restore, to restore the cluster again", r.Name, r.Status.Phase)
+			return outcome{requeue: c.cfg.MinPassInterval}
 		}
 	}
 	backups, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdBackups(c.namespace).List(ctx, metav1.ListOptions{})
@@ -574,9 +585,14 @@ func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) 
 			fmt.Errorf("no EtcdBackup of this cluster in %s has succeeded; restore it with an EtcdRestore", c.namespace))}
 	}
 	storage, src, _ := api.RestoreSourceOf(newest)
+	// Named like the cluster: the restore operator recreates the cluster
+	// under the restore's name, and admission refuses any other.
 	restore := &api.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-recovery-%d", c.name, c.now().Unix()), Namespace: c.namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace},
 		Spec:       api.RestoreSpec{BackupStorageType: storage, RestoreSource: src, EtcdCluster: api.EtcdClusterRef{Name: c.name}},
+	}
+	if err := restore.Validate(); err != nil {
+		return outcome{err: newPassError(problemNoMembersRunning, "disaster recovery from EtcdBackup "+newest.Name, err)}
 	}
 	if _, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdRestores(c.namespace).Create(ctx, restore, metav1.CreateOptions{}); err != nil {
 		return outcome{err: kubeError("create EtcdRestore "+restore.Name, err)}

@@ -597,6 +597,52 @@ func TestDisasterRecovery(t *testing.T) {
 			t.Errorf("the survivor kept --force-new-cluster: %q", cmd)
 		}
 	})
+	fromBackup := func(t *testing.T, objs ...runtime.Object) *fixture {
+		f := newFixture(t, newTestCluster(lost, func(cl *api.EtcdCluster) {
+			cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, FromBackup: true}
+		}))
+		f.withMembers(memberA, memberB, memberC)
+		b := &api.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: "backup", Namespace: testNS},
+			Spec: api.BackupSpec{EtcdEndpoints: []string{"http://example-client:2379"}, StorageType: api.BackupStorageTypeS3,
+				BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "bucket/key", AWSSecret: "aws"}}},
+			Status: api.BackupStatus{Succeeded: true, BackupPath: "bucket/key", LastSuccessDate: metav1.NewTime(testStart.Add(-time.Hour)), EtcdRevision: 50},
+		}
+		for _, o := range append(objs, b) {
+			if err := f.crs.Tracker().Add(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f
+	}
+	t.Run("the EtcdRestore is one admission takes: named like the cluster", func(t *testing.T) {
+		f := fromBackup(t)
+		f.mustPass()
+		r, err := f.crs.EtcdV1beta2().EtcdRestores(testNS).Get(context.Background(), testName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("admission refuses the operator's EtcdRestore: %v", err)
+		}
+	})
+	t.Run("a finished EtcdRestore of the cluster's name makes way for the recovery", func(t *testing.T) {
+		old := &api.EtcdRestore{
+			ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, UID: "earlier"},
+			Spec:       api.RestoreSpec{EtcdCluster: api.EtcdClusterRef{Name: testName}},
+			Status:     api.RestoreStatus{Phase: api.RestorePhaseCompleted, Succeeded: true},
+		}
+		f := fromBackup(t, old)
+		f.mustPass()
+		f.mustPass()
+		r, err := f.crs.EtcdV1beta2().EtcdRestores(testNS).Get(context.Background(), testName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.UID == "earlier" || r.Status.Phase != "" || r.Spec.S3 == nil || r.Spec.S3.Path != "bucket/key" {
+			t.Errorf("restore %+v, want a new one from the backup", r)
+		}
+	})
 	t.Run("with no member's data left, an EtcdRestore restores the newest successful backup of the cluster", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(lost, func(cl *api.EtcdCluster) {
 			cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, FromBackup: true}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -154,7 +155,21 @@ func ensureBackupRestoreCRDs(t *testing.T) {
 		if _, err := f.Kubectl(ctx, "apply", "-f", f.Env.Path("example", "crd", name+".yaml")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+name); err != nil {
+		// Not kubectl wait: on a CRD created a moment ago it fails at once
+		// ("status.conditions accessor error") instead of waiting.
+		err = framework.WaitFor(ctx, time.Minute, framework.Poll, "CRD "+name+" to be Established", func(ctx context.Context) (bool, string, error) {
+			crd, err := f.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("conditions %+v", crd.Status.Conditions), nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,87 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// TestDisasterRecoveryFromTheNewestBackup opts a cluster on emptyDir volumes
+// into disaster recovery from backups and kills every member's pod: no
+// member's data is left. After the grace period the operator asks the
+// restore operator (an EtcdRestore of its own) to restore the cluster from
+// its newest successful EtcdBackup, and the cluster comes back at full size
+// with exactly the keys that backup holds.
+func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	ns := newNamespace(t, "drbackup")
+	installOperator(t, ns, framework.Install{})
+	t.Cleanup(func() { releaseRestores(t, ns) })
+
+	bucket := "e2e-drbackup"
+	srv := startS3Server(t, bucket)
+	secret := createS3Secret(t, ns, srv)
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+
+	name := framework.UniqueName("drb")
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, GracePeriodInSecond: 10, FromBackup: true}
+	createClusterIn(t, ns, ns, cl)
+	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	writeKeys(t, ns, name, "/e2e/backed-up")
+	backUp(t, ns, name, srv, bucket, "backups/"+name+".db", secret)
+	putKeys(t, ns, name, "/e2e/after/", 10)
+
+	for _, p := range pods {
+		if err := f.KillPod(ctx, ns, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lostAt := time.Now()
+	t.Logf("killed every member %v: no member's data is left", pods)
+
+	var recovery string
+	err := framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
+		list, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, r := range list.Items {
+			if r.Spec.EtcdCluster.Name != name {
+				continue
+			}
+			recovery = r.Name
+			switch r.Status.Phase {
+			case api.RestorePhaseCompleted:
+				return true, "", nil
+			case api.RestorePhaseFailed:
+				return false, "", fmt.Errorf("EtcdRestore %s failed: %s", r.Name, r.Status.Reason)
+			}
+			return false, fmt.Sprintf("EtcdRestore %s: %s %s", r.Name, r.Status.Phase, r.Status.Reason), nil
+		}
+		return false, "no EtcdRestore yet", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, name, 3, changeTimeout, pods...)
+	t.Logf("restored from the newest backup by EtcdRestore %s and 3/3 ready %.1fs after every member was lost", recovery, time.Since(lostAt).Seconds())
+	expectKeys(t, ns, name, "/e2e/backed-up")
+	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
+		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
+	}
+	if !strings.Contains(eventsOf(t, ns, name), "DisasterRecovery") {
+		t.Error("no DisasterRecovery event on the cluster")
+	}
+}
