@@ -28,6 +28,7 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Defaults of Config.
@@ -76,6 +77,9 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics may be nil (no metrics).
 	Metrics *Metrics
+	// Status writes the EtcdCluster's status; nil means one of the cluster's
+	// own (statusutil.ForClusters).
+	Status *statusutil.ClusterWriter
 	// Etcd talks to etcd; nil means the real thing (NewEtcdAPI).
 	Etcd EtcdAPI
 	// ReconcileInterval is the tick of the diff loop; pod events wake it earlier.
@@ -131,6 +135,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Log == nil {
 		cfg.Log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if cfg.Status == nil {
+		cfg.Status = statusutil.ForClusters(cfg.EtcdClient, cfg.Recorder, cfg.Log)
 	}
 	return cfg
 }

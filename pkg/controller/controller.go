@@ -11,6 +11,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -113,6 +114,9 @@ func New(cfg Config) *Controller {
 	if c.cfg.Cluster.Log == nil {
 		c.cfg.Cluster.Log = cfg.Log
 	}
+	// One writer for every cluster: whether the CRD serves the status
+	// subresource, and whether the role may use it, holds for all of them.
+	c.cfg.Cluster.Status = statusutil.ForClusters(cfg.EtcdClient, cfg.Recorder, c.cfg.Cluster.Log)
 	return c
 }
 

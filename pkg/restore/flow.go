@@ -25,6 +25,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Event reasons on EtcdRestores: Normal at each step, Warning on trouble.
@@ -95,6 +96,10 @@ type Config struct {
 // created, so any replica can pick a restore up where another left it.
 type Flow struct {
 	cfg Config
+	// restores and clusters write the statuses of EtcdRestores and, for the
+	// hand-over, of EtcdClusters.
+	restores *statusutil.RestoreWriter
+	clusters *statusutil.ClusterWriter
 }
 
 // NewFlow fills in the defaults of cfg.
@@ -118,7 +123,11 @@ func NewFlow(cfg Config) *Flow {
 		cfg.Clock = clock.RealClock{}
 	}
 	cfg.Log = cfg.Log.WithField("pkg", "restore")
-	return &Flow{cfg: cfg}
+	return &Flow{
+		cfg:      cfg,
+		restores: statusutil.ForRestores(cfg.Etcd, cfg.Recorder, cfg.Log),
+		clusters: statusutil.ForClusters(cfg.Etcd, cfg.Recorder, cfg.Log),
+	}
 }
 
 // Timeout is the configured restore timeout.
@@ -620,18 +629,10 @@ func (f *Flow) recordSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 // bootstraps the cluster itself. Only the phase is changed, whatever
 // etcd-operator has written meanwhile.
 func (f *Flow) setPhaseRunning(ctx context.Context, cl *api.EtcdCluster) error {
-	clusters := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(cl.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := clusters.Get(ctx, cl.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+	_, err := f.clusters.Change(ctx, cl.Namespace, cl.Name, cl.UID, func(st *api.ClusterStatus) {
+		if st.Phase == api.ClusterPhaseNone {
+			st.Phase = api.ClusterPhaseRunning
 		}
-		if cur.UID != cl.UID || cur.Status.Phase != api.ClusterPhaseNone {
-			return nil
-		}
-		cur.Status.Phase = api.ClusterPhaseRunning
-		_, err = clusters.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
 	if err != nil {
 		return fmt.Errorf("set the phase of EtcdCluster %s/%s to Running: %w", cl.Namespace, cl.Name, err)
@@ -851,7 +852,7 @@ func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change fun
 	}
 	upd := er.DeepCopy()
 	upd.Status = *st
-	out, err := f.cfg.Etcd.EtcdV1beta2().EtcdRestores(er.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	out, err := f.restores.Write(ctx, upd)
 	return f.written(er, out, err, "update status of")
 }
 

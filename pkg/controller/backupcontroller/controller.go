@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -31,6 +30,7 @@ import (
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Event reasons on EtcdBackups.
@@ -86,6 +86,7 @@ type Controller struct {
 	synced      cache.InformerSynced
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    record.EventRecorder
+	status      *statusutil.BackupWriter
 	metrics     *Metrics
 	backup      BackupFunc
 	log         *logrus.Entry
@@ -106,13 +107,15 @@ type Controller struct {
 	afterSync func(key string, err error)
 }
 
-// runner is one periodic EtcdBackup's schedule, for one generation of its spec.
+// runner is one periodic EtcdBackup's schedule, for one spec. A runner is told
+// by its spec, not by the generation: on a CRD without the status subresource
+// every status write moves the generation, and a runner restarted by its own
+// write would back up without end.
 type runner struct {
-	uid        types.UID
-	generation int64
-	spec       api.BackupSpec
-	cancel     context.CancelFunc
-	done       chan struct{}
+	uid    types.UID
+	spec   api.BackupSpec
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // New wires the event handlers; nothing runs until Run.
@@ -130,6 +133,7 @@ func New(cfg Config) *Controller {
 		maxRetries:  cfg.MaxRetries,
 		runners:     map[string]*runner{},
 	}
+	c.status = statusutil.ForBackups(cfg.Client, cfg.Recorder, c.log)
 	if c.metrics == nil {
 		c.metrics = NewMetrics(prometheus.NewRegistry())
 	}
@@ -283,12 +287,12 @@ func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBac
 }
 
 // ensureRunner keeps exactly one runner for the current spec of a periodic backup.
-// A new spec (generation) stops the old runner and starts over, backing up at once.
+// A new spec stops the old runner and starts over, backing up at once.
 func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdBackup) error {
 	c.mu.Lock()
 	r := c.runners[key]
 	c.mu.Unlock()
-	if r != nil && r.uid == eb.UID && r.generation == eb.Generation && equality.Semantic.DeepEqual(r.spec, eb.Spec) {
+	if r != nil && r.uid == eb.UID && equality.Semantic.DeepEqual(r.spec, eb.Spec) {
 		return nil
 	}
 	c.stopRunner(key)
@@ -298,7 +302,7 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 		return err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r = &runner{uid: eb.UID, generation: eb.Generation, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{})}
+	r = &runner{uid: eb.UID, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()
 	c.runners[key] = r
 	c.mu.Unlock()
@@ -333,7 +337,7 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	eb, err := c.lister.EtcdBackups(namespace).Get(name)
-	if err != nil || eb.UID != r.uid || eb.Generation != r.generation || eb.DeletionTimestamp != nil {
+	if err != nil || eb.UID != r.uid || !equality.Semantic.DeepEqual(eb.Spec, r.spec) || eb.DeletionTimestamp != nil {
 		return // gone or changed: a worker is about to stop or replace this runner
 	}
 	res, err := c.runBackup(ctx, eb)
@@ -414,28 +418,12 @@ func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reas
 	})
 }
 
-// updateStatus applies change to the newest EtcdBackup and writes it through the
-// status subresource, unless nothing changed. It reads from the API server, not the
-// cache, so that it never writes over a change it has not seen.
+// updateStatus applies change to the newest EtcdBackup and writes it, unless
+// nothing changed. It reads from the API server, not the cache, so that it never
+// writes over a change it has not seen; a conflict is retried from a fresh read,
+// as the result it records holds whatever changed meanwhile.
 func (c *Controller) updateStatus(ctx context.Context, eb *api.EtcdBackup, change func(*api.BackupStatus)) error {
-	backups := c.client.EtcdV1beta2().EtcdBackups(eb.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := backups.Get(ctx, eb.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != eb.UID {
-			return nil // replaced by a new EtcdBackup of the same name
-		}
-		st := cur.Status.DeepCopy()
-		change(st)
-		if equality.Semantic.DeepEqual(*st, cur.Status) {
-			return nil
-		}
-		cur.Status = *st
-		_, err = backups.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
+	_, err := c.status.Change(ctx, eb.Namespace, eb.Name, eb.UID, change)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
