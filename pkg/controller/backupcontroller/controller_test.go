@@ -11,6 +11,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
 
 func hasFinalizer(eb *api.EtcdBackup) bool {
@@ -143,6 +144,21 @@ func TestPeriodicFailureIsReportedAndTheNextPeriodClearsIt(t *testing.T) {
 	if st.Reason != "" {
 		t.Fatalf("reason %q kept after a success", st.Reason)
 	}
+}
+
+func TestPeriodicBackupOnACRDWithoutTheStatusSubresourceIsNotRestartedByItsOwnStatus(t *testing.T) {
+	// Without the subresource every status write moves the generation.
+	f := newFixture(t, []*api.EtcdBackup{newBackup("old-crd", 60)}, func(f *fixture, _ *Config) {
+		statustest.WithoutStatusSubresource(f.client, api.EtcdBackupResourcePlural, false)
+	})
+	f.waitStatus("old-crd", "first success", func(s api.BackupStatus) bool { return s.Succeeded && s.EtcdRevision == 101 })
+	f.resync("old-crd", func(eb *api.EtcdBackup) bool { return eb.Status.Succeeded && eb.Generation > 1 })
+	if n := f.backups.callCount("old-crd"); n != 1 {
+		t.Fatalf("%d backups before the first interval ended: the status write restarted the schedule", n)
+	}
+	eventually(t, "the ticker is waiting", f.clock.HasWaiters)
+	f.clock.Step(60 * time.Second)
+	f.waitStatus("old-crd", "the second success", func(s api.BackupStatus) bool { return s.EtcdRevision == 102 })
 }
 
 func TestPeriodicSpecChangeRestartsTheSchedule(t *testing.T) {

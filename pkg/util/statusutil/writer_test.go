@@ -8,7 +8,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,9 +17,8 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
-
-var clustersGVR = api.SchemeGroupVersion.WithResource(api.EtcdClusterResourcePlural)
 
 type fixture struct {
 	client   *fake.Clientset
@@ -45,41 +43,6 @@ func cluster(generation int64) *api.EtcdCluster {
 		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", Generation: generation, ResourceVersion: "1"},
 		Spec:       api.ClusterSpec{Size: 3},
 	}
-}
-
-// withoutStatusSubresource makes the fake clientset answer as an apiserver
-// whose CRD serves no /status: PUT .../status is NotFound, and an update of
-// the object moves its generation when anything but metadata changed. With
-// prune, the CRD's schema drops status.
-func withoutStatusSubresource(c *fake.Clientset, prune bool) {
-	c.PrependReactor("update", api.EtcdClusterResourcePlural, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		u := a.(k8stesting.UpdateAction)
-		if u.GetSubresource() == "status" {
-			return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: api.GroupName, Resource: "etcdclusters/status"}, "")
-		}
-		obj := u.GetObject().(*api.EtcdCluster).DeepCopy()
-		old, err := c.Tracker().Get(clustersGVR, obj.Namespace, obj.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		if prune {
-			obj.Status = api.ClusterStatus{}
-		}
-		prev := old.(*api.EtcdCluster)
-		if !equality.Semantic.DeepEqual(prev.Spec, obj.Spec) || !equality.Semantic.DeepEqual(prev.Status, obj.Status) {
-			obj.Generation = prev.Generation + 1
-		}
-		return true, obj, c.Tracker().Update(clustersGVR, obj, obj.Namespace)
-	})
-}
-
-func forbidStatus(c *fake.Clientset) {
-	c.PrependReactor("update", api.EtcdClusterResourcePlural, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: api.GroupName, Resource: "etcdclusters/status"}, "c", nil)
-	})
 }
 
 func (f *fixture) write(t *testing.T, phase api.ClusterPhase) *api.EtcdCluster {
@@ -142,7 +105,7 @@ func TestWriteUsesTheStatusSubresourceWhenServed(t *testing.T) {
 
 func TestWithoutTheSubresourceStatusGoesWithAnUpdateOfTheObjectAndSettles(t *testing.T) {
 	f := newFixture(t, cluster(1))
-	withoutStatusSubresource(f.client, false)
+	statustest.WithoutStatusSubresource(f.client, api.EtcdClusterResourcePlural, false)
 	out := f.write(t, api.ClusterPhaseRunning)
 	if out.Status.Phase != api.ClusterPhaseRunning {
 		t.Fatalf("phase %q, want Running", out.Status.Phase)
@@ -171,7 +134,7 @@ func TestWithoutTheSubresourceStatusGoesWithAnUpdateOfTheObjectAndSettles(t *tes
 
 func TestASchemaThatPrunesStatusIsReportedOnceWithTheFix(t *testing.T) {
 	f := newFixture(t, cluster(1))
-	withoutStatusSubresource(f.client, true)
+	statustest.WithoutStatusSubresource(f.client, api.EtcdClusterResourcePlural, true)
 	f.write(t, api.ClusterPhaseRunning)
 	f.write(t, api.ClusterPhaseRunning)
 	ev := f.events()
@@ -190,7 +153,7 @@ func TestASchemaThatPrunesStatusIsReportedOnceWithTheFix(t *testing.T) {
 
 func TestARoleWithoutTheStatusRuleFallsBackAndNamesTheRule(t *testing.T) {
 	f := newFixture(t, cluster(1))
-	forbidStatus(f.client)
+	statustest.ForbidStatus(f.client, api.EtcdClusterResourcePlural)
 	f.write(t, api.ClusterPhaseRunning)
 	f.write(t, api.ClusterPhaseCreating)
 	if got := f.updates(); strings.Join(got, ",") != "status,object,object" {
@@ -209,7 +172,7 @@ func TestARoleWithoutTheStatusRuleFallsBackAndNamesTheRule(t *testing.T) {
 
 func TestTheSubresourceIsTriedAgainAfterTheReprobeInterval(t *testing.T) {
 	f := newFixture(t, cluster(1))
-	forbidStatus(f.client)
+	statustest.ForbidStatus(f.client, api.EtcdClusterResourcePlural)
 	f.write(t, api.ClusterPhaseRunning)
 	f.client.ReactionChain = f.client.ReactionChain[1:] // the role is fixed
 	f.now = f.now.Add(ReprobeInterval)
@@ -239,7 +202,7 @@ func TestAConflictIsReturnedNotWrittenOver(t *testing.T) {
 
 func TestAWriteToADeletedObjectIsNotFound(t *testing.T) {
 	f := newFixture(t)
-	withoutStatusSubresource(f.client, false)
+	statustest.WithoutStatusSubresource(f.client, api.EtcdClusterResourcePlural, false)
 	obj := cluster(1)
 	obj.Status.Phase = api.ClusterPhaseRunning
 	if _, err := f.w.Write(context.Background(), obj); !apierrors.IsNotFound(err) {
