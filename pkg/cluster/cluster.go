@@ -27,6 +27,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
@@ -208,8 +209,8 @@ type Cluster struct {
 
 	// errBackoff spaces retries after failed passes; waitBackoff spaces
 	// polls of etcd while waiting for it to accept a change.
-	errBackoff  backoff
-	waitBackoff backoff
+	errBackoff  failure.Backoff
+	waitBackoff failure.Backoff
 }
 
 // membershipCache is etcd's membership as this goroutine last read it from
@@ -257,8 +258,8 @@ func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 		randomSuffix: func() string { return utilrand.String(10) },
 		announced:    map[string]announcement{},
 		replaced:     map[string]replacement{},
-		errBackoff:   backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff},
-		waitBackoff:  backoff{min: cfg.MinBackoff, max: min(etcdHealthInterval, cfg.ReconcileInterval)},
+		errBackoff:   failure.Backoff{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
+		waitBackoff:  failure.Backoff{Min: cfg.MinBackoff, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
 	}
 	c.take(cl)
 	return c
@@ -349,11 +350,11 @@ func (c *Cluster) run() {
 			now := c.now()
 			p.lastPass = now
 			if err != nil {
-				p.backoffUntil = now.Add(c.errBackoff.next())
+				p.backoffUntil = now.Add(c.errBackoff.Next())
 				s.at(p.backoffUntil, now)
 				continue
 			}
-			c.errBackoff.reset()
+			c.errBackoff.Reset()
 			p.backoffUntil = time.Time{}
 			if requeue > 0 {
 				s.at(now.Add(requeue), now)
@@ -442,22 +443,6 @@ func later(a, b time.Time) time.Time {
 	}
 	return a
 }
-
-// backoff doubles from min to max.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // event records an event on the EtcdCluster. The object's kind is set on a
 // copy so the recorder can build the reference without knowing our scheme.

@@ -187,21 +187,6 @@ func TestPacer(t *testing.T) {
 		t.Errorf("a spec change during backoff runs at %v, want at once", got)
 	}
 
-	b := backoff{min: time.Second, max: 30 * time.Second}
-	var seq []time.Duration
-	for range 7 {
-		seq = append(seq, b.next())
-	}
-	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
-	for i := range want {
-		if seq[i] != want[i]*time.Second {
-			t.Fatalf("backoff = %v, want %v seconds", seq, want)
-		}
-	}
-	b.reset()
-	if b.next() != time.Second {
-		t.Error("reset did not restart the backoff")
-	}
 }
 
 func TestScheduler(t *testing.T) {

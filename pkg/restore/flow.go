@@ -24,6 +24,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
@@ -249,20 +250,20 @@ func (f *Flow) validate(ctx context.Context, er *api.EtcdRestore) (*api.EtcdClus
 		return nil, nil, loc, err
 	}
 	if err := er.Validate(); err != nil {
-		return nil, nil, loc, backup.Permanent(fmt.Errorf("invalid spec: %w", err))
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("invalid spec: %w", err))
 	}
 	cl, err := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(er.Namespace).Get(ctx, er.Spec.EtcdCluster.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, nil, loc, backup.Permanent(fmt.Errorf("EtcdCluster %s/%s does not exist: an EtcdRestore replaces an existing cluster and copies its spec; create the cluster (it may be paused) and a new EtcdRestore",
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("EtcdCluster %s/%s does not exist: an EtcdRestore replaces an existing cluster and copies its spec; create the cluster (it may be paused) and a new EtcdRestore",
 			er.Namespace, er.Spec.EtcdCluster.Name))
 	case err != nil:
 		return nil, nil, loc, fmt.Errorf("get EtcdCluster %s/%s: %w", er.Namespace, er.Spec.EtcdCluster.Name, err)
 	case cl.DeletionTimestamp != nil:
-		return nil, nil, loc, backup.Permanent(fmt.Errorf("EtcdCluster %s/%s is being deleted; its spec cannot be relied on", cl.Namespace, cl.Name))
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("EtcdCluster %s/%s is being deleted; its spec cannot be relied on", cl.Namespace, cl.Name))
 	}
 	if err := cl.Validate(); err != nil {
-		return nil, nil, loc, backup.Permanent(fmt.Errorf("EtcdCluster %s/%s has an invalid spec, which the restored cluster would copy; fix it first: %w", cl.Namespace, cl.Name, err))
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("EtcdCluster %s/%s has an invalid spec, which the restored cluster would copy; fix it first: %w", cl.Namespace, cl.Name, err))
 	}
 	store, loc, err := f.cfg.Open(ctx, er.Namespace, &er.Spec)
 	if err != nil {
@@ -297,8 +298,8 @@ func (f *Flow) failOrRetry(ctx context.Context, er *api.EtcdRestore, attempt int
 		return 0, ctx.Err() // shutting down; the next leader runs it again
 	}
 	reason := err.Error()
-	if backup.IsPermanent(err) || attempt >= f.cfg.MaxRetries {
-		if !backup.IsPermanent(err) {
+	if failure.IsPermanent(err) || attempt >= f.cfg.MaxRetries {
+		if !failure.IsPermanent(err) {
 			reason = fmt.Sprintf("%s (gave up after %d attempts)", reason, attempt+1)
 		}
 		return 0, f.fail(ctx, er, reason+"; EtcdCluster "+er.Spec.EtcdCluster.Name+" was not touched")
@@ -336,7 +337,7 @@ func (f *Flow) restore(ctx context.Context, er *api.EtcdRestore) (time.Duration,
 	case err != nil && ctx.Err() != nil:
 		return 0, ctx.Err()
 	case err != nil:
-		permanent = backup.IsPermanent(err)
+		permanent = failure.IsPermanent(err)
 		if !permanent && elapsed < f.cfg.Timeout {
 			f.logFor(er).Warnf("hand-over step failed, will retry: %v", err)
 			return 0, &RetryError{Err: err}
@@ -406,11 +407,11 @@ func (f *Flow) handOver(ctx context.Context, er *api.EtcdRestore, plan *Plan) (s
 	case cl.UID == plan.Cluster.UID:
 		return f.deleteOld(ctx, er, cl)
 	case cl.Annotations[RestoredByAnnotation] != string(er.UID):
-		return "", backup.Permanent(fmt.Errorf("EtcdCluster %s (uid %s) was created by someone else while the restore replaced the old one; it is left alone", name, cl.UID))
+		return "", failure.Permanent(fmt.Errorf("EtcdCluster %s (uid %s) was created by someone else while the restore replaced the old one; it is left alone", name, cl.UID))
 	}
 
 	if cl.DeletionTimestamp != nil {
-		return "", backup.Permanent(fmt.Errorf("the restored EtcdCluster %s is being deleted", name))
+		return "", failure.Permanent(fmt.Errorf("the restored EtcdCluster %s is being deleted", name))
 	}
 	seed, err := f.ensureSeed(ctx, er, plan, cl)
 	if err != nil {
@@ -568,7 +569,7 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 	// Creating the seed is safe only while etcd-operator cannot have bootstrapped
 	// the cluster on its own: it is paused, or its phase already says Running.
 	if len(others) > 0 || !cl.Spec.Paused && cl.Status.Phase != api.ClusterPhaseRunning {
-		return nil, backup.Permanent(fmt.Errorf("EtcdCluster %s was unpaused before the restore created its seed (phase %q, member pods %v): it does not hold the backup's data",
+		return nil, failure.Permanent(fmt.Errorf("EtcdCluster %s was unpaused before the restore created its seed (phase %q, member pods %v): it does not hold the backup's data",
 			cl.Name, cl.Status.Phase, others))
 	}
 	if cl.Status.Phase == api.ClusterPhaseNone {
@@ -681,7 +682,7 @@ func (f *Flow) progress(cl *api.EtcdCluster, seed *corev1.Pod) (string, error) {
 		return fmt.Sprintf("waiting for etcd-operator to grow the restored cluster: %d of %d members ready, Available %v", ready, cl.Spec.Size, available), nil
 	}
 	if msg := seedFailure(seed); msg != "" && ready == 0 {
-		return "", backup.Permanent(fmt.Errorf("seed pod %s failed: %s", seed.Name, msg))
+		return "", failure.Permanent(fmt.Errorf("seed pod %s failed: %s", seed.Name, msg))
 	}
 	if seed.Status.Phase == corev1.PodPending || seed.Status.Phase == "" {
 		return fmt.Sprintf("waiting for seed pod %s to restore the backup and start: %s", seed.Name, describePending(seed)), nil

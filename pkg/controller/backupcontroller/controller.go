@@ -29,6 +29,7 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
@@ -278,7 +279,7 @@ func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBac
 		return c.recordSuccess(ctx, eb, res)
 	}
 	reason := err.Error()
-	if attempt := c.queue.NumRequeues(key) + 1; !backup.IsPermanent(err) && attempt <= c.maxRetries {
+	if attempt := c.queue.NumRequeues(key) + 1; !failure.IsPermanent(err) && attempt <= c.maxRetries {
 		c.logFor(eb).Warnf("backup attempt %d of %d failed, will retry: %s", attempt, c.maxRetries+1, reason)
 		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
 		return errRetry{err}
@@ -367,7 +368,7 @@ func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup) (res *ba
 	defer func() {
 		if p := recover(); p != nil {
 			c.logFor(eb).Errorf("backup panicked: %v", p)
-			res, err = nil, backup.Permanent(fmt.Errorf("internal error: the backup panicked: %v", p))
+			res, err = nil, failure.Permanent(fmt.Errorf("internal error: the backup panicked: %v", p))
 		}
 		if ctx.Err() == nil {
 			c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)

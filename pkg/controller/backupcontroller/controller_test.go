@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
 
@@ -59,7 +59,7 @@ func TestOneShotBackupRunsOnceAndNeverAgain(t *testing.T) {
 
 func TestOneShotPermanentFailureIsFinalAtOnce(t *testing.T) {
 	f := newFixture(t, []*api.EtcdBackup{newBackup("bad", 0)},
-		withOutcomes("bad", outcome{err: backup.Permanent(errors.New("the AWS config in secret ns/aws has no region"))}))
+		withOutcomes("bad", outcome{err: failure.Permanent(errors.New("the AWS config in secret ns/aws has no region"))}))
 
 	st := f.waitStatus("bad", "a reason", func(s api.BackupStatus) bool { return s.Reason != "" })
 	if st.Succeeded || st.Reason != "the AWS config in secret ns/aws has no region" {
