@@ -49,6 +49,10 @@ const (
 	// before its Reason becomes final; the original's number. With the default rate
 	// limiter the retries span about three minutes.
 	DefaultMaxRetries = 15
+	// DefaultMaxFailureBackoff caps the wait between attempts of a periodic backup
+	// that keeps failing (an interval longer than it is kept), and is the wait
+	// after a permanent failure: a fixed secret or bucket is noticed within it.
+	DefaultMaxFailureBackoff = time.Hour
 	// DefaultMaxConcurrentBackups bounds the backups running at once, one-shot and
 	// periodic together: each holds a few upload part buffers, so this bounds the
 	// operator's memory however many EtcdBackups there are.
@@ -76,6 +80,7 @@ type Config struct {
 	// workqueue.DefaultTypedControllerRateLimiter.
 	MaxRetries           int
 	MaxConcurrentBackups int
+	MaxFailureBackoff    time.Duration
 	Clock                clock.WithTicker
 	RateLimiter          workqueue.TypedRateLimiter[string]
 }
@@ -94,6 +99,8 @@ type Controller struct {
 	clusterWide bool
 	clock       clock.WithTicker
 	maxRetries  int
+	// maxFailureBackoff: see DefaultMaxFailureBackoff.
+	maxFailureBackoff time.Duration
 	// slots bounds concurrent backups; a backup holds one while it runs.
 	slots chan struct{}
 
@@ -143,6 +150,10 @@ func New(cfg Config) *Controller {
 	}
 	if c.maxRetries <= 0 {
 		c.maxRetries = DefaultMaxRetries
+	}
+	c.maxFailureBackoff = cfg.MaxFailureBackoff
+	if c.maxFailureBackoff <= 0 {
+		c.maxFailureBackoff = DefaultMaxFailureBackoff
 	}
 	n := cfg.MaxConcurrentBackups
 	if n <= 0 {
@@ -267,7 +278,7 @@ func (c *Controller) reject(ctx context.Context, eb *api.EtcdBackup, err error) 
 	}
 	c.logFor(eb).Warnf("refused: %s", reason)
 	c.metrics.attempt(eb.Spec.StorageType, -1, true)
-	return c.recordFailure(ctx, eb, reason)
+	return c.recordFailure(ctx, eb, reason, false)
 }
 
 func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBackup) error {
@@ -284,7 +295,7 @@ func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBac
 		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
 		return errRetry{err}
 	}
-	return c.recordFailure(ctx, eb, reason)
+	return c.recordFailure(ctx, eb, reason, false)
 }
 
 // ensureRunner keeps exactly one runner for the current spec of a periodic backup.
@@ -319,40 +330,65 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 
 // runPeriodic backs up at once and then every interval until ctx is done. It
 // returns, rather than breaking out of a select, when cancelled.
+//
+// A failing backup streams a whole snapshot to the store each time, so failures
+// space the attempts out: after consecutive failures that may pass the wait
+// doubles from the interval up to maxFailureBackoff (or the interval, if longer),
+// and after a permanent failure (refused credentials, a missing bucket) it is
+// that cap at once. A success returns to the interval.
 func (c *Controller) runPeriodic(ctx context.Context, key string, r *runner) {
-	ticker := c.clock.NewTicker(time.Duration(r.spec.BackupPolicy.BackupIntervalInSecond) * time.Second)
-	defer ticker.Stop()
+	interval := time.Duration(r.spec.BackupPolicy.BackupIntervalInSecond) * time.Second
+	backoff := failure.Backoff{Min: interval, Max: max(interval, c.maxFailureBackoff)}
 	for {
-		c.periodicBackup(ctx, key, r)
+		start := c.clock.Now()
+		wait := nextAttempt(&backoff, c.periodicBackup(ctx, key, r))
+		t := c.clock.NewTimer(start.Add(wait).Sub(c.clock.Now()))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-ticker.C():
+		case <-t.C():
 		}
 	}
 }
 
-func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) {
+// nextAttempt is how long after an attempt that ended with err the next one
+// starts; b runs from the interval to the cap.
+func nextAttempt(b *failure.Backoff, err error) time.Duration {
+	switch {
+	case err == nil:
+		b.Reset()
+		return b.Min
+	case failure.IsPermanent(err):
+		return b.Max
+	}
+	return b.Next()
+}
+
+// periodicBackup takes one backup of a periodic EtcdBackup and records it. It
+// returns the backup's error, which decides when the next attempt is.
+func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) error {
 	if ctx.Err() != nil {
-		return
+		return nil
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	eb, err := c.lister.EtcdBackups(namespace).Get(name)
 	if err != nil || eb.UID != r.uid || !equality.Semantic.DeepEqual(eb.Spec, r.spec) || eb.DeletionTimestamp != nil {
-		return // gone or changed: a worker is about to stop or replace this runner
+		return nil // gone or changed: a worker is about to stop or replace this runner
 	}
-	res, err := c.runBackup(ctx, eb)
+	res, backupErr := c.runBackup(ctx, eb)
 	if ctx.Err() != nil {
-		return // stopped mid-backup; that is not the backup's failure
+		return nil // stopped mid-backup; that is not the backup's failure
 	}
-	if err == nil {
+	if backupErr == nil {
 		err = c.recordSuccess(ctx, eb, res)
 	} else {
-		err = c.recordFailure(ctx, eb, err.Error())
+		err = c.recordFailure(ctx, eb, backupErr.Error(), failure.IsPermanent(backupErr))
 	}
 	if err != nil && ctx.Err() == nil {
 		c.logFor(eb).Errorf("cannot record the backup result (the next period will): %v", err)
 	}
+	return backupErr
 }
 
 // runBackup takes a backup slot and runs the backup function, counting the attempt.
@@ -409,8 +445,13 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 }
 
 // recordFailure writes a failure. The fields of the last success stay: they still
-// describe the newest backup there is.
-func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reason string) error {
+// describe the newest backup there is. A permanent failure already recorded is
+// not reported again: it fails the same way until someone fixes its cause.
+func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reason string, permanent bool) error {
+	if permanent && !eb.Status.Succeeded && eb.Status.Reason == reason {
+		c.logFor(eb).Debugf("backup failed again, as reported: %s", reason)
+		return nil
+	}
 	c.logFor(eb).Warnf("backup failed: %s", reason)
 	c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
 	return c.updateStatus(ctx, eb, func(st *api.BackupStatus) {

@@ -161,6 +161,47 @@ func TestPeriodicBackupOnACRDWithoutTheStatusSubresourceIsNotRestartedByItsOwnSt
 	f.waitStatus("old-crd", "the second success", func(s api.BackupStatus) bool { return s.EtcdRevision == 102 })
 }
 
+func TestAFailingPeriodicBackupBacksOffUpToItsCap(t *testing.T) {
+	b := failure.Backoff{Min: time.Minute, Max: 5 * time.Minute}
+	transient := errors.New("store unreachable")
+	permanent := failure.Permanent(errors.New("bucket missing"))
+	for _, step := range []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{"a success waits the interval", nil, time.Minute},
+		{"a first failure waits the interval", transient, time.Minute},
+		{"a second failure waits twice as long", transient, 2 * time.Minute},
+		{"a third failure doubles again", transient, 4 * time.Minute},
+		{"a fourth failure is held at the cap", transient, 5 * time.Minute},
+		{"a success goes back to the interval", nil, time.Minute},
+		{"a permanent failure waits the cap at once", permanent, 5 * time.Minute},
+		{"a failure after it starts from the interval", transient, time.Minute},
+	} {
+		if got := nextAttempt(&b, step.err); got != step.want {
+			t.Errorf("%s: waits %v, want %v", step.name, got, step.want)
+		}
+	}
+}
+
+func TestAPermanentPeriodicFailureIsReportedOnceAndRetriedOnlyAtTheCap(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("nobucket", 60)},
+		withOutcomes("nobucket", outcome{err: failure.Permanent(errors.New("bucket \"b\" does not exist"))}),
+		func(_ *fixture, c *Config) { c.MaxFailureBackoff = 10 * time.Minute })
+	f.waitStatus("nobucket", "the failure", func(s api.BackupStatus) bool { return s.Reason != "" })
+	f.resync("nobucket", func(eb *api.EtcdBackup) bool { return eb.Status.Reason != "" })
+	eventually(t, "the runner waits", f.clock.HasWaiters)
+	// The whole wait at once: a runner that waited only the interval would
+	// have run on the way, and the count below would be off.
+	f.clock.Step(10 * time.Minute)
+	eventually(t, "the retry at the cap", func() bool { return f.backups.callCount("nobucket") == 2 })
+	eventually(t, "the runner waits again", f.clock.HasWaiters)
+	if n := f.events.count("Warning " + ReasonBackupFailed); n != 1 {
+		t.Errorf("%d BackupFailed events for one permanent cause, want 1", n)
+	}
+}
+
 func TestPeriodicSpecChangeRestartsTheSchedule(t *testing.T) {
 	f := newFixture(t, []*api.EtcdBackup{newBackup("changing", 60)})
 	eventually(t, "the first backup", func() bool { return f.backups.callCount("changing") == 1 })
