@@ -11,8 +11,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -299,10 +297,9 @@ func (c *Cluster) Stop() {
 // Done is closed when the goroutine has exited.
 func (c *Cluster) Done() <-chan struct{} { return c.done }
 
-// run is the goroutine. Passes are scheduled rather than run on every signal:
-// the earliest wanted time wins, pod events and ticks are held back by
-// MinPassInterval and by the error backoff, spec changes only by
-// MinPassInterval (a user fixing a problem should not wait out a backoff).
+// run is the goroutine. A panic outside a pass (safePass has its own) is
+// reported like one inside, and the loop starts again after the error
+// backoff from what it observes, so that the cluster stays looked after.
 func (c *Cluster) run() {
 	defer close(c.done)
 	defer c.cfg.Metrics.forget(c.namespace, c.name)
@@ -318,6 +315,28 @@ func (c *Cluster) run() {
 		}
 	}()
 
+	for {
+		err := failure.Safely(c.log, "the cluster's goroutine", func() { c.loop(ctx) })
+		if err == nil {
+			return // stopped
+		}
+		c.recovered(err)
+		t := time.NewTimer(c.errBackoff.Next())
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loop runs passes until the goroutine is stopped. Passes are scheduled
+// rather than run on every signal: the earliest wanted time wins, pod events
+// and ticks are held back by MinPassInterval and by the error backoff, spec
+// changes only by MinPassInterval (a user fixing a problem should not wait
+// out a backoff).
+func (c *Cluster) loop(ctx context.Context) {
 	ticker := time.NewTicker(c.cfg.ReconcileInterval)
 	defer ticker.Stop()
 	s := scheduler{timer: time.NewTimer(time.Hour)}
@@ -365,26 +384,27 @@ func (c *Cluster) run() {
 
 // safePass runs a pass and turns a panic into a reported problem, retried
 // with backoff: a bug met by one cluster must not stop every other cluster
-// of the operator. What the goroutine recorded is forgotten, so that the
-// next pass starts from what it observes.
+// of the operator.
 func (c *Cluster) safePass(ctx context.Context) (requeue time.Duration, err error) {
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		c.log.WithField("stack", string(debug.Stack())).Errorf("pass panicked: %v", r)
-		c.members.forget()
-		c.podExpect, c.upgradeExpect = nil, nil
-		p := newProblem(problemInternal, "internal error in the operator (reported in its log; the pass is retried): %v", r)
-		if _, done := c.announced[p.key()]; !done {
-			c.announced[p.key()] = announcement{seen: c.now()}
-			c.event(corev1.EventTypeWarning, p.kind.info().event, p.msg)
-		}
-		c.cfg.Metrics.failed(c.namespace, c.name, p.kind.info().code)
-		err = fmt.Errorf("pass panicked: %v", r)
-	}()
-	return c.pass(ctx)
+	if perr := failure.Safely(c.log, "a pass", func() { requeue, err = c.pass(ctx) }); perr != nil {
+		c.recovered(perr)
+		return 0, perr
+	}
+	return requeue, err
+}
+
+// recovered reports a panic of the goroutine (logged by failure.Safely) with
+// one Warning event and the metric, and forgets what the goroutine recorded,
+// so that the next pass starts from what it observes.
+func (c *Cluster) recovered(err error) {
+	c.members.forget()
+	c.podExpect, c.upgradeExpect = nil, nil
+	p := newProblem(problemInternal, "internal error in the operator (reported in its log; the pass is retried): %v", err)
+	if _, done := c.announced[p.key()]; !done {
+		c.announced[p.key()] = announcement{seen: c.now()}
+		c.event(corev1.EventTypeWarning, p.kind.info().event, p.msg)
+	}
+	c.cfg.Metrics.failed(c.namespace, c.name, p.kind.info().code)
 }
 
 // pacer decides how soon a pass may run.

@@ -248,3 +248,45 @@ func TestAPanicInAPassIsReportedAndRetried(t *testing.T) {
 	default:
 	}
 }
+
+// A panic in the goroutine outside a pass (here, a nil object handed to
+// Update) is reported, and the goroutine starts its loop again.
+func TestAPanicOutsideAPassRestartsTheLoop(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA)
+	f.pod(memberB)
+	f.pod(memberC)
+	cfg := f.c.cfg
+	cfg.MinBackoff = time.Millisecond
+	c := New(cfg, f.cl)
+	t.Cleanup(c.Stop)
+	waitFor(t, "the first pass writes the status", func() bool { return f.statusWrites() >= 1 })
+	c.Update(nil)
+	waitFor(t, "the panic is reported", func() bool {
+		for _, e := range f.events() {
+			if strings.HasPrefix(e, "Warning InternalError internal error in the operator") && strings.Contains(e, "the cluster's goroutine panicked") {
+				return true
+			}
+		}
+		return false
+	})
+	// The restarted loop takes the next spec and acts on it.
+	edited := f.cl.DeepCopy()
+	edited.Generation = 2
+	edited.Spec.Size = 5
+	c.Update(edited)
+	waitFor(t, "the restarted loop adds a member for size 5", func() bool {
+		for _, a := range f.kube.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case <-c.Done():
+		t.Fatal("the goroutine exited after the panic")
+	default:
+	}
+}

@@ -3,8 +3,12 @@ package failure
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 type codedError struct{ code string }
@@ -62,5 +66,20 @@ func TestBackoffNearTheLargestDurationDoesNotOverflow(t *testing.T) {
 		if d := b.Next(); d < b.Min {
 			t.Fatalf("delay %v fell below Min: it overflowed", d)
 		}
+	}
+}
+
+func TestSafelyTurnsAPanicIntoAnErrorLoggedWithItsStack(t *testing.T) {
+	logger, hook := logtest.NewNullLogger()
+	err := Safely(logrus.NewEntry(logger), "the runner of ns/b", func() { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "the runner of ns/b panicked: boom") {
+		t.Fatalf("err = %v", err)
+	}
+	e := hook.LastEntry()
+	if e == nil || e.Level != logrus.ErrorLevel || e.Data["panic"] != "boom" || !strings.Contains(fmt.Sprint(e.Data["stack"]), "failure_test.go") {
+		t.Errorf("log entry %+v, want an error with the panic and its stack", e)
+	}
+	if err := Safely(logrus.NewEntry(logger), "work", func() {}); err != nil {
+		t.Errorf("err = %v for work that did not panic", err)
 	}
 }
