@@ -322,10 +322,31 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 	go func() {
 		defer close(r.done) // last, so that stopRunner sees the count already down
 		defer c.liveRunners.Add(-1)
-		c.runPeriodic(rctx, key, r)
+		c.keepRunning(rctx, key, eb, r)
 	}()
 	c.logFor(eb).Infof("periodic backup every %ds started", eb.Spec.BackupPolicy.BackupIntervalInSecond)
 	return nil
+}
+
+// keepRunning runs the runner until ctx is done. A panic outside the backup
+// itself (runBackup has its own) is reported on the EtcdBackup, and the runner
+// starts again after the longest wait a failure can bring, so that one bad
+// EtcdBackup neither stops the operator nor hammers its store.
+func (c *Controller) keepRunning(ctx context.Context, key string, eb *api.EtcdBackup, r *runner) {
+	for {
+		err := failure.Safely(c.logFor(eb), "the periodic backup runner", func() { c.runPeriodic(ctx, key, r) })
+		if err == nil {
+			return
+		}
+		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, err.Error()+"; the runner starts again")
+		t := c.clock.NewTimer(c.maxFailureBackoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
 }
 
 // runPeriodic backs up at once and then every interval until ctx is done. It
@@ -401,16 +422,13 @@ func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup) (res *ba
 	}
 	defer func() { <-c.slots }()
 	start := c.clock.Now()
-	defer func() {
-		if p := recover(); p != nil {
-			c.logFor(eb).Errorf("backup panicked: %v", p)
-			res, err = nil, failure.Permanent(fmt.Errorf("internal error: the backup panicked: %v", p))
-		}
-		if ctx.Err() == nil {
-			c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)
-		}
-	}()
-	return c.backup(ctx, eb)
+	if perr := failure.Safely(c.logFor(eb), "the backup", func() { res, err = c.backup(ctx, eb) }); perr != nil {
+		res, err = nil, failure.Permanent(perr)
+	}
+	if ctx.Err() == nil {
+		c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)
+	}
+	return res, err
 }
 
 func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res *backup.Result) error {

@@ -1,15 +1,18 @@
 package backupcontroller
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
@@ -199,6 +202,27 @@ func TestAPermanentPeriodicFailureIsReportedOnceAndRetriedOnlyAtTheCap(t *testin
 	eventually(t, "the runner waits again", f.clock.HasWaiters)
 	if n := f.events.count("Warning " + ReasonBackupFailed); n != 1 {
 		t.Errorf("%d BackupFailed events for one permanent cause, want 1", n)
+	}
+}
+
+func TestAPanickingPeriodicRunnerIsReportedAndStartsAgain(t *testing.T) {
+	// A backup function that answers neither a result nor an error makes the
+	// runner panic while recording the success, outside the backup itself.
+	var calls atomic.Int32
+	f := newFixture(t, []*api.EtcdBackup{newBackup("odd", 60)},
+		withBackupFunc(func(context.Context, *api.EtcdBackup) (*backup.Result, error) {
+			calls.Add(1)
+			return nil, nil
+		}),
+		func(_ *fixture, c *Config) { c.MaxFailureBackoff = 10 * time.Minute })
+	eventually(t, "the panic is reported on the EtcdBackup", func() bool {
+		return f.events.count("Warning "+ReasonBackupFailed+" internal error: the periodic backup runner panicked") == 1
+	})
+	eventually(t, "the runner waits to start again", f.clock.HasWaiters)
+	f.clock.Step(10 * time.Minute)
+	eventually(t, "the runner starts again", func() bool { return calls.Load() == 2 })
+	if n := f.ctrl.LiveRunners(); n != 1 {
+		t.Errorf("%d runners, want 1", n)
 	}
 }
 
