@@ -77,17 +77,7 @@ func (f *fixture) updates() []string {
 	return out
 }
 
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return statustest.Events(f.recorder) }
 
 func TestWriteUsesTheStatusSubresourceWhenServed(t *testing.T) {
 	f := newFixture(t, cluster(1))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
@@ -86,5 +87,18 @@ func clearStatus(obj runtime.Object) {
 		o.Status = api.BackupStatus{}
 	case *api.EtcdRestore:
 		o.Status = api.RestoreStatus{}
+	}
+}
+
+// Events drains the events a FakeRecorder holds.
+func Events(r *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
 	}
 }
