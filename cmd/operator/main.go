@@ -15,6 +15,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	"github.com/openetcd/etcd-operator/pkg/controller"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/sirupsen/logrus"
@@ -136,7 +137,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		}
 		if plan, ok := chaos.PlanForLevel(opts.chaosLevel); ok {
 			log.Warnf("chaos level %d: etcd pods in %s will be killed at random", opts.chaosLevel, id.Namespace)
-			go chaos.Run(ctx, clients.Kube, id.Namespace, plan, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)), log)
+			go func() {
+				_ = failure.Safely(log, "the chaos monkey", func() {
+					chaos.Run(ctx, clients.Kube, id.Namespace, plan, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)), log)
+				})
+			}()
 		}
 		if err := ctrl.Run(ctx, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
 			log.Errorf("controller: %v", err)

@@ -90,7 +90,7 @@ func main() {
 // pod's download step instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
 	if len(args) > 0 && args[0] == restore.FetchSubcommand {
-		return restore.FetchMain(ctx, args[1:], log.Logger.Out)
+		return fetchBackup(ctx, args[1:], log.Logger.Out)
 	}
 	var opts options
 	parse := func() (bool, error) {

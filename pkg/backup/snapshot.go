@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // Source is the etcd cluster a snapshot is taken from.
@@ -50,7 +51,7 @@ type Snapshot struct {
 // that trailer is verified on the way, and an object that fails the check is deleted.
 func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revision int64) string) (*Snapshot, error) {
 	if len(src.Endpoints) == 0 {
-		return nil, Permanent(errors.New("no etcd endpoints to take the snapshot from"))
+		return nil, failure.Permanent(errors.New("no etcd endpoints to take the snapshot from"))
 	}
 	endpoint, rev, err := etcdutil.MaxRevisionEndpoint(ctx, src.clientConfig(), src.Endpoints)
 	if err != nil {

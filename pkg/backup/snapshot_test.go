@@ -16,6 +16,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // dialTimeout keeps tests with dead endpoints short; loopback connects at once.
@@ -155,7 +156,7 @@ func TestBackupWithAllEndpointsDeadNamesThem(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, ep)
 		}
 	}
-	if backup.IsPermanent(err) {
+	if failure.IsPermanent(err) {
 		t.Errorf("unreachable etcd marked permanent; it may come back: %v", err)
 	}
 	objs, lerr := store.List(context.Background(), "")
@@ -167,7 +168,7 @@ func TestBackupWithAllEndpointsDeadNamesThem(t *testing.T) {
 func TestBackupWithoutEndpointsIsPermanent(t *testing.T) {
 	_, store := startS3(t, nil, "backups")
 	_, err := backup.Run(context.Background(), backup.Job{Store: store, Bucket: "backups", Key: "snap"})
-	if err == nil || !backup.IsPermanent(err) {
+	if err == nil || !failure.IsPermanent(err) {
 		t.Fatalf("got %v, want a permanent error", err)
 	}
 }
@@ -189,7 +190,7 @@ func TestBackupToAnUnreachableStoreFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "s3://backups/snap") {
 		t.Fatalf("got %v, want an error naming the object", err)
 	}
-	if backup.IsPermanent(err) {
+	if failure.IsPermanent(err) {
 		t.Errorf("an unreachable store was marked permanent: %v", err)
 	}
 }

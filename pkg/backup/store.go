@@ -39,24 +39,3 @@ type ObjectInfo struct {
 	Size         int64
 	LastModified time.Time
 }
-
-// permanentError marks a failure that only the user can fix (a wrong spec, a secret
-// without the keys it needs): retrying it would fail the same way.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-// Permanent marks err as one that retrying cannot fix. nil stays nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err: err}
-}
-
-// IsPermanent tells whether err, or an error it wraps, was marked Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}

@@ -63,12 +63,12 @@ type outcome struct {
 func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 	switch a.kind {
 	case actIdle:
-		c.waitBackoff.reset()
+		c.waitBackoff.Reset()
 		return outcome{}
 	case actWait, actReadEtcd:
 		out := outcome{requeue: max(a.after, 0)}
 		if a.backoff {
-			out.requeue = c.waitBackoff.next()
+			out.requeue = c.waitBackoff.Next()
 		}
 		return out
 	case actCreateServices:
@@ -341,7 +341,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 	if err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to add %s for now: %v", a.member, err)
-			return outcome{requeue: c.waitBackoff.next()}
+			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		// The reply may have been lost after etcd added the member: the
 		// membership is unknown until read again, so that the pod is not
@@ -349,7 +349,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 		c.members.forget()
 		return outcome{err: etcdError("add member "+m.Name, err)}
 	}
-	c.waitBackoff.reset()
+	c.waitBackoff.Reset()
 	m.ID, m.IsLearner = added.ID, added.IsLearner
 	members := s.membership.Clone()
 	members.Add(&m)
@@ -369,11 +369,11 @@ func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
 	m := s.members[a.member].member
 	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
 		if isNotReadyForChange(err) {
-			return outcome{requeue: c.waitBackoff.next()}
+			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		return outcome{err: etcdError("promote learner "+a.member, err)}
 	}
-	c.waitBackoff.reset()
+	c.waitBackoff.Reset()
 	members := s.membership.Clone()
 	members[a.member].IsLearner = false
 	c.members.learn(members)
@@ -393,12 +393,12 @@ func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead 
 	c.log.Infof("removing member %s: %s", a.member, a.reason)
 	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
 		if isNotReadyForChange(err) {
-			return outcome{requeue: c.waitBackoff.next()}
+			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		c.members.forget()
 		return outcome{err: etcdError("remove member "+m.Name, err)}
 	}
-	c.waitBackoff.reset()
+	c.waitBackoff.Reset()
 	members := s.membership.Clone()
 	members.Remove(m.Name)
 	c.members.learn(members)

@@ -11,8 +11,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -27,7 +25,9 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Defaults of Config.
@@ -76,6 +76,9 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics may be nil (no metrics).
 	Metrics *Metrics
+	// Status writes the EtcdCluster's status; nil means one of the cluster's
+	// own (statusutil.ForClusters).
+	Status *statusutil.ClusterWriter
 	// Etcd talks to etcd; nil means the real thing (NewEtcdAPI).
 	Etcd EtcdAPI
 	// ReconcileInterval is the tick of the diff loop; pod events wake it earlier.
@@ -131,6 +134,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Log == nil {
 		cfg.Log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if cfg.Status == nil {
+		cfg.Status = statusutil.ForClusters(cfg.EtcdClient, cfg.Recorder, cfg.Log)
 	}
 	return cfg
 }
@@ -201,8 +207,8 @@ type Cluster struct {
 
 	// errBackoff spaces retries after failed passes; waitBackoff spaces
 	// polls of etcd while waiting for it to accept a change.
-	errBackoff  backoff
-	waitBackoff backoff
+	errBackoff  failure.Backoff
+	waitBackoff failure.Backoff
 }
 
 // membershipCache is etcd's membership as this goroutine last read it from
@@ -250,8 +256,8 @@ func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 		randomSuffix: func() string { return utilrand.String(10) },
 		announced:    map[string]announcement{},
 		replaced:     map[string]replacement{},
-		errBackoff:   backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff},
-		waitBackoff:  backoff{min: cfg.MinBackoff, max: min(etcdHealthInterval, cfg.ReconcileInterval)},
+		errBackoff:   failure.Backoff{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
+		waitBackoff:  failure.Backoff{Min: cfg.MinBackoff, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
 	}
 	c.take(cl)
 	return c
@@ -291,10 +297,9 @@ func (c *Cluster) Stop() {
 // Done is closed when the goroutine has exited.
 func (c *Cluster) Done() <-chan struct{} { return c.done }
 
-// run is the goroutine. Passes are scheduled rather than run on every signal:
-// the earliest wanted time wins, pod events and ticks are held back by
-// MinPassInterval and by the error backoff, spec changes only by
-// MinPassInterval (a user fixing a problem should not wait out a backoff).
+// run is the goroutine. A panic outside a pass (safePass has its own) is
+// reported like one inside, and the loop starts again after the error
+// backoff from what it observes, so that the cluster stays looked after.
 func (c *Cluster) run() {
 	defer close(c.done)
 	defer c.cfg.Metrics.forget(c.namespace, c.name)
@@ -310,6 +315,28 @@ func (c *Cluster) run() {
 		}
 	}()
 
+	for {
+		err := failure.Safely(c.log, "the cluster's goroutine", func() { c.loop(ctx) })
+		if err == nil {
+			return // stopped
+		}
+		c.recovered(err)
+		t := time.NewTimer(c.errBackoff.Next())
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loop runs passes until the goroutine is stopped. Passes are scheduled
+// rather than run on every signal: the earliest wanted time wins, pod events
+// and ticks are held back by MinPassInterval and by the error backoff, spec
+// changes only by MinPassInterval (a user fixing a problem should not wait
+// out a backoff).
+func (c *Cluster) loop(ctx context.Context) {
 	ticker := time.NewTicker(c.cfg.ReconcileInterval)
 	defer ticker.Stop()
 	s := scheduler{timer: time.NewTimer(time.Hour)}
@@ -342,11 +369,11 @@ func (c *Cluster) run() {
 			now := c.now()
 			p.lastPass = now
 			if err != nil {
-				p.backoffUntil = now.Add(c.errBackoff.next())
+				p.backoffUntil = now.Add(c.errBackoff.Next())
 				s.at(p.backoffUntil, now)
 				continue
 			}
-			c.errBackoff.reset()
+			c.errBackoff.Reset()
 			p.backoffUntil = time.Time{}
 			if requeue > 0 {
 				s.at(now.Add(requeue), now)
@@ -357,26 +384,27 @@ func (c *Cluster) run() {
 
 // safePass runs a pass and turns a panic into a reported problem, retried
 // with backoff: a bug met by one cluster must not stop every other cluster
-// of the operator. What the goroutine recorded is forgotten, so that the
-// next pass starts from what it observes.
+// of the operator.
 func (c *Cluster) safePass(ctx context.Context) (requeue time.Duration, err error) {
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		c.log.WithField("stack", string(debug.Stack())).Errorf("pass panicked: %v", r)
-		c.members.forget()
-		c.podExpect, c.upgradeExpect = nil, nil
-		p := newProblem(problemInternal, "internal error in the operator (reported in its log; the pass is retried): %v", r)
-		if _, done := c.announced[p.key()]; !done {
-			c.announced[p.key()] = announcement{seen: c.now()}
-			c.event(corev1.EventTypeWarning, p.kind.info().event, p.msg)
-		}
-		c.cfg.Metrics.failed(c.namespace, c.name, p.kind.info().code)
-		err = fmt.Errorf("pass panicked: %v", r)
-	}()
-	return c.pass(ctx)
+	if perr := failure.Safely(c.log, "a pass", func() { requeue, err = c.pass(ctx) }); perr != nil {
+		c.recovered(perr)
+		return 0, perr
+	}
+	return requeue, err
+}
+
+// recovered reports a panic of the goroutine (logged by failure.Safely) with
+// one Warning event and the metric, and forgets what the goroutine recorded,
+// so that the next pass starts from what it observes.
+func (c *Cluster) recovered(err error) {
+	c.members.forget()
+	c.podExpect, c.upgradeExpect = nil, nil
+	p := newProblem(problemInternal, "internal error in the operator (reported in its log; the pass is retried): %v", err)
+	if _, done := c.announced[p.key()]; !done {
+		c.announced[p.key()] = announcement{seen: c.now()}
+		c.event(corev1.EventTypeWarning, p.kind.info().event, p.msg)
+	}
+	c.cfg.Metrics.failed(c.namespace, c.name, p.kind.info().code)
 }
 
 // pacer decides how soon a pass may run.
@@ -435,22 +463,6 @@ func later(a, b time.Time) time.Time {
 	}
 	return a
 }
-
-// backoff doubles from min to max.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // event records an event on the EtcdCluster. The object's kind is set on a
 // copy so the recorder can build the reference without knowing our scheme.

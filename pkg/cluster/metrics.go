@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
 // Metrics are the per-cluster metrics. Every series carries the cluster's
@@ -35,10 +34,8 @@ func phaseLabel(p api.ClusterPhase) string {
 	return string(p)
 }
 
-// NewMetrics registers the cluster metrics on reg; a nil reg registers nothing
-// (the metrics still work, for tests). Registering twice on one registry reuses
-// the collectors already there instead of panicking, so an operator that builds
-// its controller twice in one process (tests do) keeps working.
+// NewMetrics registers the cluster metrics on reg (see promutil.Register); a
+// nil reg registers nothing.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	clusterLabels := []string{"namespace", "name"}
 	m := &Metrics{
@@ -80,32 +77,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "1 for the cluster's current phase, 0 for the others.",
 		}, append(clusterLabels, "phase")),
 	}
-	if reg != nil {
-		m.reconcileDuration = register(reg, m.reconcileDuration)
-		m.reconcileFailed = register(reg, m.reconcileFailed)
-		m.desiredSize = register(reg, m.desiredSize)
-		m.members = register(reg, m.members)
-		m.readyMembers = register(reg, m.readyMembers)
-		m.phase = register(reg, m.phase)
-	}
+	m.reconcileDuration = promutil.Register(reg, m.reconcileDuration)
+	m.reconcileFailed = promutil.Register(reg, m.reconcileFailed)
+	m.desiredSize = promutil.Register(reg, m.desiredSize)
+	m.members = promutil.Register(reg, m.members)
+	m.readyMembers = promutil.Register(reg, m.readyMembers)
+	m.phase = promutil.Register(reg, m.phase)
 	return m
-}
-
-// register registers c, or returns the identical collector already registered.
-// Any other failure is a programming error (a clashing metric name), hence the
-// panic, as prometheus.MustRegister would.
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing
-		}
-	}
-	panic(fmt.Sprintf("register cluster metrics: %v", err))
 }
 
 func (m *Metrics) observePass(ns, name string, d time.Duration) {

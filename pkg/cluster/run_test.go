@@ -187,21 +187,6 @@ func TestPacer(t *testing.T) {
 		t.Errorf("a spec change during backoff runs at %v, want at once", got)
 	}
 
-	b := backoff{min: time.Second, max: 30 * time.Second}
-	var seq []time.Duration
-	for range 7 {
-		seq = append(seq, b.next())
-	}
-	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
-	for i := range want {
-		if seq[i] != want[i]*time.Second {
-			t.Fatalf("backoff = %v, want %v seconds", seq, want)
-		}
-	}
-	b.reset()
-	if b.next() != time.Second {
-		t.Error("reset did not restart the backoff")
-	}
 }
 
 func TestScheduler(t *testing.T) {
@@ -257,6 +242,48 @@ func TestAPanicInAPassIsReportedAndRetried(t *testing.T) {
 	if !warned {
 		t.Error("the panic was not reported as an InternalError event")
 	}
+	select {
+	case <-c.Done():
+		t.Fatal("the goroutine exited after the panic")
+	default:
+	}
+}
+
+// A panic in the goroutine outside a pass (here, a nil object handed to
+// Update) is reported, and the goroutine starts its loop again.
+func TestAPanicOutsideAPassRestartsTheLoop(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA)
+	f.pod(memberB)
+	f.pod(memberC)
+	cfg := f.c.cfg
+	cfg.MinBackoff = time.Millisecond
+	c := New(cfg, f.cl)
+	t.Cleanup(c.Stop)
+	waitFor(t, "the first pass writes the status", func() bool { return f.statusWrites() >= 1 })
+	c.Update(nil)
+	waitFor(t, "the panic is reported", func() bool {
+		for _, e := range f.events() {
+			if strings.HasPrefix(e, "Warning InternalError internal error in the operator") && strings.Contains(e, "the cluster's goroutine panicked") {
+				return true
+			}
+		}
+		return false
+	})
+	// The restarted loop takes the next spec and acts on it.
+	edited := f.cl.DeepCopy()
+	edited.Generation = 2
+	edited.Spec.Size = 5
+	c.Update(edited)
+	waitFor(t, "the restarted loop adds a member for size 5", func() bool {
+		for _, a := range f.kube.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+				return true
+			}
+		}
+		return false
+	})
 	select {
 	case <-c.Done():
 		t.Fatal("the goroutine exited after the panic")

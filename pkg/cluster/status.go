@@ -286,19 +286,18 @@ func scalingMessage(current, desired int) string {
 	return fmt.Sprintf("Current cluster size: %d, desired cluster size: %d", current, desired)
 }
 
-// writeStatus writes st through the status subresource when it differs from
-// what the server holds, and tells whether it did. A conflict means the
-// object changed since this pass read it: the fresh object is taken (a spec
-// edit, the restore operator's hand-over) and nothing is written; the next
-// pass derives the status again from it.
+// writeStatus writes st when it differs from what the server holds, and
+// tells whether it did. A conflict means the object changed since this pass
+// read it: the fresh object is taken (a spec edit, the restore operator's
+// hand-over; take tells a new spec by its generation) and nothing is
+// written; the next pass derives the status again from it.
 func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(st, c.latest.Status) {
 		return true, nil
 	}
-	client := c.cfg.EtcdClient.EtcdV1beta2().EtcdClusters(c.namespace)
 	obj := c.latest.DeepCopy()
 	obj.Status = st
-	out, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+	out, err := c.cfg.Status.Write(ctx, obj)
 	switch {
 	case err == nil:
 		c.take(out)
@@ -308,7 +307,7 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 	case !apierrors.IsConflict(err):
 		return false, kubeError("write status", err)
 	}
-	fresh, err := client.Get(ctx, c.name, metav1.GetOptions{})
+	fresh, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdClusters(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil

@@ -14,6 +14,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
 
 func healthyFixture(t *testing.T) *fixture {
@@ -100,6 +102,48 @@ func TestStatusWrites(t *testing.T) {
 		f.mustPass()
 		if n := f.statusWrites(); n != 2 {
 			t.Errorf("%d status writes, want the overwritten status restored", n)
+		}
+	})
+
+	t.Run("on a CRD without the status subresource status goes with an update of the object and settles", func(t *testing.T) {
+		f := healthyFixture(t)
+		statustest.WithoutStatusSubresource(f.crs, api.EtcdClusterResourcePlural, false)
+		for range 4 {
+			f.now = f.now.Add(10 * time.Second)
+			f.mustPass()
+		}
+		var verbs []string
+		for _, a := range f.crs.Actions() {
+			verbs = append(verbs, strings.TrimSpace(a.GetVerb()+" "+a.GetSubresource()))
+		}
+		// Each object write moves the generation; observedGeneration is
+		// carried along, so the passes after it find nothing to write.
+		expect(t, "API calls", verbs, []string{"update status", "get", "update"})
+		stored, err := f.crs.Tracker().Get(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := stored.(*api.EtcdCluster)
+		if s := cl.Status; s.Size != 3 || len(s.Members.Ready) != 3 || s.ObservedGeneration != cl.Generation {
+			t.Errorf("stored generation %d, status %+v", cl.Generation, s)
+		}
+	})
+
+	t.Run("a role without etcdclusters/status is named once in a Warning", func(t *testing.T) {
+		f := healthyFixture(t)
+		statustest.ForbidStatus(f.crs, api.EtcdClusterResourcePlural)
+		f.mustPass()
+		f.now = f.now.Add(time.Minute)
+		f.indexer.Delete(f.pod(memberC))
+		f.mustPass()
+		var warnings []string
+		for _, e := range f.events() {
+			if strings.Contains(e, "etcdclusters/status") {
+				warnings = append(warnings, e)
+			}
+		}
+		if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "Warning "+statusutil.ReasonStatusSubresourceForbidden) {
+			t.Errorf("warnings about the rule: %q, want one", warnings)
 		}
 	})
 

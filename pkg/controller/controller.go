@@ -11,6 +11,8 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -78,10 +80,12 @@ func New(cfg Config) *Controller {
 	// Handlers only hand objects to goroutines without waiting on them, so a slow
 	// cluster can never hold up the informer (the original blocked, and panicked after
 	// a minute).
+	// A panic in a handler would end the informer's goroutine and, through
+	// client-go's crash handler, the process: it ends the one event instead.
 	c.clusterIndexer, c.clusterInformer = cache.NewIndexerInformer(lw, &api.EtcdCluster{}, 0, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.sync(obj) },
-		UpdateFunc: func(_, obj interface{}) { c.sync(obj) },
-		DeleteFunc: c.onDelete,
+		AddFunc:    func(obj interface{}) { c.safely("the EtcdCluster handler", func() { c.sync(obj) }) },
+		UpdateFunc: func(_, obj interface{}) { c.safely("the EtcdCluster handler", func() { c.sync(obj) }) },
+		DeleteFunc: func(obj interface{}) { c.safely("the EtcdCluster handler", func() { c.onDelete(obj) }) },
 	}, cache.Indexers{})
 
 	// One shared informer each over every etcd pod, claim and service replaces the
@@ -91,11 +95,7 @@ func New(cfg Config) *Controller {
 	c.members = informers.NewSharedInformerFactoryWithOptions(cfg.KubeClient, 0,
 		informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	poke := cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.pokeOwner,
-		UpdateFunc: func(_, obj interface{}) { c.pokeOwner(obj) },
-		DeleteFunc: c.pokeOwner,
-	}
+	poke := c.pokeHandler()
 	pods := c.members.Core().V1().Pods()
 	claims := c.members.Core().V1().PersistentVolumeClaims()
 	services := c.members.Core().V1().Services()
@@ -113,6 +113,9 @@ func New(cfg Config) *Controller {
 	if c.cfg.Cluster.Log == nil {
 		c.cfg.Cluster.Log = cfg.Log
 	}
+	// One writer for every cluster: whether the CRD serves the status
+	// subresource, and whether the role may use it, holds for all of them.
+	c.cfg.Cluster.Status = statusutil.ForClusters(cfg.EtcdClient, cfg.Recorder, c.cfg.Cluster.Log)
 	return c
 }
 
@@ -126,11 +129,7 @@ func New(cfg Config) *Controller {
 func (c *Controller) Run(ctx context.Context, synced func()) error {
 	if c.mayManageBudgets(ctx) {
 		c.cfg.Cluster.BudgetLister = c.members.Policy().V1().PodDisruptionBudgets().Lister()
-		_, _ = c.members.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.pokeOwner,
-			UpdateFunc: func(_, obj interface{}) { c.pokeOwner(obj) },
-			DeleteFunc: c.pokeOwner,
-		})
+		_, _ = c.members.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(c.pokeHandler())
 	}
 	c.members.Start(ctx.Done())
 	for typ, ok := range c.members.WaitForCacheSync(ctx.Done()) {
@@ -289,6 +288,21 @@ func (c *Controller) pokeOwner(obj interface{}) {
 	if cl != nil {
 		cl.Poke()
 	}
+}
+
+// pokeHandler wakes the owner of a pod, claim, service or budget.
+func (c *Controller) pokeHandler() cache.ResourceEventHandlerFuncs {
+	poke := func(obj interface{}) { c.safely("the owner's poke", func() { c.pokeOwner(obj) }) }
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    poke,
+		UpdateFunc: func(_, obj interface{}) { poke(obj) },
+		DeleteFunc: poke,
+	}
+}
+
+// safely runs an informer handler; a panic is logged with its stack.
+func (c *Controller) safely(what string, fn func()) {
+	_ = failure.Safely(c.cfg.Log, what, fn)
 }
 
 // Managed lists the keys of the clusters with a running goroutine, for tests and debugging.

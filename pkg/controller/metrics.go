@@ -1,6 +1,10 @@
 package controller
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
+)
 
 // metrics are the original's controller metrics, under the same names.
 type metrics struct {
@@ -23,6 +27,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		failed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "clusters_failed",
 			Help: "Events of EtcdClusters in phase Failed, which are ignored."}),
 	}
-	reg.MustRegister(m.clusters, m.created, m.deleted, m.changed, m.failed)
+	m.clusters = promutil.Register(reg, m.clusters)
+	m.created = promutil.Register(reg, m.created)
+	m.deleted = promutil.Register(reg, m.deleted)
+	m.changed = promutil.Register(reg, m.changed)
+	m.failed = promutil.Register(reg, m.failed)
 	return m
 }

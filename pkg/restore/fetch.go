@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -167,62 +167,68 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	return nil
 }
 
-// FetchMain is `etcd-restore-operator fetch-backup`: it parses args, fetches, and
-// on failure writes the reason to the termination log, where the restore
-// operator reads it into the EtcdRestore's status. It returns the exit code.
-func FetchMain(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(Binary+" "+FetchSubcommand, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o FetchOptions
-	var termLog string
-	fs.StringVar(&o.URL, "url", "", "URL of the backup on the restore operator's backup server")
-	fs.StringVar(&o.Out, "out", BackupFile, "file to write the verified backup to")
-	fs.Int64Var(&o.Size, "size", 0, "size in bytes the backup must have")
-	fs.StringVar(&o.SHA256, "sha256", "", "hex sha256 the backup must have")
-	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "give up after this long, retries included")
-	fs.StringVar(&termLog, "termination-log", DefaultTerminationLog, "file that receives the reason of a failure")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		writeTerminationLog(termLog, err.Error())
-		return 2
-	}
-	var problems []string
-	if fs.NArg() > 0 {
-		problems = append(problems, fmt.Sprintf("unexpected arguments %v", fs.Args()))
-	}
-	if o.URL == "" {
-		problems = append(problems, "--url is required")
-	}
-	if o.Out == "" {
-		problems = append(problems, "--out is required")
-	}
-	if o.Size <= 0 {
-		problems = append(problems, "--size must be positive")
-	}
-	if !sha256RE.MatchString(o.SHA256) {
-		problems = append(problems, "--sha256 must be 64 lower-case hex digits")
-	}
-	if len(problems) > 0 {
-		msg := FetchSubcommand + ": " + strings.Join(problems, "; ")
-		_, _ = fmt.Fprintln(stderr, msg)
-		writeTerminationLog(termLog, msg)
-		return 2
-	}
-	o.Log = stderr
-	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", o.URL, o.Size, o.SHA256, o.Out)
-	if err := Fetch(ctx, o); err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
-		writeTerminationLog(termLog, err.Error())
-		return 1
-	}
-	return 0
+// Flags of the fetch-backup subcommand.
+const (
+	FetchFlagURL            = "url"
+	FetchFlagOut            = "out"
+	FetchFlagSize           = "size"
+	FetchFlagSHA256         = "sha256"
+	FetchFlagTimeout        = "timeout"
+	FetchFlagTerminationLog = "termination-log"
+)
+
+// FetchArgs are the arguments of the fetch-backup subcommand, encoded by Args
+// into the seed's init container and parsed back by the subcommand
+// (cmd/restore-operator), with one set of flag names.
+type FetchArgs struct {
+	URL, Out string
+	Size     int64
+	SHA256   string
+	Timeout  time.Duration
+	// TerminationLog receives the reason of a failure; empty leaves the
+	// subcommand's default, DefaultTerminationLog.
+	TerminationLog string
 }
 
-// writeTerminationLog is best effort: outside Kubernetes the file may not exist,
+// Args is the command line after the subcommand's name.
+func (a FetchArgs) Args() []string {
+	args := []string{
+		"--" + FetchFlagURL + "=" + a.URL,
+		"--" + FetchFlagOut + "=" + a.Out,
+		"--" + FetchFlagSize + "=" + strconv.FormatInt(a.Size, 10),
+		"--" + FetchFlagSHA256 + "=" + a.SHA256,
+		"--" + FetchFlagTimeout + "=" + a.Timeout.String(),
+	}
+	if a.TerminationLog != "" {
+		args = append(args, "--"+FetchFlagTerminationLog+"="+a.TerminationLog)
+	}
+	return args
+}
+
+// Validate says what the arguments lack, all at once.
+func (a FetchArgs) Validate() error {
+	var problems []string
+	if a.URL == "" {
+		problems = append(problems, "--"+FetchFlagURL+" is required")
+	}
+	if a.Out == "" {
+		problems = append(problems, "--"+FetchFlagOut+" is required")
+	}
+	if a.Size <= 0 {
+		problems = append(problems, "--"+FetchFlagSize+" must be positive")
+	}
+	if !sha256RE.MatchString(a.SHA256) {
+		problems = append(problems, "--"+FetchFlagSHA256+" must be 64 lower-case hex digits")
+	}
+	if len(problems) > 0 {
+		return errors.New(FetchSubcommand + ": " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// WriteTerminationLog is best effort: outside Kubernetes the file may not exist,
 // and the message is on stderr anyway.
-func writeTerminationLog(path, msg string) {
+func WriteTerminationLog(path, msg string) {
 	if path == "" {
 		return
 	}

@@ -15,28 +15,34 @@ import (
 	"time"
 )
 
-// fetchFrom runs `fetch-backup` against a server whose handler is h and returns
-// the exit code, the termination message and the downloaded file (nil if none).
-func fetchFrom(t *testing.T, h http.HandlerFunc, extra ...string) (int, string, []byte) {
+// fetchFrom fetches from a server whose handler is h and returns 0 or 1 as
+// the subcommand exits, the error's message and the downloaded file (nil if
+// none). extra changes the options.
+func fetchFrom(t *testing.T, h http.HandlerFunc, extra ...func(*FetchOptions)) (int, string, []byte) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "latest.backup")
-	termLog := filepath.Join(dir, "termination-log")
-	args := append([]string{
-		"--url=" + srv.URL + "/v1/backup/ns/example",
-		"--out=" + out,
-		"--size=" + strconv.Itoa(len(snapshot)),
-		"--sha256=" + sha256Hex(snapshot),
-		"--termination-log=" + termLog,
-	}, extra...)
-	var stderr bytes.Buffer
+	var log bytes.Buffer
+	o := FetchOptions{
+		URL:     srv.URL + "/v1/backup/ns/example",
+		Out:     out,
+		Size:    int64(len(snapshot)),
+		SHA256:  sha256Hex(snapshot),
+		Timeout: 20 * time.Minute,
+		Log:     &log,
+	}
+	for _, e := range extra {
+		e(&o)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := FetchMain(ctx, args, &stderr)
-	t.Logf("fetch-backup output:\n%s", stderr.String())
-	msg, _ := os.ReadFile(termLog)
+	code, msg := 0, ""
+	if err := Fetch(ctx, o); err != nil {
+		code, msg = 1, err.Error()
+	}
+	t.Logf("fetch output:\n%s", log.String())
 	data, err := os.ReadFile(out)
 	if err != nil {
 		data = nil
@@ -44,11 +50,11 @@ func fetchFrom(t *testing.T, h http.HandlerFunc, extra ...string) (int, string, 
 	// A failed or partial download never leaves a file behind under any name.
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() != "latest.backup" && e.Name() != "termination-log" {
+		if e.Name() != "latest.backup" {
 			t.Errorf("leftover file %s", e.Name())
 		}
 	}
-	return code, string(msg), data
+	return code, msg, data
 }
 
 func serve(data []byte) http.HandlerFunc {
@@ -108,7 +114,7 @@ func TestFetchGivesUpOnHTTP500AtTheTimeout(t *testing.T) {
 	code, msg, data := fetchFrom(t, func(w http.ResponseWriter, _ *http.Request) {
 		calls.Add(1)
 		http.Error(w, "open the backup store: connection refused", http.StatusInternalServerError)
-	}, "--timeout=1500ms")
+	}, func(o *FetchOptions) { o.Timeout = 1500 * time.Millisecond })
 	if code != 1 || data != nil {
 		t.Fatalf("exit %d, file written %v", code, data != nil)
 	}
@@ -149,21 +155,5 @@ func TestFetchRetriesUntilItGetsTheBackup(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, snapshot) || calls.Load() != 3 {
 		t.Fatalf("after %d calls the file is %d bytes", calls.Load(), len(got))
-	}
-}
-
-func TestFetchRefusesBadArguments(t *testing.T) {
-	dir := t.TempDir()
-	termLog := filepath.Join(dir, "termination-log")
-	var stderr bytes.Buffer
-	code := FetchMain(context.Background(), []string{"--url=http://x", "--size=0", "--sha256=XYZ", "--termination-log=" + termLog}, &stderr)
-	if code != 2 {
-		t.Fatalf("exit %d, want 2", code)
-	}
-	msg, _ := os.ReadFile(termLog)
-	for _, want := range []string{"--size must be positive", "--sha256 must be 64 lower-case hex digits"} {
-		if !strings.Contains(string(msg), want) {
-			t.Errorf("termination message %q does not contain %q", msg, want)
-		}
 	}
 }

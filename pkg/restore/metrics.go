@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
 // Metrics are the restore operator's Prometheus metrics. Labels are bounded: the
@@ -29,7 +30,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from the start of a restore to its end (Completed: the cluster available at full size).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14)}, []string{"result"}),
 	}
-	reg.MustRegister(m.restores, m.failed, m.duration)
+	m.restores = promutil.Register(reg, m.restores)
+	m.failed = promutil.Register(reg, m.failed)
+	m.duration = promutil.Register(reg, m.duration)
 	return m
 }
 

@@ -3,7 +3,6 @@ package restore
 import (
 	"crypto/sha256"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,13 +109,9 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Name:            FetchContainerName,
 		Image:           c.FetchImage,
 		ImagePullPolicy: c.FetchPullPolicy,
-		Command: []string{Binary, FetchSubcommand,
-			"--url=" + c.BackupURL,
-			"--out=" + BackupFile,
-			"--size=" + strconv.FormatInt(c.Backup.Size, 10),
-			"--sha256=" + c.Backup.SHA256,
-			"--timeout=" + c.FetchTimeout.String(),
-		},
+		Command: append([]string{Binary, FetchSubcommand}, FetchArgs{
+			URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout,
+		}.Args()...),
 		Resources:                *resources,
 		VolumeMounts:             []corev1.VolumeMount{backupMount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

@@ -9,6 +9,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // OpenFunc opens the store a restore reads from, with credentials from namespace.
@@ -27,7 +28,7 @@ func StoreOpener(secrets corev1client.SecretsGetter) OpenFunc {
 		case api.BackupStorageTypeS3:
 			s := spec.S3
 			if s == nil {
-				return nil, storage.Location{}, backup.Permanent(errors.New("backupStorageType S3 needs spec.s3"))
+				return nil, storage.Location{}, failure.Permanent(errors.New("backupStorageType S3 needs spec.s3"))
 			}
 			return storage.OpenS3(ctx, secrets, namespace, &api.S3BackupSource{
 				Path: s.Path, AWSSecret: s.AWSSecret, Endpoint: s.Endpoint, ForcePathStyle: s.ForcePathStyle,
@@ -35,7 +36,7 @@ func StoreOpener(secrets corev1client.SecretsGetter) OpenFunc {
 		default: // OSS; CheckSupported let nothing else through.
 			s := spec.OSS
 			if s == nil {
-				return nil, storage.Location{}, backup.Permanent(errors.New("backupStorageType OSS needs spec.oss"))
+				return nil, storage.Location{}, failure.Permanent(errors.New("backupStorageType OSS needs spec.oss"))
 			}
 			// OpenOSS applies the default endpoint, which the original's restore forgot.
 			return storage.OpenOSS(ctx, secrets, namespace, &api.OSSBackupSource{

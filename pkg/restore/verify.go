@@ -14,6 +14,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // VerifiedBackup is a backup that was read through once and found to be an intact
@@ -41,14 +42,14 @@ func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Locatio
 	url := loc.Path()
 	info, err := store.Head(ctx, loc.Key)
 	if errors.Is(err, backup.ErrNotFound) {
-		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s does not exist", url))
+		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s does not exist", url))
 	}
 	if err != nil {
 		return VerifiedBackup{}, fmt.Errorf("look up backup %s: %w", url, err)
 	}
 	rc, _, err := store.Get(ctx, loc.Key)
 	if errors.Is(err, backup.ErrNotFound) {
-		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s does not exist (it went away while being checked)", url))
+		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s does not exist (it went away while being checked)", url))
 	}
 	if err != nil {
 		return VerifiedBackup{}, fmt.Errorf("read backup %s: %w", url, err)
@@ -61,10 +62,10 @@ func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Locatio
 		return VerifiedBackup{}, fmt.Errorf("read backup %s (after %d of %d bytes): %w", url, n, info.Size, err)
 	}
 	if n != info.Size {
-		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s is truncated: the store announces %d bytes but %d arrived", url, info.Size, n))
+		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s is truncated: the store announces %d bytes but %d arrived", url, info.Size, n))
 	}
 	if err := check.Verify(); err != nil {
-		return VerifiedBackup{}, backup.Permanent(fmt.Errorf("backup %s is not an intact etcd snapshot: %w", url, err))
+		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s is not an intact etcd snapshot: %w", url, err))
 	}
 	return VerifiedBackup{Path: loc.Path(), Size: n, SHA256: check.SHA256()}, nil
 }
@@ -148,7 +149,7 @@ func CheckRecorded(v VerifiedBackup, backups []api.EtcdBackup) (VerifiedBackup, 
 	b := recorded[0]
 	v.RecordedBy = b.Name
 	if b.Status.BackupSize != v.Size || b.Status.SHA256 != v.SHA256 {
-		return v, backup.Permanent(fmt.Errorf("backup %s does not match what EtcdBackup %s recorded when it stored it: recorded %d bytes with sha256 %s, found %d bytes with sha256 %s; it was overwritten or damaged since",
+		return v, failure.Permanent(fmt.Errorf("backup %s does not match what EtcdBackup %s recorded when it stored it: recorded %d bytes with sha256 %s, found %d bytes with sha256 %s; it was overwritten or damaged since",
 			v.Path, b.Name, b.Status.BackupSize, b.Status.SHA256, v.Size, v.SHA256))
 	}
 	return v, nil

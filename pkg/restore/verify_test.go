@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // The trailer check must not depend on how the stream is cut into writes: the
@@ -84,7 +84,7 @@ func TestCheckRecordedUsesTheNewestRecord(t *testing.T) {
 			if (err != nil) != tc.wantErr || got.RecordedBy != tc.by {
 				t.Fatalf("CheckRecorded = %+v, %v", got, err)
 			}
-			if err != nil && !backup.IsPermanent(err) {
+			if err != nil && !failure.IsPermanent(err) {
 				t.Error("a mismatch is not something a retry fixes")
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // Location is where a backup goes: a bucket and the key (or key prefix) inside it.
@@ -31,7 +32,7 @@ func (l Location) Path() string { return l.Bucket + "/" + l.Key }
 func ParsePath(path string) (Location, error) {
 	bucket, key, ok := strings.Cut(path, "/")
 	if !ok || bucket == "" || key == "" {
-		return Location{}, backup.Permanent(fmt.Errorf("path %q is not \"<bucket>/<key>\"", path))
+		return Location{}, failure.Permanent(fmt.Errorf("path %q is not \"<bucket>/<key>\"", path))
 	}
 	return Location{Bucket: bucket, Key: key}, nil
 }
@@ -43,9 +44,9 @@ func CheckSupported(t api.BackupStorageType) error {
 	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS:
 		return nil
 	case api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
-		return backup.Permanent(fmt.Errorf("storage type %s is not supported yet", t))
+		return failure.Permanent(fmt.Errorf("storage type %s is not supported yet", t))
 	}
-	return backup.Permanent(fmt.Errorf("unknown storage type %q: use S3 or OSS", t))
+	return failure.Permanent(fmt.Errorf("unknown storage type %q: use S3 or OSS", t))
 }
 
 // ForBackup opens the store an EtcdBackup names, with the credentials secret read
@@ -57,12 +58,12 @@ func ForBackup(ctx context.Context, secrets corev1client.SecretsGetter, namespac
 	switch spec.StorageType {
 	case api.BackupStorageTypeS3:
 		if spec.S3 == nil {
-			return nil, Location{}, backup.Permanent(errors.New("storage type S3 needs spec.s3"))
+			return nil, Location{}, failure.Permanent(errors.New("storage type S3 needs spec.s3"))
 		}
 		return OpenS3(ctx, secrets, namespace, spec.S3)
 	default: // OSS; CheckSupported let nothing else through.
 		if spec.OSS == nil {
-			return nil, Location{}, backup.Permanent(errors.New("storage type OSS needs spec.oss"))
+			return nil, Location{}, failure.Permanent(errors.New("storage type OSS needs spec.oss"))
 		}
 		return OpenOSS(ctx, secrets, namespace, spec.OSS)
 	}
@@ -80,7 +81,7 @@ func OpenS3(ctx context.Context, secrets corev1client.SecretsGetter, namespace s
 	}
 	profile, err := s3store.ParseAWSSecret(namespace+"/"+src.AWSSecret, secret.Data)
 	if err != nil {
-		return nil, Location{}, backup.Permanent(err)
+		return nil, Location{}, failure.Permanent(err)
 	}
 	store, err := s3store.New(s3store.Config{
 		Bucket:         loc.Bucket,
@@ -90,7 +91,7 @@ func OpenS3(ctx context.Context, secrets corev1client.SecretsGetter, namespace s
 		ForcePathStyle: src.ForcePathStyle,
 	})
 	if err != nil {
-		return nil, Location{}, backup.Permanent(err)
+		return nil, Location{}, failure.Permanent(err)
 	}
 	return store, loc, nil
 }
@@ -112,7 +113,7 @@ func OpenOSS(ctx context.Context, secrets corev1client.SecretsGetter, namespace 
 		}
 	}
 	if len(missing) > 0 {
-		return nil, Location{}, backup.Permanent(fmt.Errorf("the OSS secret %s/%s has no %s", namespace, src.OSSSecret, strings.Join(missing, " and no ")))
+		return nil, Location{}, failure.Permanent(fmt.Errorf("the OSS secret %s/%s has no %s", namespace, src.OSSSecret, strings.Join(missing, " and no ")))
 	}
 	endpoint := src.Endpoint
 	if endpoint == "" {
@@ -122,11 +123,11 @@ func OpenOSS(ctx context.Context, secrets corev1client.SecretsGetter, namespace 
 		strings.TrimSpace(string(secret.Data[api.OSSSecretAccessKeyID])),
 		strings.TrimSpace(string(secret.Data[api.OSSSecretAccessKeySecret])))
 	if err != nil {
-		return nil, Location{}, backup.Permanent(fmt.Errorf("spec.oss.endpoint: %w", err))
+		return nil, Location{}, failure.Permanent(fmt.Errorf("spec.oss.endpoint: %w", err))
 	}
 	store, err := s3store.New(cfg)
 	if err != nil {
-		return nil, Location{}, backup.Permanent(err)
+		return nil, Location{}, failure.Permanent(err)
 	}
 	return store, loc, nil
 }
@@ -135,7 +136,7 @@ func OpenOSS(ctx context.Context, secrets corev1client.SecretsGetter, namespace 
 // just after the EtcdBackup (by the same kubectl apply, or by a secrets operator).
 func GetSecret(ctx context.Context, secrets corev1client.SecretsGetter, namespace, name, field string) (*corev1.Secret, error) {
 	if name == "" {
-		return nil, backup.Permanent(fmt.Errorf("%s names no secret", field))
+		return nil, failure.Permanent(fmt.Errorf("%s names no secret", field))
 	}
 	s, err := secrets.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {

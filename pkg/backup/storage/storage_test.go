@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 func secret(name string, data map[string]string) *corev1.Secret {
@@ -78,7 +78,7 @@ func TestForBackup(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 				}
-				if got := backup.IsPermanent(err); got != tc.permanent {
+				if got := failure.IsPermanent(err); got != tc.permanent {
 					t.Fatalf("permanent = %v, want %v (%v)", got, tc.permanent, err)
 				}
 				return

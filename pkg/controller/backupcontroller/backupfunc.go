@@ -13,6 +13,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // Backuper is the real BackupFunc: it snapshots the cluster an EtcdBackup names into
@@ -78,7 +79,7 @@ func (b *Backuper) clientTLS(ctx context.Context, namespace, secretName string) 
 	}
 	cfg, err := etcdutil.TLSConfigFromSecretData(s.Data)
 	if err != nil {
-		return nil, backup.Permanent(fmt.Errorf("secret %s/%s (spec.clientTLSSecret): %w", namespace, secretName, err))
+		return nil, failure.Permanent(fmt.Errorf("secret %s/%s (spec.clientTLSSecret): %w", namespace, secretName, err))
 	}
 	return cfg, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 func awsSecret(name string, data map[string][]byte) *corev1.Secret {
@@ -225,7 +226,7 @@ func TestBackuperFailures(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
-			if got := backup.IsPermanent(err); got != tc.permanent {
+			if got := failure.IsPermanent(err); got != tc.permanent {
 				t.Errorf("permanent = %v, want %v", got, tc.permanent)
 			}
 			if d := time.Since(start); d > 15*time.Second {

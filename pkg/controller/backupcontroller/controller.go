@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -30,7 +29,9 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Event reasons on EtcdBackups.
@@ -48,6 +49,10 @@ const (
 	// before its Reason becomes final; the original's number. With the default rate
 	// limiter the retries span about three minutes.
 	DefaultMaxRetries = 15
+	// DefaultMaxFailureBackoff caps the wait between attempts of a periodic backup
+	// that keeps failing (an interval longer than it is kept), and is the wait
+	// after a permanent failure: a fixed secret or bucket is noticed within it.
+	DefaultMaxFailureBackoff = time.Hour
 	// DefaultMaxConcurrentBackups bounds the backups running at once, one-shot and
 	// periodic together: each holds a few upload part buffers, so this bounds the
 	// operator's memory however many EtcdBackups there are.
@@ -75,6 +80,7 @@ type Config struct {
 	// workqueue.DefaultTypedControllerRateLimiter.
 	MaxRetries           int
 	MaxConcurrentBackups int
+	MaxFailureBackoff    time.Duration
 	Clock                clock.WithTicker
 	RateLimiter          workqueue.TypedRateLimiter[string]
 }
@@ -86,12 +92,15 @@ type Controller struct {
 	synced      cache.InformerSynced
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    record.EventRecorder
+	status      *statusutil.BackupWriter
 	metrics     *Metrics
 	backup      BackupFunc
 	log         *logrus.Entry
 	clusterWide bool
 	clock       clock.WithTicker
 	maxRetries  int
+	// maxFailureBackoff: see DefaultMaxFailureBackoff.
+	maxFailureBackoff time.Duration
 	// slots bounds concurrent backups; a backup holds one while it runs.
 	slots chan struct{}
 
@@ -106,13 +115,15 @@ type Controller struct {
 	afterSync func(key string, err error)
 }
 
-// runner is one periodic EtcdBackup's schedule, for one generation of its spec.
+// runner is one periodic EtcdBackup's schedule, for one spec. A runner is told
+// by its spec, not by the generation: on a CRD without the status subresource
+// every status write moves the generation, and a runner restarted by its own
+// write would back up without end.
 type runner struct {
-	uid        types.UID
-	generation int64
-	spec       api.BackupSpec
-	cancel     context.CancelFunc
-	done       chan struct{}
+	uid    types.UID
+	spec   api.BackupSpec
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // New wires the event handlers; nothing runs until Run.
@@ -130,6 +141,7 @@ func New(cfg Config) *Controller {
 		maxRetries:  cfg.MaxRetries,
 		runners:     map[string]*runner{},
 	}
+	c.status = statusutil.ForBackups(cfg.Client, cfg.Recorder, c.log)
 	if c.metrics == nil {
 		c.metrics = NewMetrics(prometheus.NewRegistry())
 	}
@@ -138,6 +150,10 @@ func New(cfg Config) *Controller {
 	}
 	if c.maxRetries <= 0 {
 		c.maxRetries = DefaultMaxRetries
+	}
+	c.maxFailureBackoff = cfg.MaxFailureBackoff
+	if c.maxFailureBackoff <= 0 {
+		c.maxFailureBackoff = DefaultMaxFailureBackoff
 	}
 	n := cfg.MaxConcurrentBackups
 	if n <= 0 {
@@ -262,7 +278,7 @@ func (c *Controller) reject(ctx context.Context, eb *api.EtcdBackup, err error) 
 	}
 	c.logFor(eb).Warnf("refused: %s", reason)
 	c.metrics.attempt(eb.Spec.StorageType, -1, true)
-	return c.recordFailure(ctx, eb, reason)
+	return c.recordFailure(ctx, eb, reason, false)
 }
 
 func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBackup) error {
@@ -274,21 +290,21 @@ func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBac
 		return c.recordSuccess(ctx, eb, res)
 	}
 	reason := err.Error()
-	if attempt := c.queue.NumRequeues(key) + 1; !backup.IsPermanent(err) && attempt <= c.maxRetries {
+	if attempt := c.queue.NumRequeues(key) + 1; !failure.IsPermanent(err) && attempt <= c.maxRetries {
 		c.logFor(eb).Warnf("backup attempt %d of %d failed, will retry: %s", attempt, c.maxRetries+1, reason)
 		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
 		return errRetry{err}
 	}
-	return c.recordFailure(ctx, eb, reason)
+	return c.recordFailure(ctx, eb, reason, false)
 }
 
 // ensureRunner keeps exactly one runner for the current spec of a periodic backup.
-// A new spec (generation) stops the old runner and starts over, backing up at once.
+// A new spec stops the old runner and starts over, backing up at once.
 func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdBackup) error {
 	c.mu.Lock()
 	r := c.runners[key]
 	c.mu.Unlock()
-	if r != nil && r.uid == eb.UID && r.generation == eb.Generation && equality.Semantic.DeepEqual(r.spec, eb.Spec) {
+	if r != nil && r.uid == eb.UID && equality.Semantic.DeepEqual(r.spec, eb.Spec) {
 		return nil
 	}
 	c.stopRunner(key)
@@ -298,7 +314,7 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 		return err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r = &runner{uid: eb.UID, generation: eb.Generation, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{})}
+	r = &runner{uid: eb.UID, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()
 	c.runners[key] = r
 	c.mu.Unlock()
@@ -306,48 +322,94 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 	go func() {
 		defer close(r.done) // last, so that stopRunner sees the count already down
 		defer c.liveRunners.Add(-1)
-		c.runPeriodic(rctx, key, r)
+		c.keepRunning(rctx, key, eb, r)
 	}()
 	c.logFor(eb).Infof("periodic backup every %ds started", eb.Spec.BackupPolicy.BackupIntervalInSecond)
 	return nil
 }
 
-// runPeriodic backs up at once and then every interval until ctx is done. It
-// returns, rather than breaking out of a select, when cancelled.
-func (c *Controller) runPeriodic(ctx context.Context, key string, r *runner) {
-	ticker := c.clock.NewTicker(time.Duration(r.spec.BackupPolicy.BackupIntervalInSecond) * time.Second)
-	defer ticker.Stop()
+// keepRunning runs the runner until ctx is done. A panic outside the backup
+// itself (runBackup has its own) is reported on the EtcdBackup, and the runner
+// starts again after the longest wait a failure can bring, so that one bad
+// EtcdBackup neither stops the operator nor hammers its store.
+func (c *Controller) keepRunning(ctx context.Context, key string, eb *api.EtcdBackup, r *runner) {
 	for {
-		c.periodicBackup(ctx, key, r)
+		err := failure.Safely(c.logFor(eb), "the periodic backup runner", func() { c.runPeriodic(ctx, key, r) })
+		if err == nil {
+			return
+		}
+		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, err.Error()+"; the runner starts again")
+		t := c.clock.NewTimer(c.maxFailureBackoff)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-ticker.C():
+		case <-t.C():
 		}
 	}
 }
 
-func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) {
+// runPeriodic backs up at once and then every interval until ctx is done. It
+// returns, rather than breaking out of a select, when cancelled.
+//
+// A failing backup streams a whole snapshot to the store each time, so failures
+// space the attempts out: after consecutive failures that may pass the wait
+// doubles from the interval up to maxFailureBackoff (or the interval, if longer),
+// and after a permanent failure (refused credentials, a missing bucket) it is
+// that cap at once. A success returns to the interval.
+func (c *Controller) runPeriodic(ctx context.Context, key string, r *runner) {
+	interval := time.Duration(r.spec.BackupPolicy.BackupIntervalInSecond) * time.Second
+	backoff := failure.Backoff{Min: interval, Max: max(interval, c.maxFailureBackoff)}
+	for {
+		start := c.clock.Now()
+		wait := nextAttempt(&backoff, c.periodicBackup(ctx, key, r))
+		t := c.clock.NewTimer(start.Add(wait).Sub(c.clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// nextAttempt is how long after an attempt that ended with err the next one
+// starts; b runs from the interval to the cap.
+func nextAttempt(b *failure.Backoff, err error) time.Duration {
+	switch {
+	case err == nil:
+		b.Reset()
+		return b.Min
+	case failure.IsPermanent(err):
+		return b.Max
+	}
+	return b.Next()
+}
+
+// periodicBackup takes one backup of a periodic EtcdBackup and records it. It
+// returns the backup's error, which decides when the next attempt is.
+func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) error {
 	if ctx.Err() != nil {
-		return
+		return nil
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	eb, err := c.lister.EtcdBackups(namespace).Get(name)
-	if err != nil || eb.UID != r.uid || eb.Generation != r.generation || eb.DeletionTimestamp != nil {
-		return // gone or changed: a worker is about to stop or replace this runner
+	if err != nil || eb.UID != r.uid || !equality.Semantic.DeepEqual(eb.Spec, r.spec) || eb.DeletionTimestamp != nil {
+		return nil // gone or changed: a worker is about to stop or replace this runner
 	}
-	res, err := c.runBackup(ctx, eb)
+	res, backupErr := c.runBackup(ctx, eb)
 	if ctx.Err() != nil {
-		return // stopped mid-backup; that is not the backup's failure
+		return nil // stopped mid-backup; that is not the backup's failure
 	}
-	if err == nil {
+	if backupErr == nil {
 		err = c.recordSuccess(ctx, eb, res)
 	} else {
-		err = c.recordFailure(ctx, eb, err.Error())
+		err = c.recordFailure(ctx, eb, backupErr.Error(), failure.IsPermanent(backupErr))
 	}
 	if err != nil && ctx.Err() == nil {
 		c.logFor(eb).Errorf("cannot record the backup result (the next period will): %v", err)
 	}
+	return backupErr
 }
 
 // runBackup takes a backup slot and runs the backup function, counting the attempt.
@@ -360,16 +422,13 @@ func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup) (res *ba
 	}
 	defer func() { <-c.slots }()
 	start := c.clock.Now()
-	defer func() {
-		if p := recover(); p != nil {
-			c.logFor(eb).Errorf("backup panicked: %v", p)
-			res, err = nil, backup.Permanent(fmt.Errorf("internal error: the backup panicked: %v", p))
-		}
-		if ctx.Err() == nil {
-			c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)
-		}
-	}()
-	return c.backup(ctx, eb)
+	if perr := failure.Safely(c.logFor(eb), "the backup", func() { res, err = c.backup(ctx, eb) }); perr != nil {
+		res, err = nil, failure.Permanent(perr)
+	}
+	if ctx.Err() == nil {
+		c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)
+	}
+	return res, err
 }
 
 func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res *backup.Result) error {
@@ -404,8 +463,13 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 }
 
 // recordFailure writes a failure. The fields of the last success stay: they still
-// describe the newest backup there is.
-func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reason string) error {
+// describe the newest backup there is. A permanent failure already recorded is
+// not reported again: it fails the same way until someone fixes its cause.
+func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reason string, permanent bool) error {
+	if permanent && !eb.Status.Succeeded && eb.Status.Reason == reason {
+		c.logFor(eb).Debugf("backup failed again, as reported: %s", reason)
+		return nil
+	}
 	c.logFor(eb).Warnf("backup failed: %s", reason)
 	c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
 	return c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
@@ -414,28 +478,12 @@ func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reas
 	})
 }
 
-// updateStatus applies change to the newest EtcdBackup and writes it through the
-// status subresource, unless nothing changed. It reads from the API server, not the
-// cache, so that it never writes over a change it has not seen.
+// updateStatus applies change to the newest EtcdBackup and writes it, unless
+// nothing changed. It reads from the API server, not the cache, so that it never
+// writes over a change it has not seen; a conflict is retried from a fresh read,
+// as the result it records holds whatever changed meanwhile.
 func (c *Controller) updateStatus(ctx context.Context, eb *api.EtcdBackup, change func(*api.BackupStatus)) error {
-	backups := c.client.EtcdV1beta2().EtcdBackups(eb.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := backups.Get(ctx, eb.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != eb.UID {
-			return nil // replaced by a new EtcdBackup of the same name
-		}
-		st := cur.Status.DeepCopy()
-		change(st)
-		if equality.Semantic.DeepEqual(*st, cur.Status) {
-			return nil
-		}
-		cur.Status = *st
-		_, err = backups.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
+	_, err := c.status.Change(ctx, eb.Namespace, eb.Name, eb.UID, change)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

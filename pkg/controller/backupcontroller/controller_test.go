@@ -1,9 +1,11 @@
 package backupcontroller
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
 
 func hasFinalizer(eb *api.EtcdBackup) bool {
@@ -58,7 +62,7 @@ func TestOneShotBackupRunsOnceAndNeverAgain(t *testing.T) {
 
 func TestOneShotPermanentFailureIsFinalAtOnce(t *testing.T) {
 	f := newFixture(t, []*api.EtcdBackup{newBackup("bad", 0)},
-		withOutcomes("bad", outcome{err: backup.Permanent(errors.New("the AWS config in secret ns/aws has no region"))}))
+		withOutcomes("bad", outcome{err: failure.Permanent(errors.New("the AWS config in secret ns/aws has no region"))}))
 
 	st := f.waitStatus("bad", "a reason", func(s api.BackupStatus) bool { return s.Reason != "" })
 	if st.Succeeded || st.Reason != "the AWS config in secret ns/aws has no region" {
@@ -142,6 +146,83 @@ func TestPeriodicFailureIsReportedAndTheNextPeriodClearsIt(t *testing.T) {
 	st = f.waitStatus("wobbly", "the next success", func(s api.BackupStatus) bool { return s.Succeeded })
 	if st.Reason != "" {
 		t.Fatalf("reason %q kept after a success", st.Reason)
+	}
+}
+
+func TestPeriodicBackupOnACRDWithoutTheStatusSubresourceIsNotRestartedByItsOwnStatus(t *testing.T) {
+	// Without the subresource every status write moves the generation.
+	f := newFixture(t, []*api.EtcdBackup{newBackup("old-crd", 60)}, func(f *fixture, _ *Config) {
+		statustest.WithoutStatusSubresource(f.client, api.EtcdBackupResourcePlural, false)
+	})
+	f.waitStatus("old-crd", "first success", func(s api.BackupStatus) bool { return s.Succeeded && s.EtcdRevision == 101 })
+	f.resync("old-crd", func(eb *api.EtcdBackup) bool { return eb.Status.Succeeded && eb.Generation > 1 })
+	if n := f.backups.callCount("old-crd"); n != 1 {
+		t.Fatalf("%d backups before the first interval ended: the status write restarted the schedule", n)
+	}
+	eventually(t, "the ticker is waiting", f.clock.HasWaiters)
+	f.clock.Step(60 * time.Second)
+	f.waitStatus("old-crd", "the second success", func(s api.BackupStatus) bool { return s.EtcdRevision == 102 })
+}
+
+func TestAFailingPeriodicBackupBacksOffUpToItsCap(t *testing.T) {
+	b := failure.Backoff{Min: time.Minute, Max: 5 * time.Minute}
+	transient := errors.New("store unreachable")
+	permanent := failure.Permanent(errors.New("bucket missing"))
+	for _, step := range []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{"a success waits the interval", nil, time.Minute},
+		{"a first failure waits the interval", transient, time.Minute},
+		{"a second failure waits twice as long", transient, 2 * time.Minute},
+		{"a third failure doubles again", transient, 4 * time.Minute},
+		{"a fourth failure is held at the cap", transient, 5 * time.Minute},
+		{"a success goes back to the interval", nil, time.Minute},
+		{"a permanent failure waits the cap at once", permanent, 5 * time.Minute},
+		{"a failure after it starts from the interval", transient, time.Minute},
+	} {
+		if got := nextAttempt(&b, step.err); got != step.want {
+			t.Errorf("%s: waits %v, want %v", step.name, got, step.want)
+		}
+	}
+}
+
+func TestAPermanentPeriodicFailureIsReportedOnceAndRetriedOnlyAtTheCap(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("nobucket", 60)},
+		withOutcomes("nobucket", outcome{err: failure.Permanent(errors.New("bucket \"b\" does not exist"))}),
+		func(_ *fixture, c *Config) { c.MaxFailureBackoff = 10 * time.Minute })
+	f.waitStatus("nobucket", "the failure", func(s api.BackupStatus) bool { return s.Reason != "" })
+	f.resync("nobucket", func(eb *api.EtcdBackup) bool { return eb.Status.Reason != "" })
+	eventually(t, "the runner waits", f.clock.HasWaiters)
+	// The whole wait at once: a runner that waited only the interval would
+	// have run on the way, and the count below would be off.
+	f.clock.Step(10 * time.Minute)
+	eventually(t, "the retry at the cap", func() bool { return f.backups.callCount("nobucket") == 2 })
+	eventually(t, "the runner waits again", f.clock.HasWaiters)
+	if n := f.events.count("Warning " + ReasonBackupFailed); n != 1 {
+		t.Errorf("%d BackupFailed events for one permanent cause, want 1", n)
+	}
+}
+
+func TestAPanickingPeriodicRunnerIsReportedAndStartsAgain(t *testing.T) {
+	// A backup function that answers neither a result nor an error makes the
+	// runner panic while recording the success, outside the backup itself.
+	var calls atomic.Int32
+	f := newFixture(t, []*api.EtcdBackup{newBackup("odd", 60)},
+		withBackupFunc(func(context.Context, *api.EtcdBackup) (*backup.Result, error) {
+			calls.Add(1)
+			return nil, nil
+		}),
+		func(_ *fixture, c *Config) { c.MaxFailureBackoff = 10 * time.Minute })
+	eventually(t, "the panic is reported on the EtcdBackup", func() bool {
+		return f.events.count("Warning "+ReasonBackupFailed+" internal error: the periodic backup runner panicked") == 1
+	})
+	eventually(t, "the runner waits to start again", f.clock.HasWaiters)
+	f.clock.Step(10 * time.Minute)
+	eventually(t, "the runner starts again", func() bool { return calls.Load() == 2 })
+	if n := f.ctrl.LiveRunners(); n != 1 {
+		t.Errorf("%d runners, want 1", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
 // Metrics are the backup operator's Prometheus metrics. Labels are bounded: storage
@@ -34,7 +35,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "backup_bytes",
 			Help: "Size of stored snapshots.", Buckets: prometheus.ExponentialBuckets(64<<10, 4, 10)}),
 	}
-	reg.MustRegister(m.backups, m.failed, m.lastSuccess, m.duration, m.bytes)
+	m.backups = promutil.Register(reg, m.backups)
+	m.failed = promutil.Register(reg, m.failed)
+	m.lastSuccess = promutil.Register(reg, m.lastSuccess)
+	m.duration = promutil.Register(reg, m.duration)
+	m.bytes = promutil.Register(reg, m.bytes)
 	return m
 }
 

@@ -7,7 +7,6 @@ package restorecontroller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -19,6 +18,7 @@ import (
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/restore"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
 )
 
@@ -127,13 +127,12 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if !api.IsManagedBy(er, c.clusterWide) || ended(er) {
 		return 0, nil
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			c.logForKey(key).Errorf("restore flow panicked: %v", p)
-			requeue, err = 0, fmt.Errorf("internal error: the restore flow panicked: %v", p)
-		}
-	}()
-	return c.flow.Sync(ctx, namespace, name, c.queue.NumRequeues(key))
+	if perr := failure.Safely(c.logForKey(key), "the restore flow", func() {
+		requeue, err = c.flow.Sync(ctx, namespace, name, c.queue.NumRequeues(key))
+	}); perr != nil {
+		return 0, perr
+	}
+	return requeue, err
 }
 
 // ended tells an ended restore whose finalizer is gone: nothing is left to do, so

@@ -11,6 +11,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // New returns a queue fed by informer. Its handlers only queue keys, so that
@@ -51,7 +53,14 @@ func Run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sy
 	var wg sync.WaitGroup
 	for range max(workers, 1) {
 		wg.Go(func() {
-			for processNext(ctx) {
+			// A panic ends the key's processing, not the worker: the
+			// controllers turn panics of their own work into retried
+			// errors, and this catches what slips past them.
+			more := true
+			for more {
+				if err := failure.Safely(log, kind+" worker", func() { more = processNext(ctx) }); err != nil {
+					more = ctx.Err() == nil
+				}
 			}
 		})
 	}

@@ -81,3 +81,41 @@ func TestRunWithoutASyncedCacheSaysWhich(t *testing.T) {
 		t.Fatalf("Run = %v, want the EtcdBackup cache error", err)
 	}
 }
+
+func TestAPanicEndsTheKeyNotTheWorker(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	q.Add("ns/bad")
+	q.Add("ns/good")
+	processed := make(chan string, 2)
+	done := make(chan error, 1)
+	go func() {
+		// One worker: the good key can only be processed by the worker that
+		// met the panic.
+		done <- Run(ctx, q, func() bool { return true }, "EtcdBackup", 1, nil, quietLog(), func(context.Context) bool {
+			key, quit := q.Get()
+			if quit {
+				return false
+			}
+			defer q.Done(key)
+			if key == "ns/bad" {
+				panic("a bug met by one object")
+			}
+			processed <- key
+			return true
+		})
+	}()
+	select {
+	case key := <-processed:
+		if key != "ns/good" {
+			t.Errorf("processed %q", key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not go on after the panic")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}

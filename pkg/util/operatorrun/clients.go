@@ -6,6 +6,7 @@ import (
 
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +32,8 @@ type Clients struct {
 }
 
 // RegisterMetrics adds the clients' request counter to reg.
-func (c *Clients) RegisterMetrics(reg prometheus.Registerer) error {
-	return reg.Register(c.Requests)
+func (c *Clients) RegisterMetrics(reg prometheus.Registerer) {
+	c.Requests = promutil.Register(reg, c.Requests)
 }
 
 // NewClients builds clients from a kubeconfig file, or from the pod's service account

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // errStoppedOnItsOwn is what a background server that returned without an error,
@@ -59,7 +61,7 @@ func (p *Process) Fail(err error) {
 	p.cancel()
 }
 
-// Go runs serve in the background until ctx ends. An error, or serve returning
+// Go runs serve in the background until ctx ends. An error, a panic, or serve returning
 // while ctx is not done, is fatal (see Fail); name prefixes the error. ctx may be
 // the process's or a leader's: a server that only serves while leading stops with
 // its leadership, which is not a failure.
@@ -69,7 +71,10 @@ func (p *Process) Go(ctx context.Context, name string, serve func(context.Contex
 		if waited {
 			defer p.running.Done()
 		}
-		err := serve(ctx)
+		var err error
+		if perr := failure.Safely(p.log, name, func() { err = serve(ctx) }); perr != nil {
+			err = perr
+		}
 		if err == nil && ctx.Err() == nil {
 			err = errStoppedOnItsOwn
 		}
@@ -91,7 +96,11 @@ func (p *Process) RunAsLeader(cfg LeaderConfig, shutdownTimeout time.Duration, l
 			return
 		}
 		defer p.running.Done()
-		lead(ctx)
+		// A panic of the leader's work ends the process cleanly, with the
+		// Lease released and the cause said, rather than by a crash.
+		if err := failure.Safely(p.log, "the leader's work", func() { lead(ctx) }); err != nil {
+			p.Fail(err)
+		}
 	})
 	p.stopAndWait(shutdownTimeout)
 	if fatal := p.fatalError(); fatal != nil {

@@ -50,6 +50,11 @@ func TestProcessEndsWithTheFirstFatalError(t *testing.T) {
 			wantErr:    "HTTP server: accept: too many open files",
 		},
 		{
+			name:       "a server that panics ends the process cleanly, saying why",
+			background: func(context.Context) error { panic("nil map") },
+			wantErr:    "HTTP server: internal error: HTTP server panicked: nil map",
+		},
+		{
 			name:       "a server stopping without an error is fatal too",
 			background: func(context.Context) error { return nil },
 			wantErr:    "HTTP server: stopped on its own",

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
 // Server serves /healthz, /readyz and /metrics. Standby replicas serve it too, and
@@ -31,7 +33,8 @@ func NewServer(addr string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Registry: prometheus.NewRegistry(), listener: ln}
-	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promutil.Register(s.Registry, collectors.NewGoCollector())
+	promutil.Register(s.Registry, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -33,9 +33,7 @@ func Start(ctx context.Context, binary, kubeconfig, listenAddr string, id Identi
 	if err != nil {
 		return nil, ctx, fmt.Errorf("listen on %s: %w", listenAddr, err)
 	}
-	if err := clients.RegisterMetrics(srv.Registry); err != nil {
-		return nil, ctx, err
-	}
+	clients.RegisterMetrics(srv.Registry)
 	proc, ctx := NewProcess(ctx, log)
 	proc.Go(ctx, "HTTP server", srv.Run)
 	recorder, stopEvents := NewEventRecorder(clients.Kube, binary, id.PodName, log)

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/restore"
+)
+
+// fetchBackup is `etcd-restore-operator fetch-backup`, the seed pod's download
+// step (restore.NewSeedPod): it fetches and checks the backup, and on failure
+// writes the reason to the termination log, where the restore operator reads
+// it into the EtcdRestore's status. It returns the exit code: 1 for a failed
+// fetch, 2 for bad arguments.
+func fetchBackup(ctx context.Context, args []string, stderr io.Writer) int {
+	a, err := parseFetchBackup(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		err = a.Validate()
+	}
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		restore.WriteTerminationLog(a.TerminationLog, err.Error())
+		return 2
+	}
+	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", a.URL, a.Size, a.SHA256, a.Out)
+	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Timeout: a.Timeout, Log: stderr})
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		restore.WriteTerminationLog(a.TerminationLog, err.Error())
+		return 1
+	}
+	return 0
+}
+
+// parseFetchBackup parses what restore.FetchArgs.Args encodes. The termination
+// log is known even when parsing fails, so that the failure can be written.
+func parseFetchBackup(args []string, output io.Writer) (restore.FetchArgs, error) {
+	a := restore.FetchArgs{TerminationLog: restore.DefaultTerminationLog}
+	fs := flag.NewFlagSet(restore.Binary+" "+restore.FetchSubcommand, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&a.URL, restore.FetchFlagURL, "", "URL of the backup on the restore operator's backup server")
+	fs.StringVar(&a.Out, restore.FetchFlagOut, restore.BackupFile, "file to write the verified backup to")
+	fs.Int64Var(&a.Size, restore.FetchFlagSize, 0, "size in bytes the backup must have")
+	fs.StringVar(&a.SHA256, restore.FetchFlagSHA256, "", "hex sha256 the backup must have")
+	fs.DurationVar(&a.Timeout, restore.FetchFlagTimeout, 20*time.Minute, "give up after this long, retries included")
+	fs.StringVar(&a.TerminationLog, restore.FetchFlagTerminationLog, restore.DefaultTerminationLog, "file that receives the reason of a failure")
+	if err := fs.Parse(args); err != nil {
+		return a, err
+	}
+	if fs.NArg() > 0 {
+		return a, fmt.Errorf("%s: unexpected arguments %v", restore.FetchSubcommand, fs.Args())
+	}
+	return a, nil
+}

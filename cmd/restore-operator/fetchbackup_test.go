@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/restore"
+)
+
+func TestFetchBackupParsesWhatTheSeedPodIsGiven(t *testing.T) {
+	for _, a := range []restore.FetchArgs{
+		{URL: "http://etcd-restore-operator.ops:19999/v1/backup/ns/c?x=1", Out: restore.BackupFile, Size: 1 << 40,
+			SHA256: strings.Repeat("ab", 32), Timeout: 20 * time.Minute, TerminationLog: restore.DefaultTerminationLog},
+		{URL: "http://s/v1/backup/a/b", Out: "/tmp/b", Size: 1, SHA256: strings.Repeat("0", 64), Timeout: 1500 * time.Millisecond,
+			TerminationLog: "/tmp/t"},
+	} {
+		got, err := parseFetchBackup(a.Args(), io.Discard)
+		if err != nil {
+			t.Fatalf("parse %q: %v", a.Args(), err)
+		}
+		if !reflect.DeepEqual(got, a) {
+			t.Errorf("round trip of %+v gave %+v", a, got)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("valid arguments refused: %v", err)
+		}
+	}
+}
+
+func TestTheSeedPodRunsFetchBackupWithArgumentsItAccepts(t *testing.T) {
+	pod := restore.NewSeedPod(restore.SeedConfig{
+		Cluster: &api.EtcdCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u"},
+			Spec:       api.ClusterSpec{Size: 3, Version: "3.5.21"},
+		},
+		MemberName:   "c-0000",
+		BackupURL:    "http://s/v1/backup/ns/c",
+		Backup:       restore.VerifiedBackup{Size: 42, SHA256: strings.Repeat("f", 64)},
+		FetchImage:   "img",
+		FetchTimeout: time.Minute,
+	})
+	var cmd []string
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == restore.FetchContainerName {
+			cmd = c.Command
+		}
+	}
+	if len(cmd) < 2 || cmd[1] != restore.FetchSubcommand {
+		t.Fatalf("fetch command %q", cmd)
+	}
+	a, err := parseFetchBackup(cmd[2:], io.Discard)
+	if err == nil {
+		err = a.Validate()
+	}
+	if err != nil || a.Size != 42 || a.Timeout != time.Minute || a.Out != restore.BackupFile {
+		t.Errorf("parsed %+v, %v", a, err)
+	}
+}
+
+func TestFetchBackupRefusesBadArgumentsInItsTerminationLog(t *testing.T) {
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	var stderr bytes.Buffer
+	code := fetchBackup(context.Background(), []string{"--url=http://x", "--size=0", "--sha256=XYZ", "--termination-log=" + termLog}, &stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	msg, _ := os.ReadFile(termLog)
+	for _, want := range []string{"--size must be positive", "--sha256 must be 64 lower-case hex digits"} {
+		if !strings.Contains(string(msg), want) {
+			t.Errorf("termination message %q does not contain %q", msg, want)
+		}
+	}
+}
+
+func TestAFailedFetchSaysWhyInItsTerminationLog(t *testing.T) {
+	dir := t.TempDir()
+	termLog := filepath.Join(dir, "termination-log")
+	args := restore.FetchArgs{
+		URL: "http://127.0.0.1:1/v1/backup/ns/c", Out: filepath.Join(dir, "b"), Size: 1, SHA256: strings.Repeat("0", 64),
+		Timeout: 100 * time.Millisecond, TerminationLog: termLog,
+	}.Args()
+	if code := fetchBackup(context.Background(), args, io.Discard); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if msg, _ := os.ReadFile(termLog); !strings.Contains(string(msg), "gave up after") {
+		t.Errorf("termination message %q", msg)
+	}
+}

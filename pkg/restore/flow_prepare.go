@@ -1,0 +1,149 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
+)
+
+// The first stage of a restore: validate the spec, verify the backup, and
+// retry or fail what went wrong, before the old cluster is touched.
+
+// prepare proves the restore can be done without touching anything: the spec,
+// the cluster, the credentials, and the backup read through once. It ends by
+// writing the plan and phase Restoring, then starts the hand-over.
+func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (time.Duration, error) {
+	if er.Status.Phase == "" {
+		f.cfg.Metrics.started(er.Spec.BackupStorageType)
+		f.event(er, corev1.EventTypeNormal, ReasonValidating,
+			fmt.Sprintf("checking the spec, EtcdCluster %s and the backup source", er.Spec.EtcdCluster.Name))
+	}
+	err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) {
+		if st.Phase == "" {
+			st.Phase = api.RestorePhaseValidating
+		}
+		if st.StartTime == nil {
+			st.StartTime = f.now()
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	_, store, loc, err := f.validate(ctx, er)
+	if err != nil {
+		return f.failOrRetry(ctx, er, attempt, err)
+	}
+	if er.Status.Phase != api.RestorePhaseFetching {
+		f.event(er, corev1.EventTypeNormal, ReasonVerifyingBackup,
+			fmt.Sprintf("reading backup %s through to check it before EtcdCluster %s is touched", loc.Path(), er.Name))
+	}
+	if err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) { st.Phase = api.RestorePhaseFetching }); err != nil {
+		return 0, err
+	}
+	vb, err := f.verify(ctx, er, store, loc)
+	if err != nil {
+		return f.failOrRetry(ctx, er, attempt, err)
+	}
+	msg := fmt.Sprintf("backup %s is an intact etcd snapshot: %d bytes, sha256 %s", vb.Path, vb.Size, vb.SHA256)
+	if vb.RecordedBy != "" {
+		msg += ", as EtcdBackup " + vb.RecordedBy + " recorded"
+	}
+	f.event(er, corev1.EventTypeNormal, ReasonBackupVerified, msg)
+	f.logFor(er).Info(msg)
+
+	// The cluster as it is now: reading the backup may have taken minutes.
+	old, _, _, err := f.validate(ctx, er)
+	if err != nil {
+		return f.failOrRetry(ctx, er, attempt, err)
+	}
+	plan := &Plan{Cluster: recordCluster(old), Source: *er.Spec.DeepCopy(), Backup: vb, Started: *f.now()}
+	if err := f.writePlan(ctx, er, plan); err != nil {
+		return 0, err
+	}
+	if err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) {
+		st.Phase = api.RestorePhaseRestoring
+		st.Reason = ""
+	}); err != nil {
+		return 0, err
+	}
+	return f.restore(ctx, er)
+}
+
+// validate checks everything but the backup's content, and opens its store.
+func (f *Flow) validate(ctx context.Context, er *api.EtcdRestore) (*api.EtcdCluster, backup.Store, storage.Location, error) {
+	var loc storage.Location
+	if err := storage.CheckSupported(er.Spec.BackupStorageType); err != nil {
+		return nil, nil, loc, err
+	}
+	if err := er.Validate(); err != nil {
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("invalid spec: %w", err))
+	}
+	cl, err := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(er.Namespace).Get(ctx, er.Spec.EtcdCluster.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("EtcdCluster %s/%s does not exist: an EtcdRestore replaces an existing cluster and copies its spec; create the cluster (it may be paused) and a new EtcdRestore",
+			er.Namespace, er.Spec.EtcdCluster.Name))
+	case err != nil:
+		return nil, nil, loc, fmt.Errorf("get EtcdCluster %s/%s: %w", er.Namespace, er.Spec.EtcdCluster.Name, err)
+	case cl.DeletionTimestamp != nil:
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("EtcdCluster %s/%s is being deleted; its spec cannot be relied on", cl.Namespace, cl.Name))
+	}
+	if err := cl.Validate(); err != nil {
+		return nil, nil, loc, failure.Permanent(fmt.Errorf("EtcdCluster %s/%s has an invalid spec, which the restored cluster would copy; fix it first: %w", cl.Namespace, cl.Name, err))
+	}
+	store, loc, err := f.cfg.Open(ctx, er.Namespace, &er.Spec)
+	if err != nil {
+		return nil, nil, loc, err
+	}
+	return cl, store, loc, nil
+}
+
+// verify reads the backup through and compares it with the EtcdBackup that
+// recorded it, if any.
+func (f *Flow) verify(ctx context.Context, er *api.EtcdRestore, store backup.Store, loc storage.Location) (VerifiedBackup, error) {
+	vctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	vb, err := VerifySnapshot(vctx, store, loc)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(vctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("reading the backup did not finish within %v: %w", f.cfg.Timeout, err)
+		}
+		return vb, err
+	}
+	backups, err := f.cfg.Etcd.EtcdV1beta2().EtcdBackups(er.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return vb, fmt.Errorf("list the EtcdBackups of %s to compare the backup with their records: %w", er.Namespace, err)
+	}
+	return CheckRecorded(vb, backups.Items)
+}
+
+// failOrRetry ends a restore whose preparation failed, or retries it. Nothing has
+// been touched yet, so giving up is safe.
+func (f *Flow) failOrRetry(ctx context.Context, er *api.EtcdRestore, attempt int, err error) (time.Duration, error) {
+	if ctx.Err() != nil {
+		return 0, ctx.Err() // shutting down; the next leader runs it again
+	}
+	reason := err.Error()
+	if failure.IsPermanent(err) || attempt >= f.cfg.MaxRetries {
+		if !failure.IsPermanent(err) {
+			reason = fmt.Sprintf("%s (gave up after %d attempts)", reason, attempt+1)
+		}
+		return 0, f.fail(ctx, er, reason+"; EtcdCluster "+er.Spec.EtcdCluster.Name+" was not touched")
+	}
+	f.logFor(er).Warnf("attempt %d of %d failed, will retry: %s", attempt+1, f.cfg.MaxRetries+1, reason)
+	f.event(er, corev1.EventTypeWarning, ReasonRetrying, fmt.Sprintf("attempt %d of %d: %s; nothing was changed", attempt+1, f.cfg.MaxRetries+1, reason))
+	if uerr := f.updateStatus(ctx, er, func(st *api.RestoreStatus) { st.Reason = reason }); uerr != nil {
+		return 0, uerr
+	}
+	return 0, &RetryError{Err: err}
+}

@@ -1,0 +1,92 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+)
+
+// Writes of the EtcdRestore: its plan, finalizer and status.
+
+// writePlan stores the plan and the finalizer on the EtcdRestore.
+func (f *Flow) writePlan(ctx context.Context, er *api.EtcdRestore, plan *Plan) error {
+	raw, err := plan.encode()
+	if err != nil {
+		return err
+	}
+	return f.updateMeta(ctx, er, func(m *metav1.ObjectMeta) {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[PlanAnnotation] = raw
+		if !slices.Contains(m.Finalizers, Finalizer) {
+			m.Finalizers = append(m.Finalizers, Finalizer)
+		}
+	})
+}
+
+// release removes the finalizer of an ended restore. The plan stays: it holds
+// the old cluster's spec, which helps a user whose restore failed.
+func (f *Flow) release(ctx context.Context, er *api.EtcdRestore) error {
+	if !slices.Contains(er.Finalizers, Finalizer) {
+		return nil
+	}
+	return f.updateMeta(ctx, er, func(m *metav1.ObjectMeta) {
+		m.Finalizers = slices.DeleteFunc(m.Finalizers, func(s string) bool { return s == Finalizer })
+	})
+}
+
+// updateMeta writes change into er's metadata; see updateStatus.
+func (f *Flow) updateMeta(ctx context.Context, er *api.EtcdRestore, change func(*metav1.ObjectMeta)) error {
+	upd := er.DeepCopy()
+	change(&upd.ObjectMeta)
+	if equality.Semantic.DeepEqual(upd.ObjectMeta, er.ObjectMeta) {
+		return nil
+	}
+	out, err := f.cfg.Etcd.EtcdV1beta2().EtcdRestores(er.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+	return f.written(er, out, err, "update")
+}
+
+// updateStatus writes change into er's status through the status subresource,
+// when it changes anything, and on success leaves the stored object in er.
+//
+// The write carries the resourceVersion the sync read, never a fresh one: every
+// decision of a sync rests on that read, so if anyone changed the restore since
+// (another operator running it too, a user), the write must fail rather than
+// overwrite what it did not see. Two cluster-wide operators on one restore
+// showed why: the slower one, still checking the backup, found the cluster gone
+// (deleted by the other's hand-over) and wrote Failed over Restoring, which
+// would have left the cluster deleted and never re-created. A conflict is retried
+// from a fresh read instead.
+func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change func(*api.RestoreStatus)) error {
+	st := er.Status.DeepCopy()
+	change(st)
+	if equality.Semantic.DeepEqual(*st, er.Status) {
+		return nil
+	}
+	upd := er.DeepCopy()
+	upd.Status = *st
+	out, err := f.restores.Write(ctx, upd)
+	return f.written(er, out, err, "update status of")
+}
+
+// written takes the result of a write of er: the new object on success, errGone
+// or a RetryError when the restore went or changed meanwhile.
+func (f *Flow) written(er, out *api.EtcdRestore, err error, verb string) error {
+	switch {
+	case err == nil:
+		*er = *out
+		return nil
+	case apierrors.IsNotFound(err):
+		return errGone
+	case apierrors.IsConflict(err):
+		return &RetryError{Err: fmt.Errorf("EtcdRestore %s/%s changed while it was processed; starting again from its new state: %w", er.Namespace, er.Name, err)}
+	}
+	return fmt.Errorf("%s EtcdRestore %s/%s: %w", verb, er.Namespace, er.Name, err)
+}
