@@ -119,7 +119,8 @@ func TestStore(t *testing.T, opts StoreOptions) {
 				t.Fatal(err)
 			}
 		}
-		for _, other := range []string{"p", "q/snap_v1_2024-01-01-00:00:00"} {
+		// Not "p": a file system backend (versitygw's posix) cannot hold both p and p/x.
+		for _, other := range []string{"p0", "q/snap_v1_2024-01-01-00:00:00"} {
 			if _, _, err := store.Put(ctx, other, strings.NewReader("x")); err != nil {
 				t.Fatal(err)
 			}
