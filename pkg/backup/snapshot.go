@@ -47,8 +47,15 @@ type Snapshot struct {
 // SaveSnapshot streams a snapshot of the most up-to-date reachable member into store,
 // under the key that name returns for that member's revision. Nothing is buffered
 // beyond what the store needs for one upload part. The stored object is exactly what
-// etcd sent, trailing sha256 included, so `etcdutl snapshot restore` can check it;
-// that trailer is verified on the way, and an object that fails the check is deleted.
+// etcd sent, trailing sha256 included, so `etcdutl snapshot restore` can check it.
+//
+// A good backup is never replaced by a bad one: the trailer is verified as the
+// stream ends, and a stream that fails it (or breaks) fails the upload before the
+// store commits it, so whatever was stored under the key stays. The upload is only
+// ever visible under its name once complete: S3's multipart upload, Azure's
+// uncommitted blocks and GCS's resumable session are the temporary object, and
+// committing them is the rename, without copying the snapshot a second time. The
+// committed object's size is then read back and compared with what was sent.
 func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revision int64) string) (*Snapshot, error) {
 	if len(src.Endpoints) == 0 {
 		return nil, failure.Permanent(errors.New("no etcd endpoints to take the snapshot from"))
@@ -74,18 +81,21 @@ func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revisi
 	defer func() { _ = stream.Close() }()
 
 	key := name(rev)
-	check := newTrailerCheck()
-	size, sum, err := store.Put(ctx, key, io.TeeReader(stream, check))
+	body := &checkedStream{r: stream, check: newTrailerCheck()}
+	size, sum, err := store.Put(ctx, key, body)
+	if body.damaged != nil {
+		return nil, fmt.Errorf("snapshot of %s (revision %d) is damaged, so it was not stored and %q keeps what it held: %w",
+			endpoint, rev, key, body.damaged)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("stream snapshot of %s (revision %d) to %q: %w", endpoint, rev, key, err)
 	}
-	if err := check.verify(); err != nil {
-		// Never leave a damaged snapshot where a restore would pick it up; the error
-		// says so even if the delete fails too.
-		if derr := store.Delete(ctx, key); derr != nil {
-			err = fmt.Errorf("%w (and deleting it failed: %v)", err, derr)
-		}
-		return nil, fmt.Errorf("snapshot of %s stored at %q is damaged: %w", endpoint, key, err)
+	info, err := store.Head(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of %s stored at %q cannot be read back: %w", endpoint, key, err)
+	}
+	if info.Size != size {
+		return nil, fmt.Errorf("the store holds %d bytes at %q, but %d were sent", info.Size, key, size)
 	}
 	return &Snapshot{
 		Endpoint:    endpoint,
@@ -95,6 +105,31 @@ func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revisi
 		Size:        size,
 		SHA256:      sum,
 	}, nil
+}
+
+// errDamaged is what checkedStream's reader sees in place of io.EOF when the
+// trailer does not match, so that the store abandons the upload.
+var errDamaged = errors.New("snapshot failed its sha256 check")
+
+// checkedStream passes the snapshot through its trailer check and, at the end,
+// turns io.EOF into an error if the check fails: a Store commits an upload only
+// when its reader ends with io.EOF.
+type checkedStream struct {
+	r       io.Reader
+	check   *trailerCheck
+	damaged error
+}
+
+func (c *checkedStream) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	_, _ = c.check.Write(p[:n])
+	if errors.Is(err, io.EOF) {
+		if verr := c.check.verify(); verr != nil {
+			c.damaged = verr
+			return n, fmt.Errorf("%w: %v", errDamaged, verr)
+		}
+	}
+	return n, err
 }
 
 // trailerCheck checks the sha256 that etcd's Snapshot RPC appends to the database

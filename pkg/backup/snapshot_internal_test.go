@@ -1,7 +1,11 @@
 package backup
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -55,5 +59,58 @@ func TestTrailerCheckRefusesAShortStream(t *testing.T) {
 	_, _ = c.Write(make([]byte, 31))
 	if err := c.verify(); err == nil || !strings.Contains(err.Error(), "31 bytes") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// commitOnEOF is a Store that, like the real ones, replaces an object only when
+// the reader ends with io.EOF.
+type commitOnEOF struct{ objects map[string][]byte }
+
+func (s *commitOnEOF) Put(_ context.Context, key string, r io.Reader) (int64, string, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return 0, "", err
+	}
+	s.objects[key] = data
+	return int64(len(data)), "", nil
+}
+
+func TestCheckedStreamFailsTheUploadOfADamagedSnapshot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	db := make([]byte, 100000)
+	for i := range db {
+		db[i] = byte(rng.Uint32())
+	}
+	sum := sha256.Sum256(db)
+	good := append(append([]byte{}, db...), sum[:]...)
+	damaged := append([]byte{}, good...)
+	damaged[5000] ^= 1
+
+	for _, tc := range []struct {
+		name    string
+		stream  []byte
+		wantErr bool
+	}{
+		{"a good snapshot is stored", good, false},
+		{"a flipped bit keeps the old object", damaged, true},
+		{"a truncated stream keeps the old object", good[:len(good)-10], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &commitOnEOF{objects: map[string][]byte{"k": []byte("previous backup")}}
+			body := &checkedStream{r: bytes.NewReader(tc.stream), check: newTrailerCheck()}
+			_, _, err := store.Put(context.Background(), "k", body)
+			if tc.wantErr {
+				if !errors.Is(err, errDamaged) || body.damaged == nil {
+					t.Fatalf("Put = %v (damaged %v), want errDamaged", err, body.damaged)
+				}
+				if string(store.objects["k"]) != "previous backup" {
+					t.Fatal("the previous backup was replaced")
+				}
+				return
+			}
+			if err != nil || body.damaged != nil || !bytes.Equal(store.objects["k"], good) {
+				t.Fatalf("Put = %v, damaged %v", err, body.damaged)
+			}
+		})
 	}
 }

@@ -20,7 +20,9 @@ var ErrNotFound = errors.New("object not found")
 type Store interface {
 	// Put stores everything r yields under key, replacing an existing object, and
 	// returns the number of bytes stored and their hex sha256. r is read once,
-	// front to back, and never buffered whole.
+	// front to back, and never buffered whole. The object appears (or is replaced)
+	// only if r ends with io.EOF: when r returns any other error, Put returns it
+	// (wrapped) and leaves what was stored under key as it was.
 	Put(ctx context.Context, key string, r io.Reader) (size int64, sha256 string, err error)
 	// Get opens an object for reading; the caller closes it.
 	Get(ctx context.Context, key string) (rc io.ReadCloser, size int64, err error)

@@ -59,8 +59,15 @@ func (fileStore) Get(context.Context, string) (io.ReadCloser, int64, error) {
 	return nil, 0, errUnsupported
 }
 
-func (fileStore) Head(context.Context, string) (backup.ObjectInfo, error) {
-	return backup.ObjectInfo{}, errUnsupported
+func (fileStore) Head(_ context.Context, key string) (backup.ObjectInfo, error) {
+	fi, err := os.Stat(key)
+	if errors.Is(err, os.ErrNotExist) {
+		return backup.ObjectInfo{}, fmt.Errorf("%s: %w", key, backup.ErrNotFound)
+	}
+	if err != nil {
+		return backup.ObjectInfo{}, err
+	}
+	return backup.ObjectInfo{Key: key, Size: fi.Size(), LastModified: fi.ModTime()}, nil
 }
 
 func (fileStore) List(context.Context, string) ([]backup.ObjectInfo, error) {

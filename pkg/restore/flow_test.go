@@ -249,20 +249,16 @@ func TestRefusedRestoresLeaveTheClusterAlone(t *testing.T) {
 			er.Spec.EtcdCluster.Name = "ghost"
 			return er
 		}, want: "EtcdCluster ns/ghost does not exist"},
-		{name: "ABS is not supported", restore: func() *api.EtcdRestore {
+		{name: "ABS without an abs block", restore: func() *api.EtcdRestore {
 			er := newRestore(testCluster, "good.db", srv)
 			er.Spec.BackupStorageType = api.BackupStorageTypeABS
-			er.Spec.S3 = nil
-			er.Spec.ABS = &api.ABSRestoreSource{Path: testBucket + "/good.db", ABSSecret: "abs"}
 			return er
-		}, want: "storage type ABS is not supported yet"},
-		{name: "GCS is not supported", restore: func() *api.EtcdRestore {
+		}, want: "spec.abs: Required value"},
+		{name: "GCS without a gcs block", restore: func() *api.EtcdRestore {
 			er := newRestore(testCluster, "good.db", srv)
 			er.Spec.BackupStorageType = api.BackupStorageTypeGCS
-			er.Spec.S3 = nil
-			er.Spec.GCS = &api.GCSRestoreSource{Path: testBucket + "/good.db"}
 			return er
-		}, want: "storage type GCS is not supported yet"},
+		}, want: "spec.gcs: Required value"},
 		{name: "path without a key", restore: func() *api.EtcdRestore {
 			er := newRestore(testCluster, "", srv)
 			er.Spec.S3.Path = testBucket

@@ -1,12 +1,15 @@
 // Command backup measures the operator's backup path on a large database: the
-// throughput of streaming a snapshot from etcd into S3, and the memory it takes.
+// throughput of streaming a snapshot from etcd into a store (S3, ABS or GCS), and
+// the memory it takes.
 //
 // etcd runs in a child process (this binary with -role=etcd): its bbolt file is
 // memory-mapped, and reading it for the snapshot would otherwise count in this
 // process's RSS. The S3 server runs in this process on gofakes3 with a backend that
 // drops the bytes (backuptest.DiscardBackend), so what this process holds at its
 // peak is the backup path's own memory: the etcd client, the upload part buffers
-// and the HTTP client.
+// and the HTTP client. With -store=abs the store is an Azurite process (from
+// hack/azurite.sh), with -store=gcs fake-gcs-server in a child process (this
+// binary with -role=gcs), both keeping the bytes on disk under TMPDIR.
 package main
 
 import (
@@ -26,8 +29,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
+	"github.com/openetcd/etcd-operator/pkg/backup/gcsstore"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 )
@@ -40,14 +47,17 @@ func main() {
 	partMiB := flag.Int("part-mib", s3store.DefaultPartSize>>20, "upload part size")
 	concurrency := flag.Int("concurrency", s3store.DefaultConcurrency, "parts uploaded at once")
 	runs := flag.Int("runs", 3, "backups to time; the first also warms up")
+	storeKind := flag.String("store", "s3", "s3 (in-process, bytes dropped), abs (Azurite) or gcs (fake-gcs-server)")
 	flag.Parse()
 
 	var err error
 	switch *role {
 	case "etcd":
 		err = serveEtcd(*dir, *sizeMiB, *valueKiB)
+	case "gcs":
+		err = serveGCS(*dir)
 	case "bench":
-		err = bench(*sizeMiB, *valueKiB, *partMiB, *concurrency, *runs)
+		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs)
 	default:
 		err = fmt.Errorf("unknown -role %q", *role)
 	}
@@ -84,7 +94,25 @@ func serveEtcd(dir string, sizeMiB, valueKiB int) error {
 	}
 	fmt.Fprintf(os.Stderr, "etcd: wrote %d keys of %d KiB in %v\n", keys, valueKiB, time.Since(start).Round(time.Millisecond))
 	fmt.Printf("READY %s\n", e.Endpoint)
+	return waitForEnd()
+}
 
+// serveGCS runs fake-gcs-server on disk under dir, prints "READY <url>" and
+// serves until its stdin closes or it is signalled.
+func serveGCS(dir string) error {
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme: "http", Host: "127.0.0.1", StorageRoot: dir, Writer: io.Discard,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "bench"})
+	fmt.Printf("READY %s\n", srv.URL())
+	return waitForEnd()
+}
+
+func waitForEnd() error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	eof := make(chan struct{})
@@ -99,7 +127,112 @@ func serveEtcd(dir string, sizeMiB, valueKiB int) error {
 	return nil
 }
 
-func bench(sizeMiB, valueKiB, partMiB, concurrency, runs int) error {
+// startChild runs this binary with args and returns what it printed after READY,
+// and a function that ends it by its pid.
+func startChild(args ...string) (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	child := exec.Command(self, args...)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := child.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		_ = stdin.Close()
+		_ = child.Process.Signal(syscall.SIGTERM)
+		_ = child.Wait()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("child %v: %w", args, err)
+	}
+	ready, ok := strings.CutPrefix(strings.TrimSpace(line), "READY ")
+	if !ok {
+		stop()
+		return "", nil, fmt.Errorf("child %v said %q", args, line)
+	}
+	return ready, stop, nil
+}
+
+// openStore starts the store to back up into. storedSize says how many bytes the
+// store holds under a key, to check each run against.
+func openStore(kind string, partMiB, concurrency int) (store backup.Store, storedSize func(key string) (int64, error), stop func(), err error) {
+	switch kind {
+	case "s3":
+		discard := backuptest.NewDiscardBackend()
+		srv, err := backuptest.StartS3(discard, "bench")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cfg := srv.StoreConfig("bench")
+		cfg.PartSize = int64(partMiB) << 20
+		cfg.Concurrency = concurrency
+		s, err := s3store.New(cfg)
+		if err != nil {
+			srv.Close()
+			return nil, nil, nil, err
+		}
+		size := func(key string) (int64, error) {
+			n, _ := discard.Size("bench", key)
+			return n, nil
+		}
+		return s, size, srv.Close, nil
+	case "abs":
+		dir, err := os.MkdirTemp("", "backup-bench-azurite-")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		az, err := backuptest.StartAzurite(context.Background(), dir, "bench")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cfg := az.StoreConfig("bench")
+		cfg.BlockSize = int64(partMiB) << 20
+		cfg.Concurrency = concurrency
+		s, err := absstore.New(cfg)
+		if err != nil {
+			az.Close()
+			return nil, nil, nil, err
+		}
+		return s, headSize(s), func() { az.Close(); _ = os.RemoveAll(dir) }, nil
+	case "gcs":
+		dir, err := os.MkdirTemp("", "backup-bench-gcs-")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		url, stop, err := startChild("-role=gcs", "-dir="+dir)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		s, err := gcsstore.New(context.Background(), gcsstore.Config{Bucket: "bench", Endpoint: url})
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		return s, headSize(s), func() { _ = s.Close(); stop(); _ = os.RemoveAll(dir) }, nil
+	}
+	return nil, nil, nil, fmt.Errorf("unknown -store %q: use s3, abs or gcs", kind)
+}
+
+func headSize(s backup.Store) func(string) (int64, error) {
+	return func(key string) (int64, error) {
+		info, err := s.Head(context.Background(), key)
+		return info.Size, err
+	}
+}
+
+func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int) error {
 	// The etcd child, killed by its pid when the benchmark ends.
 	self, err := os.Executable()
 	if err != nil {
@@ -136,24 +269,16 @@ func bench(sizeMiB, valueKiB, partMiB, concurrency, runs int) error {
 		return err
 	}
 
-	discard := backuptest.NewDiscardBackend()
-	srv, err := backuptest.StartS3(discard, "bench")
+	store, storedSize, stopStore, err := openStore(storeKind, partMiB, concurrency)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	cfg := srv.StoreConfig("bench")
-	cfg.PartSize = int64(partMiB) << 20
-	cfg.Concurrency = concurrency
-	store, err := s3store.New(cfg)
-	if err != nil {
-		return err
-	}
+	defer stopStore()
 
 	runtime.GC()
 	rssBefore := procStatus("VmRSS")
-	fmt.Printf("database: %.1f MiB (Status RPC) at revision %d (etcd %s); upload parts of %d MiB, %d at once\n",
-		float64(status.DbSize)/(1<<20), status.Header.Revision, status.Version, partMiB, concurrency)
+	fmt.Printf("store: %s; database: %.1f MiB (Status RPC) at revision %d (etcd %s); upload parts of %d MiB, %d at once\n",
+		storeKind, float64(status.DbSize)/(1<<20), status.Header.Revision, status.Version, partMiB, concurrency)
 	fmt.Printf("RSS before the first backup: %.1f MiB\n", rssBefore/(1<<10))
 
 	var best float64 // MiB/s
@@ -174,7 +299,10 @@ func bench(sizeMiB, valueKiB, partMiB, concurrency, runs int) error {
 		}
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
-		stored, _ := discard.Size("bench", "snap")
+		stored, err := storedSize("snap")
+		if err != nil {
+			return err
+		}
 		if stored != res.Size {
 			return fmt.Errorf("the store received %d bytes, the backup counted %d", stored, res.Size)
 		}

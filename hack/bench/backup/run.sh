@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Benchmarks the backup path on a large database: etcd (embedded, in a child
 # process, quota raised) is filled with SIZE_MIB of data, then backed up three times
-# into an in-process S3 server whose backend drops the bytes. Prints MiB/s and the
-# peak RSS (VmHWM) and Go heap of the backing-up process.
+# into an in-process S3 server whose backend drops the bytes (or, with -store=abs,
+# Azurite from hack/azurite.sh; with -store=gcs, fake-gcs-server in a child
+# process). Prints MiB/s and the peak RSS (VmHWM) and Go heap of the backing-up
+# process.
 #
 #   hack/bench/backup/run.sh                       # 512 MiB
 #   SIZE_MIB=2048 hack/bench/backup/run.sh -concurrency=1
+#   AZURITE_BLOB=$(bash hack/azurite.sh) hack/bench/backup/run.sh -store=abs
+#   hack/bench/backup/run.sh -store=gcs
 #
 # Extra arguments go to the benchmark binary (-part-mib, -concurrency, -runs,
 # -value-kib). The in-process Go benchmark is

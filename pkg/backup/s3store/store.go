@@ -80,14 +80,20 @@ func New(cfg Config) (*Store, error) {
 		Credentials: credentials.NewStaticCredentialsProvider(
 			cfg.Credentials.AccessKeyID, cfg.Credentials.SecretAccessKey, cfg.Credentials.SessionToken),
 	}
+	// The SDK's flexible checksums (x-amz-checksum-* headers, aws-chunked bodies
+	// with trailers, x-amz-checksum-mode on reads) are refused by S3-compatible
+	// stores that predate them: Ceph RGW, older MinIO, OSS, appliances. They are
+	// sent to such endpoints only where the API requires them; the snapshot has
+	// its own sha256, checked on the way in and on restore.
+	checksums := aws.RequestChecksumCalculationWhenSupported
+	if endpoint != "" {
+		checksums = aws.RequestChecksumCalculationWhenRequired
+	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		o.UsePathStyle = cfg.ForcePathStyle
+		o.RequestChecksumCalculation = checksums
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
-			// The SDK's default CRC32 checksums use aws-chunked uploads, which
-			// S3-compatible stores (OSS among them) do not all understand. Request
-			// them only where the API demands it.
-			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	})
@@ -109,6 +115,9 @@ func New(cfg Config) (*Store, error) {
 	uploader := manager.NewUploader(client, func(u *manager.Uploader) {
 		u.PartSize = partSize
 		u.Concurrency = concurrency
+		// The uploader asks for CRC32 on CreateMultipartUpload unless told
+		// otherwise, whatever the client says.
+		u.RequestChecksumCalculation = checksums
 	})
 	return &Store{client: client, uploader: uploader, bucket: cfg.Bucket, pageSize: pageSize}, nil
 }

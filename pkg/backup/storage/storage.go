@@ -1,10 +1,10 @@
-// Package storage opens the store an EtcdBackup (or, later, an EtcdRestore) points
-// at, from its spec and the credentials secret it names.
+// Package storage opens the store an EtcdBackup or an EtcdRestore points at, from
+// its spec and the credentials secret it names. It is the one place that knows
+// the storage types: everything past it works on a backup.Store.
 package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -15,6 +15,8 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
+	"github.com/openetcd/etcd-operator/pkg/backup/gcsstore"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
@@ -28,7 +30,8 @@ type Location struct {
 // Path is the "<bucket>/<key>" form used in specs and status.
 func (l Location) Path() string { return l.Bucket + "/" + l.Key }
 
-// ParsePath splits "<bucket>/<key>"; both parts must be non-empty.
+// ParsePath splits "<bucket>/<key>" (for ABS "<container>/<blob>"); both parts
+// must be non-empty.
 func ParsePath(path string) (Location, error) {
 	bucket, key, ok := strings.Cut(path, "/")
 	if !ok || bucket == "" || key == "" {
@@ -37,35 +40,71 @@ func ParsePath(path string) (Location, error) {
 	return Location{Bucket: bucket, Key: key}, nil
 }
 
-// CheckSupported refuses the storage types the schema accepts but the operator cannot
-// write yet. The original exited the whole process on an unknown type.
+// CheckSupported refuses a storage type the operator cannot use. The original
+// exited the whole process on an unknown type.
 func CheckSupported(t api.BackupStorageType) error {
 	switch t {
-	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS:
+	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS, api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
 		return nil
-	case api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
-		return failure.Permanent(fmt.Errorf("storage type %s is not supported yet", t))
 	}
-	return failure.Permanent(fmt.Errorf("unknown storage type %q: use S3 or OSS", t))
+	return failure.Permanent(fmt.Errorf("unknown storage type %q: use S3, ABS, GCS or OSS", t))
 }
 
 // ForBackup opens the store an EtcdBackup names, with the credentials secret read
 // from the backup's own namespace.
 func ForBackup(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, spec *api.BackupSpec) (backup.Store, Location, error) {
-	if err := CheckSupported(spec.StorageType); err != nil {
+	return open(ctx, secrets, namespace, "storage type", spec.StorageType, spec.BackupSource)
+}
+
+// ForRestore opens the store an EtcdRestore reads from, with the credentials
+// secret read from the restore's namespace. Its sources have the fields of the
+// backup's, so both go through the same code.
+func ForRestore(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, spec *api.RestoreSpec) (backup.Store, Location, error) {
+	var src api.BackupSource
+	if s := spec.S3; s != nil {
+		src.S3 = &api.S3BackupSource{Path: s.Path, AWSSecret: s.AWSSecret, Endpoint: s.Endpoint, ForcePathStyle: s.ForcePathStyle}
+	}
+	if s := spec.ABS; s != nil {
+		src.ABS = &api.ABSBackupSource{Path: s.Path, ABSSecret: s.ABSSecret, Endpoint: s.Endpoint}
+	}
+	if s := spec.GCS; s != nil {
+		src.GCS = &api.GCSBackupSource{Path: s.Path, GCPSecret: s.GCPSecret, Endpoint: s.Endpoint}
+	}
+	if s := spec.OSS; s != nil {
+		// OpenOSS applies the default endpoint, which the original's restore forgot.
+		src.OSS = &api.OSSBackupSource{Path: s.Path, OSSSecret: s.OSSSecret, Endpoint: s.Endpoint}
+	}
+	return open(ctx, secrets, namespace, "backupStorageType", spec.BackupStorageType, src)
+}
+
+func open(ctx context.Context, secrets corev1client.SecretsGetter, namespace, typeField string, t api.BackupStorageType, src api.BackupSource) (backup.Store, Location, error) {
+	if err := CheckSupported(t); err != nil {
 		return nil, Location{}, err
 	}
-	switch spec.StorageType {
+	missing := func(block string) error {
+		return failure.Permanent(fmt.Errorf("%s %s needs spec.%s", typeField, t, block))
+	}
+	switch t {
 	case api.BackupStorageTypeS3:
-		if spec.S3 == nil {
-			return nil, Location{}, failure.Permanent(errors.New("storage type S3 needs spec.s3"))
+		if src.S3 == nil {
+			return nil, Location{}, missing("s3")
 		}
-		return OpenS3(ctx, secrets, namespace, spec.S3)
+		return OpenS3(ctx, secrets, namespace, src.S3)
+	case api.BackupStorageTypeABS:
+		if src.ABS == nil {
+			return nil, Location{}, missing("abs")
+		}
+		return OpenABS(ctx, secrets, namespace, src.ABS)
+	case api.BackupStorageTypeGCS:
+		if src.GCS == nil {
+			return nil, Location{}, missing("gcs")
+		}
+		return OpenGCS(ctx, secrets, namespace, src.GCS)
 	default: // OSS; CheckSupported let nothing else through.
-		if spec.OSS == nil {
-			return nil, Location{}, failure.Permanent(errors.New("storage type OSS needs spec.oss"))
+		if src.OSS == nil {
+			return nil, Location{}, missing("oss")
 		}
-		return OpenOSS(ctx, secrets, namespace, spec.OSS)
+		return OpenOSS(ctx, secrets, namespace, src.OSS)
 	}
 }
 
@@ -132,7 +171,74 @@ func OpenOSS(ctx context.Context, secrets corev1client.SecretsGetter, namespace 
 	return store, loc, nil
 }
 
-// getSecret reads a secret. A missing secret is not Permanent: it is often created
+// OpenABS opens an Azure Blob Storage container with the account and key in
+// src.ABSSecret.
+func OpenABS(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, src *api.ABSBackupSource) (backup.Store, Location, error) {
+	loc, err := ParsePath(src.Path)
+	if err != nil {
+		return nil, Location{}, fmt.Errorf("spec.abs: %w", err)
+	}
+	secret, err := GetSecret(ctx, secrets, namespace, src.ABSSecret, "spec.abs.absSecret")
+	if err != nil {
+		return nil, Location{}, err
+	}
+	var missing []string
+	for _, k := range []string{api.ABSSecretStorageAccount, api.ABSSecretStorageKey} {
+		if len(strings.TrimSpace(string(secret.Data[k]))) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, Location{}, failure.Permanent(fmt.Errorf("the ABS secret %s/%s has no %s", namespace, src.ABSSecret, strings.Join(missing, " and no ")))
+	}
+	store, err := absstore.New(absstore.Config{
+		Container: loc.Bucket,
+		Account:   strings.TrimSpace(string(secret.Data[api.ABSSecretStorageAccount])),
+		Key:       strings.TrimSpace(string(secret.Data[api.ABSSecretStorageKey])),
+		Cloud:     strings.TrimSpace(string(secret.Data[api.ABSSecretCloud])),
+		Endpoint:  src.Endpoint,
+	})
+	if err != nil {
+		return nil, Location{}, failure.Permanent(fmt.Errorf("the ABS secret %s/%s or spec.abs: %w", namespace, src.ABSSecret, err))
+	}
+	return store, loc, nil
+}
+
+// OpenGCS opens a Google Cloud Storage bucket with the access-token or
+// credentials.json in src.GCPSecret; without a secret, the pod's application
+// default credentials are used, as in the original.
+func OpenGCS(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, src *api.GCSBackupSource) (backup.Store, Location, error) {
+	loc, err := ParsePath(src.Path)
+	if err != nil {
+		return nil, Location{}, fmt.Errorf("spec.gcs: %w", err)
+	}
+	cfg := gcsstore.Config{Bucket: loc.Bucket, Endpoint: src.Endpoint}
+	if src.GCPSecret != "" {
+		// The original fell back to default credentials when the named secret could
+		// not be read; a named secret that is missing is an error here, since
+		// backing up with other credentials than the ones asked for is a surprise.
+		secret, err := GetSecret(ctx, secrets, namespace, src.GCPSecret, "spec.gcs.gcpSecret")
+		if err != nil {
+			return nil, Location{}, err
+		}
+		cfg.AccessToken = strings.TrimSpace(string(secret.Data[api.GCPSecretAccessToken]))
+		cfg.CredentialsJSON = secret.Data[api.GCPSecretCredentialsJSON]
+		if cfg.AccessToken == "" && len(cfg.CredentialsJSON) == 0 {
+			return nil, Location{}, failure.Permanent(fmt.Errorf("the GCP secret %s/%s has neither %s nor %s",
+				namespace, src.GCPSecret, api.GCPSecretAccessToken, api.GCPSecretCredentialsJSON))
+		}
+	}
+	store, err := gcsstore.New(ctx, cfg)
+	if err != nil {
+		if src.GCPSecret != "" {
+			err = fmt.Errorf("the GCP secret %s/%s or spec.gcs: %w", namespace, src.GCPSecret, err)
+		}
+		return nil, Location{}, failure.Permanent(err)
+	}
+	return store, loc, nil
+}
+
+// GetSecret reads a secret. A missing secret is not Permanent: it is often created
 // just after the EtcdBackup (by the same kubectl apply, or by a secrets operator).
 func GetSecret(ctx context.Context, secrets corev1client.SecretsGetter, namespace, name, field string) (*corev1.Secret, error) {
 	if name == "" {

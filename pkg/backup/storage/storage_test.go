@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
+	"github.com/openetcd/etcd-operator/pkg/backup/gcsstore"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
@@ -33,7 +35,12 @@ func TestForBackup(t *testing.T) {
 	})
 	goodOSS := secret("oss", map[string]string{"accessKeyID": "id", "accessKeySecret": "secret"})
 	halfOSS := secret("oss-half", map[string]string{"accessKeyID": "id"})
-	objects := []runtime.Object{goodAWS, noRegion, goodOSS, halfOSS}
+	goodABS := secret("abs", map[string]string{"storage-account": "acct", "storage-key": "a2V5", "cloud": "AzureChinaCloud"})
+	halfABS := secret("abs-half", map[string]string{"storage-account": "acct"})
+	marsABS := secret("abs-mars", map[string]string{"storage-account": "acct", "storage-key": "a2V5", "cloud": "Mars"})
+	tokenGCP := secret("gcp", map[string]string{"access-token": "ya29.token"})
+	emptyGCP := secret("gcp-empty", map[string]string{"other": "x"})
+	objects := []runtime.Object{goodAWS, noRegion, goodOSS, halfOSS, goodABS, halfABS, marsABS, tokenGCP, emptyGCP}
 
 	s3 := func(path, secretName string) api.BackupSpec {
 		return api.BackupSpec{StorageType: api.BackupStorageTypeS3,
@@ -42,6 +49,14 @@ func TestForBackup(t *testing.T) {
 	oss := func(path, secretName, endpoint string) api.BackupSpec {
 		return api.BackupSpec{StorageType: api.BackupStorageTypeOSS,
 			BackupSource: api.BackupSource{OSS: &api.OSSBackupSource{Path: path, OSSSecret: secretName, Endpoint: endpoint}}}
+	}
+	abs := func(path, secretName, endpoint string) api.BackupSpec {
+		return api.BackupSpec{StorageType: api.BackupStorageTypeABS,
+			BackupSource: api.BackupSource{ABS: &api.ABSBackupSource{Path: path, ABSSecret: secretName, Endpoint: endpoint}}}
+	}
+	gcs := func(path, secretName, endpoint string) api.BackupSpec {
+		return api.BackupSpec{StorageType: api.BackupStorageTypeGCS,
+			BackupSource: api.BackupSource{GCS: &api.GCSBackupSource{Path: path, GCPSecret: secretName, Endpoint: endpoint}}}
 	}
 	tests := []struct {
 		name      string
@@ -53,11 +68,16 @@ func TestForBackup(t *testing.T) {
 		{name: "S3 with a complete secret", spec: s3("bucket/a/b", "aws"), wantLoc: Location{"bucket", "a/b"}},
 		{name: "OSS with the default endpoint", spec: oss("bkt/key", "oss", ""), wantLoc: Location{"bkt", "key"}},
 		{name: "OSS with a custom regional endpoint", spec: oss("bkt/key", "oss", "https://oss-us-west-1.aliyuncs.com"), wantLoc: Location{"bkt", "key"}},
-		{name: "ABS is not supported yet", spec: api.BackupSpec{StorageType: api.BackupStorageTypeABS,
-			BackupSource: api.BackupSource{ABS: &api.ABSBackupSource{Path: "c/b", ABSSecret: "x"}}},
-			wantErr: "storage type ABS is not supported yet", permanent: true},
-		{name: "GCS is not supported yet", spec: api.BackupSpec{StorageType: api.BackupStorageTypeGCS},
-			wantErr: "storage type GCS is not supported yet", permanent: true},
+		{name: "ABS in another cloud", spec: abs("container/a/blob", "abs", ""), wantLoc: Location{"container", "a/blob"}},
+		{name: "ABS on Azurite", spec: abs("container/blob", "abs", "http://azurite:10000/devstoreaccount1"), wantLoc: Location{"container", "blob"}},
+		{name: "ABS secret missing the key", spec: abs("c/b", "abs-half", ""), wantErr: "the ABS secret ns/abs-half has no storage-key", permanent: true},
+		{name: "ABS secret naming an unknown cloud", spec: abs("c/b", "abs-mars", ""), wantErr: `unknown Azure cloud "Mars"`, permanent: true},
+		{name: "ABS without its block", spec: api.BackupSpec{StorageType: api.BackupStorageTypeABS}, wantErr: "storage type ABS needs spec.abs", permanent: true},
+		{name: "GCS with an access token", spec: gcs("bucket/obj", "gcp", ""), wantLoc: Location{"bucket", "obj"}},
+		{name: "GCS emulator without a secret", spec: gcs("bucket/obj", "", "http://fake-gcs:4443"), wantLoc: Location{"bucket", "obj"}},
+		{name: "GCS secret with neither key", spec: gcs("b/o", "gcp-empty", ""), wantErr: "has neither access-token nor credentials.json", permanent: true},
+		{name: "GCS secret that does not exist yet", spec: gcs("b/o", "later", ""), wantErr: "secret ns/later (spec.gcs.gcpSecret) not found"},
+		{name: "GCS without its block", spec: api.BackupSpec{StorageType: api.BackupStorageTypeGCS}, wantErr: "storage type GCS needs spec.gcs", permanent: true},
 		{name: "unknown storage type", spec: api.BackupSpec{StorageType: "FTP"}, wantErr: `unknown storage type "FTP"`, permanent: true},
 		{name: "S3 without its block", spec: api.BackupSpec{StorageType: api.BackupStorageTypeS3}, wantErr: "needs spec.s3", permanent: true},
 		{name: "OSS without its block", spec: api.BackupSpec{StorageType: api.BackupStorageTypeOSS}, wantErr: "needs spec.oss", permanent: true},
@@ -89,8 +109,17 @@ func TestForBackup(t *testing.T) {
 			if loc != tc.wantLoc {
 				t.Fatalf("location %+v, want %+v", loc, tc.wantLoc)
 			}
-			if s, ok := store.(*s3store.Store); !ok || s.Bucket() != tc.wantLoc.Bucket {
-				t.Fatalf("store %T for bucket %q", store, tc.wantLoc.Bucket)
+			var bucket string
+			switch s := store.(type) {
+			case *s3store.Store:
+				bucket = s.Bucket()
+			case *absstore.Store:
+				bucket = s.Container()
+			case *gcsstore.Store:
+				bucket = s.Bucket()
+			}
+			if bucket != tc.wantLoc.Bucket {
+				t.Fatalf("store %T for bucket %q, want %q", store, bucket, tc.wantLoc.Bucket)
 			}
 		})
 	}
@@ -99,5 +128,22 @@ func TestForBackup(t *testing.T) {
 func TestLocationPath(t *testing.T) {
 	if got := (Location{"b", "k/x"}).Path(); got != "b/k/x" {
 		t.Fatalf("Path = %q", got)
+	}
+}
+
+func TestForRestoreOpensWhatTheBackupWrote(t *testing.T) {
+	kube := fake.NewSimpleClientset(secret("abs", map[string]string{"storage-account": "acct", "storage-key": "a2V5"}))
+	spec := &api.RestoreSpec{BackupStorageType: api.BackupStorageTypeABS,
+		RestoreSource: api.RestoreSource{ABS: &api.ABSRestoreSource{Path: "c/snap", ABSSecret: "abs", Endpoint: "http://azurite:10000/acct"}}}
+	store, loc, err := ForRestore(context.Background(), kube.CoreV1(), "ns", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := store.(*absstore.Store); !ok || s.Container() != "c" || loc.Key != "snap" {
+		t.Fatalf("ForRestore = %T %+v", store, loc)
+	}
+	_, _, err = ForRestore(context.Background(), kube.CoreV1(), "ns", &api.RestoreSpec{BackupStorageType: api.BackupStorageTypeGCS})
+	if err == nil || !strings.Contains(err.Error(), "backupStorageType GCS needs spec.gcs") || !failure.IsPermanent(err) {
+		t.Fatalf("restore without its gcs block: %v", err)
 	}
 }

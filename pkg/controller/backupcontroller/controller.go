@@ -258,7 +258,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // checkSpec refuses what cannot be backed up. The schema rejects most of it, but an
-// old CRD without one lets anything in, and ABS and GCS are valid but not written yet.
+// old CRD without one lets anything in.
 func checkSpec(spec *api.BackupSpec) error {
 	if err := storage.CheckSupported(spec.StorageType); err != nil {
 		return err

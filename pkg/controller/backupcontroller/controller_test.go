@@ -338,12 +338,11 @@ func TestRefusedSpecs(t *testing.T) {
 	abs := newBackup("abs", 60)
 	abs.Spec.StorageType = api.BackupStorageTypeABS
 	abs.Spec.S3 = nil
-	abs.Spec.ABS = &api.ABSBackupSource{Path: "container/blob", ABSSecret: "azure"}
+	abs.Spec.ABS = &api.ABSBackupSource{Path: "container-without-blob", ABSSecret: "azure"}
 
 	gcs := newBackup("gcs", 0)
 	gcs.Spec.StorageType = api.BackupStorageTypeGCS
 	gcs.Spec.S3 = nil
-	gcs.Spec.GCS = &api.GCSBackupSource{Path: "bucket/object"}
 
 	unknown := newBackup("unknown", 0)
 	unknown.Spec.StorageType = "FTP"
@@ -362,8 +361,8 @@ func TestRefusedSpecs(t *testing.T) {
 		reason string
 		label  string
 	}{
-		{abs, "storage type ABS is not supported yet", "ABS"},
-		{gcs, "storage type GCS is not supported yet", "GCS"},
+		{abs, `spec.abs.path: Invalid value: "container-without-blob"`, "ABS"},
+		{gcs, "spec.gcs: Required value", "GCS"},
 		{unknown, `unknown storage type "FTP"`, "unknown"},
 		{noS3, "spec.s3: Required value", "S3"},
 		{negative, "spec.backupPolicy.backupIntervalInSecond: Invalid value: -5: must not be negative", "S3"},

@@ -304,8 +304,8 @@ func sourceSchemas() map[string]schema {
 			"endpoint":       str(),
 			"forcePathStyle": boolean(),
 		}, "path", "awsSecret"),
-		"abs": object(map[string]schema{"path": bucketPath(), "absSecret": secretName()}, "path", "absSecret"),
-		"gcs": object(map[string]schema{"path": bucketPath(), "gcpSecret": secretName()}, "path"),
+		"abs": object(map[string]schema{"path": bucketPath(), "absSecret": secretName(), "endpoint": str()}, "path", "absSecret"),
+		"gcs": object(map[string]schema{"path": bucketPath(), "gcpSecret": secretName(), "endpoint": str()}, "path"),
 		"oss": object(map[string]schema{
 			"path":      bucketPath(),
 			"ossSecret": secretName(),

@@ -119,16 +119,27 @@ type S3BackupSource struct {
 	ForcePathStyle bool `json:"forcePathStyle"`
 }
 
-// ABSBackupSource stores backups in Azure Blob Storage (not supported yet).
+// ABSBackupSource stores backups in Azure Blob Storage.
 type ABSBackupSource struct {
-	Path      string `json:"path"`
+	// Path is "<container>/<blob>".
+	Path string `json:"path"`
+	// ABSSecret holds storage-account, storage-key and optionally cloud.
 	ABSSecret string `json:"absSecret"`
+	// Endpoint overrides the account's blob service URL (Azurite, Azure Stack);
+	// empty means https://<account>.blob.<cloud's domain>.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
-// GCSBackupSource stores backups in Google Cloud Storage (not supported yet).
+// GCSBackupSource stores backups in Google Cloud Storage.
 type GCSBackupSource struct {
-	Path      string `json:"path"`
+	// Path is "<bucket>/<object>".
+	Path string `json:"path"`
+	// GCPSecret holds access-token or credentials.json; empty means the pod's
+	// application default credentials.
 	GCPSecret string `json:"gcpSecret,omitempty"`
+	// Endpoint is a GCS emulator's URL (fake-gcs-server), reached without
+	// credentials; empty means Google.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // OSSBackupSource stores backups in Alibaba Cloud OSS through its S3-compatible API.

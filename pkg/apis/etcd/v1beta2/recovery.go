@@ -103,9 +103,9 @@ func RestoreSourceOf(b *EtcdBackup) (BackupStorageType, RestoreSource, bool) {
 	case b.Spec.OSS != nil:
 		src.OSS = &OSSRestoreSource{Path: path, OSSSecret: b.Spec.OSS.OSSSecret, Endpoint: b.Spec.OSS.Endpoint}
 	case b.Spec.ABS != nil:
-		src.ABS = &ABSRestoreSource{Path: path, ABSSecret: b.Spec.ABS.ABSSecret}
+		src.ABS = &ABSRestoreSource{Path: path, ABSSecret: b.Spec.ABS.ABSSecret, Endpoint: b.Spec.ABS.Endpoint}
 	case b.Spec.GCS != nil:
-		src.GCS = &GCSRestoreSource{Path: path, GCPSecret: b.Spec.GCS.GCPSecret}
+		src.GCS = &GCSRestoreSource{Path: path, GCPSecret: b.Spec.GCS.GCPSecret, Endpoint: b.Spec.GCS.Endpoint}
 	default:
 		return "", RestoreSource{}, false
 	}

@@ -63,16 +63,18 @@ type S3RestoreSource struct {
 	ForcePathStyle bool   `json:"forcePathStyle"`
 }
 
-// ABSRestoreSource reads a backup from Azure Blob Storage (not supported yet).
+// ABSRestoreSource reads a backup from Azure Blob Storage, as ABSBackupSource.
 type ABSRestoreSource struct {
 	Path      string `json:"path"`
 	ABSSecret string `json:"absSecret"`
+	Endpoint  string `json:"endpoint,omitempty"`
 }
 
-// GCSRestoreSource reads a backup from Google Cloud Storage (not supported yet).
+// GCSRestoreSource reads a backup from Google Cloud Storage, as GCSBackupSource.
 type GCSRestoreSource struct {
 	Path      string `json:"path"`
 	GCPSecret string `json:"gcpSecret,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
 }
 
 // OSSRestoreSource reads a backup from Alibaba Cloud OSS.

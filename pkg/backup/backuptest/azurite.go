@@ -1,0 +1,195 @@
+package backuptest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
+)
+
+// Azurite's well-known development account, the same in every installation.
+const (
+	AzuriteAccount = "devstoreaccount1"
+	AzuriteKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+// AzuriteVersion is what hack/azurite.sh installs by default.
+const AzuriteVersion = "3.37.0"
+
+// howToGetAzurite is appended to every failure to find or start Azurite.
+const howToGetAzurite = "Azurite (the Azure Storage emulator) comes from npm: run `bash hack/azurite.sh` " +
+	"(needs node and npm: apt-get install npm) and set AZURITE_BLOB to the path it prints, or run `make unit`, which does both"
+
+// AzuriteBinary finds azurite-blob: $AZURITE_BLOB, the copy hack/azurite.sh
+// installs into the tool cache, or one on PATH.
+func AzuriteBinary() (string, error) {
+	if p := os.Getenv("AZURITE_BLOB"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("AZURITE_BLOB=%s: %w; %s", p, err, howToGetAzurite)
+		}
+		return p, nil
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	p := filepath.Join(cache, "etcd-operator-local", "tools", "azurite-"+AzuriteVersion, "node_modules", ".bin", "azurite-blob")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	if p, err := exec.LookPath("azurite-blob"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("azurite-blob not found; " + howToGetAzurite)
+}
+
+// Azurite is an azurite-blob process serving one account on a loopback port.
+type Azurite struct {
+	// URL is the account's blob service URL.
+	URL string
+	cmd *exec.Cmd
+	out *syncBuffer
+
+	done    chan struct{}
+	waitErr error
+}
+
+// StartAzurite runs azurite-blob with its data under dir, waits until it answers
+// and creates the given containers. The caller closes it.
+func StartAzurite(ctx context.Context, dir string, containers ...string) (*Azurite, error) {
+	bin, err := AzuriteBinary()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := range 5 {
+		a, err := startAzurite(ctx, bin, filepath.Join(dir, fmt.Sprintf("azurite-%d", attempt)))
+		if err == nil {
+			if err := a.CreateContainers(ctx, containers...); err != nil {
+				a.Close()
+				return nil, err
+			}
+			return a, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "EADDRINUSE") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func startAzurite(ctx context.Context, bin, dir string) (*Azurite, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	a := &Azurite{URL: "http://" + addr + "/" + AzuriteAccount, out: &syncBuffer{}, done: make(chan struct{})}
+	// --skipApiVersionCheck: the SDK may speak a newer API version than this
+	// Azurite knows; the operations the store uses are old.
+	a.cmd = exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(ports[0]),
+		"--location", dir, "--silent", "--skipApiVersionCheck", "--disableTelemetry")
+	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if err := a.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w; %s", bin, err, howToGetAzurite)
+	}
+	go func() { a.waitErr = a.cmd.Wait(); close(a.done) }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = conn.Close()
+			return a, nil
+		}
+		select {
+		case <-a.done:
+			return nil, fmt.Errorf("azurite-blob exited (%v) before it listened on %s:\n%s", a.waitErr, addr, a.out.String())
+		case <-ctx.Done():
+			a.Close()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			a.Close()
+			return nil, fmt.Errorf("azurite-blob does not listen on %s after a minute:\n%s", addr, a.out.String())
+		}
+	}
+}
+
+// CreateContainers creates containers in the development account.
+func (a *Azurite) CreateContainers(ctx context.Context, containers ...string) error {
+	if len(containers) == 0 {
+		return nil
+	}
+	cred, err := azblob.NewSharedKeyCredential(AzuriteAccount, AzuriteKey)
+	if err != nil {
+		return err
+	}
+	c, err := azblob.NewClientWithSharedKeyCredential(a.URL+"/", cred, nil)
+	if err != nil {
+		return err
+	}
+	for _, name := range containers {
+		if _, err := c.CreateContainer(ctx, name, nil); err != nil {
+			return fmt.Errorf("create container %s in Azurite: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// StoreConfig is an absstore configuration for one container of this server.
+func (a *Azurite) StoreConfig(container string) absstore.Config {
+	return absstore.Config{Container: container, Account: AzuriteAccount, Key: AzuriteKey, Endpoint: a.URL}
+}
+
+// ABSSecretData is the data of an ABS secret that works with this server
+// (the endpoint goes in the spec).
+func ABSSecretData() map[string][]byte {
+	return map[string][]byte{"storage-account": []byte(AzuriteAccount), "storage-key": []byte(AzuriteKey)}
+}
+
+// Output is what the server printed, for a failing test's log.
+func (a *Azurite) Output() string { return a.out.String() }
+
+// Close stops the server and waits for it.
+func (a *Azurite) Close() {
+	if a.cmd.Process != nil {
+		_ = a.cmd.Process.Kill()
+	}
+	<-a.done
+}
+
+// syncBuffer collects a process's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
