@@ -56,6 +56,8 @@ type linearFit struct {
 	At10000    float64 `json:"at10000"`
 	// Goal is issue 16's bound per cluster, in Unit.
 	Goal float64 `json:"goalPerCluster"`
+	// Fitted is false when there were fewer than two steps: no line.
+	Fitted bool `json:"fitted"`
 }
 
 // scaleFit is the scale bench's result.
@@ -383,31 +385,28 @@ func deleteAllClusters(t *testing.T, ns string) {
 	}
 }
 
-// fit is the least-squares line through (xs, ys); with one point it goes
-// through the origin.
+// fit is the least-squares line through (xs, ys). One point gives no slope:
+// the operator's fixed cost would be taken for a cost per cluster.
 func fit(unit string, xs, ys []float64, goal float64) linearFit {
 	l := linearFit{Unit: unit, Goal: goal}
 	n := float64(len(xs))
-	switch {
-	case len(xs) == 0:
+	if len(xs) < 2 {
 		return l
-	case len(xs) == 1:
-		l.PerCluster = ys[0] / xs[0]
-	default:
-		var sx, sy, sxx, sxy float64
-		for i := range xs {
-			sx += xs[i]
-			sy += ys[i]
-			sxx += xs[i] * xs[i]
-			sxy += xs[i] * ys[i]
-		}
-		if d := n*sxx - sx*sx; d != 0 {
-			l.PerCluster = (n*sxy - sx*sy) / d
-		}
-		l.Base = (sy - l.PerCluster*sx) / n
 	}
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	if d := n*sxx - sx*sx; d != 0 {
+		l.PerCluster = (n*sxy - sx*sy) / d
+	}
+	l.Base = (sy - l.PerCluster*sx) / n
 	l.At1000 = l.Base + 1000*l.PerCluster
 	l.At10000 = l.Base + 10000*l.PerCluster
+	l.Fitted = true
 	return l
 }
 
@@ -430,6 +429,10 @@ func scaleTable(rep benchReport) string {
 		fmt.Fprintf(&b, "| %s |", label)
 		for _, p := range s.Points {
 			fmt.Fprintf(&b, " %.*f |", prec, v(p))
+		}
+		if !l.Fitted {
+			fmt.Fprintf(&b, " – (one step) | %s | – | – |\n", goal)
+			return
 		}
 		fmt.Fprintf(&b, " %s | %s | %.*f | %.*f |\n", per(l.PerCluster), goal, prec, l.At1000, prec, l.At10000)
 	}
