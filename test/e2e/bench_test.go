@@ -109,7 +109,7 @@ type benchReport struct {
 	Date    string     `json:"date"`
 	Machine string     `json:"machine"`
 	Runs    int        `json:"runs"`
-	Rows    []benchRow `json:"rows"`
+	Rows    []benchRow `json:"rows,omitempty"`
 	Scale   *scaleFit  `json:"scale,omitempty"`
 	Notes   []string   `json:"notes,omitempty"`
 	Table   string     `json:"-"`
