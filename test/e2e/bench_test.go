@@ -130,19 +130,16 @@ func TestMeasureSpeed(t *testing.T) {
 	results := map[string][]float64{}
 	floorNS := newNamespace(t, "bench-floor")
 	// Each scenario is a subtest: one that fails leaves the others' figures.
-	step := func(name string, fn func(t *testing.T)) {
-		t.Run(name, fn)
-	}
 	for i := range runs {
-		step(fmt.Sprintf("floor-%d", i), func(t *testing.T) {
+		t.Run(fmt.Sprintf("floor-%d", i), func(t *testing.T) {
 			results[floor1] = append(results[floor1], measureFloor(t, floorNS, 1))
 			results[floor3] = append(results[floor3], measureFloor(t, floorNS, 3))
 			results[floor5] = append(results[floor5], measureFloor(t, floorNS, 5))
 		})
-		step(fmt.Sprintf("emptydir-%d", i), func(t *testing.T) { benchEmptyDir(t, results) })
-		step(fmt.Sprintf("bootstrap5-%d", i), func(t *testing.T) { benchBootstrap5(t, results) })
-		step(fmt.Sprintf("pvc-%d", i), func(t *testing.T) { benchPVC(t, results) })
-		step(fmt.Sprintf("upgrade-%d", i), func(t *testing.T) {
+		t.Run(fmt.Sprintf("emptydir-%d", i), func(t *testing.T) { benchEmptyDir(t, results) })
+		t.Run(fmt.Sprintf("bootstrap5-%d", i), func(t *testing.T) { benchBootstrap5(t, results) })
+		t.Run(fmt.Sprintf("pvc-%d", i), func(t *testing.T) { benchPVC(t, results) })
+		t.Run(fmt.Sprintf("upgrade-%d", i), func(t *testing.T) {
 			m := map[string][]float64{}
 			measureUpgrade(t, m)
 			results[boot3v34] = append(results[boot3v34], m["a1 bootstrap 3.4.23 -> status 3 ready"]...)
@@ -153,7 +150,7 @@ func TestMeasureSpeed(t *testing.T) {
 	var notes []string
 	if restoreMiB > 0 {
 		label := fmt.Sprintf("%s, %d MiB snapshot, 3 members", restoreGiB, restoreMiB)
-		step("restore", func(t *testing.T) {
+		t.Run("restore", func(t *testing.T) {
 			results[label] = append(results[label], measureRestore(t, restoreMiB))
 		})
 		notes = append(notes, "The restore runs once per bench (filling and snapshotting the data takes minutes); its steps are in the test log.")
