@@ -442,7 +442,7 @@ func scaleTable(rep benchReport) string {
 		func(p scalePoint) float64 { return p.HeapMiB })
 	row("operator CPU, % of a core", s.CPU, 3, func(x float64) string { return fmt.Sprintf("%.4f %%", x) }, fmt.Sprintf("≤ %g %%", goalCPUPercent),
 		func(p scalePoint) float64 { return p.CPUPercent })
-	row("Kubernetes API requests/min", s.Requests, 1, func(x float64) string { return fmt.Sprintf("%.2f", x) }, strconv.Itoa(goalRequests),
+	row("Kubernetes API requests/min", s.Requests, 1, func(x float64) string { return fmt.Sprintf("%.3f", x) }, strconv.Itoa(goalRequests),
 		func(p scalePoint) float64 { return p.RequestsPerMin })
 	fmt.Fprint(&b, "| seconds for the step's new clusters to be Available |")
 	for _, p := range s.Points {
