@@ -113,6 +113,8 @@ type benchReport struct {
 	Scale   *scaleFit  `json:"scale,omitempty"`
 	Notes   []string   `json:"notes,omitempty"`
 	Table   string     `json:"-"`
+	// started names the files: a report written again replaces its files.
+	started time.Time
 }
 
 // TestMeasureSpeed measures, in one run, the floor (etcd pods made directly,
@@ -127,6 +129,7 @@ func TestMeasureSpeed(t *testing.T) {
 	if v, ok := os.LookupEnv("E2E_BENCH_RESTORE_MIB"); ok {
 		restoreMiB, _ = strconv.Atoi(v)
 	}
+	started := time.Now()
 	results := map[string][]float64{}
 	floorNS := newNamespace(t, "bench-floor")
 	// Each scenario is a subtest: one that fails leaves the others' figures.
@@ -146,22 +149,32 @@ func TestMeasureSpeed(t *testing.T) {
 			results[upgrade] = append(results[upgrade], m["d2 upgrade 3.4.23->3.5.21 -> status"]...)
 		})
 		t.Logf("run %d of %d done", i+1, runs)
+		// Written after every run, so that an interrupted bench leaves what it measured.
+		writeSpeed(t, started, results, i+1, runs, nil)
 	}
-	var notes []string
 	if restoreMiB > 0 {
 		label := fmt.Sprintf("%s, %d MiB snapshot, 3 members", restoreGiB, restoreMiB)
 		t.Run("restore", func(t *testing.T) {
 			results[label] = append(results[label], measureRestore(t, restoreMiB))
 		})
-		notes = append(notes, "The restore runs once per bench (filling and snapshotting the data takes minutes); its steps are in the test log.")
+		writeSpeed(t, started, results, runs, runs, []string{
+			"The restore runs once per bench (filling and snapshotting the data takes minutes); its steps are in the test log.",
+		})
 	}
+}
+
+// writeSpeed writes the speed report of the runs done so far.
+func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, done, runs int, notes []string) {
 	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot5, replEmptyDir, replPVC, restartPVC, scaleUp, scaleDown, upgrade}
 	for k := range results {
 		if !slices.Contains(order, k) {
 			order = append(order, k)
 		}
 	}
-	rep := benchReport{Kind: "speed", Runs: runs, Notes: notes}
+	if done < runs {
+		notes = append(notes, fmt.Sprintf("Partial: %d of %d runs done.", done, runs))
+	}
+	rep := benchReport{Kind: "speed", Runs: done, Notes: notes, started: started}
 	for _, k := range order {
 		if len(results[k]) == 0 {
 			continue
@@ -412,6 +425,9 @@ func spread(r benchRow, prec int) string {
 // _output/bench/<kind>-<time>.json and .md.
 func writeBench(t *testing.T, rep *benchReport) {
 	now := time.Now().UTC()
+	if rep.started.IsZero() {
+		rep.started = now
+	}
 	rep.Date = now.Format("2006-01-02")
 	rep.Machine = machineKind(t)
 	switch rep.Kind {
@@ -425,7 +441,7 @@ func writeBench(t *testing.T, rep *benchReport) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base := filepath.Join(dir, rep.Kind+"-"+now.Format("20060102-150405"))
+	base := filepath.Join(dir, rep.Kind+"-"+rep.started.UTC().Format("20060102-150405"))
 	raw, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		t.Fatal(err)
