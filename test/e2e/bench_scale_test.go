@@ -403,6 +403,9 @@ func fit(unit string, xs, ys []float64, goal float64) linearFit {
 	if d := n*sxx - sx*sx; d != 0 {
 		l.PerCluster = (n*sxy - sx*sy) / d
 	}
+	// A cost does not fall as clusters are added: a negative slope is noise
+	// around a flat line, which would project to less than the fixed cost.
+	l.PerCluster = max(l.PerCluster, 0)
 	l.Base = (sy - l.PerCluster*sx) / n
 	l.At1000 = l.Base + 1000*l.PerCluster
 	l.At10000 = l.Base + 10000*l.PerCluster
