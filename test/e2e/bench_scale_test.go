@@ -46,28 +46,14 @@ type scalePoint struct {
 	Requests map[string]float64 `json:"requests,omitempty"`
 }
 
-// linearFit is a least-squares line through the points: cost = Base +
-// PerCluster × clusters, and what it projects.
-type linearFit struct {
-	Unit       string  `json:"unit"`
-	Base       float64 `json:"base"`
-	PerCluster float64 `json:"perCluster"`
-	At1000     float64 `json:"at1000"`
-	At10000    float64 `json:"at10000"`
-	// Goal is issue 16's bound per cluster, in Unit.
-	Goal float64 `json:"goalPerCluster"`
-	// Fitted is false when there were fewer than two steps: no line.
-	Fitted bool `json:"fitted"`
-}
-
 // scaleFit is the scale bench's result.
 type scaleFit struct {
-	WindowSeconds float64      `json:"windowSeconds"`
-	Points        []scalePoint `json:"points"`
-	RSS           linearFit    `json:"rss"`
-	Heap          linearFit    `json:"heap"`
-	CPU           linearFit    `json:"cpu"`
-	Requests      linearFit    `json:"requests"`
+	WindowSeconds float64             `json:"windowSeconds"`
+	Points        []scalePoint        `json:"points"`
+	RSS           framework.LinearFit `json:"rss"`
+	Heap          framework.LinearFit `json:"heap"`
+	CPU           framework.LinearFit `json:"cpu"`
+	Requests      framework.LinearFit `json:"requests"`
 	// ReplaceAlone and ReplaceAmong: a killed member of a 3-member cluster
 	// replaced, with no idle cluster and with AmongClusters.
 	ReplaceAlone  float64 `json:"replaceAloneSeconds"`
@@ -160,10 +146,10 @@ func TestMeasureScale(t *testing.T) {
 		}
 		return ys
 	}
-	res.RSS = fit("MiB", xs, pick(func(p scalePoint) float64 { return p.RSSMiB }), goalRSSKiB/1024.0)
-	res.Heap = fit("MiB", xs, pick(func(p scalePoint) float64 { return p.HeapMiB }), goalRSSKiB/1024.0)
-	res.CPU = fit("% of a core", xs, pick(func(p scalePoint) float64 { return p.CPUPercent }), goalCPUPercent)
-	res.Requests = fit("requests/min", xs, pick(func(p scalePoint) float64 { return p.RequestsPerMin }), goalRequests)
+	res.RSS = framework.Fit("MiB", xs, pick(func(p scalePoint) float64 { return p.RSSMiB }), goalRSSKiB/1024.0)
+	res.Heap = framework.Fit("MiB", xs, pick(func(p scalePoint) float64 { return p.HeapMiB }), goalRSSKiB/1024.0)
+	res.CPU = framework.Fit("% of a core", xs, pick(func(p scalePoint) float64 { return p.CPUPercent }), goalCPUPercent)
+	res.Requests = framework.Fit("requests/min", xs, pick(func(p scalePoint) float64 { return p.RequestsPerMin }), goalRequests)
 	rep := benchReport{Kind: "scale", Runs: 1, Scale: res, Notes: []string{
 		fmt.Sprintf("One operator of its own, idle one-member clusters of etcd 3.5.21 and one 3-member cluster; a %.0f s window starting %.0f s after the step's clusters are ready. RSS and CPU from the operator's process metrics (RSS: median of samples every 5 s), requests from etcd_operator_kubernetes_requests_total.",
 			window.Seconds(), scaleWarmup.Seconds()),
@@ -385,34 +371,6 @@ func deleteAllClusters(t *testing.T, ns string) {
 	}
 }
 
-// fit is the least-squares line through (xs, ys). One point gives no slope:
-// the operator's fixed cost would be taken for a cost per cluster.
-func fit(unit string, xs, ys []float64, goal float64) linearFit {
-	l := linearFit{Unit: unit, Goal: goal}
-	n := float64(len(xs))
-	if len(xs) < 2 {
-		return l
-	}
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
-	}
-	if d := n*sxx - sx*sx; d != 0 {
-		l.PerCluster = (n*sxy - sx*sy) / d
-	}
-	// A cost does not fall as clusters are added: a negative slope is noise
-	// around a flat line, which would project to less than the fixed cost.
-	l.PerCluster = max(l.PerCluster, 0)
-	l.Base = (sy - l.PerCluster*sx) / n
-	l.At1000 = l.Base + 1000*l.PerCluster
-	l.At10000 = l.Base + 10000*l.PerCluster
-	l.Fitted = true
-	return l
-}
-
 // scaleTable is the markdown of a scale report.
 func scaleTable(rep benchReport) string {
 	s := rep.Scale
@@ -428,7 +386,7 @@ func scaleTable(rep benchReport) string {
 		fmt.Fprint(&b, "---|")
 	}
 	fmt.Fprintln(&b, "---|---|---|---|")
-	row := func(label string, l linearFit, prec int, per func(float64) string, goal string, v func(scalePoint) float64) {
+	row := func(label string, l framework.LinearFit, prec int, per func(float64) string, goal string, v func(scalePoint) float64) {
 		fmt.Fprintf(&b, "| %s |", label)
 		for _, p := range s.Points {
 			fmt.Fprintf(&b, " %.*f |", prec, v(p))
