@@ -11,7 +11,7 @@ PKG_etcd-backup-operator := ./cmd/backup-operator
 PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 
-.PHONY: all build unit test verify generate vet lint fmt image e2e bench local-up local-down clean
+.PHONY: all build unit test verify generate vet lint fmt image e2e bench bench-go local-up local-down clean
 
 all: build
 
@@ -55,8 +55,12 @@ image:
 e2e:
 	bash hack/e2e.sh
 
-## bench: benchmarks that print figures
+## bench: the operator against the floor and the original, and with many idle clusters, on the local cluster (hack/bench/run.sh; tables and JSON in _output/bench)
 bench:
+	bash hack/bench/run.sh
+
+## bench-go: the Go benchmarks, which print figures
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 ## local-up / local-down: a real single-node Kubernetes on this machine (root)

@@ -20,6 +20,8 @@
 #   E2E_TIMEOUT           go test -timeout (default 40m)
 #   E2E_MEASURE=N         also run TestMeasureLifecycle N times (alone: use -run)
 #   E2E_RESTORE_BENCH_MIB=M  also run TestMeasureRestore with an M MiB snapshot
+#   E2E_BENCH, E2E_BENCH_SCALE  also run the bench's TestMeasureSpeed, TestMeasureScale
+#                         (hack/bench/run.sh sets them)
 #   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
 #   E2E_SKIP_BUILD=1      use the image already on the node
 #   LOCAL_CLUSTER_STATE_DIR  as in hack/local-cluster (default /var/lib/etcd-operator-local)
@@ -102,8 +104,9 @@ run_suite() {
 	mkdir -p "$OUT_DIR"
 	local args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" -parallel "${E2E_PARALLEL:-6}")
 	# The measurements only print figures; they run when asked for (E2E_MEASURE=<runs>,
-	# E2E_RESTORE_BENCH_MIB=<size>), so that the suite reports no skipped test.
-	if [[ -z ${E2E_MEASURE:-} && -z ${E2E_RESTORE_BENCH_MIB:-} ]]; then
+	# E2E_RESTORE_BENCH_MIB=<size>, and the bench's E2E_BENCH, E2E_BENCH_SCALE), so
+	# that the suite reports no skipped test.
+	if [[ -z ${E2E_MEASURE:-} && -z ${E2E_RESTORE_BENCH_MIB:-} && -z ${E2E_BENCH:-} && -z ${E2E_BENCH_SCALE:-} ]]; then
 		args+=(-skip '^TestMeasure')
 	fi
 	log "go test ${args[*]} ./test/e2e/ $* (log: $LOG)"

@@ -134,9 +134,13 @@ start_proc() {
 	rm -f "$pidf"
 	printf '==== %s starting: %s\n' "$(date -Is)" "$*" >>"$log"
 	# The inner shell writes its own pid and then execs the command, so the
-	# recorded pid is the command's whatever setsid does.
+	# recorded pid is the command's whatever setsid does. It first closes every
+	# descriptor it inherited beyond stdio: a daemon that kept the one of
+	# `flock /work/cluster.lock make e2e` held that lock for as long as the
+	# cluster ran, and every later flock waited for ever.
 	# shellcheck disable=SC2016 # expanded by the inner shell
-	setsid bash -c 'echo $$ >"$0.tmp"; exec "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null &
+	setsid bash -c 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done
+echo $$ >"$0.tmp"; exec "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null &
 	local i pid=
 	for ((i = 0; i < 100; i++)); do
 		[[ -s $pidf.tmp ]] && pid=$(<"$pidf.tmp") && [[ -n $pid ]] && break

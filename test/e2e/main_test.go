@@ -18,6 +18,8 @@
 //	E2E_ARTIFACTS                 where failure dumps go (default _output/e2e/artifacts)
 //	E2E_KEEP_NAMESPACES=1         keep what failed tests created, for inspection
 //	E2E_MEASURE=N                 TestMeasureLifecycle: N timed runs (run it alone)
+//	E2E_BENCH, E2E_BENCH_SCALE    the bench's TestMeasureSpeed and TestMeasureScale
+//	                              (hack/bench/run.sh sets them; see bench_test.go)
 package e2e
 
 import (

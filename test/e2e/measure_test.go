@@ -171,13 +171,19 @@ type probe struct {
 // the seconds from start to the first poll where it held.
 func measure(t *testing.T, name string, start time.Time, sample func(*api.EtcdCluster, []corev1.Pod), probes ...probe) map[string]float64 {
 	t.Helper()
+	return measureIn(t, opNS, name, start, sample, probes...)
+}
+
+// measureIn is measure for a cluster in namespace ns.
+func measureIn(t *testing.T, ns, name string, start time.Time, sample func(*api.EtcdCluster, []corev1.Pod), probes ...probe) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	err := framework.WaitFor(t.Context(), changeTimeout, measurePoll, "measured state of "+name, func(ctx context.Context) (bool, string, error) {
-		cl, err := f.GetCluster(ctx, opNS, name)
+		cl, err := f.GetCluster(ctx, ns, name)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		pods, err := f.ClusterPods(ctx, opNS, name)
+		pods, err := f.ClusterPods(ctx, ns, name)
 		if err != nil {
 			return false, err.Error(), nil
 		}

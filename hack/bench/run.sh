@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# run.sh: `make bench`. Measures, on the local single-node cluster, the floor
+# (etcd pods made directly, no operator) and the operator's lifecycle
+# (test/e2e TestMeasureSpeed), then its cost with many idle clusters
+# (TestMeasureScale). Brings the local cluster up if it is not (root), builds
+# and imports the operator image, runs both through hack/e2e.sh, prints the
+# tables and leaves them as markdown and JSON under _output/bench/.
+# Run it alone on the node: other work there slows the figures down.
+#
+#   hack/bench/run.sh                      # everything, median of 3 (about an hour)
+#   BENCH_RUNS=1 BENCH_SCALE=10 BENCH_RESTORE_MIB=0 hack/bench/run.sh   # a quick look
+#   BENCH_ONLY=scale hack/bench/run.sh
+#
+# Environment:
+#   BENCH_RUNS         runs of each lifecycle scenario (default 3)
+#   BENCH_RESTORE_MIB  snapshot size of the restore (default 1024; 0: no restore)
+#   BENCH_SCALE        numbers of idle one-member clusters (default "10 50 100")
+#   BENCH_BURST        clusters created at once among them (default 20)
+#   BENCH_WINDOW       seconds of each idle window (default 60)
+#   BENCH_ONLY         speed or scale: run only that part
+# and hack/e2e.sh's (E2E_SKIP_BUILD=1, LOCAL_CLUSTER_STATE_DIR, E2E_TIMEOUT).
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+export E2E_BENCH=${BENCH_RUNS:-3}
+export E2E_BENCH_RESTORE_MIB=${BENCH_RESTORE_MIB:-1024}
+export E2E_BENCH_SCALE=${BENCH_SCALE:-10 50 100}
+export E2E_BENCH_BURST=${BENCH_BURST:-20}
+export E2E_BENCH_WINDOW=${BENCH_WINDOW:-60}
+export E2E_TIMEOUT=${E2E_TIMEOUT:-150m}
+case ${BENCH_ONLY:-} in
+'') run='^TestMeasure(Speed|Scale)$' ;;
+speed) run='^TestMeasureSpeed$' ;;
+scale) run='^TestMeasureScale$' ;;
+*)
+	echo "BENCH_ONLY=${BENCH_ONLY}: want speed or scale" >&2
+	exit 2
+	;;
+esac
+
+mkdir -p _output/bench
+marker=$(mktemp)
+trap 'rm -f "$marker"' EXIT
+rc=0
+bash hack/e2e.sh -run "$run" || rc=$?
+
+found=0
+while IFS= read -r md; do
+	found=1
+	printf '\n==== %s (and %s)\n\n' "$md" "${md%.md}.json"
+	cat "$md"
+done < <(find _output/bench -name '*.md' -newer "$marker" | sort)
+if ((found == 0)); then
+	echo "bench: no table was written; see the go test log under _output/e2e/" >&2
+	((rc != 0)) || rc=1
+fi
+exit "$rc"
