@@ -20,7 +20,8 @@ import (
 
 const (
 	binary = "etcd-backup-operator"
-	// lockName is the original's leader-election lock name, now a Lease.
+	// lockName is the original's leader-election lock name: a Lease, or the
+	// original's Endpoints lock when the role allows only that.
 	lockName = "etcd-backup-operator"
 	// shutdownTimeout bounds the wait for running backups to abort; well inside a
 	// pod's default 30 s termination grace period.
@@ -134,7 +135,5 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every backup goroutine
 	// before the process exits.
-	return proc.RunAsLeader(operatorrun.LeaderConfig{
-		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
-	}, shutdownTimeout, lead)
+	return proc.RunAsLeader(base.LeaderConfig(lockName), shutdownTimeout, lead)
 }

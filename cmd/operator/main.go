@@ -146,9 +146,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	// before the process exits; well inside a pod's default 30 s termination grace
 	// period.
 	const shutdownTimeout = 20 * time.Second
-	return proc.RunAsLeader(operatorrun.LeaderConfig{
-		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
-	}, shutdownTimeout, lead)
+	return proc.RunAsLeader(base.LeaderConfig(binary), shutdownTimeout, lead)
 }
 
 // joinImage is the image of joining members' wait-membership init container:

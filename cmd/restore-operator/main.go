@@ -27,7 +27,8 @@ import (
 
 const (
 	binary = restore.Binary
-	// lockName is the original's leader-election lock name, now a Lease.
+	// lockName is the original's leader-election lock name: a Lease, or the
+	// original's Endpoints lock when the role allows only that.
 	lockName = "etcd-restore-operator"
 	// shutdownTimeout bounds the wait for workers to stop; well inside a pod's
 	// default 30 s termination grace period.
@@ -172,9 +173,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every worker before the
 	// process exits.
-	return proc.RunAsLeader(operatorrun.LeaderConfig{
-		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
-	}, shutdownTimeout, lead)
+	return proc.RunAsLeader(base.LeaderConfig(lockName), shutdownTimeout, lead)
 }
 
 // setUpSelf reads the operator's own pod: its image is the seed's fetch image
