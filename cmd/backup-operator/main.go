@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
@@ -108,6 +109,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
+	base.ReportLackingPermissions(ctx, needs(watched, opts.createCRD))
 	metrics := backupcontroller.NewMetrics(srv.Registry)
 
 	lead := func(ctx context.Context) {
@@ -136,4 +138,22 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	// proc waits for lead to return, so that a SIGTERM ends every backup goroutine
 	// before the process exits.
 	return proc.RunAsLeader(base.LeaderConfig(lockName), shutdownTimeout, lead)
+}
+
+// needs are the permissions the operator uses besides its leader-election
+// lock (see operatorrun.ChooseLock) and what happens without each; they are
+// what example/rbac grants. watched is "" with -cluster-wide.
+func needs(watched string, createCRD bool) []operatorrun.Need {
+	out := []operatorrun.Need{
+		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdbackups", Verbs: []string{"get", "list", "watch", "update"}, Namespace: watched},
+			Without: "no EtcdBackup is run, and periodic ones keep their finalizer"},
+		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdbackups/status", Verbs: []string{"update"}, Namespace: watched},
+			Without: "status cannot be written through the status subresource"},
+		operatorrun.SecretsNeed(watched, "backups cannot read their storage credentials or client TLS secret (said in their status)"),
+		operatorrun.EventsNeed(watched),
+	}
+	if createCRD {
+		out = append(out, operatorrun.CRDNeed())
+	}
+	return out
 }

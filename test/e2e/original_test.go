@@ -146,7 +146,8 @@ func waitPodEvent(t *testing.T, pod corev1.Pod, typ, reason string, timeout time
 // original stands: its namespaced Role (endpoints, no leases), its Deployment
 // (no readiness probe) with --create-crd=false and the CRDs applied by the
 // admin. The operator must elect itself on the original's Endpoints lock, say
-// so, and run a cluster to Available.
+// so, name in one event what else the role lacks, and run a cluster to
+// Available.
 func TestOriginalRoleElectsOnEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -165,6 +166,11 @@ func TestOriginalRoleElectsOnEndpoints(t *testing.T) {
 	msg := waitPodEvent(t, pod, corev1.EventTypeNormal, operatorrun.EventLeaderElectionLock, framework.OperatorReadyTimeout)
 	if !strings.Contains(msg, "leader election uses Endpoints "+ns+"/etcd-operator") || !strings.Contains(msg, `resources: ["leases"]`) {
 		t.Errorf("event %q does not say the Endpoints lock is used and how to move to a Lease", msg)
+	}
+	// What the original's role lacks besides the lock, in one message.
+	msg = waitPodEvent(t, pod, corev1.EventTypeWarning, operatorrun.EventMissingPermissions, framework.OperatorReadyTimeout)
+	if !strings.Contains(msg, `resources: ["poddisruptionbudgets"]`) || strings.Contains(msg, `resources: ["pods"]`) {
+		t.Errorf("event %q does not name just what the original's role lacks (poddisruptionbudgets)", msg)
 	}
 	err := framework.WaitFor(ctx, time.Minute, framework.Poll, "the Endpoints lock held by "+pod.Name, func(ctx context.Context) (bool, string, error) {
 		e, err := f.Kube.CoreV1().Endpoints(ns).Get(ctx, "etcd-operator", metav1.GetOptions{})

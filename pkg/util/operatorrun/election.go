@@ -148,18 +148,9 @@ func chooseLock(ctx context.Context, cfg LeaderConfig, recheck time.Duration) (L
 	}
 }
 
-// event records an event on the operator's own pod. The pod's UID is looked
-// up so that `kubectl describe pod` lists the event; without it (no pod, or
-// no right to read it) the event is still recorded under the pod's name.
+// event records an event on the operator's own pod.
 func (cfg LeaderConfig) event(ctx context.Context, typ, reason, msg string) {
-	if cfg.Recorder == nil || cfg.PodName == "" {
-		return
-	}
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: cfg.Namespace, Name: cfg.PodName}
-	if p, err := cfg.Kube.CoreV1().Pods(cfg.Namespace).Get(ctx, cfg.PodName, metav1.GetOptions{}); err == nil {
-		ref.UID, ref.ResourceVersion = p.UID, p.ResourceVersion
-	}
-	cfg.Recorder.Event(ref, typ, reason, msg)
+	podEvent(ctx, cfg.Kube, cfg.Recorder, Identity{Namespace: cfg.Namespace, PodName: cfg.PodName}, typ, reason, msg)
 }
 
 // SignalContext is cancelled on SIGTERM or SIGINT, so a pod being deleted shuts down

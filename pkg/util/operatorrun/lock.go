@@ -51,8 +51,12 @@ type Rule struct {
 
 // String is the rule as a user adds it to a Role, plus where it applies.
 func (r Rule) String() string {
-	return fmt.Sprintf(`{apiGroups: [%q], resources: [%q], verbs: [%s]} in namespace %s`,
-		r.Group, r.Resource, quoteAll(r.Verbs), r.Namespace)
+	where := "in namespace " + r.Namespace
+	if r.Namespace == "" {
+		where = "in a ClusterRole"
+	}
+	return fmt.Sprintf(`{apiGroups: [%q], resources: [%q], verbs: [%s]} %s`,
+		r.Group, r.Resource, quoteAll(r.Verbs), where)
 }
 
 func quoteAll(ss []string) string {
