@@ -243,3 +243,62 @@ func TestRoleWithoutAnyLockNamesTheRuleToAdd(t *testing.T) {
 		t.Fatalf("Lease etcd-operator: %+v, %v; want it held by %s once the rule was added", lease, err, pod.Name)
 	}
 }
+
+// TestOriginalClusterRoleAndDeploymentRunACluster installs the operator the
+// way the original's README did: create_role.sh's ClusterRole and binding
+// (filled in with sed), and its Deployment unchanged but for the API version
+// and the image, so with -create-crd at its default and no readiness probe.
+func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	ns := newNamespace(t, "original-cr")
+	dumpOnFailure(t, ns)
+	op := &framework.Operator{Namespace: ns, RBACName: "e2e-" + ns}
+	status := op.RBACName + "-status"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := op.Uninstall(ctx, f); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := (&framework.Operator{RBACName: status}).Uninstall(ctx, f); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-template.yaml"), "s/<ROLE_NAME>/"+op.RBACName+"/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-binding-template.yaml"),
+		"s/<ROLE_NAME>/"+op.RBACName+"/g", "s/<ROLE_BINDING_NAME>/"+op.RBACName+"/g", "s/<NAMESPACE>/"+ns+"/g"); err != nil {
+		t.Fatal(err)
+	}
+	// TODO(issue 11, item 3): drop once status is written without it.
+	if _, err := f.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: status},
+		Rules: []rbacv1.PolicyRule{statusRule}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: status},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: status},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
+		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|"); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningOperatorPod(t, ns)
+	msg := waitPodEvent(t, pod, corev1.EventTypeNormal, operatorrun.EventLeaderElectionLock, framework.OperatorReadyTimeout)
+	if !strings.Contains(msg, "leader election uses Endpoints "+ns+"/etcd-operator") {
+		t.Errorf("event %q does not say the Endpoints lock is used", msg)
+	}
+
+	name := framework.UniqueName("origcr")
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	cl, _ := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	if c := framework.StatusCondition(cl, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue {
+		t.Errorf("Available condition %+v, want True", c)
+	}
+	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/original-cr", "ok", dataTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
