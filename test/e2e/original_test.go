@@ -96,10 +96,16 @@ func dumpOnFailure(t *testing.T, ns string) {
 // to be Ready: the original's Deployment has no readiness probe).
 func runningOperatorPod(t *testing.T, ns string) corev1.Pod {
 	t.Helper()
+	return runningPod(t, ns, framework.OperatorDeployment)
+}
+
+// runningPod waits for the one pod of a Deployment to run.
+func runningPod(t *testing.T, ns, deployment string) corev1.Pod {
+	t.Helper()
 	var pod corev1.Pod
-	err := framework.WaitFor(t.Context(), framework.OperatorReadyTimeout, framework.Poll, "the operator pod running in "+ns,
+	err := framework.WaitFor(t.Context(), framework.OperatorReadyTimeout, framework.Poll, "the pod of "+deployment+" running in "+ns,
 		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.DeploymentPods(ctx, ns, framework.OperatorDeployment)
+			pods, err := f.DeploymentPods(ctx, ns, deployment)
 			if err != nil {
 				return false, err.Error(), nil
 			}
@@ -345,5 +351,63 @@ func TestWalkthroughPipelinesFillTheExamples(t *testing.T) {
 			(strings.Contains(file, "backup") && (len(s.EtcdEndpoints) != 1 || s.EtcdEndpoints[0] != "http://example-etcd-cluster-client:2379")) {
 			t.Errorf("%s after the walkthrough's sed: %+v; the placeholders are not where the original had them", file, s)
 		}
+	}
+}
+
+// TestOriginalRestoreOperatorSharesItsLockWithItsService: under the original's
+// Role the restore operator elects on the Endpoints object
+// etcd-restore-operator, which is also the Endpoints of the Service it makes
+// for seed pods, as in the original. Kubernetes' endpoints controller and the
+// lock must both keep their part of it: the pod's address for the seeds, and
+// a record the leader keeps renewing.
+func TestOriginalRestoreOperatorSharesItsLockWithItsService(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	ns := newNamespace(t, "original-restore")
+	dumpOnFailure(t, ns)
+	grantOriginalRole(t, ns)
+	grantRule(t, ns, "etcd-restore-operator-status", rbacv1.PolicyRule{APIGroups: []string{api.GroupName}, Resources: []string{"etcdrestores/status"}, Verbs: []string{"get", "update", "patch"}})
+	applyCRDs(t)
+	if err := f.CreateFromExample(ctx, ns, originalManifest("restore-deployment.yaml"),
+		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|",
+		`s|^\( *\)- etcd-restore-operator$|&\n\1- -create-crd=false|`); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningPod(t, ns, "etcd-restore-operator")
+	msg := waitPodEvent(t, pod, corev1.EventTypeNormal, operatorrun.EventLeaderElectionLock, framework.OperatorReadyTimeout)
+	if !strings.Contains(msg, "leader election uses Endpoints "+ns+"/etcd-restore-operator") {
+		t.Errorf("event %q does not say the Endpoints lock is used", msg)
+	}
+	// Two renewals seen with the pod's address in place: the lock's updates
+	// keep the addresses, and the endpoints controller's keep the record.
+	var renewals []string
+	err := framework.WaitFor(ctx, time.Minute, framework.Poll, "Endpoints etcd-restore-operator with the pod's address and a renewed lock",
+		func(ctx context.Context) (bool, string, error) {
+			e, err := f.Kube.CoreV1().Endpoints(ns).Get(ctx, "etcd-restore-operator", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var rec resourcelock.LeaderElectionRecord
+			raw := e.Annotations[resourcelock.LeaderElectionRecordAnnotationKey]
+			if err := json.Unmarshal([]byte(raw), &rec); err != nil || rec.HolderIdentity != pod.Name {
+				return false, fmt.Sprintf("record %q", raw), nil
+			}
+			addressed := false
+			for _, ss := range e.Subsets {
+				for _, a := range ss.Addresses {
+					addressed = addressed || (a.TargetRef != nil && a.TargetRef.Name == pod.Name)
+				}
+			}
+			seen := fmt.Sprintf("record %s, subsets %+v", raw, e.Subsets)
+			if !addressed {
+				return false, seen, nil
+			}
+			if r := rec.RenewTime.String(); len(renewals) == 0 || renewals[len(renewals)-1] != r {
+				renewals = append(renewals, r)
+			}
+			return len(renewals) >= 2, seen, nil
+		})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
