@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
@@ -20,7 +21,8 @@ import (
 
 const (
 	binary = "etcd-backup-operator"
-	// lockName is the original's leader-election lock name, now a Lease.
+	// lockName is the original's leader-election lock name: a Lease, or the
+	// original's Endpoints lock when the role allows only that.
 	lockName = "etcd-backup-operator"
 	// shutdownTimeout bounds the wait for running backups to abort; well inside a
 	// pod's default 30 s termination grace period.
@@ -107,6 +109,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
+	base.ReportLackingPermissions(ctx, needs(watched, opts.createCRD))
 	metrics := backupcontroller.NewMetrics(srv.Registry)
 
 	lead := func(ctx context.Context) {
@@ -134,7 +137,23 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every backup goroutine
 	// before the process exits.
-	return proc.RunAsLeader(operatorrun.LeaderConfig{
-		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
-	}, shutdownTimeout, lead)
+	return proc.RunAsLeader(base.LeaderConfig(lockName), shutdownTimeout, lead)
+}
+
+// needs are the permissions the operator uses besides its leader-election
+// lock (see operatorrun.ChooseLock) and what happens without each; they are
+// what example/rbac grants. watched is "" with -cluster-wide.
+func needs(watched string, createCRD bool) []operatorrun.Need {
+	out := []operatorrun.Need{
+		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdbackups", Verbs: []string{"get", "list", "watch", "update"}, Namespace: watched},
+			Without: "no EtcdBackup is run, and periodic ones keep their finalizer"},
+		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdbackups/status", Verbs: []string{"update"}, Namespace: watched},
+			Without: "status cannot be written through the status subresource"},
+		operatorrun.SecretsNeed(watched, "backups cannot read their storage credentials or client TLS secret (said in their status)"),
+		operatorrun.EventsNeed(watched),
+	}
+	if createCRD {
+		out = append(out, operatorrun.CRDNeed())
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/chaos"
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	"github.com/openetcd/etcd-operator/pkg/controller"
@@ -112,6 +113,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
+	base.ReportLackingPermissions(ctx, needs(id.Namespace, opts))
 	join, err := joinImage(ctx, clients, id, opts.joinImage, log)
 	if err != nil {
 		return err
@@ -151,9 +153,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	// before the process exits; well inside a pod's default 30 s termination grace
 	// period.
 	const shutdownTimeout = 20 * time.Second
-	return proc.RunAsLeader(operatorrun.LeaderConfig{
-		Kube: clients.Kube, Namespace: id.Namespace, LockName: binary, Identity: id.PodName, Log: log,
-	}, shutdownTimeout, lead)
+	return proc.RunAsLeader(base.LeaderConfig(binary), shutdownTimeout, lead)
 }
 
 // joinImage is the image of joining members' wait-membership init container:
@@ -174,4 +174,32 @@ func joinImage(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 		}
 	}
 	return k8sutil.MembershipWait{}, fmt.Errorf("the image of joining members' wait-membership init container is unknown (%v): run the operator in a pod, whose own image is used, or give -join-image with an image holding the %s binary", err, binary)
+}
+
+// needs are the permissions the operator uses besides its leader-election
+// lock (see operatorrun.ChooseLock) and what happens without each; they are
+// what example/rbac grants.
+func needs(ns string, opts options) []operatorrun.Need {
+	watched := ns
+	if opts.clusterWide {
+		watched = ""
+	}
+	rule := func(group, resource string, verbs ...string) operatorrun.Rule {
+		return operatorrun.Rule{Group: group, Resource: resource, Verbs: verbs, Namespace: watched}
+	}
+	out := []operatorrun.Need{
+		{Rule: rule(api.GroupName, "etcdclusters", "get", "list", "watch", "update"), Without: "no EtcdCluster is run"},
+		{Rule: rule(api.GroupName, "etcdclusters/status", "update"), Without: "status cannot be written through the status subresource"},
+		{Rule: rule("", "pods", "get", "list", "watch", "create", "patch", "delete"), Without: "member pods cannot be watched, created, upgraded or replaced"},
+		{Rule: rule("", "services", "get", "list", "watch", "create", "update", "delete"), Without: "clusters get no client or peer service"},
+		{Rule: rule("", "persistentvolumeclaims", "get", "list", "watch", "create", "patch", "delete"), Without: "members cannot get or keep their claims"},
+		{Rule: rule("policy", "poddisruptionbudgets", "list", "watch", "create", "update", "delete"), Without: "clusters get no PodDisruptionBudget, so a drain can take a quorum of members at once"},
+		operatorrun.SecretsNeed(watched, "TLS clusters cannot read their secrets (said in their status.reason)"),
+		operatorrun.EventsNeed(watched),
+		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns}, Without: "the operator cannot read its own pod for its image: give -join-image"},
+	}
+	if opts.createCRD {
+		out = append(out, operatorrun.CRDNeed())
+	}
+	return out
 }

@@ -27,7 +27,8 @@ import (
 
 const (
 	binary = restore.Binary
-	// lockName is the original's leader-election lock name, now a Lease.
+	// lockName is the original's leader-election lock name: a Lease, or the
+	// original's Endpoints lock when the role allows only that.
 	lockName = "etcd-restore-operator"
 	// shutdownTimeout bounds the wait for workers to stop; well inside a pod's
 	// default 30 s termination grace period.
@@ -120,6 +121,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
+	base.ReportLackingPermissions(ctx, needs(id.Namespace, watched, opts.createCRD))
 
 	fetchImage, pullPolicy, err := setUpSelf(ctx, clients, id, opts.fetchImage, log)
 	if err != nil {
@@ -172,9 +174,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every worker before the
 	// process exits.
-	return proc.RunAsLeader(operatorrun.LeaderConfig{
-		Kube: clients.Kube, Namespace: id.Namespace, LockName: lockName, Identity: id.PodName, Log: log,
-	}, shutdownTimeout, lead)
+	return proc.RunAsLeader(base.LeaderConfig(lockName), shutdownTimeout, lead)
 }
 
 // setUpSelf reads the operator's own pod: its image is the seed's fetch image
@@ -208,4 +208,29 @@ func setUpSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 	}
 	log.Infof("Service %s/%s selects %v; seed pods fetch with image %s", id.Namespace, restore.ServiceName, svc.Spec.Selector, fetchImage)
 	return fetchImage, policy, nil
+}
+
+// needs are the permissions the operator uses besides its leader-election
+// lock (see operatorrun.ChooseLock) and what happens without each; they are
+// what example/rbac grants. watched is "" with -cluster-wide.
+func needs(ns, watched string, createCRD bool) []operatorrun.Need {
+	rule := func(group, resource, ns string, verbs ...string) operatorrun.Rule {
+		return operatorrun.Rule{Group: group, Resource: resource, Verbs: verbs, Namespace: ns}
+	}
+	out := []operatorrun.Need{
+		{Rule: rule(api.GroupName, "etcdrestores", watched, "get", "list", "watch", "update"), Without: "no EtcdRestore is run"},
+		{Rule: rule(api.GroupName, "etcdrestores/status", watched, "update"), Without: "status cannot be written through the status subresource"},
+		{Rule: rule(api.GroupName, "etcdclusters", watched, "get", "create", "update", "delete"), Without: "the cluster to restore cannot be replaced"},
+		{Rule: rule(api.GroupName, "etcdbackups", watched, "list"), Without: "a backup cannot be matched with the EtcdBackup that stored it"},
+		{Rule: rule("", "pods", watched, "get", "list", "create", "delete"), Without: "the seed member cannot be created"},
+		{Rule: rule("", "persistentvolumeclaims", watched, "get", "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
+		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials (said in their status)"),
+		operatorrun.EventsNeed(watched),
+		{Rule: rule("", "pods", ns, "get"), Without: "the operator cannot read its own pod: give -fetch-image, and make Service " + restore.ServiceName + " yourself"},
+		{Rule: rule("", "services", ns, "get", "create", "update"), Without: "seeds cannot reach the backup server through Service " + restore.ServiceName},
+	}
+	if createCRD {
+		out = append(out, operatorrun.CRDNeed())
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 )
 
@@ -22,6 +23,8 @@ func readExample(t *testing.T, name string, into any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The placeholders are filled in as the original's walkthrough does.
+	data = []byte(apitest.FillPlaceholders(string(data)))
 	if err := yaml.UnmarshalStrict(data, into); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -39,6 +42,14 @@ func TestExampleBackupsAreAccepted(t *testing.T) {
 		readExample(t, filepath.Base(f), &eb)
 		if err := checkSpec(&eb.Spec); err != nil {
 			t.Errorf("%s is refused: %v", f, err)
+		}
+	}
+	for _, name := range []string{"backup_cr.yaml", "periodic_backup_cr.yaml"} {
+		var eb api.EtcdBackup
+		readExample(t, name, &eb)
+		if eb.Spec.S3 == nil || eb.Spec.S3.Path != "mybucket/etcd.backup" || eb.Spec.S3.AWSSecret != "aws" ||
+			!slices.Equal(eb.Spec.EtcdEndpoints, []string{"http://example-etcd-cluster-client:2379"}) {
+			t.Errorf("%s after the walkthrough's sed: %+v; the placeholders <full-s3-path>, <aws-secret> and <etcd-cluster-endpoints> must be where the original had them", name, eb.Spec)
 		}
 	}
 	var periodic api.EtcdBackup

@@ -118,7 +118,9 @@ func TestSchemaRejectsInvalidCases(t *testing.T) {
 	}
 }
 
-// exampleObjects are the custom resources under example/, which users apply as written.
+// exampleObjects are the custom resources under example/, which users apply
+// as written, with the placeholders the original's walkthroughs fill in with
+// sed filled in the same way.
 func exampleObjects(t *testing.T) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
@@ -130,6 +132,7 @@ func exampleObjects(t *testing.T) map[string]map[string]any {
 		if err != nil {
 			return err
 		}
+		data = []byte(apitest.FillPlaceholders(string(data)))
 		for i, doc := range bytes.Split(data, []byte("\n---")) {
 			var obj map[string]any
 			if err := yaml.Unmarshal(doc, &obj); err != nil {

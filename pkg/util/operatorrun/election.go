@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 )
 
 // The original's timings: a standby takes over at most ~15 s after the leader dies.
@@ -28,24 +30,49 @@ const (
 // restarts it as a standby, which is simpler and safer than stopping every worker.
 var ErrLostLeadership = errors.New("lost leadership")
 
-// LeaderConfig says which Lease to hold.
+// LeaderConfig says which lock to hold.
 type LeaderConfig struct {
 	Kube      kubernetes.Interface
 	Namespace string
-	// LockName is the Lease's name: etcd-operator, etcd-backup-operator or etcd-restore-operator.
+	// LockName is the lock's name: etcd-operator, etcd-backup-operator or
+	// etcd-restore-operator, the original's, whether a Lease or Endpoints.
 	LockName string
 	Identity string
 	Log      *logrus.Entry
+	// Recorder, when set, gets the events saying which lock is used or which
+	// rule is missing, on the operator's own pod (PodName in Namespace).
+	Recorder record.EventRecorder
+	PodName  string
+	// Unready, when set, is told why the process cannot lead, for /readyz.
+	Unready func(why string)
 }
 
+// Event reasons on the operator's own pod.
+const (
+	EventLeaderElectionLock      = "LeaderElectionLock"
+	EventLeaderElectionForbidden = "LeaderElectionForbidden"
+)
+
+// forbiddenRecheck is how often a process that may use no lock asks again:
+// a rule added to the role takes effect without a restart.
+const forbiddenRecheck = 30 * time.Second
+
 // RunAsLeader blocks until ctx is done or leadership is lost, running lead while this
-// process holds the Lease. It returns nil after a clean shutdown (the Lease is
+// process holds the lock. It returns nil after a clean shutdown (the lock is
 // released so a standby takes over at once) and ErrLostLeadership otherwise.
 func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Context)) error {
-	lock := &resourcelock.LeaseLock{
+	kind, ok := chooseLock(ctx, cfg, forbiddenRecheck)
+	if !ok {
+		return nil
+	}
+	rlc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
+	var lock resourcelock.Interface = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.LockName},
 		Client:     cfg.Kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+		LockConfig: rlc,
+	}
+	if kind == LockEndpoints {
+		lock = &EndpointsLock{Namespace: cfg.Namespace, Name: cfg.LockName, Client: cfg.Kube.CoreV1(), LockConfig: rlc}
 	}
 	// Written by the elector's goroutine, read here after Run returns.
 	var leading atomic.Bool
@@ -59,7 +86,7 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				leading.Store(true)
-				cfg.Log.Infof("became the leader (Lease %s/%s)", cfg.Namespace, cfg.LockName)
+				cfg.Log.Infof("became the leader (%s %s/%s)", kind, cfg.Namespace, cfg.LockName)
 				lead(ctx)
 			},
 			OnStoppedLeading: func() {},
@@ -81,6 +108,49 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 		return ErrLostLeadership
 	}
 	return fmt.Errorf("leader election for %s ended without leading", cfg.LockName)
+}
+
+// chooseLock asks ChooseLock until it has an answer and a lock may be used,
+// saying so in the log, an event on the operator's pod and, while no lock may
+// be used, /readyz, asking again every recheck. It returns false when ctx
+// ends first.
+func chooseLock(ctx context.Context, cfg LeaderConfig, recheck time.Duration) (LockKind, bool) {
+	var said string
+	for {
+		choice, err := ChooseLock(ctx, cfg.Kube, cfg.Namespace)
+		wait := RetryPeriod
+		switch {
+		case err != nil:
+			cfg.Log.WithError(err).Warn("cannot choose the leader-election lock yet")
+		case choice.Kind != "":
+			cfg.Log.WithField("lock", choice.Kind).Infof("leader election uses %s %s/%s: %s", choice.Kind, cfg.Namespace, cfg.LockName, choice.Why)
+			cfg.event(ctx, corev1.EventTypeNormal, EventLeaderElectionLock, fmt.Sprintf("leader election uses %s %s/%s: %s", choice.Kind, cfg.Namespace, cfg.LockName, choice.Why))
+			if said != "" && cfg.Unready != nil {
+				cfg.Unready("")
+			}
+			return choice.Kind, true
+		default:
+			wait = recheck
+			if choice.Why != said {
+				said = choice.Why
+				cfg.Log.Error(choice.Why)
+				cfg.event(ctx, corev1.EventTypeWarning, EventLeaderElectionForbidden, choice.Why)
+				if cfg.Unready != nil {
+					cfg.Unready(choice.Why)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// event records an event on the operator's own pod.
+func (cfg LeaderConfig) event(ctx context.Context, typ, reason, msg string) {
+	podEvent(ctx, cfg.Kube, cfg.Recorder, Identity{Namespace: cfg.Namespace, PodName: cfg.PodName}, typ, reason, msg)
 }
 
 // SignalContext is cancelled on SIGTERM or SIGINT, so a pod being deleted shuts down

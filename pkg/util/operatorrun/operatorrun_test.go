@@ -74,6 +74,14 @@ func TestServerReadiness(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz before ready = %d", code)
 	}
+	srv.SetUnreadyReason("add the rule X")
+	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: add the rule X") {
+		t.Fatalf("/readyz with a reason = %d %q", code, body)
+	}
+	srv.SetUnreadyReason("")
+	if _, body := get(t, base+"/readyz"); strings.TrimSpace(body) != "not ready" {
+		t.Fatalf("/readyz after the reason was cleared = %q", body)
+	}
 	srv.SetReady(true)
 	if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz when ready = %d", code)
@@ -99,7 +107,7 @@ func TestServerReportsAPortInUse(t *testing.T) {
 }
 
 func TestRunAsLeaderHoldsAndReleasesTheLease(t *testing.T) {
-	kube := fake.NewSimpleClientset()
+	kube := grant(fake.NewClientset(), "leases")
 	ctx, cancel := context.WithCancel(context.Background())
 	led := make(chan struct{})
 	done := make(chan error)

@@ -95,7 +95,7 @@ func TestProcessEndsWithTheFirstFatalError(t *testing.T) {
 			leadEnded := make(chan struct{})
 			done := make(chan error, 1)
 			go func() {
-				done <- proc.RunAsLeader(testLeaderConfig(fake.NewClientset(), logrus.NewEntry(log)), testDeadline, func(leadCtx context.Context) {
+				done <- proc.RunAsLeader(testLeaderConfig(grant(fake.NewClientset(), "leases"), logrus.NewEntry(log)), testDeadline, func(leadCtx context.Context) {
 					defer close(leadEnded)
 					// Started from within the leader's work, so that a server failing
 					// at once still finds the process leading.
@@ -151,7 +151,7 @@ func TestProcessServerStoppedWithItsOwnContextIsNotFatal(t *testing.T) {
 }
 
 func TestProcessWaitsForTheLeaderToStop(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := grant(fake.NewClientset(), "leases")
 	log, hook := logtest.NewNullLogger()
 	parent, cancelParent := context.WithCancel(t.Context())
 	defer cancelParent()
@@ -225,7 +225,7 @@ func TestProcessAbandonsALeaderThatDoesNotStop(t *testing.T) {
 	t.Cleanup(func() { close(stuck) })
 	done := make(chan error, 1)
 	go func() {
-		done <- proc.RunAsLeader(testLeaderConfig(fake.NewClientset(), logrus.NewEntry(log)), time.Millisecond, func(context.Context) {
+		done <- proc.RunAsLeader(testLeaderConfig(grant(fake.NewClientset(), "leases"), logrus.NewEntry(log)), time.Millisecond, func(context.Context) {
 			close(leading)
 			<-stuck
 		})

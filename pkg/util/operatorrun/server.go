@@ -19,7 +19,10 @@ import (
 // stay unready until they lead and their caches are synced, so a Service in front of
 // the operators only sends traffic to the working one.
 type Server struct {
-	ready    atomic.Bool
+	ready atomic.Bool
+	// why is what /readyz says while not ready, when something other than
+	// standing by keeps the process from working.
+	why      atomic.Pointer[string]
 	Registry *prometheus.Registry
 	srv      *http.Server
 	listener net.Listener
@@ -39,7 +42,11 @@ func NewServer(addr string) (*Server, error) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			msg := "not ready"
+			if why := s.why.Load(); why != nil && *why != "" {
+				msg += ": " + *why
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
@@ -54,6 +61,13 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // SetReady flips /readyz.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// SetUnreadyReason makes /readyz say why the process cannot work, for a
+// user reading the probe's failure in `kubectl describe pod`; "" goes back to
+// a plain "not ready".
+func (s *Server) SetUnreadyReason(why string) {
+	s.why.Store(&why)
+}
 
 // Run serves until ctx is done.
 func (s *Server) Run(ctx context.Context) error {

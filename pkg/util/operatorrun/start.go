@@ -18,6 +18,8 @@ type Base struct {
 	Recorder record.EventRecorder
 
 	stopEvents func()
+	id         Identity
+	log        *logrus.Entry
 }
 
 // Start builds the clients and the server (whose registry gets the clients'
@@ -37,7 +39,7 @@ func Start(ctx context.Context, binary, kubeconfig, listenAddr string, id Identi
 	proc, ctx := NewProcess(ctx, log)
 	proc.Go(ctx, "HTTP server", srv.Run)
 	recorder, stopEvents := NewEventRecorder(clients.Kube, binary, id.PodName, log)
-	return &Base{Clients: clients, Server: srv, Process: proc, Recorder: recorder, stopEvents: stopEvents}, ctx, nil
+	return &Base{Clients: clients, Server: srv, Process: proc, Recorder: recorder, stopEvents: stopEvents, id: id, log: log}, ctx, nil
 }
 
 // Stop stops the event recorder and cancels the Process, for the returns
@@ -45,4 +47,14 @@ func Start(ctx context.Context, binary, kubeconfig, listenAddr string, id Identi
 func (b *Base) Stop() {
 	b.stopEvents()
 	b.Process.Cancel()
+}
+
+// LeaderConfig is the election of lockName by this process: its pod is the
+// contender, gets the events about the lock, and /readyz says why it cannot
+// lead when the role allows no lock.
+func (b *Base) LeaderConfig(lockName string) LeaderConfig {
+	return LeaderConfig{
+		Kube: b.Clients.Kube, Namespace: b.id.Namespace, LockName: lockName, Identity: b.id.PodName, Log: b.log,
+		Recorder: b.Recorder, PodName: b.id.PodName, Unready: b.Server.SetUnreadyReason,
+	}
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+)
+
+// TestExampleRolesGrantWhatTheBinaryUses holds the rules the binary checks
+// for at start to the roles users install: a rule missing from either is a
+// bug.
+func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
+	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
+		data, err := os.ReadFile("../../example/rbac/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := operatorrun.RoleRules(data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, cw := range []bool{false, true} {
+			for _, n := range needs("ops", options{createCRD: true, clusterWide: cw}) {
+				// The namespaced Role is for -create-crd=false.
+				if file == "role-template.yaml" && n.Resource == "customresourcedefinitions" {
+					continue
+				}
+				if missing := operatorrun.NotGrantedBy(rules, n.Rule); len(missing) > 0 {
+					t.Errorf("%s does not grant %s on %s", file, strings.Join(missing, ", "), n.Resource)
+				}
+			}
+		}
+	}
+}
+
+// TestWhatTheOriginalsRolesLack: the original's roles, as published (kept in
+// test/e2e/testdata/original), lack only what README's "Coming from the
+// original" marks new: the lock aside, the status subresource and
+// disruption budgets.
+func TestWhatTheOriginalsRolesLack(t *testing.T) {
+	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
+		data, err := os.ReadFile("../../test/e2e/testdata/original/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := operatorrun.RoleRules(data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		var lacking []string
+		for _, n := range needs("ops", options{createCRD: file == "cluster-role-template.yaml"}) {
+			if len(operatorrun.NotGrantedBy(rules, n.Rule)) > 0 {
+				lacking = append(lacking, n.Resource)
+			}
+		}
+		if got := strings.Join(lacking, ","); got != "etcdclusters/status,poddisruptionbudgets" {
+			t.Errorf("the original's %s lacks %s", file, got)
+		}
+		if len(operatorrun.NotGrantedBy(rules, operatorrun.LeaseRule("ops"))) == 0 || len(operatorrun.NotGrantedBy(rules, operatorrun.EndpointsRule("ops"))) > 0 {
+			t.Errorf("the original's %s should grant endpoints and not leases", file)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package operatorrun
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/yaml"
+)
+
+// EventMissingPermissions is the reason of the Warning event, on the
+// operator's pod, that lists the rules its role lacks.
+const EventMissingPermissions = "MissingPermissions"
+
+// Need is a permission a binary uses, and what happens without it.
+type Need struct {
+	Rule
+	// Without says what the binary does, or cannot do, without the rule.
+	Without string
+}
+
+// Lacking is a need and the verbs of it the role does not grant.
+type Lacking struct {
+	Need
+	Verbs []string
+}
+
+func (l Lacking) String() string {
+	r := l.Rule
+	r.Verbs = l.Verbs
+	return fmt.Sprintf("%s (%s)", r, l.Without)
+}
+
+// LackingPermissions asks the apiserver which of needs the operator's role
+// does not grant. Needs it could not ask about are left out: this is advice
+// given once at start, and each call that is refused says so again.
+func LackingPermissions(ctx context.Context, kube kubernetes.Interface, needs []Need) []Lacking {
+	var out []Lacking
+	for _, n := range needs {
+		verbs, err := Missing(ctx, kube, n.Rule)
+		if err == nil && len(verbs) > 0 {
+			out = append(out, Lacking{Need: n, Verbs: verbs})
+		}
+	}
+	return out
+}
+
+// ReportLackingPermissions says in one log line and one Warning event on the
+// operator's pod which rules the role lacks and what each costs, so that an
+// install made for the original learns at once what to add, rather than from
+// one failure at a time. It returns what it found.
+func ReportLackingPermissions(ctx context.Context, kube kubernetes.Interface, rec record.EventRecorder, self Identity, needs []Need, log *logrus.Entry) []Lacking {
+	lacking := LackingPermissions(ctx, kube, needs)
+	if len(lacking) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(lacking))
+	for i, l := range lacking {
+		msgs[i] = l.String()
+	}
+	msg := fmt.Sprintf("the role lacks %d rule(s) the operator uses; add them (example/rbac has them all): %s", len(lacking), strings.Join(msgs, "; "))
+	log.Warn(msg)
+	podEvent(ctx, kube, rec, self, corev1.EventTypeWarning, EventMissingPermissions, msg)
+	return lacking
+}
+
+// podEvent records an event on the operator's own pod. The pod's UID is
+// looked up so that `kubectl describe pod` lists the event; without it (no
+// pod, or no right to read it) the event is still recorded under the pod's
+// name.
+func podEvent(ctx context.Context, kube kubernetes.Interface, rec record.EventRecorder, self Identity, typ, reason, msg string) {
+	if rec == nil || self.PodName == "" {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: self.Namespace, Name: self.PodName}
+	if p, err := kube.CoreV1().Pods(self.Namespace).Get(ctx, self.PodName, metav1.GetOptions{}); err == nil {
+		ref.UID, ref.ResourceVersion = p.UID, p.ResourceVersion
+	}
+	rec.Event(ref, typ, reason, msg)
+}
+
+// ReportLackingPermissions is the package's ReportLackingPermissions for this
+// process.
+func (b *Base) ReportLackingPermissions(ctx context.Context, needs []Need) []Lacking {
+	return ReportLackingPermissions(ctx, b.Clients.Kube, b.Recorder, b.id, needs, b.log)
+}
+
+// Common needs of the three binaries.
+
+// CRDNeed is what -create-crd=true needs.
+func CRDNeed() Need {
+	return Need{Rule: Rule{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verbs: []string{"get", "create", "update"}},
+		Without: "-create-crd=true cannot install the CRD: apply example/crd/ and run with -create-crd=false"}
+}
+
+// EventsNeed is what the event recorder needs in ns.
+func EventsNeed(ns string) Need {
+	return Need{Rule: Rule{Resource: "events", Verbs: []string{"create", "patch"}, Namespace: ns},
+		Without: "events are dropped; the log still says everything"}
+}
+
+// SecretsNeed is what reading TLS and storage credentials needs in ns.
+func SecretsNeed(ns, what string) Need {
+	return Need{Rule: Rule{Resource: "secrets", Verbs: []string{"get"}, Namespace: ns}, Without: what}
+}
+
+// NotGrantedBy returns the verbs of r that none of rules grants, reading
+// rules as RBAC does ("*" matches anything). It lets a test hold the
+// binaries' needs and the roles in example/rbac to each other.
+func NotGrantedBy(rules []rbacv1.PolicyRule, r Rule) []string {
+	var out []string
+	for _, verb := range r.Verbs {
+		if !slices.ContainsFunc(rules, func(p rbacv1.PolicyRule) bool {
+			return matches(p.APIGroups, r.Group) && matches(p.Resources, r.Resource) && matches(p.Verbs, verb)
+		}) {
+			out = append(out, verb)
+		}
+	}
+	return out
+}
+
+func matches(list []string, s string) bool {
+	return slices.Contains(list, s) || slices.Contains(list, "*")
+}
+
+// RoleRules reads the rules of a Role or ClusterRole manifest, such as the
+// templates in example/rbac.
+func RoleRules(manifest []byte) ([]rbacv1.PolicyRule, error) {
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(manifest, &role); err != nil {
+		return nil, err
+	}
+	return role.Rules, nil
+}
