@@ -5,11 +5,12 @@ VERSION ?= 0.1.0
 GIT_SHA := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$(VERSION) \
 	-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$(GIT_SHA)
-BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator kubectl-etcd
+BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator kubectl-etcd etcd-checker
 PKG_etcd-operator := ./cmd/operator
 PKG_etcd-backup-operator := ./cmd/backup-operator
 PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
+PKG_etcd-checker := ./cmd/etcd-checker
 
 .PHONY: all build unit test verify generate vet lint fmt image e2e bench local-up local-down clean
 
@@ -19,7 +20,7 @@ all: build
 build:
 	@mkdir -p _output/bin
 	@for b in $(BINARIES); do \
-		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; kubectl-etcd) echo ./cmd/kubectl-etcd;; esac); \
+		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; kubectl-etcd) echo ./cmd/kubectl-etcd;; etcd-checker) echo ./cmd/etcd-checker;; esac); \
 		echo "go build $$pkg -> _output/bin/$$b"; \
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/bin/$$b $$pkg || exit 1; \
 	done
