@@ -12,7 +12,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test verify generate vet lint fmt image e2e bench local-up local-down clean
+.PHONY: all build unit test verify generate vet lint fmt image e2e chaos bench local-up local-down clean
 
 all: build
 
@@ -54,6 +54,10 @@ image:
 ## e2e: the end-to-end suite on the local cluster (sudo make local-up first, or let it start one)
 e2e:
 	bash hack/e2e.sh
+
+## chaos: the whole fault matrix, each scenario with the linearizability checker (root; _output/chaos/results.json)
+chaos:
+	bash hack/chaos.sh
 
 ## bench: benchmarks that print figures
 bench:
