@@ -89,9 +89,11 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 			Endpoints:   cfg.Endpoints,
 			DialTimeout: 5 * time.Second,
 			Logger:      zap.NewNop(),
-			// Keep-alives find a dead connection sooner than the op timeout would.
-			DialKeepAliveTime:    2 * time.Second,
-			DialKeepAliveTimeout: 2 * time.Second,
+			// Keep-alives find a connection to a member that vanished (a deleted
+			// pod sends no reset). Not under 5 s: etcd's default
+			// --grpc-keepalive-min-time, below which it closes the connection.
+			DialKeepAliveTime:    6 * time.Second,
+			DialKeepAliveTimeout: 3 * time.Second,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
