@@ -211,3 +211,23 @@ func TestModel(t *testing.T) {
 		})
 	}
 }
+
+func TestLongestGap(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		returns []int64
+		want    time.Duration
+	}{
+		{"nothing succeeded: the whole run", nil, 10},
+		{"a gap in the middle", []int64{1, 2, 8, 9}, 6},
+		{"a gap at the start", []int64{5, 6, 7, 8, 9, 10}, 5},
+		{"a gap at the end", []int64{1, 2, 3}, 7},
+		{"returns out of order", []int64{9, 1, 3, 2}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := longestGap(tc.returns, 0, 10); got != tc.want {
+				t.Errorf("longestGap = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
