@@ -28,6 +28,10 @@ type Result struct {
 	// LongestUnavailableSeconds: the longest time during the workload in which no
 	// operation succeeded.
 	LongestUnavailableSeconds float64 `json:"longestUnavailableSeconds"`
+	// WatchMissed: acknowledged writes a watch never delivered; WatchOutOfOrder:
+	// events out of revision order. Both must be 0.
+	WatchMissed     int `json:"watchMissed"`
+	WatchOutOfOrder int `json:"watchOutOfOrder"`
 	// ReadBackErr: the cluster did not serve the final read-back.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 	// Visualization: porcupine's HTML of a history that is not linearizable.
@@ -36,15 +40,15 @@ type Result struct {
 	CheckSeconds float64 `json:"checkSeconds"`
 }
 
-// Passed: linearizable, nothing acknowledged lost, and the cluster answered the
-// read-back.
+// Passed: linearizable, nothing acknowledged lost or missed by the watch, and the
+// cluster answered the read-back.
 func (r Result) Passed() bool {
-	return r.Linearizable == "yes" && r.AckedLost == 0 && r.ReadBackErr == ""
+	return r.Linearizable == "yes" && r.AckedLost == 0 && r.ReadBackErr == "" && r.WatchMissed == 0 && r.WatchOutOfOrder == 0
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d longestUnavailable=%.1fs",
-		r.Ops, r.Acked, r.Failed, r.Indeterminate, r.Linearizable, r.AckedLost, r.LongestUnavailableSeconds)
+	return fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d watchMissed=%d watchOutOfOrder=%d longestUnavailable=%.1fs",
+		r.Ops, r.Acked, r.Failed, r.Indeterminate, r.Linearizable, r.AckedLost, r.WatchMissed, r.WatchOutOfOrder, r.LongestUnavailableSeconds)
 }
 
 // CheckOptions bound the check.
@@ -90,6 +94,7 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 		}
 	}
 	r.ReadBackErr = h.ReadBackErr
+	r.WatchMissed, r.WatchOutOfOrder = h.WatchMissed, h.WatchOutOfOrder
 
 	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, operations(h.Ops), opts.Timeout)

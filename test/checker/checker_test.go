@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // record runs a short workload against a fresh 3-member etcd; during is called
@@ -229,5 +231,34 @@ func TestLongestGap(t *testing.T) {
 				t.Errorf("longestGap = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// The watch check counts an acknowledged key its watch never delivered.
+func TestWatchCountsAMissedKey(t *testing.T) {
+	t.Parallel()
+	c := startEtcd(t, 1)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(t.Context(), "/w/a/before", "1"); err != nil {
+		t.Fatal(err)
+	}
+	w := newWatcher(t.Context(), cli, "/w/a/")
+	for _, k := range []string{"/w/a/1", "/w/a/2"} {
+		if _, err := cli.Put(t.Context(), k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missed, outOfOrder := w.finish([]string{"/w/a/1", "/w/a/2", "/w/a/never-written"}, 2*time.Second)
+	if missed != 1 || outOfOrder != 0 {
+		t.Errorf("missed %d, out of order %d; want 1 and 0", missed, outOfOrder)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen["/w/a/before"] {
+		t.Error("the watch delivered a key written before it started")
 	}
 }

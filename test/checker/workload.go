@@ -74,6 +74,11 @@ type History struct {
 	Present []string `json:"present"`
 	// Start and End of the workload, in the history's clock (ns).
 	Start, End int64
+	// WatchMissed counts acknowledged appends a watch of their prefix, open for the
+	// whole run and resumed after every error, never delivered; WatchOutOfOrder
+	// counts events whose revision was not above the one before. Both must be 0.
+	WatchMissed     int `json:"watchMissed"`
+	WatchOutOfOrder int `json:"watchOutOfOrder"`
 	// ReadBackErr is set when the cluster did not serve the read-back in time.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 }
@@ -83,7 +88,8 @@ type History struct {
 // history. Errors of single operations are part of the history, not of Run.
 func Run(ctx context.Context, cfg Config) (*History, error) {
 	cfg.defaults()
-	clients := make([]*clientv3.Client, cfg.Clients+1)
+	// One connection per client, one for the read-back, one for the watch.
+	clients := make([]*clientv3.Client, cfg.Clients+2)
 	for i := range clients {
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints:   cfg.Endpoints,
@@ -104,6 +110,10 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	begin := time.Now()
 	now := func() int64 { return int64(time.Since(begin)) }
 	h := &History{Start: now()}
+
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watch := newWatcher(wctx, clients[cfg.Clients+1], cfg.Prefix+"a/")
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -134,6 +144,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		h.ReadBackErr = err.Error()
 	}
 	h.Ops = append(h.Ops, rb.ops...)
+	h.WatchMissed, h.WatchOutOfOrder = watch.finish(h.Appended, cfg.Settle)
 	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h, nil
 }
