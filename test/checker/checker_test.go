@@ -262,3 +262,28 @@ func TestWatchCountsAMissedKey(t *testing.T) {
 		t.Error("the watch delivered a key written before it started")
 	}
 }
+
+// Two of three members killed: no quorum, every write's outcome unknown, until
+// they come back on their data; nothing acknowledged may be lost.
+func TestHistoryAcrossAQuorumLossPasses(t *testing.T) {
+	t.Parallel()
+	h := record(t, 8*time.Second, func(c *etcdCluster) {
+		time.Sleep(2 * time.Second)
+		for _, m := range c.members[:2] {
+			m.kill()
+		}
+		t.Log("killed 2 of 3 members")
+		time.Sleep(3 * time.Second)
+		for _, m := range c.members[:2] {
+			m.start(t)
+		}
+		t.Log("restarted them on their data")
+	})
+	r := check(t, h)
+	if !r.Passed() {
+		t.Fatalf("the history across a quorum loss failed: %+v", r)
+	}
+	if r.Failed+r.Indeterminate == 0 {
+		t.Errorf("no operation failed or timed out: the workload never met the quorum loss (%+v)", r)
+	}
+}

@@ -44,6 +44,7 @@ func etcdBinary(t *testing.T) string {
 // member is one etcd server process on loopback ports.
 type member struct {
 	name, peerURL, clientURL string
+	args                     []string
 	cmd                      *exec.Cmd
 	out                      *syncBuffer
 	done                     chan struct{}
@@ -70,18 +71,12 @@ func startEtcd(t *testing.T, n int) *etcdCluster {
 		}
 	})
 	for _, m := range c.members {
-		m.out = &syncBuffer{}
-		m.cmd = exec.Command(bin, "--name="+m.name, "--data-dir="+filepath.Join(t.TempDir(), m.name),
-			"--listen-peer-urls="+m.peerURL, "--initial-advertise-peer-urls="+m.peerURL,
-			"--listen-client-urls="+m.clientURL, "--advertise-client-urls="+m.clientURL,
-			"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state=new",
-			"--initial-cluster-token=checker-test", "--log-level=warn")
-		m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
-		if err := m.cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", m.name, err)
-		}
-		m.done = make(chan struct{})
-		go func() { _ = m.cmd.Wait(); close(m.done) }()
+		m.args = []string{bin, "--name=" + m.name, "--data-dir=" + filepath.Join(t.TempDir(), m.name),
+			"--listen-peer-urls=" + m.peerURL, "--initial-advertise-peer-urls=" + m.peerURL,
+			"--listen-client-urls=" + m.clientURL, "--advertise-client-urls=" + m.clientURL,
+			"--initial-cluster=" + strings.Join(initial, ","), "--initial-cluster-state=new",
+			"--initial-cluster-token=checker-test", "--log-level=warn"}
+		m.start(t)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -136,6 +131,20 @@ func (c *etcdCluster) leader(t *testing.T) *member {
 	}
 	t.Fatal("no member knows a leader")
 	return nil
+}
+
+// start runs the member's etcd, again on the same data after a kill.
+func (m *member) start(t *testing.T) {
+	t.Helper()
+	m.out = &syncBuffer{}
+	m.cmd = exec.Command(m.args[0], m.args[1:]...)
+	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
+	if err := m.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", m.name, err)
+	}
+	done := make(chan struct{})
+	m.done = done
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(done) }(m.cmd)
 }
 
 func (m *member) kill() {
