@@ -97,7 +97,19 @@ func TestChaosLongOperatorKillDuringUpgrade(t *testing.T) {
 	const version = "3.5.35"
 	image := framework.EtcdImage(version)
 	operatorKillDuringNamed(t, "operator-kill-during-upgrade", 3, "3.5.21", map[string]any{"version": version}, &ns, &name,
-		func(ctx context.Context) (bool, string, error) { return f.PodsOnImage(ns, name, image, 1)(ctx) },
+		// Started: a member on the new image (PodsOnImage wants them all).
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			for _, p := range framework.LivePods(pods) {
+				if framework.EtcdContainerImage(&p) == image {
+					return true, "", nil
+				}
+			}
+			return false, framework.DescribePods(pods), nil
+		},
 		func(ctx context.Context) (bool, string, error) {
 			return framework.Both(f.PodsOnImage(ns, name, image, 3), currentVersion(ns, name, version), f.ReadyMembers(ns, name, 3))(ctx)
 		})
