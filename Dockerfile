@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# etcd-operator image: the operator, backup operator and restore operator,
+# etcd-operator image: the operator, backup operator and restore operator
+# (and etcd-checker, the linearizability checker of the fault tests),
 # static binaries on an empty base, running as non-root (65532).
 #
 #   docker build -t openetcd/etcd-operator:v0.1.0 .
@@ -24,7 +25,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags '-s -w' -o /out/ \
-        ./cmd/operator ./cmd/backup-operator ./cmd/restore-operator \
+        ./cmd/operator ./cmd/backup-operator ./cmd/restore-operator ./cmd/etcd-checker \
  && mv /out/operator /out/etcd-operator \
  && mv /out/backup-operator /out/etcd-backup-operator \
  && mv /out/restore-operator /out/etcd-restore-operator
@@ -38,6 +39,6 @@ RUN mkdir -p /rootfs/etc /rootfs/tmp && chmod 1777 /rootfs/tmp \
 FROM scratch
 COPY --from=build /rootfs/ /
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/etcd-operator /out/etcd-backup-operator /out/etcd-restore-operator /usr/local/bin/
+COPY --from=build /out/etcd-operator /out/etcd-backup-operator /out/etcd-restore-operator /out/etcd-checker /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/etcd-operator"]

@@ -5,13 +5,14 @@ VERSION ?= 0.1.0
 GIT_SHA := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$(VERSION) \
 	-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$(GIT_SHA)
-BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator kubectl-etcd
+BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator kubectl-etcd etcd-checker
 PKG_etcd-operator := ./cmd/operator
 PKG_etcd-backup-operator := ./cmd/backup-operator
 PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
+PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test verify generate vet lint fmt image e2e bench bench-go local-up local-down clean
+.PHONY: all build unit test verify generate vet lint fmt image e2e chaos bench bench-go local-up local-down clean
 
 all: build
 
@@ -19,7 +20,7 @@ all: build
 build:
 	@mkdir -p _output/bin
 	@for b in $(BINARIES); do \
-		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; kubectl-etcd) echo ./cmd/kubectl-etcd;; esac); \
+		pkg=$$(case $$b in etcd-operator) echo ./cmd/operator;; etcd-backup-operator) echo ./cmd/backup-operator;; etcd-restore-operator) echo ./cmd/restore-operator;; kubectl-etcd) echo ./cmd/kubectl-etcd;; etcd-checker) echo ./cmd/etcd-checker;; esac); \
 		echo "go build $$pkg -> _output/bin/$$b"; \
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/bin/$$b $$pkg || exit 1; \
 	done
@@ -54,6 +55,10 @@ image:
 ## e2e: the end-to-end suite on the local cluster (sudo make local-up first, or let it start one)
 e2e:
 	bash hack/e2e.sh
+
+## chaos: the whole fault matrix, each scenario with the linearizability checker (root; _output/chaos/results.json)
+chaos:
+	bash hack/chaos.sh
 
 ## bench: the operator against the floor and the original, and with many idle clusters, on the local cluster (hack/bench/run.sh; tables and JSON in _output/bench)
 bench:

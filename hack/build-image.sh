@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-image.sh: build the project's container image without Docker.
 #
-# Compiles the three binaries statically, lays out a minimal root filesystem
+# Compiles the three binaries (and etcd-checker) statically, lays out a minimal root filesystem
 # (like a distroless "static" base: users, CA certificates, /tmp) and writes
 # a docker-format tarball with hack/imagebuild:
 #   _output/etcd-operator-image.tar, tagged openetcd/etcd-operator:v0.1.0
@@ -31,10 +31,12 @@ chmod 1777 "$ROOTFS/tmp"
 # and restore-operator.
 log "building binaries"
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags '-s -w' -o "$WORK/bin/" \
-	./cmd/operator ./cmd/backup-operator ./cmd/restore-operator
+	./cmd/operator ./cmd/backup-operator ./cmd/restore-operator ./cmd/etcd-checker
 install -m 0755 "$WORK/bin/operator" "$ROOTFS/usr/local/bin/etcd-operator"
 install -m 0755 "$WORK/bin/backup-operator" "$ROOTFS/usr/local/bin/etcd-backup-operator"
 install -m 0755 "$WORK/bin/restore-operator" "$ROOTFS/usr/local/bin/etcd-restore-operator"
+# The linearizability checker the fault tests run as a pod beside a cluster.
+install -m 0755 "$WORK/bin/etcd-checker" "$ROOTFS/usr/local/bin/etcd-checker"
 
 cat >"$ROOTFS/etc/passwd" <<PASSWD
 root:x:0:0:root:/root:/sbin/nologin

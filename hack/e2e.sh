@@ -24,6 +24,8 @@
 #                         (hack/bench/run.sh sets them)
 #   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
 #   E2E_SKIP_BUILD=1      use the image already on the node
+#   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong; make chaos)
+#   E2E_CHAOS_RESULTS     where each fault scenario writes its result line (default _output/e2e/chaos)
 #   LOCAL_CLUSTER_STATE_DIR  as in hack/local-cluster (default /var/lib/etcd-operator-local)
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -106,8 +108,16 @@ run_suite() {
 	# The measurements only print figures; they run when asked for (E2E_MEASURE=<runs>,
 	# E2E_RESTORE_BENCH_MIB=<size>, and the bench's E2E_BENCH, E2E_BENCH_SCALE), so
 	# that the suite reports no skipped test.
+	# The longer fault scenarios (^TestChaosLong) run in `make chaos` (E2E_CHAOS=1).
+	local skip=()
 	if [[ -z ${E2E_MEASURE:-} && -z ${E2E_RESTORE_BENCH_MIB:-} && -z ${E2E_BENCH:-} && -z ${E2E_BENCH_SCALE:-} ]]; then
-		args+=(-skip '^TestMeasure')
+		skip+=('^TestMeasure')
+	fi
+	if [[ ${E2E_CHAOS:-} != 1 ]]; then
+		skip+=('^TestChaosLong')
+	fi
+	if ((${#skip[@]} > 0)); then
+		args+=(-skip "$(IFS='|'; echo "${skip[*]}")")
 	fi
 	log "go test ${args[*]} ./test/e2e/ $* (log: $LOG)"
 	local rc=0

@@ -31,6 +31,9 @@ type Install struct {
 	// PendingTimeout, when set, is given as --pending-timeout, for tests that
 	// cannot wait the default 5 minutes for a pod that never starts.
 	PendingTimeout time.Duration
+	// ChaosLevel, when set, is given as --chaos-level: the operator kills its
+	// namespace's etcd pods at random (pkg/chaos).
+	ChaosLevel int
 }
 
 // Operator is an installed etcd-operator.
@@ -71,6 +74,9 @@ func (f *Framework) InstallOperator(ctx context.Context, ns string, in Install) 
 	}
 	if in.PendingTimeout > 0 {
 		sed = append(sed, "s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --pending-timeout="+in.PendingTimeout.String()+"/")
+	}
+	if in.ChaosLevel > 0 {
+		sed = append(sed, fmt.Sprintf("s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --chaos-level=%d/", in.ChaosLevel))
 	}
 	if f.Env.OperatorImage != "" {
 		sed = append(sed, "s|image: openetcd/etcd-operator:.*|image: "+f.Env.OperatorImage+"|")

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# chaos.sh: `make chaos`. Runs the whole fault matrix (every ^TestChaos scenario of
+# test/e2e, the long ones included) on the local cluster, each with etcd-checker
+# (a linearizability checker) running as a pod against the cluster under fault, and
+# writes one line per scenario to _output/chaos/results.json:
+#   scenario, ops, acked, failed, indeterminate, linearizable, ackedLost,
+#   longestUnavailableSeconds, recoverySeconds, passed.
+# Environment: E2E_CHAOS_MINUTES (the -chaos-level 1 scenario, default 3), and
+# whatever hack/e2e.sh reads (E2E_PARALLEL, E2E_SKIP_BUILD, ...).
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+OUT=_output/chaos
+rm -rf "$OUT/scenarios"
+mkdir -p "$OUT/scenarios"
+start=$SECONDS
+rc=0
+E2E_CHAOS=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
+	bash hack/e2e.sh -run '^TestChaos' "$@" || rc=$?
+
+shopt -s nullglob
+files=("$OUT"/scenarios/*.json)
+{
+	echo '['
+	first=1
+	for f in "${files[@]}"; do
+		((first)) || echo ','
+		first=0
+		tr -d '\n' <"$f"
+	done
+	echo
+	echo ']'
+} >"$OUT/results.json"
+
+printf '%-30s %7s %7s %7s %7s %6s %6s %9s %9s %s\n' scenario ops acked failed indet linear lost unavail_s recover_s passed
+for f in "${files[@]}"; do
+	# One JSON object per file, flat: pull the fields out without a JSON tool.
+	line=$(tr -d '\n' <"$f")
+	get() { sed -E "s/.*\"$1\":(\"[^\"]*\"|[^,}]*).*/\1/" <<<"$line" | tr -d '"'; }
+	printf '%-30s %7s %7s %7s %7s %6s %6s %9.1f %9.1f %s\n' "$(get scenario)" "$(get ops)" "$(get acked)" "$(get failed)" \
+		"$(get indeterminate)" "$(get linearizable)" "$(get ackedLost)" "$(get longestUnavailableSeconds)" "$(get recoverySeconds)" "$(get passed)"
+done
+echo "[chaos] ${#files[@]} scenarios in $((SECONDS - start))s; results in $OUT/results.json"
+exit "$rc"

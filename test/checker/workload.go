@@ -1,0 +1,302 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Config is one run of the workload.
+type Config struct {
+	// Endpoints of the cluster, e.g. the cluster's client service.
+	Endpoints []string
+	// Clients run at once, each with its own etcd client (its own connection).
+	Clients int
+	// Keys is the size of the register key space: small, so that clients collide.
+	Keys int
+	// Prefix of every key the run writes; a run owns its prefix.
+	Prefix string
+	// Duration of the workload; the read-back afterwards is not counted.
+	Duration time.Duration
+	// Rate is the operations per second of each client, at most.
+	Rate float64
+	// OpTimeout bounds one operation; past it, a write's outcome is unknown.
+	OpTimeout time.Duration
+	// Settle bounds the read-back at the end, which waits for the cluster to serve.
+	Settle time.Duration
+	// Seed of the operation mix, for a run that can be told again.
+	Seed uint64
+	Log  *logrus.Entry
+}
+
+func (c *Config) defaults() {
+	if c.Clients <= 0 {
+		c.Clients = 4
+	}
+	if c.Keys <= 0 {
+		c.Keys = 8
+	}
+	if c.Prefix == "" {
+		c.Prefix = "/etcd-checker/"
+	}
+	if c.Rate <= 0 {
+		c.Rate = 50
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 2 * time.Second
+	}
+	if c.Settle <= 0 {
+		c.Settle = 3 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = logrus.NewEntry(logrus.StandardLogger())
+	}
+}
+
+// History is what a run recorded.
+type History struct {
+	Ops []Op `json:"ops"`
+	// Appended are the unique keys whose put was acknowledged: none of them may be
+	// missing at the end. They are never overwritten, so unlike a register a lost
+	// one cannot hide behind a later write.
+	Appended []string `json:"appended"`
+	// AppendsUnknown counts appends of unknown outcome (present or not, both fine).
+	AppendsUnknown int `json:"appendsUnknown"`
+	// Present are the unique keys found by the read-back at the end.
+	Present []string `json:"present"`
+	// Start and End of the workload, in the history's clock (ns).
+	Start, End int64
+	// WatchMissed counts acknowledged appends a watch of their prefix, open for the
+	// whole run and resumed after every error, never delivered; WatchOutOfOrder
+	// counts events whose revision was not above the one before. Both must be 0.
+	WatchMissed     int `json:"watchMissed"`
+	WatchOutOfOrder int `json:"watchOutOfOrder"`
+	// ReadBackErr is set when the cluster did not serve the read-back in time.
+	ReadBackErr string `json:"readBackErr,omitempty"`
+}
+
+// Run drives the workload against cfg.Endpoints for cfg.Duration, then reads every
+// key back (retrying until the cluster serves, within cfg.Settle) and returns the
+// history. Errors of single operations are part of the history, not of Run.
+func Run(ctx context.Context, cfg Config) (*History, error) {
+	cfg.defaults()
+	// One connection per client, one for the read-back, one for the watch.
+	clients := make([]*clientv3.Client, cfg.Clients+2)
+	for i := range clients {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   cfg.Endpoints,
+			DialTimeout: 5 * time.Second,
+			Logger:      zap.NewNop(),
+			// Keep-alives find a connection to a member that vanished (a deleted
+			// pod sends no reset). Not under 5 s: etcd's default
+			// --grpc-keepalive-min-time, below which it closes the connection.
+			DialKeepAliveTime:    6 * time.Second,
+			DialKeepAliveTimeout: 3 * time.Second,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
+		}
+		defer cli.Close()
+		clients[i] = cli
+	}
+	begin := time.Now()
+	now := func() int64 { return int64(time.Since(begin)) }
+	h := &History{Start: now()}
+
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watch := newWatcher(wctx, clients[cfg.Clients+1], cfg.Prefix+"a/")
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c := range cfg.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := worker{id: c, cli: clients[c], cfg: &cfg, now: now,
+				rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(c)))}
+			w.loop(runCtx)
+			mu.Lock()
+			h.Ops = append(h.Ops, w.ops...)
+			h.Appended = append(h.Appended, w.appended...)
+			h.AppendsUnknown += w.appendsUnknown
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	h.End = now()
+	cfg.Log.WithField("ops", len(h.Ops)).Info("workload done, reading back")
+
+	// The read-back is part of the history: a final read of every register key
+	// that misses an acknowledged write makes the history non-linearizable.
+	rb := worker{id: cfg.Clients, cli: clients[cfg.Clients], cfg: &cfg, now: now}
+	if err := rb.readBack(ctx, h); err != nil {
+		h.ReadBackErr = err.Error()
+	}
+	h.Ops = append(h.Ops, rb.ops...)
+	h.WatchMissed, h.WatchOutOfOrder = watch.finish(h.Appended, cfg.Settle)
+	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
+	return h, nil
+}
+
+type worker struct {
+	id             int
+	cli            *clientv3.Client
+	cfg            *Config
+	now            func() int64
+	rnd            *rand.Rand
+	seq            int
+	ops            []Op
+	appended       []string
+	appendsUnknown int
+	// last value this client wrote per key, the usual expectation of its CAS.
+	lastRead map[string]string
+}
+
+func (w *worker) key(i int) string { return fmt.Sprintf("%sk/%d", w.cfg.Prefix, i) }
+
+func (w *worker) appendPrefix() string { return w.cfg.Prefix + "a/" }
+
+func (w *worker) loop(ctx context.Context) {
+	w.lastRead = map[string]string{}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / w.cfg.Rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		w.seq++
+		value := fmt.Sprintf("c%d-%d", w.id, w.seq)
+		key := w.key(w.rnd.IntN(w.cfg.Keys))
+		switch p := w.rnd.IntN(100); {
+		case p < 45:
+			w.get(ctx, key)
+		case p < 75:
+			w.put(ctx, key, value)
+		case p < 90:
+			w.cas(ctx, key, w.lastRead[key], value)
+		default:
+			w.append(ctx, w.appendPrefix()+value)
+		}
+	}
+}
+
+// opCtx is the per-operation context: not the run's, so that an operation in
+// flight when the run ends still gets its answer instead of becoming unknown.
+func (w *worker) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), w.cfg.OpTimeout)
+}
+
+func (w *worker) get(_ context.Context, key string) bool {
+	ctx, cancel := w.opCtx()
+	defer cancel()
+	op := Op{Client: w.id, Kind: Get, Key: key, Call: w.now()}
+	resp, err := w.cli.Get(ctx, key)
+	op.Return = w.now()
+	if err != nil {
+		op.Result = Failed
+	} else {
+		op.Result = OK
+		if len(resp.Kvs) > 0 {
+			op.Found, op.Value = true, string(resp.Kvs[0].Value)
+			w.lastRead[key] = op.Value
+		}
+	}
+	w.ops = append(w.ops, op)
+	return err == nil
+}
+
+func (w *worker) put(_ context.Context, key, value string) {
+	ctx, cancel := w.opCtx()
+	defer cancel()
+	op := Op{Client: w.id, Kind: Put, Key: key, Value: value, Call: w.now()}
+	_, err := w.cli.Put(ctx, key, value)
+	op.Return = w.now()
+	op.Result = OK
+	if err != nil {
+		op.Result = Unknown
+	} else {
+		w.lastRead[key] = value
+	}
+	w.ops = append(w.ops, op)
+}
+
+func (w *worker) cas(_ context.Context, key, expect, value string) {
+	ctx, cancel := w.opCtx()
+	defer cancel()
+	op := Op{Client: w.id, Kind: CAS, Key: key, Value: value, Expect: expect, Call: w.now()}
+	resp, err := w.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(key), "=", expect)).
+		Then(clientv3.OpPut(key, value)).
+		Commit()
+	op.Return = w.now()
+	switch {
+	case err != nil:
+		op.Result = Unknown
+	default:
+		op.Result, op.OK = OK, resp.Succeeded
+		if resp.Succeeded {
+			w.lastRead[key] = value
+		}
+	}
+	w.ops = append(w.ops, op)
+}
+
+func (w *worker) append(_ context.Context, key string) {
+	ctx, cancel := w.opCtx()
+	defer cancel()
+	if _, err := w.cli.Put(ctx, key, "1"); err != nil {
+		w.appendsUnknown++
+		return
+	}
+	w.appended = append(w.appended, key)
+}
+
+// readBack reads every register key once and lists the appended keys, each
+// retried until the cluster answers or cfg.Settle has passed.
+func (w *worker) readBack(ctx context.Context, h *History) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Settle)
+	defer cancel()
+	retry := func(what string, f func() bool) error {
+		for !f() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the cluster did not answer %s within %s", what, w.cfg.Settle)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	w.lastRead = map[string]string{}
+	for i := range w.cfg.Keys {
+		key := w.key(i)
+		if err := retry("a read of "+key, func() bool { return w.get(ctx, key) }); err != nil {
+			return err
+		}
+	}
+	return retry("the list of appended keys", func() bool {
+		octx, ocancel := w.opCtx()
+		defer ocancel()
+		resp, err := w.cli.Get(octx, w.appendPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return false
+		}
+		h.Present = h.Present[:0]
+		for _, kv := range resp.Kvs {
+			h.Present = append(h.Present, strings.Clone(string(kv.Key)))
+		}
+		return true
+	})
+}
