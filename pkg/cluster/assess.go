@@ -16,9 +16,7 @@ import (
 // so that a problem is reported on every pass it lasts (and announced once).
 func assess(s *snapshot) []problem {
 	var ps []problem
-	if s.specProblem != nil {
-		ps = append(ps, *s.specProblem)
-	}
+	ps = append(ps, s.specProblems...)
 	if s.spec == nil {
 		return ps
 	}

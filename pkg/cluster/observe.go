@@ -33,7 +33,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		created:        c.latest.CreationTimestamp.Time,
 		etcdReadAt:     c.etcdReadAt,
 	}
-	s.spec, s.specProblem = c.specInForce()
+	s.spec, s.specProblems = c.specInForce()
 	if s.spec == nil {
 		return s, problems
 	}

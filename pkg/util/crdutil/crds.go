@@ -33,7 +33,12 @@ func secretName() schema {
 }
 
 func bucketPath() schema {
-	return withRules(boundedStr(1024), [2]string{matches(api.BucketPathPattern), `must be "<bucket>/<key>"`})
+	return withRules(boundedStr(1024),
+		[2]string{matches(api.BucketPathPattern), api.BucketPathMessage},
+		[2]string{"!" + matches(api.BucketPathPattern) + " || " + matches(api.BucketNamePattern), api.BucketNameMessage},
+		[2]string{"!" + matches(api.BadKeyPattern), api.BadKeyMessage},
+		[2]string{"!" + matches(api.ControlCharPattern), api.ControlCharMessage},
+	)
 }
 
 func newCRD(plural, kind string, shortNames []string, root schema, columns []apiextv1.CustomResourceColumnDefinition) *apiextv1.CustomResourceDefinition {
@@ -118,8 +123,8 @@ func clusterSpecSchema() schema {
 		"valueFrom": openObject(nil),
 	}, "name"),
 		[2]string{"self.name.matches(r'" + envNameRE + "')", "name must be a valid environment variable name"},
-		[2]string{"!(self.name in [" + strings.Join(reserved, ", ") + "])",
-			"this etcd setting is passed by the operator as a flag; etcd refuses to start when it is set twice"},
+		[2]string{"!(self.name in [" + strings.Join(reserved, ", ") + "]) && !self.name.startsWith('" + api.ReservedEtcdEnvPrefix + "')",
+			"name " + api.ReservedEtcdEnvMessage},
 	)
 	env := array(envVar)
 	env.XListType = ptr("map")
