@@ -26,6 +26,7 @@ func assess(s *snapshot) []problem {
 	if s.tlsProblem != nil {
 		ps = append(ps, *s.tlsProblem)
 	}
+	ps = append(ps, s.certProblems...)
 	if s.etcd != nil && s.etcd.err != nil {
 		ps = append(ps, problemOf(etcdError("ask etcd for its health and membership", s.etcd.err)))
 	}

@@ -60,6 +60,9 @@ type snapshot struct {
 	serviceConflict string
 	// tlsProblem is why the operator's etcd client TLS is not usable.
 	tlsProblem *problem
+	// certProblems are what is wrong with the certificates of the TLS
+	// secrets: members given them would fail their handshakes.
+	certProblems []problem
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool

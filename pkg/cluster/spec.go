@@ -123,5 +123,6 @@ func (c *Cluster) startOver() {
 	c.latest, c.spec, c.specSeen = nil, nil, 0
 	c.members.forget()
 	c.tlsConfig = nil
+	c.certs = certCache{}
 	c.podExpect, c.upgradeExpect, c.failedUpgrade = nil, nil, nil
 }
