@@ -32,10 +32,15 @@ func secretName() schema {
 	return withRules(boundedStr(253), [2]string{matches(dnsSubdomainRE), "must be the name of a Secret (a DNS subdomain)"})
 }
 
-func bucketPath() schema {
+// bucketPath is the path of a store; s3 admits the capitals of old S3 buckets.
+func bucketPath(s3 bool) schema {
+	bucket, msg := api.BucketNamePattern, api.BucketNameMessage
+	if s3 {
+		bucket, msg = api.S3BucketNamePattern, api.S3BucketNameMessage
+	}
 	return withRules(boundedStr(1024),
 		[2]string{matches(api.BucketPathPattern), api.BucketPathMessage},
-		[2]string{"!" + matches(api.BucketPathPattern) + " || " + matches(api.BucketNamePattern), api.BucketNameMessage},
+		[2]string{"!" + matches(api.BucketPathPattern) + " || " + matches(bucket), msg},
 		[2]string{"!" + matches(api.BadKeyPattern), api.BadKeyMessage},
 		[2]string{"!" + matches(api.ControlCharPattern), api.ControlCharMessage},
 	)
@@ -304,15 +309,15 @@ var storageTypes = []string{
 func sourceSchemas() map[string]schema {
 	return map[string]schema{
 		"s3": object(map[string]schema{
-			"path":           bucketPath(),
+			"path":           bucketPath(true),
 			"awsSecret":      secretName(),
 			"endpoint":       str(),
 			"forcePathStyle": boolean(),
 		}, "path", "awsSecret"),
-		"abs": object(map[string]schema{"path": bucketPath(), "absSecret": secretName()}, "path", "absSecret"),
-		"gcs": object(map[string]schema{"path": bucketPath(), "gcpSecret": secretName()}, "path"),
+		"abs": object(map[string]schema{"path": bucketPath(false), "absSecret": secretName()}, "path", "absSecret"),
+		"gcs": object(map[string]schema{"path": bucketPath(false), "gcpSecret": secretName()}, "path"),
 		"oss": object(map[string]schema{
-			"path":      bucketPath(),
+			"path":      bucketPath(false),
 			"ossSecret": secretName(),
 			"endpoint":  str(),
 		}, "path", "ossSecret"),

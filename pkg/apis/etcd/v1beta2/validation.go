@@ -27,10 +27,14 @@ const (
 	ClusterDomainPattern = `^(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`
 	// BucketPathPattern is "<bucket>/<key>" with both parts non-empty.
 	BucketPathPattern = `^[^/]+/.+$`
-	// BucketNamePattern is the bucket part of a path as every store accepts
-	// it: S3 (new buckets), GCS, Azure containers and OSS all refuse
-	// capitals, spaces and names that start or end with a dot or dash.
+	// BucketNamePattern is the bucket part of a path as GCS, Azure
+	// containers and OSS accept it: no capitals, spaces, or dot or dash at
+	// either end.
 	BucketNamePattern = `^[a-z0-9]([a-z0-9._-]*[a-z0-9])?/`
+	// S3BucketNamePattern also admits capitals: S3 buckets made in
+	// us-east-1 before March 2018 may have them, and a backup running into
+	// such a bucket must not start failing validation.
+	S3BucketNamePattern = `^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/`
 	// BadKeyPattern finds what object stores refuse or rewrite in a key: an
 	// empty, "." or ".." segment ("bucket/a/../b" is stored under another
 	// name by S3-compatible servers that clean paths, refused by others) and
@@ -51,6 +55,7 @@ var (
 	clusterDomainRE = regexp.MustCompile(ClusterDomainPattern)
 	bucketPathRE    = regexp.MustCompile(BucketPathPattern)
 	bucketNameRE    = regexp.MustCompile(BucketNamePattern)
+	s3BucketNameRE  = regexp.MustCompile(S3BucketNamePattern)
 	badKeyRE        = regexp.MustCompile(BadKeyPattern)
 	controlCharRE   = regexp.MustCompile(ControlCharPattern)
 )
@@ -501,7 +506,7 @@ func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorage
 		return field.ErrorList{field.Required(p.Child(key), fmt.Sprintf("storage type %s needs spec.%s", t, key))}
 	}
 	var errs field.ErrorList
-	errs = append(errs, validateBucketPath(p.Child(key, "path"), ref.path)...)
+	errs = append(errs, validateBucketPath(p.Child(key, "path"), ref.path, t == BackupStorageTypeS3)...)
 	// GCS alone may fall back to the workload's default credentials.
 	if ref.secret == "" && t != BackupStorageTypeGCS {
 		errs = append(errs, field.Required(p.Child(key, secretKey), "names the secret holding the store's credentials"))
@@ -512,20 +517,23 @@ func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorage
 
 // Messages of the path rules, shared with the CRD schema.
 const (
-	BucketPathMessage  = `must be "<bucket>/<key>"`
-	BucketNameMessage  = "the bucket (before the first /) must be a bucket name: lowercase letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
-	BadKeyMessage      = `the key (after the first /) may not have empty, "." or ".." segments nor end in "/": stores refuse such keys or store the object under another name`
-	ControlCharMessage = "must not contain control characters"
+	BucketPathMessage   = `must be "<bucket>/<key>"`
+	BucketNameMessage   = "the bucket (before the first /) must be a bucket name: lowercase letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
+	S3BucketNameMessage = "the bucket (before the first /) must be a bucket name: letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
+	BadKeyMessage       = `the key (after the first /) may not have empty, "." or ".." segments nor end in "/": stores refuse such keys or store the object under another name`
+	ControlCharMessage  = "must not contain control characters"
 )
 
 // validateBucketPath checks a backup path the way stores will: a path they
 // refuse is refused here, rather than failing every backup with a full
 // snapshot stream each time.
-func validateBucketPath(p *field.Path, path string) field.ErrorList {
+func validateBucketPath(p *field.Path, path string, s3 bool) field.ErrorList {
 	switch {
 	case !bucketPathRE.MatchString(path):
 		return field.ErrorList{field.Invalid(p, path, BucketPathMessage)}
-	case !bucketNameRE.MatchString(path):
+	case s3 && !s3BucketNameRE.MatchString(path):
+		return field.ErrorList{field.Invalid(p, path, S3BucketNameMessage)}
+	case !s3 && !bucketNameRE.MatchString(path):
 		return field.ErrorList{field.Invalid(p, path, BucketNameMessage)}
 	case badKeyRE.MatchString(path):
 		return field.ErrorList{field.Invalid(p, path, BadKeyMessage)}
