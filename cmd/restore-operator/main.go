@@ -162,6 +162,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			Flow:        flow,
 			Log:         log,
 			ClusterWide: opts.clusterWide,
+			Recorder:    recorder,
 		})
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()

@@ -16,9 +16,7 @@ import (
 // so that a problem is reported on every pass it lasts (and announced once).
 func assess(s *snapshot) []problem {
 	var ps []problem
-	if s.specProblem != nil {
-		ps = append(ps, *s.specProblem)
-	}
+	ps = append(ps, s.specProblems...)
 	if s.spec == nil {
 		return ps
 	}
@@ -28,6 +26,7 @@ func assess(s *snapshot) []problem {
 	if s.tlsProblem != nil {
 		ps = append(ps, *s.tlsProblem)
 	}
+	ps = append(ps, s.certProblems...)
 	if s.etcd != nil && s.etcd.err != nil {
 		ps = append(ps, problemOf(etcdError("ask etcd for its health and membership", s.etcd.err)))
 	}

@@ -185,6 +185,8 @@ type Cluster struct {
 	// tlsConfig is the client TLS of a secure-client cluster, read from the
 	// operator secret and kept until etcd stops answering with it.
 	tlsConfig *tls.Config
+	// certs are the TLS secrets as last read for their check (certs.go).
+	certs certCache
 	// etcdReadAt is when etcd's view was last read: a cluster at rest is
 	// looked at every etcdObserveInterval for its day-2 care.
 	etcdReadAt time.Time

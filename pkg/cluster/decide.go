@@ -174,6 +174,9 @@ func bootstrap(s *snapshot) (action, bool) {
 		return action{kind: actAdopt, reason: fmt.Sprintf("member pods exist for a %q cluster", s.phase)}, true
 	case len(s.terminating) > 0:
 		return wait("pods of an earlier seed are being deleted"), true
+	case len(s.certProblems) > 0:
+		// The seed would only fail its handshakes, over and over.
+		return wait("the TLS certificates are not usable"), true
 	}
 	return action{kind: actSeed, version: s.spec.Spec.Version}, true
 }

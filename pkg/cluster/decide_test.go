@@ -63,6 +63,7 @@ func TestDecide(t *testing.T) {
 		{name: "a Creating cluster without pods (a restart before the seed) gets its seed", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods), want: "seed to " + testVersion},
 		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(phase(api.ClusterPhaseCreating), noMembership), want: "adopt"},
 		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(phase(api.ClusterPhaseNone), noMembership, onlyPods(memberA)), want: "adopt"},
+		{name: "a new seed waits for usable TLS certificates rather than fail its handshakes", mods: mods(phase(api.ClusterPhaseNone), noMembership, noPods, badCertificate), want: "wait (the TLS certificates are not usable)"},
 		{name: "a new seed waits for the pods of an earlier one to be gone", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods, terminatingPod(memberA)), want: "wait (pods of an earlier seed are being deleted)"},
 
 		// 5. Unknown membership.
@@ -296,6 +297,10 @@ func serviceConflict(s *snapshot) {
 func tlsMissing(s *snapshot) {
 	p := newProblem(problemTLSSecret, "read TLS secret operator-tls: not found")
 	s.tlsProblem = &p
+}
+
+func badCertificate(s *snapshot) {
+	s.certProblems = []problem{newProblem(problemTLSCertificate, "TLS: peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) expired on 2025-01-01T00:00:00Z")}
 }
 
 func phase(p api.ClusterPhase) snapMod { return func(s *snapshot) { s.phase = p } }

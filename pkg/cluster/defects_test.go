@@ -552,6 +552,57 @@ func TestIssue18(t *testing.T) {
 	})
 }
 
+// TestIssue18BadInput covers the items of issue 18 about input that got
+// past admission or is wrong outside the spec: each failed before its fix.
+func TestIssue18BadInput(t *testing.T) {
+	t.Run("1: a reserved etcdEnv variable that got past admission is left out of the pods and reported", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), func(cl *api.EtcdCluster) {
+			cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{
+				{Name: "ETCD_FORCE_NEW_CLUSTER", Value: "true"},
+				{Name: "ETCD_SNAPSHOT_COUNT", Value: "5000"},
+				{Name: "ETCD_DISCOVERY_SRV", Value: "example.com"},
+			}}
+		}))
+		f.mustPass()
+		var env []string
+		for _, a := range f.kube.Actions() {
+			if ca, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "pods" {
+				for _, e := range ca.GetObject().(*corev1.Pod).Spec.Containers[0].Env {
+					env = append(env, e.Name)
+				}
+			}
+		}
+		expect(t, "the seed's etcd environment", env, []string{"ETCD_SNAPSHOT_COUNT"})
+		s := f.mustStatus()
+		if !strings.Contains(s.Reason, "ETCD_FORCE_NEW_CLUSTER, ETCD_DISCOVERY_SRV ignored") {
+			t.Errorf("reason = %q, want the ignored variables named", s.Reason)
+		}
+		if !hasEvent(f.events(), "Warning InvalidSpec spec.pod.etcdEnv ETCD_FORCE_NEW_CLUSTER") {
+			t.Error("no InvalidSpec event for the reserved variables")
+		}
+	})
+	t.Run("1: a running cluster whose stored spec holds a reserved variable stays managed", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withSize(4), func(cl *api.EtcdCluster) {
+			cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{{Name: "ETCD_FORCE_NEW_CLUSTER", Value: "true"}}}
+		}))
+		f.withMembers(memberA, memberB, memberC)
+		f.pod(memberA)
+		f.pod(memberB)
+		f.pod(memberC)
+		f.mustPass()
+		f.mustPass()
+		var created int
+		for _, a := range f.podActions() {
+			if strings.HasPrefix(a, "create pods") {
+				created++
+			}
+		}
+		if created != 1 {
+			t.Errorf("actions %v: the cluster was not scaled to its spec", f.podActions())
+		}
+	})
+}
+
 // TestDisasterRecovery covers issue 12's opt-in recovery over passes.
 func TestDisasterRecovery(t *testing.T) {
 	lost := func(cl *api.EtcdCluster) {

@@ -33,7 +33,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		created:        c.latest.CreationTimestamp.Time,
 		etcdReadAt:     c.etcdReadAt,
 	}
-	s.spec, s.specProblem = c.specInForce()
+	s.spec, s.specProblems = c.specInForce()
 	if s.spec == nil {
 		return s, problems
 	}
@@ -54,6 +54,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		p := problemOf(err)
 		s.tlsProblem = &p
 	}
+	s.certProblems = c.checkCertificates(ctx, s)
 	s.membership = c.members.known()
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)
@@ -186,6 +187,7 @@ func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster) error {
 		return newPassError(problemTLSSecret, fmt.Sprintf("use TLS secret %s", name), err)
 	}
 	c.tlsConfig = cfg
+	c.certs.operator = &secretData{name: name, data: secret.Data}
 	return nil
 }
 

@@ -17,6 +17,7 @@ type problemKind int
 const (
 	problemInvalidSpec problemKind = iota
 	problemTLSSecret
+	problemTLSCertificate
 	problemKubeAPI
 	problemEtcdUnreachable
 	problemEtcdMembership
@@ -51,6 +52,7 @@ type problemKindInfo struct {
 var problemKinds = map[problemKind]problemKindInfo{
 	problemInvalidSpec:       {code: "invalid_spec", event: "InvalidSpec", byMessage: true},
 	problemTLSSecret:         {code: "tls_secret", event: "TLSSecretUnavailable"},
+	problemTLSCertificate:    {code: "tls_certificate", event: "TLSCertificateInvalid", byMessage: true},
 	problemKubeAPI:           {code: "kube_api", event: "KubernetesAPIError"},
 	problemEtcdUnreachable:   {code: "etcd_unreachable", event: "EtcdUnreachable"},
 	problemEtcdMembership:    {code: "etcd_membership", event: "EtcdMembershipUnusable"},

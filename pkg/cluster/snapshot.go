@@ -28,8 +28,9 @@ type snapshot struct {
 	// spec is the spec in force, defaults filled in; nil while no spec was
 	// ever valid.
 	spec *api.EtcdCluster
-	// specProblem is why the newest spec is not in force.
-	specProblem *problem
+	// specProblems say why the newest spec is not in force, and what of it
+	// is ignored.
+	specProblems []problem
 	// phase, everAvailable and lastSize come from the status the server
 	// holds: the phase is the hand-over signal of the restore operator, and
 	// a cluster that was never available has no data to lose.
@@ -59,6 +60,9 @@ type snapshot struct {
 	serviceConflict string
 	// tlsProblem is why the operator's etcd client TLS is not usable.
 	tlsProblem *problem
+	// certProblems are what is wrong with the certificates of the TLS
+	// secrets: members given them would fail their handshakes.
+	certProblems []problem
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -66,34 +67,55 @@ func (c *Cluster) acceptSpec(cl *api.EtcdCluster) {
 	c.spec = cl
 }
 
+// validate judges a spec without its reserved pod.etcdEnv variables: those
+// are refused at admission, and one that got past it (a CRD older than the
+// rule, a spec stored before it) is left out of every pod and reported by
+// reservedEnvProblem, rather than leaving a running cluster unmanaged.
 func (c *Cluster) validate(cl *api.EtcdCluster) error {
+	cl = cl.WithoutReservedEtcdEnv()
 	if c.spec == nil {
 		return cl.Validate()
 	}
-	return cl.ValidateUpdate(c.spec)
+	return cl.ValidateUpdate(c.spec.WithoutReservedEtcdEnv())
+}
+
+// reservedEnvProblem reports the reserved pod.etcdEnv variables of the
+// newest spec, which no member is given.
+func reservedEnvProblem(cl *api.EtcdCluster) *problem {
+	names := cl.ReservedEtcdEnvIn()
+	if len(names) == 0 {
+		return nil
+	}
+	p := newProblem(problemInvalidSpec, "spec.pod.etcdEnv %s ignored: %s",
+		strings.Join(names, ", "), api.ReservedEtcdEnvMessage)
+	return &p
 }
 
 // specInForce is the spec the pass works on, with defaults filled in memory
 // only (defaults are never written back to the user's object), and the
-// problem of a newer spec that is not in force.
-func (c *Cluster) specInForce() (*api.EtcdCluster, *problem) {
+// problems of the newest spec: why it is not in force, and what of it is
+// ignored.
+func (c *Cluster) specInForce() (*api.EtcdCluster, []problem) {
 	var inForce *api.EtcdCluster
 	if c.spec != nil {
 		inForce = c.spec.WithDefaults()
 	}
+	var problems []problem
+	if p := reservedEnvProblem(c.latest); p != nil {
+		problems = append(problems, *p)
+	}
 	if c.spec != nil && c.spec.Generation == c.latest.Generation && c.spec.UID == c.latest.UID {
-		return inForce, nil
+		return inForce, problems
 	}
 	err := c.validate(c.latest)
 	if err == nil {
-		return inForce, nil
+		return inForce, problems
 	}
 	what := "invalid spec: the cluster is not created until it is fixed"
 	if c.spec != nil {
 		what = fmt.Sprintf("invalid spec update ignored, still reconciling generation %d", c.spec.Generation)
 	}
-	p := newProblem(problemInvalidSpec, "%s: %v", what, err)
-	return inForce, &p
+	return inForce, append([]problem{newProblem(problemInvalidSpec, "%s: %v", what, err)}, problems...)
 }
 
 // startOver forgets everything learnt about a previous object of the name.
@@ -101,5 +123,6 @@ func (c *Cluster) startOver() {
 	c.latest, c.spec, c.specSeen = nil, nil, 0
 	c.members.forget()
 	c.tlsConfig = nil
+	c.certs = certCache{}
 	c.podExpect, c.upgradeExpect, c.failedUpgrade = nil, nil, nil
 }

@@ -13,6 +13,7 @@ import (
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -58,11 +59,14 @@ type Controller struct {
 	members informers.SharedInformerFactory
 	// stopped holds the goroutines stopped, until they have exited.
 	stopped []*cluster.Cluster
+	// scope says why clusters of the other scope are left alone.
+	scope *k8sutil.ScopeNotices
 }
 
 // New wires the informers; nothing runs until Run.
 func New(cfg Config) *Controller {
-	c := &Controller{cfg: cfg, metrics: newMetrics(cfg.Registerer), clusters: map[string]*cluster.Cluster{}}
+	c := &Controller{cfg: cfg, metrics: newMetrics(cfg.Registerer), clusters: map[string]*cluster.Cluster{},
+		scope: k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdClusterResourceKind)}
 
 	ns := cfg.Namespace
 	if cfg.ClusterWide {
@@ -203,10 +207,12 @@ func (c *Controller) sync(obj interface{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	running, known := c.clusters[key]
-	if !api.IsManagedBy(cl, c.cfg.ClusterWide) {
-		// The scope annotation changed: the other kind of operator takes over.
+	if !c.scope.Managed(cl) {
+		// The scope annotation changed: the other kind of operator takes
+		// over, and the event on the cluster says so.
 		if known {
-			log.Info("cluster is no longer managed by this operator (scope annotation)")
+			msg, _ := api.ScopeMismatch(cl, c.cfg.ClusterWide)
+			log.Infof("cluster is no longer managed by this operator: %s", msg)
 			c.stopLocked(key, running)
 		}
 		return
@@ -239,6 +245,7 @@ func (c *Controller) onDelete(obj interface{}) {
 		return
 	}
 	key := cl.Namespace + "/" + cl.Name
+	c.scope.Forget(cl.UID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if running, known := c.clusters[key]; known {

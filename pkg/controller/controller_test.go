@@ -198,3 +198,40 @@ func TestUpdatesReachTheRunningGoroutine(t *testing.T) {
 	}
 	f.waitManaged("operator/a")
 }
+
+// TestScopeMismatchIsTold covers issue 18 item 7: a cluster left alone
+// because of its scope annotation says so once, in an event on it.
+func TestScopeMismatchIsTold(t *testing.T) {
+	wrong := etcdCluster("operator", "wrong", map[string]string{api.ScopeAnnotation: "ClusterWide"}, "")
+	plain := etcdCluster("operator", "plain", nil, "")
+	f := newFixture(t, false, wrong, plain)
+	f.waitManaged("operator/plain")
+	rec := f.ctrl.cfg.Recorder.(*record.FakeRecorder)
+
+	// Another update of the mis-annotated cluster is not told again.
+	wrong = wrong.DeepCopy()
+	wrong.Labels = map[string]string{"touched": "yes"}
+	if _, err := f.etcd.EtcdV1beta2().EtcdClusters("operator").Update(context.Background(), wrong, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Annotating a managed cluster hands it over, and says so.
+	plain = plain.DeepCopy()
+	plain.Annotations = map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}
+	if _, err := f.etcd.EtcdV1beta2().EtcdClusters("operator").Update(context.Background(), plain, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitManaged()
+
+	// The informer delivers the updates in order and the fake recorder
+	// records synchronously: every event is in by now.
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, <-rec.Events)
+	}
+	sort.Strings(events)
+	if len(events) != 2 ||
+		!strings.HasPrefix(events[0], "Normal ScopeSkipped ignored by the operator of namespace operator: the annotation etcd.database.coreos.com/scope: clusterwide") ||
+		!strings.HasPrefix(events[1], `Warning InvalidScope annotation etcd.database.coreos.com/scope is "ClusterWide", not "clusterwide": no etcd operator manages this resource`) {
+		t.Errorf("events %q", events)
+	}
+}

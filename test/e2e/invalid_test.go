@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
+	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -144,32 +145,12 @@ func expectReported(t *testing.T, c apitest.InvalidCase, name, manifest string) 
 // installs without them, from example/crd/.
 func ensureBackupRestoreCRDs(t *testing.T) {
 	ctx := t.Context()
-	for _, name := range []string{"etcdbackups.etcd.database.coreos.com", "etcdrestores.etcd.database.coreos.com"} {
-		_, err := f.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		if _, err := f.Kubectl(ctx, "apply", "-f", f.Env.Path("example", "crd", name+".yaml")); err != nil {
-			t.Fatal(err)
-		}
-		// Not kubectl wait: on a CRD created a moment ago it fails at once
-		// ("status.conditions accessor error") instead of waiting.
-		err = framework.WaitFor(ctx, time.Minute, framework.Poll, "CRD "+name+" to be Established", func(ctx context.Context) (bool, string, error) {
-			crd, err := f.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, "", nil
-				}
-			}
-			return false, fmt.Sprintf("conditions %+v", crd.Status.Conditions), nil
-		})
-		if err != nil {
+	// Installed, or updated when the cluster holds another version (the
+	// shared local cluster keeps the definitions of earlier runs), so that
+	// the table meets this tree's rules.
+	log := logrus.NewEntry(logrus.New())
+	for _, crd := range []*apiextv1.CustomResourceDefinition{crdutil.EtcdBackup(), crdutil.EtcdRestore()} {
+		if err := crdutil.Install(ctx, f.APIExt, crd, log); err != nil {
 			t.Fatal(err)
 		}
 	}

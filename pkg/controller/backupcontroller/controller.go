@@ -30,6 +30,7 @@ import (
 	informers "github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions/etcd/v1beta2"
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
@@ -97,8 +98,10 @@ type Controller struct {
 	backup      BackupFunc
 	log         *logrus.Entry
 	clusterWide bool
-	clock       clock.WithTicker
-	maxRetries  int
+	// scope says why EtcdBackups of the other scope are left alone.
+	scope      *k8sutil.ScopeNotices
+	clock      clock.WithTicker
+	maxRetries int
 	// maxFailureBackoff: see DefaultMaxFailureBackoff.
 	maxFailureBackoff time.Duration
 	// slots bounds concurrent backups; a backup holds one while it runs.
@@ -137,6 +140,7 @@ func New(cfg Config) *Controller {
 		backup:      cfg.Backup,
 		log:         cfg.Log.WithField("pkg", "backup-controller"),
 		clusterWide: cfg.ClusterWide,
+		scope:       k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdBackupResourceKind),
 		clock:       cfg.Clock,
 		maxRetries:  cfg.MaxRetries,
 		runners:     map[string]*runner{},
@@ -220,8 +224,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if !api.IsManagedBy(eb, c.clusterWide) {
-		// The other kind of backup operator runs it.
+	if !c.scope.Managed(eb) {
+		// The other kind of backup operator runs it, or none: the event on
+		// the EtcdBackup says which.
 		c.stopRunner(key)
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -19,6 +20,7 @@ import (
 	listers "github.com/openetcd/etcd-operator/pkg/generated/listers/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/keyqueue"
 )
 
@@ -40,6 +42,9 @@ type Config struct {
 	// ClusterWide: see restore.Config.ClusterWide. The controller skips the
 	// restores it does not run without asking the API server about them.
 	ClusterWide bool
+	// Recorder, when set, receives the events that say why a restore of the
+	// other scope is left alone.
+	Recorder record.EventRecorder
 	// RateLimiter is optional: the default backs off from 5 ms to MaxRetryDelay.
 	RateLimiter workqueue.TypedRateLimiter[string]
 }
@@ -51,8 +56,9 @@ type Controller struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 	flow   Syncer
 	log    *logrus.Entry
-	// clusterWide selects the restores by their scope annotation.
-	clusterWide bool
+	// scope selects the restores by their scope annotation and says why
+	// the others are left alone.
+	scope *k8sutil.ScopeNotices
 
 	// afterSync, if set, is called after every sync; tests wait on it.
 	afterSync func(key string, err error)
@@ -61,11 +67,11 @@ type Controller struct {
 // New wires the event handlers; nothing runs until Run.
 func New(cfg Config) *Controller {
 	c := &Controller{
-		lister:      cfg.Informer.Lister(),
-		synced:      cfg.Informer.Informer().HasSynced,
-		flow:        cfg.Flow,
-		log:         cfg.Log.WithField("pkg", "restore-controller"),
-		clusterWide: cfg.ClusterWide,
+		lister: cfg.Informer.Lister(),
+		synced: cfg.Informer.Informer().HasSynced,
+		flow:   cfg.Flow,
+		log:    cfg.Log.WithField("pkg", "restore-controller"),
+		scope:  k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdRestoreResourceKind),
 	}
 	limiter := cfg.RateLimiter
 	if limiter == nil {
@@ -124,7 +130,7 @@ func (c *Controller) sync(ctx context.Context, key string) (requeue time.Duratio
 	if err != nil {
 		return 0, err
 	}
-	if !api.IsManagedBy(er, c.clusterWide) || ended(er) {
+	if ended(er) || !c.scope.Managed(er) {
 		return 0, nil
 	}
 	if perr := failure.Safely(c.logForKey(key), "the restore flow", func() {

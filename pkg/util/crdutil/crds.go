@@ -32,8 +32,18 @@ func secretName() schema {
 	return withRules(boundedStr(253), [2]string{matches(dnsSubdomainRE), "must be the name of a Secret (a DNS subdomain)"})
 }
 
-func bucketPath() schema {
-	return withRules(boundedStr(1024), [2]string{matches(api.BucketPathPattern), `must be "<bucket>/<key>"`})
+// bucketPath is the path of a store; s3 admits the capitals of old S3 buckets.
+func bucketPath(s3 bool) schema {
+	bucket, msg := api.BucketNamePattern, api.BucketNameMessage
+	if s3 {
+		bucket, msg = api.S3BucketNamePattern, api.S3BucketNameMessage
+	}
+	return withRules(boundedStr(1024),
+		[2]string{matches(api.BucketPathPattern), api.BucketPathMessage},
+		[2]string{"!" + matches(api.BucketPathPattern) + " || " + matches(bucket), msg},
+		[2]string{"!" + matches(api.BadKeyPattern), api.BadKeyMessage},
+		[2]string{"!" + matches(api.ControlCharPattern), api.ControlCharMessage},
+	)
 }
 
 func newCRD(plural, kind string, shortNames []string, root schema, columns []apiextv1.CustomResourceColumnDefinition) *apiextv1.CustomResourceDefinition {
@@ -118,8 +128,8 @@ func clusterSpecSchema() schema {
 		"valueFrom": openObject(nil),
 	}, "name"),
 		[2]string{"self.name.matches(r'" + envNameRE + "')", "name must be a valid environment variable name"},
-		[2]string{"!(self.name in [" + strings.Join(reserved, ", ") + "])",
-			"this etcd setting is passed by the operator as a flag; etcd refuses to start when it is set twice"},
+		[2]string{"!(self.name in [" + strings.Join(reserved, ", ") + "]) && !self.name.startsWith('" + api.ReservedEtcdEnvPrefix + "')",
+			"name " + api.ReservedEtcdEnvMessage},
 	)
 	env := array(envVar)
 	env.XListType = ptr("map")
@@ -299,15 +309,15 @@ var storageTypes = []string{
 func sourceSchemas() map[string]schema {
 	return map[string]schema{
 		"s3": object(map[string]schema{
-			"path":           bucketPath(),
+			"path":           bucketPath(true),
 			"awsSecret":      secretName(),
 			"endpoint":       str(),
 			"forcePathStyle": boolean(),
 		}, "path", "awsSecret"),
-		"abs": object(map[string]schema{"path": bucketPath(), "absSecret": secretName(), "endpoint": str()}, "path", "absSecret"),
-		"gcs": object(map[string]schema{"path": bucketPath(), "gcpSecret": secretName(), "endpoint": str()}, "path"),
+		"abs": object(map[string]schema{"path": bucketPath(false), "absSecret": secretName(), "endpoint": str()}, "path", "absSecret"),
+		"gcs": object(map[string]schema{"path": bucketPath(false), "gcpSecret": secretName(), "endpoint": str()}, "path"),
 		"oss": object(map[string]schema{
-			"path":      bucketPath(),
+			"path":      bucketPath(false),
 			"ossSecret": secretName(),
 			"endpoint":  str(),
 		}, "path", "ossSecret"),

@@ -103,7 +103,7 @@ func NewClientContext(ctx context.Context, cfg ClientConfig) (*clientv3.Client, 
 	_, err = c.Get(pctx, healthKey, clientv3.WithSerializable(), clientv3.WithCountOnly())
 	if err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		_ = c.Close()
-		return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
+		return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, explainUnreachable(ctx, cfg, err))
 	}
 	return c, nil
 }
@@ -119,7 +119,11 @@ func call[T any](ctx context.Context, cfg ClientConfig, fn func(context.Context,
 	defer func() { _ = c.Close() }()
 	rctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
 	defer cancel()
-	return fn(rctx, c)
+	out, err := fn(rctx, c)
+	if err != nil {
+		err = explainRequestTimeout(ctx, c, cfg, err)
+	}
+	return out, err
 }
 
 // ListMembers returns the membership with a linearizable read, so a member
@@ -362,7 +366,7 @@ func ClusterHealth(ctx context.Context, cfg ClientConfig) (Health, error) {
 	members, err := memberStatuses(ctx, c, cfg)
 	wg.Wait()
 	if err != nil {
-		return Health{}, fmt.Errorf("cluster health: %w", err)
+		return Health{}, fmt.Errorf("cluster health: %w", explainRequestTimeout(ctx, c, cfg, err))
 	}
 	h.Members = members
 	h.LeaderID = agreedLeader(members)
@@ -431,6 +435,14 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 	defer cancel()
 	resp, err := c.Status(sctx, mh.ClientURL)
 	if err != nil {
+		if isTimeout(err) {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
+			cause := DiagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS)
+			dcancel()
+			if cause != "" {
+				err = &TimeoutError{Err: err, Causes: []string{cause}}
+			}
+		}
 		mh.Err = fmt.Errorf("status %s: %w", mh.ClientURL, err)
 		return
 	}

@@ -172,11 +172,13 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		// status (and the operator's events) after the pod is replaced.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Ports:                    ports,
-		Env:                      copyEnv(policy.EtcdEnv),
-		Resources:                *policy.Resources.DeepCopy(),
-		VolumeMounts:             mounts,
-		ReadinessProbe:           probes.readiness,
-		LivenessProbe:            probes.liveness,
+		// Reserved variables are refused at admission; one that got past it
+		// (a CRD older than the rule) must still never reach etcd.
+		Env:            copyEnv(v1beta2.FilterReservedEtcdEnv(policy.EtcdEnv)),
+		Resources:      *policy.Resources.DeepCopy(),
+		VolumeMounts:   mounts,
+		ReadinessProbe: probes.readiness,
+		LivenessProbe:  probes.liveness,
 	}
 
 	checkDNS := corev1.Container{

@@ -1,6 +1,7 @@
 package v1beta2
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +78,26 @@ func IsManagedBy(obj metav1.Object, clusterWide bool) bool {
 		return annotated && scope == ScopeClusterWide
 	}
 	return !annotated
+}
+
+// ScopeMismatch says why an operator in the given mode leaves obj to another
+// (or, with a value that is not "clusterwide", to none): "" when it manages
+// obj. invalid is set for such a value, which no operator takes.
+func ScopeMismatch(obj metav1.Object, clusterWide bool) (msg string, invalid bool) {
+	if IsManagedBy(obj, clusterWide) {
+		return "", false
+	}
+	scope, annotated := obj.GetAnnotations()[ScopeAnnotation]
+	switch {
+	case annotated && scope != ScopeClusterWide:
+		return fmt.Sprintf("annotation %s is %q, not %q: no etcd operator manages this resource; set it to %q for a cluster-wide operator, or remove it for the operator of namespace %s",
+			ScopeAnnotation, scope, ScopeClusterWide, ScopeClusterWide, obj.GetNamespace()), true
+	case clusterWide:
+		return fmt.Sprintf("ignored by the cluster-wide operator: without the annotation %s: %s it is left to an operator running in namespace %s",
+			ScopeAnnotation, ScopeClusterWide, obj.GetNamespace()), false
+	}
+	return fmt.Sprintf("ignored by the operator of namespace %s: the annotation %s: %s leaves it to an operator started with --cluster-wide",
+		obj.GetNamespace(), ScopeAnnotation, ScopeClusterWide), false
 }
 
 // BackupTimeout is the bound of one backup, in seconds.

@@ -27,6 +27,21 @@ const (
 	ClusterDomainPattern = `^(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`
 	// BucketPathPattern is "<bucket>/<key>" with both parts non-empty.
 	BucketPathPattern = `^[^/]+/.+$`
+	// BucketNamePattern is the bucket part of a path as GCS, Azure
+	// containers and OSS accept it: no capitals, spaces, or dot or dash at
+	// either end.
+	BucketNamePattern = `^[a-z0-9]([a-z0-9._-]*[a-z0-9])?/`
+	// S3BucketNamePattern also admits capitals: S3 buckets made in
+	// us-east-1 before March 2018 may have them, and a backup running into
+	// such a bucket must not start failing validation.
+	S3BucketNamePattern = `^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/`
+	// BadKeyPattern finds what object stores refuse or rewrite in a key: an
+	// empty, "." or ".." segment ("bucket/a/../b" is stored under another
+	// name by S3-compatible servers that clean paths, refused by others) and
+	// a trailing "/", which names a folder, not an object.
+	BadKeyPattern = `//|/\.\.?(/|$)|/$`
+	// ControlCharPattern finds control characters, which no store keeps in a key.
+	ControlCharPattern = `[\x00-\x1f\x7f]`
 
 	// MinSupportedMinor is the oldest etcd 3.x minor the operator drives (the v3 API
 	// and `etcdctl endpoint` arrived in 3.2).
@@ -39,19 +54,85 @@ var (
 	imageRE         = regexp.MustCompile(ImagePattern)
 	clusterDomainRE = regexp.MustCompile(ClusterDomainPattern)
 	bucketPathRE    = regexp.MustCompile(BucketPathPattern)
+	bucketNameRE    = regexp.MustCompile(BucketNamePattern)
+	s3BucketNameRE  = regexp.MustCompile(S3BucketNamePattern)
+	badKeyRE        = regexp.MustCompile(BadKeyPattern)
+	controlCharRE   = regexp.MustCompile(ControlCharPattern)
 )
 
-// ReservedEtcdEnv are the etcd settings the operator passes as flags. etcd refuses to
-// start when a flag is also set through its ETCD_* variable, so a user value would
-// only crash the member.
+// ReservedEtcdEnv are the etcd settings a user may not give through
+// pod.etcdEnv. The first ones the operator passes as flags: etcd refuses to
+// start when a flag is also set through its ETCD_* variable, so a user value
+// would only crash the member. The others decide a member's identity or how
+// it joins: ETCD_FORCE_NEW_CLUSTER makes the first member restarted (by an
+// upgrade, say) a one-member cluster of its own while the others exit, the
+// discovery and proxy settings bootstrap against something other than the
+// operator's --initial-cluster, a WAL directory outside the data volume is
+// lost with the pod, a config file makes etcd ignore every flag, and without
+// the strict reconfiguration check etcd accepts a membership change that
+// loses quorum. None of them can be repaired by the operator once in use.
 var ReservedEtcdEnv = sets.New(
 	"ETCD_NAME", "ETCD_DATA_DIR",
 	"ETCD_INITIAL_CLUSTER", "ETCD_INITIAL_CLUSTER_STATE", "ETCD_INITIAL_CLUSTER_TOKEN",
 	"ETCD_INITIAL_ADVERTISE_PEER_URLS", "ETCD_ADVERTISE_CLIENT_URLS",
-	"ETCD_LISTEN_PEER_URLS", "ETCD_LISTEN_CLIENT_URLS", "ETCD_LISTEN_METRICS_URLS",
+	"ETCD_LISTEN_PEER_URLS", "ETCD_LISTEN_CLIENT_URLS", "ETCD_LISTEN_CLIENT_HTTP_URLS", "ETCD_LISTEN_METRICS_URLS",
 	"ETCD_PEER_CLIENT_CERT_AUTH", "ETCD_PEER_TRUSTED_CA_FILE", "ETCD_PEER_CERT_FILE", "ETCD_PEER_KEY_FILE",
 	"ETCD_CLIENT_CERT_AUTH", "ETCD_TRUSTED_CA_FILE", "ETCD_CERT_FILE", "ETCD_KEY_FILE",
+	"ETCD_FORCE_NEW_CLUSTER", "ETCD_WAL_DIR", "ETCD_CONFIG_FILE", "ETCD_STRICT_RECONFIG_CHECK", "ETCD_PROXY",
 )
+
+// ReservedEtcdEnvPrefix covers every discovery setting (ETCD_DISCOVERY,
+// _SRV, _SRV_NAME, _FALLBACK, _PROXY, _TOKEN, _ENDPOINTS, ... of 3.6's v3
+// discovery), including ones later etcd versions add.
+const ReservedEtcdEnvPrefix = "ETCD_DISCOVERY"
+
+// ReservedEtcdEnvMessage is the Go and schema message of a reserved variable.
+const ReservedEtcdEnvMessage = "is reserved: the operator owns etcd's bootstrap, identity, membership, URL and TLS settings (see the README's list of reserved etcdEnv variables)"
+
+// IsReservedEtcdEnv tells whether pod.etcdEnv may not set the variable.
+func IsReservedEtcdEnv(name string) bool {
+	return ReservedEtcdEnv.Has(name) || strings.HasPrefix(name, ReservedEtcdEnvPrefix)
+}
+
+// ReservedEtcdEnvIn lists the reserved variables of a cluster's
+// pod.etcdEnv, in their order.
+func (c *EtcdCluster) ReservedEtcdEnvIn() []string {
+	if c.Spec.Pod == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range c.Spec.Pod.EtcdEnv {
+		if IsReservedEtcdEnv(e.Name) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+// WithoutReservedEtcdEnv returns a copy of the cluster whose pod.etcdEnv
+// holds no reserved variable: what an operator runs when such a spec got
+// past admission (a CRD older than the rule, --create-crd=false).
+func (c *EtcdCluster) WithoutReservedEtcdEnv() *EtcdCluster {
+	out := c.DeepCopy()
+	if out.Spec.Pod != nil {
+		out.Spec.Pod.EtcdEnv = FilterReservedEtcdEnv(out.Spec.Pod.EtcdEnv)
+	}
+	return out
+}
+
+// FilterReservedEtcdEnv returns env without its reserved variables.
+func FilterReservedEtcdEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	if env == nil {
+		return nil
+	}
+	out := make([]corev1.EnvVar, 0, len(env))
+	for _, e := range env {
+		if !IsReservedEtcdEnv(e.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // ParseVersion splits "3.5.21" (or "v3.5.21") into major and minor.
 func ParseVersion(v string) (major, minor int, err error) {
@@ -196,9 +277,8 @@ func validateEnv(p *field.Path, env []corev1.EnvVar) field.ErrorList {
 			errs = append(errs, field.Required(ep, "every variable needs a name"))
 		case len(validation.IsEnvVarName(e.Name)) > 0:
 			errs = append(errs, field.Invalid(ep, e.Name, strings.Join(validation.IsEnvVarName(e.Name), "; ")))
-		case ReservedEtcdEnv.Has(e.Name):
-			errs = append(errs, field.Invalid(ep, e.Name,
-				"is set by the operator as an etcd flag; etcd refuses to start when both are set"))
+		case IsReservedEtcdEnv(e.Name):
+			errs = append(errs, field.Invalid(ep, e.Name, ReservedEtcdEnvMessage))
 		case seen.Has(e.Name):
 			errs = append(errs, field.Duplicate(ep, e.Name))
 		}
@@ -426,15 +506,41 @@ func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorage
 		return field.ErrorList{field.Required(p.Child(key), fmt.Sprintf("storage type %s needs spec.%s", t, key))}
 	}
 	var errs field.ErrorList
-	if !bucketPathRE.MatchString(ref.path) {
-		errs = append(errs, field.Invalid(p.Child(key, "path"), ref.path, `must be "<bucket>/<key>"`))
-	}
+	errs = append(errs, validateBucketPath(p.Child(key, "path"), ref.path, t == BackupStorageTypeS3)...)
 	// GCS alone may fall back to the workload's default credentials.
 	if ref.secret == "" && t != BackupStorageTypeGCS {
 		errs = append(errs, field.Required(p.Child(key, secretKey), "names the secret holding the store's credentials"))
 	}
 	errs = append(errs, validateSecretName(p.Child(key, secretKey), ref.secret)...)
 	return errs
+}
+
+// Messages of the path rules, shared with the CRD schema.
+const (
+	BucketPathMessage   = `must be "<bucket>/<key>"`
+	BucketNameMessage   = "the bucket (before the first /) must be a bucket name: lowercase letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
+	S3BucketNameMessage = "the bucket (before the first /) must be a bucket name: letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
+	BadKeyMessage       = `the key (after the first /) may not have empty, "." or ".." segments nor end in "/": stores refuse such keys or store the object under another name`
+	ControlCharMessage  = "must not contain control characters"
+)
+
+// validateBucketPath checks a backup path the way stores will: a path they
+// refuse is refused here, rather than failing every backup with a full
+// snapshot stream each time.
+func validateBucketPath(p *field.Path, path string, s3 bool) field.ErrorList {
+	switch {
+	case !bucketPathRE.MatchString(path):
+		return field.ErrorList{field.Invalid(p, path, BucketPathMessage)}
+	case s3 && !s3BucketNameRE.MatchString(path):
+		return field.ErrorList{field.Invalid(p, path, S3BucketNameMessage)}
+	case !s3 && !bucketNameRE.MatchString(path):
+		return field.ErrorList{field.Invalid(p, path, BucketNameMessage)}
+	case badKeyRE.MatchString(path):
+		return field.ErrorList{field.Invalid(p, path, BadKeyMessage)}
+	case controlCharRE.MatchString(path):
+		return field.ErrorList{field.Invalid(p, path, ControlCharMessage)}
+	}
+	return nil
 }
 
 // Environment variables of the etcd flags the maintenance settings become.

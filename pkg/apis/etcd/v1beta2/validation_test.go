@@ -107,3 +107,30 @@ func TestValidateUpdateRefusesTLSSwitch(t *testing.T) {
 		t.Fatalf("a resize was refused: %v", err)
 	}
 }
+
+func TestBackupPathsStoresAccept(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  api.BackupStorageType
+		path string
+	}{
+		{"a key in folders", api.BackupStorageTypeS3, "etcd-backups/prod/example.db"},
+		{"a hidden file", api.BackupStorageTypeS3, "bucket/.etcd.db"},
+		{"a dotted key", api.BackupStorageTypeS3, "bucket/a..b/etcd.db"},
+		{"an old S3 bucket with capitals", api.BackupStorageTypeS3, "Legacy_Bucket/etcd.db"},
+		{"a dotted OSS bucket", api.BackupStorageTypeOSS, "my.bucket/etcd.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := api.BackupSpec{EtcdEndpoints: []string{"http://example-client:2379"}, StorageType: tc.typ}
+			switch tc.typ {
+			case api.BackupStorageTypeS3:
+				s.S3 = &api.S3BackupSource{Path: tc.path, AWSSecret: "aws"}
+			case api.BackupStorageTypeOSS:
+				s.OSS = &api.OSSBackupSource{Path: tc.path, OSSSecret: "oss"}
+			}
+			if err := s.Validate(); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// certRereadInterval is how often the member TLS secrets are read again for
+// their check: a renewed certificate is seen within it, and a cluster at rest
+// costs two reads per interval, not two per pass.
+const certRereadInterval = 5 * time.Minute
+
+// secretData is a secret as read, nil data when it does not exist.
+type secretData struct {
+	name string
+	data map[string][]byte
+}
+
+// certCache holds the TLS secrets of the last read.
+type certCache struct {
+	peer, server *secretData
+	// operator is the operator secret as loadTLS last read it.
+	operator *secretData
+	readAt   time.Time
+}
+
+// checkCertificates checks the certificates of the cluster's TLS secrets
+// against the clock and the members' DNS names, so that an expired
+// certificate, one of another CA or one without the members' names is
+// reported before (and while) members fail their handshakes with it. A
+// member secret that does not exist yet is not reported here: pods wait for
+// it (cert-manager creates secrets after the cluster), and a missing
+// operator secret is loadTLS's.
+func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem {
+	tlsp := s.spec.Spec.TLS
+	if !tlsp.IsSecurePeer() && !tlsp.IsSecureClient() {
+		c.certs = certCache{}
+		return nil
+	}
+	static := tlsp.Static
+	want := func(cached *secretData, name string) bool {
+		return name != "" && (cached == nil || cached.name != name)
+	}
+	peerName, serverName := "", ""
+	if static.Member != nil {
+		peerName, serverName = static.Member.PeerSecret, static.Member.ServerSecret
+	}
+	if s.now.Sub(c.certs.readAt) >= certRereadInterval || want(c.certs.peer, peerName) || want(c.certs.server, serverName) {
+		c.certs.peer, c.certs.server = c.readSecret(ctx, peerName), c.readSecret(ctx, serverName)
+		c.certs.readAt = s.now
+	}
+	secret := func(sd *secretData, mk func(string, map[string][]byte) etcdutil.CertSecret) *etcdutil.CertSecret {
+		if sd == nil || sd.data == nil {
+			return nil
+		}
+		cs := mk(sd.name, sd.data)
+		return &cs
+	}
+	var operator *etcdutil.CertSecret
+	if tlsp.IsSecureClient() && c.certs.operator != nil && c.certs.operator.name == static.OperatorSecret {
+		operator = secret(c.certs.operator, etcdutil.OperatorSecret)
+	}
+	msgs := etcdutil.CheckCertSecrets(secret(c.certs.peer, etcdutil.PeerSecret), secret(c.certs.server, etcdutil.ServerSecret),
+		operator, memberHosts(s), s.now)
+	var ps []problem
+	for _, m := range msgs {
+		ps = append(ps, newProblem(problemTLSCertificate, "TLS: %s", m))
+	}
+	return ps
+}
+
+// readSecret reads a secret for the check; nil when there is none to read
+// or it cannot be read now (the next pass tries again).
+func (c *Cluster) readSecret(ctx context.Context, name string) *secretData {
+	if name == "" {
+		return nil
+	}
+	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return &secretData{name: name}
+	case err != nil:
+		c.log.WithError(err).WithField("secret", name).Debug("read TLS secret for its check")
+		return nil
+	}
+	return &secretData{name: name, data: secret.Data}
+}
+
+// memberHosts are the DNS names member certificates must carry: those of
+// the members that have pods, or, before there is any, the name a new
+// member gets (<cluster>-<10 characters>).
+func memberHosts(s *snapshot) []string {
+	tmpl := memberTemplate(s.spec)
+	names := make([]string, 0, len(s.pods))
+	for name := range s.pods {
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		names = append(names, s.spec.Name+"-"+sampleMemberSuffix)
+	}
+	slices.Sort(names)
+	hosts := make([]string, 0, len(names))
+	for _, n := range names {
+		m := tmpl
+		m.Name = n
+		hosts = append(hosts, m.Addr())
+	}
+	return hosts
+}
+
+// sampleMemberSuffix stands for the random part of a member's name.
+const sampleMemberSuffix = "newmember0"

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+)
+
+// testCA issues the certificates of the TLS secrets of cluster tests.
+type testCA struct {
+	t    *testing.T
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: testStart.Add(-24 * time.Hour), NotAfter: testStart.Add(365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{t: t, cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// secret is a TLS secret of the given keys, with a certificate valid from
+// notBefore to notAfter for names, signed by ca and trusting trust.
+func (ca *testCA) secret(name string, keys [3]string, trust []byte, notAfter time.Time, names ...string) *corev1.Secret {
+	ca.t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: testStart.Add(-24 * time.Hour), NotAfter: notAfter, DNSNames: names,
+	}, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS}, Data: map[string][]byte{
+		keys[0]: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keys[1]: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		keys[2]: trust,
+	}}
+}
+
+var (
+	peerKeys     = [3]string{etcdutil.SecretPeerCert, etcdutil.SecretPeerKey, etcdutil.SecretPeerCA}
+	serverKeys   = [3]string{etcdutil.SecretServerCert, etcdutil.SecretServerKey, etcdutil.SecretServerCA}
+	operatorKeys = [3]string{etcdutil.SecretClientCert, etcdutil.SecretClientKey, etcdutil.SecretClientCA}
+)
+
+// TestIssue18Certificates covers issue 18 item 6: what is wrong with the
+// certificates of the TLS secrets is reported before and while they are used.
+func TestIssue18Certificates(t *testing.T) {
+	members := "*." + testName + "." + testNS + ".svc"
+	later := testStart.Add(30 * 24 * time.Hour)
+	secrets := func(ca, other *testCA, peerNotAfter time.Time) []runtime.Object {
+		return []runtime.Object{
+			ca.secret("peer-tls", peerKeys, ca.pem, peerNotAfter, members),
+			other.secret("server-tls", serverKeys, other.pem, later, members),
+			ca.secret("operator-tls", operatorKeys, ca.pem, later),
+		}
+	}
+
+	t.Run("6: a new cluster with an expired peer certificate says so and makes no pod", func(t *testing.T) {
+		ca := newTestCA(t)
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
+			secrets(ca, ca, testStart.Add(-time.Hour))...)
+		f.mustPass()
+		f.mustPass()
+		expect(t, "pod actions", f.podActions(), nil)
+		s := f.mustStatus()
+		if !strings.Contains(s.Reason, "peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) expired on") {
+			t.Errorf("reason = %q, want the expired peer certificate", s.Reason)
+		}
+		if n := countEvents(f.events(), "Warning TLSCertificateInvalid"); n != 1 {
+			t.Errorf("%d TLSCertificateInvalid events, want 1", n)
+		}
+	})
+
+	t.Run("6: a running cluster whose server certificate comes from another CA than the operator trusts says so", func(t *testing.T) {
+		ca, other := newTestCA(t), newTestCA(t)
+		f := newFixture(t, newTestCluster(withTLS), secrets(ca, other, later)...)
+		f.withMembers(memberA, memberB, memberC)
+		f.pod(memberA)
+		f.pod(memberB)
+		f.pod(memberC)
+		f.mustPass()
+		s := f.mustStatus()
+		if !strings.Contains(s.Reason, "server.crt of secret server-tls (spec.TLS.static.member.serverSecret) is not trusted by etcd-client-ca.crt of secret operator-tls") {
+			t.Errorf("reason = %q, want the untrusted server certificate", s.Reason)
+		}
+	})
+
+	t.Run("6: certificates that name no member are reported with the names they carry", func(t *testing.T) {
+		ca := newTestCA(t)
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
+			ca.secret("peer-tls", peerKeys, ca.pem, later, "etcd.example.com"),
+			ca.secret("server-tls", serverKeys, ca.pem, later, members),
+			ca.secret("operator-tls", operatorKeys, ca.pem, later))
+		f.mustPass()
+		if s := f.mustStatus(); !strings.Contains(s.Reason, "does not name the member DNS name(s) example-newmember0.example."+testNS+".svc (its names: etcd.example.com)") {
+			t.Errorf("reason = %q", s.Reason)
+		}
+		expect(t, "pod actions", f.podActions(), nil)
+	})
+
+	t.Run("6: good certificates raise nothing and the cluster is made", func(t *testing.T) {
+		ca := newTestCA(t)
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS), secrets(ca, ca, later)...)
+		f.mustPass()
+		if s := f.mustStatus(); strings.Contains(s.Reason, "TLS") {
+			t.Errorf("reason = %q", s.Reason)
+		}
+		if len(f.podActions()) == 0 {
+			t.Error("no seed pod made")
+		}
+	})
+}
