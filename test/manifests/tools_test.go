@@ -54,6 +54,13 @@ func run(t *testing.T, dir, bin string, args ...string) []byte {
 	return out.Bytes()
 }
 
+// execOutput runs a command expected to fail and returns its combined output.
+func execOutput(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()
+	return string(out), err
+}
+
 // derived checks that the file at path holds want, or writes it with -update.
 func derived(t *testing.T, path string, want []byte, how string) {
 	t.Helper()
