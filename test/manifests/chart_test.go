@@ -3,6 +3,7 @@ package manifests
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -261,6 +262,29 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(root, "example", "chart", "crds", filepath.Base(src)))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("example/chart/crds/%s is not example/crd's (%v): run hack/update-codegen.sh", filepath.Base(src), err)
+		}
+	}
+}
+
+// The binaries accept the command lines the chart gives them (-version parses
+// every flag first, then exits before needing a cluster).
+func TestBinariesAcceptTheChartsFlags(t *testing.T) {
+	bin := t.TempDir()
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/operator", "./cmd/backup-operator", "./cmd/restore-operator")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// cmd/<dir> builds a binary named after the directory.
+	dirs := map[string]string{"etcd-operator": "operator", "etcd-backup-operator": "backup-operator", "etcd-restore-operator": "restore-operator"}
+	r := render(t, "scope=cluster", "logFormat=json", "logLevel=debug")
+	for _, name := range operatorNames {
+		var d appsv1.Deployment
+		r.decode(t, "Deployment", name, &d)
+		cmd := d.Spec.Template.Spec.Containers[0].Command
+		out, err := execOutput(t, filepath.Join(bin, dirs[name]), append(cmd[1:], "-version")...)
+		if err != nil {
+			t.Errorf("%s refuses the chart's flags %v: %v\n%s", name, cmd[1:], err, out)
 		}
 	}
 }
