@@ -288,3 +288,19 @@ func TestBinariesAcceptTheChartsFlags(t *testing.T) {
 		}
 	}
 }
+
+// The plain manifests run the operators as the chart does: Pod Security
+// "restricted".
+func TestExampleDeploymentsAreRestricted(t *testing.T) {
+	for _, file := range []string{"deployment.yaml", "etcd-backup-operator/deployment.yaml", "etcd-restore-operator/deployment.yaml"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot(t), "example", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d appsv1.Deployment
+		if err := yaml.UnmarshalStrict(data, &d); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		checkRestricted(t, file, d.Spec.Template.Spec)
+	}
+}
