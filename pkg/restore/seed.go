@@ -120,11 +120,8 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Resources:                *resources,
 		VolumeMounts:             []corev1.VolumeMount{backupMount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: new(false),
-			ReadOnlyRootFilesystem:   new(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		// fetch-backup writes only to its volume.
+		SecurityContext: withReadOnlyRoot(k8sutil.ContainerSecurity()),
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true
@@ -138,6 +135,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Resources:                *resources.DeepCopy(),
 		VolumeMounts:             []corev1.VolumeMount{k8sutil.EtcdDataVolumeMount(), readOnlyBackup},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          k8sutil.ContainerSecurity(),
 	}
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
@@ -171,4 +169,9 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 		"--initial-cluster-token=" + token,
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
 	}, env
+}
+
+func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
+	sc.ReadOnlyRootFilesystem = new(true)
+	return sc
 }
