@@ -145,6 +145,9 @@ main() {
 	# shellcheck disable=SC1090
 	source "$ENV_FILE"
 	export KUBECONFIG KUBECTL NODE_IP
+	# The chart test installs with helm, built from the Go module proxy.
+	HELM=$(bash hack/tools.sh helm) || exit
+	export HELM
 	if [[ ${E2E_SKIP_BUILD:-} == 1 ]]; then
 		log "E2E_SKIP_BUILD=1: using the image already on the node"
 	else

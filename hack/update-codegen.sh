@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates deepcopy functions, the typed clientset (with its fake), listers and
-# informers under pkg/generated, and the CRD manifests under example/crd.
+# informers under pkg/generated, and the CRD manifests under example/crd and
+# example/chart/crds.
 # Run it after changing anything in pkg/apis.
 set -o errexit -o nounset -o pipefail
 
@@ -37,4 +38,6 @@ kube::codegen::gen_client \
 
 # The CRD YAML files are written from the same Go definitions the operators install
 # with --create-crd=true, so the two install paths cannot drift apart.
+# The Helm chart carries its own copy (Helm reads only files inside the chart).
 (cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/crd")
+(cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/chart/crds")

@@ -31,6 +31,7 @@ const (
 
 type options struct {
 	logLevel             operatorrun.LogLevel
+	logFormat            operatorrun.LogFormat
 	createCRD            bool
 	clusterWide          bool
 	listenAddr           string
@@ -52,6 +53,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.logLevel = operatorrun.DefaultLogLevel()
 	fs.Var(&o.logLevel, "log-level", operatorrun.LogLevelUsage)
+	o.logFormat = operatorrun.DefaultLogFormat()
+	fs.Var(&o.logFormat, "log-format", operatorrun.LogFormatUsage)
 	fs.IntVar(&o.workers, "workers", 4, "EtcdBackups processed at once by the workqueue (1..64)")
 	fs.IntVar(&o.maxConcurrentBackups, "max-concurrent-backups", backupcontroller.DefaultMaxConcurrentBackups,
 		"snapshots streamed at once, one-shot and periodic together; each holds about 32 MiB of upload buffers")
@@ -86,7 +89,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		var err error
 		opts, err = parseFlags(args, log.Logger.Out)
 		if err == nil {
-			log.Logger.SetLevel(opts.logLevel.Level)
+			operatorrun.ConfigureLogger(log, opts.logLevel, opts.logFormat)
 		}
 		return opts.printVersion, err
 	}

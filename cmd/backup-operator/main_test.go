@@ -27,6 +27,8 @@ func TestParseFlags(t *testing.T) {
 			return o.createCRD && !o.clusterWide && o.listenAddr == "0.0.0.0:8081" && o.kubeconfig == "" &&
 				!o.printVersion && o.workers == 4 && o.maxConcurrentBackups == 2
 		}},
+		{name: "JSON logs", args: []string{"-log-format=json"}, check: func(o options) bool { return o.logFormat.String() == "json" }},
+		{name: "an unknown log format is refused", args: []string{"-log-format=xml"}, wantErr: "unknown log format"},
 		{name: "double dashes work like single ones", args: []string{"--create-crd=false", "--cluster-wide", "--listen-addr=127.0.0.1:9000"},
 			check: func(o options) bool { return !o.createCRD && o.clusterWide && o.listenAddr == "127.0.0.1:9000" }},
 		{name: "kubeconfig and workers", args: []string{"-kubeconfig", "/k", "-workers=8", "-max-concurrent-backups=3"},

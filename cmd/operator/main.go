@@ -27,6 +27,7 @@ const binary = "etcd-operator"
 
 type options struct {
 	logLevel          operatorrun.LogLevel
+	logFormat         operatorrun.LogFormat
 	listenAddr        string
 	createCRD         bool
 	clusterWide       bool
@@ -51,6 +52,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.logLevel = operatorrun.DefaultLogLevel()
 	fs.Var(&o.logLevel, "log-level", operatorrun.LogLevelUsage)
+	o.logFormat = operatorrun.DefaultLogFormat()
+	fs.Var(&o.logFormat, "log-format", operatorrun.LogFormatUsage)
 	fs.DurationVar(&o.gcInterval, "gc-interval", 10*time.Minute, "accepted for compatibility with the original, which never used it; no effect")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a cluster (default: the pod's service account)")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 8*time.Second, "tick of each cluster's reconcile loop; pod events wake it earlier")
@@ -93,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		var err error
 		opts, err = parseFlags(args, log.Logger.Out)
 		if err == nil {
-			log.Logger.SetLevel(opts.logLevel.Level)
+			operatorrun.ConfigureLogger(log, opts.logLevel, opts.logFormat)
 		}
 		return opts.printVersion, err
 	}

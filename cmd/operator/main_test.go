@@ -25,6 +25,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "debug logs", args: []string{"-log-level=debug"}, check: func(o options) bool { return o.logLevel.Level == logrus.DebugLevel }},
 		{name: "a join image", args: []string{"-join-image=reg/op:1"}, check: func(o options) bool { return o.joinImage == "reg/op:1" }},
 		{name: "an unknown log level is refused", args: []string{"-log-level=trace"}, wantErr: "unknown log level"},
+		{name: "JSON logs", args: []string{"-log-format=json"}, check: func(o options) bool { return o.logFormat.String() == "json" }},
+		{name: "an unknown log format is refused", args: []string{"-log-format=xml"}, wantErr: "unknown log format"},
 		{name: "double dashes work like single ones", args: []string{"--create-crd=false", "--cluster-wide"}, check: func(o options) bool {
 			return !o.createCRD && o.clusterWide
 		}},

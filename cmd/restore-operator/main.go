@@ -37,6 +37,7 @@ const (
 
 type options struct {
 	logLevel       operatorrun.LogLevel
+	logFormat      operatorrun.LogFormat
 	createCRD      bool
 	clusterWide    bool
 	listenAddr     string
@@ -59,6 +60,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	o.logLevel = operatorrun.DefaultLogLevel()
 	fs.Var(&o.logLevel, "log-level", operatorrun.LogLevelUsage)
+	o.logFormat = operatorrun.DefaultLogFormat()
+	fs.Var(&o.logFormat, "log-format", operatorrun.LogFormatUsage)
 	fs.IntVar(&o.workers, "workers", 4, "EtcdRestores processed at once (1..64)")
 	fs.StringVar(&o.fetchImage, "fetch-image", "", "image of the seed pod's fetch-backup step (default: this operator's own image, read from its pod)")
 	fs.DurationVar(&o.restoreTimeout, "restore-timeout", restore.DefaultTimeout,
@@ -98,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		var err error
 		opts, err = parseFlags(args, log.Logger.Out)
 		if err == nil {
-			log.Logger.SetLevel(opts.logLevel.Level)
+			operatorrun.ConfigureLogger(log, opts.logLevel, opts.logFormat)
 		}
 		return opts.printVersion, err
 	}

@@ -34,6 +34,8 @@ func TestParseFlags(t *testing.T) {
 			return o.createCRD && !o.clusterWide && o.listenAddr == "0.0.0.0:8082" && o.kubeconfig == "" &&
 				!o.printVersion && o.workers == 4 && o.fetchImage == "" && o.restoreTimeout == 20*time.Minute
 		}},
+		{name: "JSON logs", args: []string{"-log-format=json"}, check: func(o options) bool { return o.logFormat.String() == "json" }},
+		{name: "an unknown log format is refused", args: []string{"-log-format=xml"}, wantErr: "unknown log format"},
 		{name: "double dashes work like single ones", args: []string{"--create-crd=false", "--cluster-wide", "--listen-addr=127.0.0.1:9000"},
 			check: func(o options) bool { return !o.createCRD && o.clusterWide && o.listenAddr == "127.0.0.1:9000" }},
 		{name: "kubeconfig, fetch image and timeout", args: []string{"-kubeconfig", "/k", "-fetch-image=reg/op:1", "-restore-timeout=45m", "-workers=2"},

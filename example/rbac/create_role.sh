@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Grants the default service account of a namespace what the etcd operators need:
-# a ClusterRole and ClusterRoleBinding (the default, needed for --create-crd=true and
-# --cluster-wide), or with --namespaced a Role and RoleBinding in that namespace only.
+# Grants a service account of a namespace (its "default" one unless
+# --service-account says otherwise) what the etcd operators need: a ClusterRole and
+# ClusterRoleBinding (the default, needed for --create-crd=true and --cluster-wide),
+# or with --namespaced a Role and RoleBinding in that namespace only.
+#
+# It applies (kubectl apply), so running it again updates the rules in place.
 set -o errexit
 set -o nounset
 set -o pipefail
@@ -10,19 +13,24 @@ ROLE_NAME="${ROLE_NAME:-etcd-operator}"
 ROLE_BINDING_NAME="${ROLE_BINDING_NAME:-etcd-operator}"
 NAMESPACE="${NAMESPACE:-default}"
 NAMESPACED="${NAMESPACED:-false}"
+SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-default}"
 KUBECTL="${KUBECTL:-kubectl}"
 
 usage() {
     cat <<USAGE
 Usage: $(basename "$0") [options]
 
-Creates the RBAC rules the etcd operators need, bound to the "default" service
-account of the namespace.
+Creates or updates the RBAC rules the etcd operators need, bound to a service
+account of the namespace ("default" unless --service-account is given; a named
+one is created if missing). Run the operators' Deployments with
+serviceAccountName set to it: then the other pods of the namespace do not get
+the operators' rights.
 
 Options:
   --role-name=NAME          name of the (Cluster)Role      (env ROLE_NAME, default etcd-operator)
   --role-binding-name=NAME  name of the (Cluster)RoleBinding (env ROLE_BINDING_NAME, default etcd-operator)
   --namespace=NAMESPACE     namespace of the service account (env NAMESPACE, default default)
+  --service-account=NAME    service account to bind (env SERVICE_ACCOUNT, default default)
   --namespaced              create a Role and RoleBinding instead, for operators run with
                             --create-crd=false (env NAMESPACED=true)
   -h, --help                show this help
@@ -36,13 +44,14 @@ for arg in "$@"; do
         --role-name=*) ROLE_NAME="${arg#*=}" ;;
         --role-binding-name=*) ROLE_BINDING_NAME="${arg#*=}" ;;
         --namespace=*) NAMESPACE="${arg#*=}" ;;
+        --service-account=*) SERVICE_ACCOUNT="${arg#*=}" ;;
         --namespaced) NAMESPACED=true ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $arg" >&2; usage >&2; exit 1 ;;
     esac
 done
 
-for value in "$ROLE_NAME" "$ROLE_BINDING_NAME" "$NAMESPACE"; do
+for value in "$ROLE_NAME" "$ROLE_BINDING_NAME" "$NAMESPACE" "$SERVICE_ACCOUNT"; do
     if ! [[ "$value" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]]; then
         echo "not a valid Kubernetes name: '$value'" >&2
         exit 1
@@ -64,7 +73,22 @@ fi
 render() {
     sed -e "s/<ROLE_NAME>/${ROLE_NAME}/g" \
         -e "s/<ROLE_BINDING_NAME>/${ROLE_BINDING_NAME}/g" \
-        -e "s/<NAMESPACE>/${NAMESPACE}/g" "$1"
+        -e "s/<NAMESPACE>/${NAMESPACE}/g" \
+        -e "s/<SERVICE_ACCOUNT>/${SERVICE_ACCOUNT}/g" "$1"
 }
 
-{ render "$role"; echo "---"; render "$binding"; } | "$KUBECTL" create -f -
+# Every namespace has its "default" service account; another one is created here,
+# so that the operators can run as an account of their own.
+service_account() {
+    [ "$SERVICE_ACCOUNT" = default ] && return
+    cat <<SA
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: ${SERVICE_ACCOUNT}
+  namespace: ${NAMESPACE}
+---
+SA
+}
+
+{ service_account; render "$role"; echo "---"; render "$binding"; } | "$KUBECTL" apply -f -

@@ -38,6 +38,14 @@ func TestStatusWrites(t *testing.T) {
 		}
 	})
 
+	t.Run("status names the member pods' selector, for the scale subresource", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.mustPass()
+		if got, want := f.mustStatus().Selector, "app=etcd,etcd_cluster="+testName; got != want {
+			t.Errorf("selector %q, want %q", got, want)
+		}
+	})
+
 	t.Run("lastTransitionTime moves only when a condition's status changes", func(t *testing.T) {
 		f := healthyFixture(t)
 		f.mustPass()

@@ -115,11 +115,8 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Resources:                *resources,
 		VolumeMounts:             []corev1.VolumeMount{backupMount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: new(false),
-			ReadOnlyRootFilesystem:   new(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		// fetch-backup writes only to its volume.
+		SecurityContext: withReadOnlyRoot(k8sutil.ContainerSecurity()),
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true
@@ -133,6 +130,10 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Resources:                *resources.DeepCopy(),
 		VolumeMounts:             []corev1.VolumeMount{k8sutil.EtcdDataVolumeMount(), readOnlyBackup},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// No dropped capabilities here (yet): fetch-backup, in the operator's
+		// image, writes the backup as its user (65532) with mode 0600, and
+		// etcd images of the releases that run as root read it only through
+		// CAP_DAC_OVERRIDE (e2e TestRestoreAfterQuorumLoss: permission denied).
 	}
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
@@ -166,4 +167,9 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 		"--initial-cluster-token=" + token,
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
 	}, env
+}
+
+func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
+	sc.ReadOnlyRootFilesystem = new(true)
+	return sc
 }

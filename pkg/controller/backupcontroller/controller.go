@@ -329,6 +329,7 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 		defer c.liveRunners.Add(-1)
 		c.keepRunning(rctx, key, eb, r)
 	}()
+	c.metrics.periodic(eb.Namespace, eb.Name, eb.Spec.BackupPolicy.BackupIntervalInSecond)
 	c.logFor(eb).Infof("periodic backup every %ds started", eb.Spec.BackupPolicy.BackupIntervalInSecond)
 	return nil
 }
@@ -531,6 +532,9 @@ func (c *Controller) stopRunner(key string) {
 	}
 	r.cancel()
 	<-r.done
+	if namespace, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+		c.metrics.periodic(namespace, name, 0)
+	}
 	c.logForKey(key).Info("periodic backup stopped")
 }
 

@@ -491,3 +491,21 @@ func TestScopeAnnotationDecidesWhichOperatorRunsABackup(t *testing.T) {
 		})
 	}
 }
+
+// The staleness alert compares the last success with the period; a one-shot
+// backup has no period, so it must not look like a stale periodic one.
+func TestPeriodicBackupExposesItsIntervalUntilItTurnsOneShot(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("timed", 90)})
+	labels := map[string]string{"namespace": testNamespace, "name": "timed"}
+	eventually(t, "the interval series", func() bool {
+		return f.metric("etcd_backup_operator_backup_interval_seconds", labels) == 90
+	})
+
+	eb := f.get("timed")
+	eb.Spec.BackupPolicy.BackupIntervalInSecond = 0
+	eb.Generation = 2
+	f.update(eb)
+	eventually(t, "the interval series is deleted", func() bool {
+		return f.metric("etcd_backup_operator_backup_interval_seconds", labels) == -1
+	})
+}

@@ -14,6 +14,7 @@ type Metrics struct {
 	backups     *prometheus.CounterVec
 	failed      *prometheus.CounterVec
 	lastSuccess *prometheus.GaugeVec
+	interval    *prometheus.GaugeVec
 	duration    prometheus.Histogram
 	bytes       prometheus.Histogram
 }
@@ -28,6 +29,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Backup attempts that failed; the reason is in the EtcdBackup's status and events."}, []string{"storage_type"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "last_success_timestamp_seconds",
 			Help: "Unix time of the latest successful backup of each EtcdBackup."}, []string{"namespace", "name"}),
+		// Alerts need the period to tell a stale periodic backup from a one-shot
+		// backup that succeeded long ago and is not meant to run again.
+		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backup_interval_seconds",
+			Help: "backupPolicy.backupIntervalInSecond of each running periodic EtcdBackup; absent for one-shot backups."}, []string{"namespace", "name"}),
 		// 0.1 s to ~7 min: a small cluster to a multi-GiB database over a slow link.
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "backup_duration_seconds",
 			Help: "Time taken by backup attempts, from connecting to etcd to the stored object (and pruning).", Buckets: prometheus.ExponentialBuckets(0.1, 2, 13)}),
@@ -38,6 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.backups = promutil.Register(reg, m.backups)
 	m.failed = promutil.Register(reg, m.failed)
 	m.lastSuccess = promutil.Register(reg, m.lastSuccess)
+	m.interval = promutil.Register(reg, m.interval)
 	m.duration = promutil.Register(reg, m.duration)
 	m.bytes = promutil.Register(reg, m.bytes)
 	return m
@@ -69,7 +75,18 @@ func (m *Metrics) succeeded(namespace, name string, unixSeconds float64, size in
 	m.bytes.Observe(float64(size))
 }
 
+// periodic records the period of a running periodic backup; seconds <= 0 (no
+// runner any more) drops it.
+func (m *Metrics) periodic(namespace, name string, seconds int64) {
+	if seconds <= 0 {
+		m.interval.DeleteLabelValues(namespace, name)
+		return
+	}
+	m.interval.WithLabelValues(namespace, name).Set(float64(seconds))
+}
+
 // forget drops the series of a deleted EtcdBackup.
 func (m *Metrics) forget(namespace, name string) {
 	m.lastSuccess.DeleteLabelValues(namespace, name)
+	m.interval.DeleteLabelValues(namespace, name)
 }

@@ -99,7 +99,7 @@ func EtcdCluster() *apiextv1.CustomResourceDefinition {
 		[2]string{fmt.Sprintf("size(self.metadata.name) <= %d", api.MaxNameLength),
 			fmt.Sprintf("metadata.name: an EtcdCluster name may have at most %d characters, so that member names (name plus 11 characters) fit in a DNS label", api.MaxNameLength)},
 	)
-	return newCRD(api.EtcdClusterResourcePlural, api.EtcdClusterResourceKind, []string{"etcd", "etcdclus"}, root,
+	crd := newCRD(api.EtcdClusterResourcePlural, api.EtcdClusterResourceKind, []string{"etcd", "etcdclus"}, root,
 		[]apiextv1.CustomResourceColumnDefinition{
 			column("Size", "integer", ".spec.size"),
 			column("Version", "string", ".status.currentVersion"),
@@ -107,6 +107,15 @@ func EtcdCluster() *apiextv1.CustomResourceDefinition {
 			column("Leader", "string", ".status.leader"),
 			ageColumn,
 		})
+	// kubectl scale etcd/NAME --replicas=5 sets spec.size; the schema's 1..7
+	// still applies to it. status.size counts the members, and status.selector
+	// selects their pods, as an autoscaler needs.
+	crd.Spec.Versions[0].Subresources.Scale = &apiextv1.CustomResourceSubresourceScale{
+		SpecReplicasPath:   ".spec.size",
+		StatusReplicasPath: ".status.size",
+		LabelSelectorPath:  new(".status.selector"),
+	}
+	return crd
 }
 
 // secureExpr is the CEL form of TLSPolicy.IsSecureClient / IsSecurePeer for a cluster spec x.
@@ -261,6 +270,7 @@ func clusterStatusSchema() schema {
 			"message":            str(),
 		}, "type", "status")),
 		"size":        integer(),
+		"selector":    str(),
 		"serviceName": str(),
 		"clientPort":  integer(),
 		"members": object(map[string]schema{

@@ -101,6 +101,7 @@ func WithMembershipWait(m *etcdutil.Member, initialCluster []string, w Membershi
 			ImagePullPolicy: w.PullPolicy,
 			Command:         cmd,
 			VolumeMounts:    mounts,
+			SecurityContext: ContainerSecurity(),
 		}
 		// The same resources as etcd, as check-dns has: init containers never
 		// raise the pod's request above its main container's then.

@@ -174,11 +174,12 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		Ports:                    ports,
 		// Reserved variables are refused at admission; one that got past it
 		// (a CRD older than the rule) must still never reach etcd.
-		Env:            copyEnv(v1beta2.FilterReservedEtcdEnv(policy.EtcdEnv)),
-		Resources:      *policy.Resources.DeepCopy(),
-		VolumeMounts:   mounts,
-		ReadinessProbe: probes.readiness,
-		LivenessProbe:  probes.liveness,
+		Env:             copyEnv(v1beta2.FilterReservedEtcdEnv(policy.EtcdEnv)),
+		Resources:       *policy.Resources.DeepCopy(),
+		VolumeMounts:    mounts,
+		ReadinessProbe:  probes.readiness,
+		LivenessProbe:   probes.liveness,
+		SecurityContext: ContainerSecurity(),
 	}
 
 	checkDNS := corev1.Container{
@@ -187,6 +188,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"/bin/sh", "-c", dnsCheckScript(m.Addr(), policy.DNSTimeoutInSecond)},
 		Resources:       *policy.Resources.DeepCopy(),
+		SecurityContext: ContainerSecurity(),
 	}
 
 	pod := &corev1.Pod{
@@ -491,4 +493,23 @@ func copyTolerations(ts []corev1.Toleration) []corev1.Toleration {
 		ts[i].DeepCopyInto(&out[i])
 	}
 	return out
+}
+
+// ContainerSecurity is the security context of every container of a member
+// pod: what Pod Security "restricted" asks of containers (no privilege
+// escalation, every capability dropped, the runtime's default seccomp
+// profile). etcd and the init containers need no capability: they only open
+// sockets on unprivileged ports and write the data directory, which the
+// container's user owns. Running as non-root, the last requirement of
+// "restricted", is the pod's (spec.pod.securityContext: runAsNonRoot,
+// runAsUser, fsGroup for persistent volumes), since images of old etcd
+// releases run as root. The root filesystem stays writable: etcd writes
+// nothing outside its data directory, but whether every release's image
+// works read-only is untested.
+func ContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: new(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }

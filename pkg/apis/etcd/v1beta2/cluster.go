@@ -123,7 +123,10 @@ type ClusterStatus struct {
 	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
 	Conditions         []ClusterCondition `json:"conditions,omitempty"`
 	// Size is the number of members the operator knows of.
-	Size           int           `json:"size"`
+	Size int `json:"size"`
+	// Selector is the label selector of the member pods, for the scale
+	// subresource (kubectl scale, autoscalers).
+	Selector       string        `json:"selector,omitempty"`
 	ServiceName    string        `json:"serviceName,omitempty"`
 	ClientPort     int           `json:"clientPort,omitempty"`
 	Members        MembersStatus `json:"members"`

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tools.sh TOOL...: builds the pinned test tools from the Go module proxy into a
+# cache outside the tree and prints the path of each binary; a version already
+# built costs nothing. `make unit` runs it and hands the paths to the tests
+# (PROMTOOL, HELM).
+#   promtool: `promtool check/test rules` on example/monitoring
+#   helm:     `helm lint` and `helm template` on example/chart
+set -o errexit -o nounset -o pipefail
+
+PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
+PROMTOOL_VERSION=v0.316.0 # Prometheus 3.16
+HELM_MODULE=helm.sh/helm/v3/cmd/helm
+HELM_VERSION=v3.22.0
+
+cache=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-operator/tools}
+
+build() {
+	local name=$1 module=$2 version=$3 tags=${4:-}
+	local dir=$cache/$name-$version
+	if [[ ! -x $dir/$name ]]; then
+		mkdir -p "$dir"
+		echo "tools.sh: building $name $version from the Go module proxy (once; minutes)" >&2
+		# Outside the repo's module, so that the tool's dependencies are its own.
+		(cd "$dir" && GOBIN=$dir CGO_ENABLED=0 go install -tags "$tags" "$module@$version") >&2
+	fi
+	echo "$dir/$name"
+}
+
+if (($# == 0)); then
+	set -- promtool helm
+fi
+for tool in "$@"; do
+	case $tool in
+	# remove_all_sd leaves out the service discovery plugins (the cloud SDKs),
+	# which rule checks do not use: the build takes minutes instead of half an hour.
+	promtool) build promtool "$PROMTOOL_MODULE" "$PROMTOOL_VERSION" remove_all_sd ;;
+	helm) build helm "$HELM_MODULE" "$HELM_VERSION" ;;
+	*)
+		echo "tools.sh: unknown tool $tool (want promtool or helm)" >&2
+		exit 1
+		;;
+	esac
+done
