@@ -42,6 +42,20 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 	for _, version := range []string{"3.5.35", "3.6.6"} {
 		if version == "3.6.6" {
 			waitClusterVersion(t, opNS, name, "3.5.0")
+			// The operator knows where the v2 entries end once it has seen
+			// every member on 3.5; until then it counts every entry, these
+			// writes too, as possibly v2.
+			err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the operator to know where the v2 entries of "+name+" end", func(ctx context.Context) (bool, string, error) {
+				cl, err := f.GetCluster(ctx, opNS, name)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				m := cl.Status.Maintenance
+				return m != nil && m.V2EntriesUntilIndex > 0 && !m.V2EntriesPending, fmt.Sprintf("status.maintenance %+v", m), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			// Twenty transactions: every member snapshots after the 3.5 cluster
 			// version entry, the last v2 entry of its log.
 			putKeys(t, opNS, name, "/e2e/snapshot/", 20*putsPerTxn)
