@@ -3,13 +3,11 @@ package backuptest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,25 +32,8 @@ const howToGetAzurite = "Azurite (the Azure Storage emulator) comes from npm: ru
 // AzuriteBinary finds azurite-blob: $AZURITE_BLOB, the copy hack/azurite.sh
 // installs into the tool cache, or one on PATH.
 func AzuriteBinary() (string, error) {
-	if p := os.Getenv("AZURITE_BLOB"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("AZURITE_BLOB=%s: %w; %s", p, err, howToGetAzurite)
-		}
-		return p, nil
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	p := filepath.Join(cache, "etcd-operator-local", "tools", "azurite-"+AzuriteVersion, "node_modules", ".bin", "azurite-blob")
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	if p, err := exec.LookPath("azurite-blob"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("azurite-blob not found; " + howToGetAzurite)
+	return toolBinary("AZURITE_BLOB", filepath.Join("etcd-operator-local", "tools", "azurite-"+AzuriteVersion, "node_modules", ".bin", "azurite-blob"),
+		"azurite-blob", howToGetAzurite)
 }
 
 // Azurite is an azurite-blob process serving one account on a loopback port.
@@ -73,22 +54,15 @@ func StartAzurite(ctx context.Context, dir string, containers ...string) (*Azuri
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := range 5 {
-		a, err := startAzurite(ctx, bin, filepath.Join(dir, fmt.Sprintf("azurite-%d", attempt)))
-		if err == nil {
-			if err := a.CreateContainers(ctx, containers...); err != nil {
-				a.Close()
-				return nil, err
-			}
-			return a, nil
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "EADDRINUSE") {
-			break
-		}
+	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, dir) })
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	if err := a.CreateContainers(ctx, containers...); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
 func startAzurite(ctx context.Context, bin, dir string) (*Azurite, error) {

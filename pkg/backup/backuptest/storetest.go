@@ -2,7 +2,6 @@ package backuptest
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -28,7 +27,7 @@ type StoreOptions struct {
 // TestStore checks what every backup.Store must do, against the real server
 // behind opts.Open: the same tests run on S3, ABS and GCS.
 func TestStore(t *testing.T, opts StoreOptions) {
-	ctx := context.Background()
+	ctx := t.Context()
 	t.Run("put, head, get and delete objects of every shape", func(t *testing.T) {
 		store := opts.Open(t)
 		for _, size := range []int{0, 1000, 2*opts.PartSize + 12345} {
@@ -184,7 +183,7 @@ func TestStore(t *testing.T, opts StoreOptions) {
 
 func mustGet(t *testing.T, store backup.Store, key string) []byte {
 	t.Helper()
-	rc, n, err := store.Get(context.Background(), key)
+	rc, n, err := store.Get(t.Context(), key)
 	if err != nil {
 		t.Fatal(err)
 	}

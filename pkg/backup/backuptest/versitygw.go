@@ -2,7 +2,6 @@ package backuptest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,22 +29,7 @@ const howToGetVersityGW = "versitygw (an S3 server) is built from the Go module 
 // VersityGWBinary finds versitygw: $VERSITYGW, or the copy hack/versitygw.sh (or
 // the e2e suite) builds into the tool cache.
 func VersityGWBinary() (string, error) {
-	if p := os.Getenv("VERSITYGW"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("VERSITYGW=%s: %w; %s", p, err, howToGetVersityGW)
-		}
-		return p, nil
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	p := filepath.Join(cache, "etcd-operator-local", "bin", "versitygw-"+VersityGWVersion, "versitygw")
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	return "", errors.New("versitygw not found; " + howToGetVersityGW)
+	return toolBinary("VERSITYGW", filepath.Join("etcd-operator-local", "bin", "versitygw-"+VersityGWVersion, "versitygw"), "", howToGetVersityGW)
 }
 
 // VersityGW is a versitygw process serving its posix backend on a loopback port.
@@ -64,18 +48,7 @@ func StartVersityGW(ctx context.Context, dir string) (*VersityGW, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := range 5 {
-		v, err := startVersityGW(ctx, bin, filepath.Join(dir, fmt.Sprintf("versitygw-%d", attempt)))
-		if err == nil {
-			return v, nil
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-	}
-	return nil, lastErr
+	return startOnFreePort(dir, "versitygw", "address already in use", func(dir string) (*VersityGW, error) { return startVersityGW(ctx, bin, dir) })
 }
 
 func startVersityGW(ctx context.Context, bin, dir string) (*VersityGW, error) {
