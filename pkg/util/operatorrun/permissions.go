@@ -3,6 +3,8 @@ package operatorrun
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -138,4 +140,33 @@ func RoleRules(manifest []byte) ([]rbacv1.PolicyRule, error) {
 		return nil, err
 	}
 	return role.Rules, nil
+}
+
+// ExampleRoleGaps holds a binary's needs, namespaced and cluster-wide, to the
+// ClusterRole and Role templates in dir (example/rbac) and names every rule
+// a template does not grant. The namespaced Role is for -create-crd=false,
+// so CRDs are not asked of it.
+func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string, error) {
+	var gaps []string
+	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return nil, err
+		}
+		rules, err := RoleRules(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		for _, cw := range []bool{false, true} {
+			for _, n := range needs(cw) {
+				if file == "role-template.yaml" && n.Resource == "customresourcedefinitions" {
+					continue
+				}
+				if missing := NotGrantedBy(rules, n.Rule); len(missing) > 0 {
+					gaps = append(gaps, fmt.Sprintf("%s does not grant %s on %s", file, strings.Join(missing, ", "), n.Resource))
+				}
+			}
+		}
+	}
+	return gaps, nil
 }
