@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
@@ -135,13 +134,7 @@ func TestChaosLeaderKill(t *testing.T) {
 // restarts them in place on their data.
 func TestChaosQuorumLossAndHeal(t *testing.T) {
 	t.Parallel()
-	name := framework.UniqueName("chaos-quorum")
-	createHostPathPVs(t, "e2e-"+name, 4)
-	cl := framework.NewCluster(name, 3, "3.5.21")
-	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: claimSpec("e2e-" + name)}
-	createCluster(t, cl)
-	logVolumesOnFailure(t, "e2e-"+name)
-	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	name, _ := pvcCluster(t, opNS, "chaos-quorum")
 	underLoad(t, opNS, name, "quorum-loss-and-heal", 60*time.Second, func(ctx context.Context) {
 		pods, err := f.ClusterPods(ctx, opNS, name)
 		if err != nil {

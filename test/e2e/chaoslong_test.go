@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -49,13 +48,7 @@ func TestChaosLongFollowerKill(t *testing.T) {
 // on its data.
 func TestChaosLongEveryPodDeleted(t *testing.T) {
 	t.Parallel()
-	name := framework.UniqueName("chaos-allpods")
-	createHostPathPVs(t, "e2e-"+name, 4)
-	cl := framework.NewCluster(name, 3, "3.5.21")
-	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: claimSpec("e2e-" + name)}
-	createCluster(t, cl)
-	logVolumesOnFailure(t, "e2e-"+name)
-	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	name, _ := pvcCluster(t, opNS, "chaos-allpods")
 	underLoad(t, opNS, name, "every-pod-deleted-pvc", 60*time.Second, func(ctx context.Context) {
 		pods, err := f.ClusterPods(ctx, opNS, name)
 		if err != nil {
