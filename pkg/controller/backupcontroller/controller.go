@@ -237,6 +237,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.metrics.forget(namespace, name)
 		return c.setFinalizer(ctx, eb, false)
 	}
+	c.metrics.restoreLastSuccess(namespace, name, eb.Status.LastSuccessDate.Time)
 
 	periodic := eb.Spec.IsPeriodic()
 	if !periodic {

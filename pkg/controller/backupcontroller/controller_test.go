@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -508,4 +509,40 @@ func TestPeriodicBackupExposesItsIntervalUntilItTurnsOneShot(t *testing.T) {
 	eventually(t, "the interval series is deleted", func() bool {
 		return f.metric("etcd_backup_operator_backup_interval_seconds", labels) == -1
 	})
+}
+
+func TestLastSuccessIsRestoredFromStatusSoAStaleBackupAlertsAfterARestart(t *testing.T) {
+	// An operator that restarts while the backup keeps failing: only the status
+	// still knows when the last success was.
+	last := time.Date(2023, 12, 31, 20, 0, 0, 0, time.UTC)
+	eb := newBackup("crashlooped", 3600)
+	eb.Status = api.BackupStatus{Succeeded: true, LastSuccessDate: metav1.NewTime(last), EtcdRevision: 7}
+	f := newFixture(t, []*api.EtcdBackup{eb}, withOutcomes("crashlooped", outcome{err: errors.New("etcd unreachable")}))
+
+	f.waitStatus("crashlooped", "the failure", func(s api.BackupStatus) bool { return !s.Succeeded })
+	labels := map[string]string{"namespace": testNamespace, "name": "crashlooped"}
+	if v := f.metric("etcd_backup_operator_last_success_timestamp_seconds", labels); v != float64(last.Unix()) {
+		t.Fatalf("last_success_timestamp_seconds = %v, want %d from status.lastSuccessDate", v, last.Unix())
+	}
+	if v := f.metric("etcd_backup_operator_backup_interval_seconds", labels); v != 3600 {
+		t.Fatalf("backup_interval_seconds = %v, want 3600", v)
+	}
+}
+
+func TestAStatusNeverMovesALastSuccessThisProcessSaw(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.succeeded(testNamespace, "b", 2000, 1)
+	// The informer's cache may still hold the status from before that success.
+	m.restoreLastSuccess(testNamespace, "b", time.Unix(1000, 0))
+	f := &fixture{t: t, reg: reg}
+	labels := map[string]string{"namespace": testNamespace, "name": "b"}
+	if v := f.metric("etcd_backup_operator_last_success_timestamp_seconds", labels); v != 2000 {
+		t.Fatalf("last_success_timestamp_seconds = %v, want 2000", v)
+	}
+	m.forget(testNamespace, "b")
+	m.restoreLastSuccess(testNamespace, "b", time.Unix(1000, 0))
+	if v := f.metric("etcd_backup_operator_last_success_timestamp_seconds", labels); v != 1000 {
+		t.Fatalf("after forget, last_success_timestamp_seconds = %v, want 1000 from the status", v)
+	}
 }

@@ -1,6 +1,9 @@
 package backupcontroller
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -17,12 +20,18 @@ type Metrics struct {
 	interval    *prometheus.GaugeVec
 	duration    prometheus.Histogram
 	bytes       prometheus.Histogram
+
+	mu sync.Mutex
+	// successSeen holds the namespace/name of EtcdBackups whose last-success
+	// series this process has set, from a backup or from the status.
+	successSeen map[string]bool
 }
 
 // NewMetrics registers the metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "etcd_backup_operator"
 	m := &Metrics{
+		successSeen: map[string]bool{},
 		backups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backups_total",
 			Help: "Backup attempts, successful or not, including those refused for a bad spec."}, []string{"storage_type"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backups_failed_total",
@@ -71,8 +80,31 @@ func (m *Metrics) attempt(t api.BackupStorageType, seconds float64, failed bool)
 }
 
 func (m *Metrics) succeeded(namespace, name string, unixSeconds float64, size int64) {
+	m.mu.Lock()
+	m.successSeen[namespace+"/"+name] = true
 	m.lastSuccess.WithLabelValues(namespace, name).Set(unixSeconds)
+	m.mu.Unlock()
 	m.bytes.Observe(float64(size))
+}
+
+// restoreLastSuccess sets the last-success series from an EtcdBackup's
+// status.lastSuccessDate, unless this process has set it already. Without it, an
+// operator that restarts (or crash-loops) before its next success exports no series
+// at all, and EtcdBackupStale, which compares that series with the interval, can
+// never fire however old the last backup is. The cache may lag behind a success
+// this process recorded, so a series once set is never moved by a status.
+func (m *Metrics) restoreLastSuccess(namespace, name string, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := namespace + "/" + name
+	if m.successSeen[key] {
+		return
+	}
+	m.successSeen[key] = true
+	m.lastSuccess.WithLabelValues(namespace, name).Set(float64(t.Unix()))
 }
 
 // periodic records the period of a running periodic backup; seconds <= 0 (no
@@ -87,6 +119,9 @@ func (m *Metrics) periodic(namespace, name string, seconds int64) {
 
 // forget drops the series of a deleted EtcdBackup.
 func (m *Metrics) forget(namespace, name string) {
+	m.mu.Lock()
+	delete(m.successSeen, namespace+"/"+name)
 	m.lastSuccess.DeleteLabelValues(namespace, name)
+	m.mu.Unlock()
 	m.interval.DeleteLabelValues(namespace, name)
 }
