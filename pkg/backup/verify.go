@@ -1,0 +1,134 @@
+package backup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Verification is what reading a stored backup back found.
+type Verification struct {
+	Key string
+	// Size and SHA256 are of the stored bytes, trailer included.
+	Size   int64
+	SHA256 string
+	// Revision and TotalKeys are what `etcdutl snapshot status` prints as
+	// REVISION and TOTAL KEYS: the main revision of the newest entry of etcd's
+	// "key" bucket, and the number of entries in all buckets.
+	Revision  int64
+	TotalKeys int64
+}
+
+// ErrVerification marks (wrapped) a stored object that is not a restorable
+// snapshot, as opposed to a store that could not be read.
+var ErrVerification = errors.New("the stored backup is not a restorable etcd snapshot")
+
+// Verify reads the object at key back and proves that it restores as etcd's own
+// tools would: it ends with the sha256 of everything before it (the trailer that
+// `etcdutl snapshot restore` checks), its length is what the store announces, and
+// the database before the trailer opens in bbolt, reads through page by page (as
+// `etcdutl snapshot status` reads it) and holds etcd's "key" and "meta" buckets.
+//
+// The object is streamed to a temporary file under dir, never held in memory, and
+// the file is removed before Verify returns; dir needs room for one snapshot.
+// bbolt maps the file rather than reading it, so the pages it touches are page
+// cache, not heap. Errors about the object's content wrap ErrVerification.
+func Verify(ctx context.Context, store Store, key, dir string) (*Verification, error) {
+	f, err := os.CreateTemp(dir, "verify-*.db")
+	if err != nil {
+		return nil, fmt.Errorf("create a temporary file to verify the backup in (it needs room for one snapshot): %w", err)
+	}
+	path := f.Name()
+	defer func() { _ = os.Remove(path) }()
+	v, err := download(ctx, store, key, f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", path, cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// bbolt wants the bare database: the trailer goes.
+	if err := os.Truncate(path, v.Size-sha256.Size); err != nil {
+		return nil, fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
+	}
+	if err := inspectDB(ctx, path, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// download copies the object into f, checking its trailer and hashing it on the way.
+func download(ctx context.Context, store Store, key string, f *os.File) (*Verification, error) {
+	rc, size, err := store.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q does not exist", ErrVerification, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %q back: %w", key, err)
+	}
+	defer func() { _ = rc.Close() }()
+	whole, check := sha256.New(), newTrailerCheck()
+	n, err := io.Copy(io.MultiWriter(f, whole, check), rc)
+	if err != nil {
+		return nil, fmt.Errorf("read %q back (after %d of %d bytes): %w", key, n, size, err)
+	}
+	if size >= 0 && n != size {
+		return nil, fmt.Errorf("%w: the store announces %d bytes at %q but %d arrived", ErrVerification, size, key, n)
+	}
+	if err := check.verify(); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrVerification, err)
+	}
+	return &Verification{Key: key, Size: n, SHA256: hex.EncodeToString(whole.Sum(nil))}, nil
+}
+
+// inspectDB opens the database at path read-only and fills in v. A damaged
+// database can make bbolt panic, or fault on its memory map; both become errors
+// of this backup instead of taking the operator down.
+func inspectDB(ctx context.Context, path string, v *Verification) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: bbolt failed on it: %v", ErrVerification, r)
+		}
+	}()
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("%w: not a bbolt database: %v", ErrVerification, err)
+	}
+	defer func() { _ = db.Close() }()
+	// Every page of every bucket is read: bbolt asserts that each page it reads
+	// identifies itself, which catches damaged pages. bbolt's own Check is not
+	// used: it runs in goroutines of its own that panic on a damaged database,
+	// where no recover can reach them.
+	return db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"key", "meta"} {
+			if tx.Bucket([]byte(name)) == nil {
+				return fmt.Errorf("%w: the database has no %q bucket, so etcd did not write it", ErrVerification, name)
+			}
+		}
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			isKey := string(name) == "key"
+			return b.ForEach(func(k, _ []byte) error {
+				v.TotalKeys++
+				if v.TotalKeys%4096 == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// Keys of the "key" bucket are revisions: 8 bytes of main
+				// revision, '_', 8 bytes of sub revision, in order.
+				if isKey && len(k) >= 8 {
+					v.Revision = int64(binary.BigEndian.Uint64(k[:8]))
+				}
+				return nil
+			})
+		})
+	})
+}

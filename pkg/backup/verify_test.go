@@ -1,0 +1,198 @@
+package backup_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
+	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
+	"github.com/openetcd/etcd-operator/pkg/backup/gcsstore"
+)
+
+// verifyStores are the real servers verification reads back from.
+var verifyStores = []struct {
+	name string
+	open func(t *testing.T) backup.Store
+}{
+	{"S3", func(t *testing.T) backup.Store {
+		_, s := startS3(t, nil, "verify")
+		return s
+	}},
+	{"ABS", func(t *testing.T) backup.Store {
+		az, err := backuptest.StartAzurite(context.Background(), t.TempDir(), "verify")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(az.Close)
+		s, err := absstore.New(az.StoreConfig("verify"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+	{"GCS", func(t *testing.T) backup.Store {
+		srv, err := backuptest.StartGCS("verify")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		s, err := gcsstore.New(context.Background(), srv.StoreConfig("verify"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+}
+
+// withTrailer appends the sha256 that etcd's Snapshot RPC appends to a database.
+func withTrailer(db []byte) []byte {
+	sum := sha256.Sum256(db)
+	return append(append([]byte(nil), db...), sum[:]...)
+}
+
+// boltWithout is a bbolt database with only the given buckets, each with one key.
+func boltWithout(t *testing.T, buckets ...string) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range buckets {
+			b, err := tx.CreateBucket([]byte(name))
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte("k"), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestVerifyReadsABackupBackFromEveryStore(t *testing.T) {
+	ctx := t.Context()
+	e := startEtcd(t)
+	const keys = 300
+	if err := e.Fill(ctx, "k/", keys, 2048); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range verifyStores {
+		t.Run(st.name, func(t *testing.T) {
+			store := st.open(t)
+			snap, err := backup.SaveSnapshot(ctx, backup.Source{Endpoints: []string{e.Endpoint}, DialTimeout: dialTimeout}, store,
+				func(int64) string { return "good.db" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			v, err := backup.Verify(ctx, store, snap.Key, dir)
+			if err != nil {
+				t.Fatalf("a good backup failed verification: %v", err)
+			}
+			if v.SHA256 != snap.SHA256 || v.Size != snap.Size {
+				t.Errorf("verified %d bytes with sha256 %s, stored %d with %s", v.Size, v.SHA256, snap.Size, snap.SHA256)
+			}
+			// Nothing writes after Fill, so the snapshot holds the revision the
+			// member reported: one per key, after revision 1 of an empty etcd.
+			if v.Revision != snap.Revision || v.Revision != keys+1 {
+				t.Errorf("verified revision %d, snapshot taken at %d, want %d", v.Revision, snap.Revision, keys+1)
+			}
+			if v.TotalKeys <= keys {
+				t.Errorf("total keys %d, want more than the %d written (meta, members and the rest come on top)", v.TotalKeys, keys)
+			}
+			if left, _ := os.ReadDir(dir); len(left) != 0 {
+				t.Errorf("the temporary file stayed behind: %v", left)
+			}
+
+			good := getAll(t, store, snap.Key)
+			db := good[:len(good)-sha256.Size]
+			flipped := bytes.Clone(good)
+			flipped[len(flipped)/2] ^= 0xff
+			damagedPages := bytes.Clone(db)
+			// Pages 0 and 1 are bbolt's meta pages; overwrite the data pages
+			// after them, then give the result a matching trailer, as a snapshot
+			// damaged before etcd hashed it would have.
+			for i := 2 * 4096; i < len(damagedPages) && i < 64*4096; i++ {
+				damagedPages[i] = 0xa5
+			}
+			for _, c := range []struct {
+				name, want string
+				data       []byte
+			}{
+				{"a flipped byte", "trailing sha256 does not match", flipped},
+				{"cut short", "trailing sha256 does not match", good[:len(good)/2]},
+				{"shorter than a trailer", "fewer than its 32-byte sha256 trailer", good[:10]},
+				{"not a database, with a matching trailer", "not a bbolt database", withTrailer(bytes.Repeat([]byte("not etcd "), 4000))},
+				{"damaged pages, with a matching trailer", "bbolt", withTrailer(damagedPages)},
+				{"a bbolt database that etcd did not write", `no "key" bucket`, withTrailer(boltWithout(t, "other"))},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					key := "bad/" + strings.ReplaceAll(c.name, " ", "-")
+					if _, _, err := store.Put(ctx, key, bytes.NewReader(c.data)); err != nil {
+						t.Fatal(err)
+					}
+					_, err := backup.Verify(ctx, store, key, dir)
+					if !errors.Is(err, backup.ErrVerification) || !strings.Contains(err.Error(), c.want) {
+						t.Fatalf("Verify = %v, want ErrVerification saying %q", err, c.want)
+					}
+					if left, _ := os.ReadDir(dir); len(left) != 0 {
+						t.Errorf("the temporary file stayed behind: %v", left)
+					}
+				})
+			}
+			t.Run("missing", func(t *testing.T) {
+				_, err := backup.Verify(ctx, store, "no-such-backup", dir)
+				if !errors.Is(err, backup.ErrVerification) || !strings.Contains(err.Error(), "does not exist") {
+					t.Fatalf("Verify = %v", err)
+				}
+			})
+		})
+	}
+}
+
+func TestVerifyNeedsAWritableDirectory(t *testing.T) {
+	_, store := startS3(t, nil, "verify")
+	_, err := backup.Verify(t.Context(), store, "k", filepath.Join(t.TempDir(), "missing"))
+	if err == nil || errors.Is(err, backup.ErrVerification) || !strings.Contains(err.Error(), "temporary file") {
+		t.Fatalf("Verify = %v, want an error about the temporary file that does not blame the backup", err)
+	}
+}
+
+func getAll(t *testing.T, store backup.Store, key string) []byte {
+	t.Helper()
+	rc, _, err := store.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
