@@ -361,6 +361,11 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 		"maxBackups":             withDescription(nonNegative(), "Periodic backups to keep; 0 keeps all."),
 	})
 	props["clientTLSSecret"] = secretName()
+	props["verify"] = object(map[string]schema{
+		"enabled": withDescription(boolean(), "Read stored backups back and prove they restore; default true for periodic backups, and for one-shot backups with a verify block."),
+		"everyNthBackup": withDescription(intRange(0, api.MaxVerifyEveryNthBackup),
+			fmt.Sprintf("Periodic backups: verify the first after the schedule starts and then every Nth; 0 means %d.", api.DefaultVerifyEveryNthBackup)),
+	})
 	spec := withRules(object(props, "etcdEndpoints", "storageType"), storageRules("storageType")...)
 
 	status := object(map[string]schema{
@@ -372,6 +377,16 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 		"backupPath":      str(),
 		"backupSize":      integer(),
 		"sha256":          str(),
+		"verified": object(map[string]schema{
+			"time":       dateTime(),
+			"succeeded":  boolean(),
+			"reason":     str(),
+			"backupPath": str(),
+			"revision":   integer(),
+			"totalKeys":  integer(),
+			"size":       integer(),
+			"sha256":     str(),
+		}),
 	})
 	// lastSuccessDate is a metav1.Time without omitempty: it is null until the first success.
 	ls := status.Properties["lastSuccessDate"]

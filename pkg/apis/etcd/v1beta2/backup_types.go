@@ -71,6 +71,9 @@ type BackupSpec struct {
 	BackupSource  `json:",inline"`
 	// ClientTLSSecret holds etcd-client.crt, etcd-client.key and etcd-client-ca.crt.
 	ClientTLSSecret string `json:"clientTLSSecret,omitempty"`
+	// Verify says which stored backups are read back and proven restorable
+	// (backup_verify.go).
+	Verify *BackupVerify `json:"verify,omitempty"`
 }
 
 // BackupSource is where the backup goes; only the one matching StorageType is used.
@@ -105,6 +108,8 @@ type BackupStatus struct {
 	BackupSize int64 `json:"backupSize,omitempty"`
 	// SHA256 is the hex digest of the latest stored snapshot.
 	SHA256 string `json:"sha256,omitempty"`
+	// Verified is what reading the latest verified backup back found.
+	Verified *BackupVerification `json:"verified,omitempty"`
 }
 
 // S3BackupSource stores backups in S3 or an S3-compatible store.

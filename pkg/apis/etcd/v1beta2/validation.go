@@ -427,6 +427,7 @@ func (s *BackupSpec) Validate() error {
 			errs = append(errs, field.Invalid(pp.Child("maxBackups"), pol.MaxBackups, "must not be negative"))
 		}
 	}
+	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
 	errs = append(errs, validateSecretName(p.Child("clientTLSSecret"), s.ClientTLSSecret)...)
 	errs = append(errs, validateSource(p, s.StorageType, s.BackupSource.stores())...)
 	return errs.ToAggregate()
