@@ -18,6 +18,10 @@ type Job struct {
 	MaxBackups int
 	// Now is the clock for periodic names; nil means time.Now.
 	Now func() time.Time
+	// Verify reads the stored snapshot back before pruning (verify.go), through
+	// a temporary file in VerifyDir ("" is the system's temporary directory).
+	Verify    bool
+	VerifyDir string
 }
 
 // Result is what a successful Run stored, and what pruning did after it.
@@ -30,6 +34,11 @@ type Result struct {
 	// PruneErr is set when the snapshot was stored but old backups could not all be
 	// deleted: the backup itself succeeded and must be reported as such.
 	PruneErr error
+	// Verified is what reading the snapshot back found, when the job asked for it.
+	Verified *Verification
+	// VerifyErr is set when the stored snapshot could not be proven restorable;
+	// nothing was pruned then.
+	VerifyErr error
 }
 
 // Run takes the snapshot and, for periodic jobs, prunes old backups. The caller
@@ -48,6 +57,12 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Snapshot: *snap, Path: job.Bucket + "/" + snap.Key}
+	if job.Verify {
+		if res.Verified, res.VerifyErr = verifyStored(ctx, job, snap); res.VerifyErr != nil {
+			// Older backups stay while the newest is in doubt.
+			return res, nil
+		}
+	}
 	if job.Periodic && job.MaxBackups > 0 {
 		res.Pruned, res.PruneErr = Prune(ctx, job.Store, job.Key, job.MaxBackups)
 	}

@@ -132,3 +132,17 @@ func inspectDB(ctx context.Context, path string, v *Verification) (err error) {
 		})
 	})
 }
+
+// verifyStored verifies the snapshot a job just stored, and that the store
+// returns the very bytes that were sent.
+func verifyStored(ctx context.Context, job Job, snap *Snapshot) (*Verification, error) {
+	v, err := Verify(ctx, job.Store, snap.Key, job.VerifyDir)
+	if err != nil {
+		return nil, err
+	}
+	if v.SHA256 != snap.SHA256 || v.Size != snap.Size {
+		return v, fmt.Errorf("%w: the store returns %d bytes with sha256 %s, but %d bytes with sha256 %s were stored",
+			ErrVerification, v.Size, v.SHA256, snap.Size, snap.SHA256)
+	}
+	return v, nil
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -195,4 +196,61 @@ func getAll(t *testing.T, store backup.Store, key string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// damagingStore returns every object with one byte flipped, as a store whose
+// disk went bad after the upload would.
+type damagingStore struct{ backup.Store }
+
+func (d damagingStore) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	rc, size, err := d.Store.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(data) > 0 {
+		data[len(data)/3] ^= 1
+	}
+	return io.NopCloser(bytes.NewReader(data)), size, nil
+}
+
+func TestRunVerifiesBeforePruning(t *testing.T) {
+	ctx := t.Context()
+	e := startEtcd(t)
+	if err := e.Fill(ctx, "k/", 5, 10); err != nil {
+		t.Fatal(err)
+	}
+	_, store := startS3(t, nil, "bucket")
+	tick := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	job := backup.Job{
+		Source: backup.Source{Endpoints: []string{e.Endpoint}, DialTimeout: dialTimeout},
+		Store:  store, Bucket: "bucket", Key: "etcd.backup",
+		Periodic: true, MaxBackups: 1, Verify: true, VerifyDir: t.TempDir(),
+		Now: func() time.Time { tick = tick.Add(time.Minute); return tick },
+	}
+	first, err := backup.Run(ctx, job)
+	if err != nil || first.VerifyErr != nil {
+		t.Fatalf("Run = %v, verification %v", err, first.VerifyErr)
+	}
+	if first.Verified == nil || first.Verified.SHA256 != first.SHA256 || first.Verified.Revision != first.Revision {
+		t.Fatalf("Verified = %+v, stored %+v", first.Verified, first.Snapshot)
+	}
+	if err := e.Fill(ctx, "more/", 3, 10); err != nil {
+		t.Fatal(err)
+	}
+	job.Store = damagingStore{store}
+	second, err := backup.Run(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(second.VerifyErr, backup.ErrVerification) || len(second.Pruned) != 0 {
+		t.Fatalf("a backup that reads back damaged: VerifyErr %v, pruned %v", second.VerifyErr, second.Pruned)
+	}
+	if _, err := store.Head(ctx, first.Key); err != nil {
+		t.Fatalf("the older, verified backup was deleted while the newest was in doubt: %v", err)
+	}
 }
