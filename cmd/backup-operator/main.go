@@ -39,6 +39,7 @@ type options struct {
 	printVersion         bool
 	workers              int
 	maxConcurrentBackups int
+	verifyDir            string
 }
 
 // parseFlags reads the original's flags (single or double dash) plus the new ones.
@@ -58,6 +59,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.IntVar(&o.workers, "workers", 4, "EtcdBackups processed at once by the workqueue (1..64)")
 	fs.IntVar(&o.maxConcurrentBackups, "max-concurrent-backups", backupcontroller.DefaultMaxConcurrentBackups,
 		"snapshots streamed at once, one-shot and periodic together; each holds about 32 MiB of upload buffers")
+	fs.StringVar(&o.verifyDir, "verify-dir", os.TempDir(),
+		"directory for the temporary copy of a backup being verified (EtcdBackup spec.verify); needs room for one snapshot per concurrent backup")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -125,7 +128,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			Informer:             factory.Etcd().V1beta2().EtcdBackups(),
 			Recorder:             recorder,
 			Metrics:              metrics,
-			Backup:               (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1()}).Backup,
+			Backup:               (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1(), VerifyDir: opts.verifyDir}).Backup,
 			Log:                  log,
 			MaxConcurrentBackups: opts.maxConcurrentBackups,
 			ClusterWide:          opts.clusterWide,

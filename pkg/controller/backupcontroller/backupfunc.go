@@ -24,22 +24,32 @@ type Backuper struct {
 	DialTimeout time.Duration
 	// Now names periodic backups; nil means time.Now.
 	Now func() time.Time
+	// VerifyDir holds the temporary copy of a backup being verified; "" is the
+	// system's temporary directory.
+	VerifyDir string
 }
 
-// Backup takes one backup, bounded by spec.backupPolicy.timeoutInSecond.
-func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup) (*backup.Result, error) {
+// Backup takes one backup, bounded by spec.backupPolicy.timeoutInSecond, and with
+// verify reads it back within a second such bound: reading a snapshot back takes
+// about as long as storing it.
+func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup, verify bool) (*backup.Result, error) {
 	spec := &eb.Spec
 	timeout := time.Duration(spec.BackupPolicy.BackupTimeout()) * time.Second
+	limit := "spec.backupPolicy.timeoutInSecond"
+	if verify {
+		timeout *= 2
+		limit = "twice spec.backupPolicy.timeoutInSecond, as the backup is verified"
+	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	store, loc, err := storage.ForBackup(tctx, b.Secrets, eb.Namespace, spec)
 	if err != nil {
-		return nil, b.explainTimeout(ctx, tctx, timeout, err)
+		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
 	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, spec.ClientTLSSecret)
 	if err != nil {
-		return nil, b.explainTimeout(ctx, tctx, timeout, err)
+		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
 	job := backup.Job{
 		Source:   backup.Source{Endpoints: spec.EtcdEndpoints, TLS: tlsConfig, DialTimeout: b.DialTimeout},
@@ -52,18 +62,19 @@ func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup) (*backup.Resu
 	if spec.BackupPolicy != nil {
 		job.MaxBackups = spec.BackupPolicy.MaxBackups
 	}
+	job.Verify, job.VerifyDir = verify, b.VerifyDir
 	res, err := backup.Run(tctx, job)
 	if err != nil {
-		return nil, b.explainTimeout(ctx, tctx, timeout, err)
+		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
 	return res, nil
 }
 
 // explainTimeout says which setting ran out when the backup's own deadline, not the
 // caller's, ended it: "context deadline exceeded" alone sends users hunting.
-func (b *Backuper) explainTimeout(parent, tctx context.Context, timeout time.Duration, err error) error {
+func (b *Backuper) explainTimeout(parent, tctx context.Context, timeout time.Duration, limit string, err error) error {
 	if parent.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("the backup did not finish within %v (spec.backupPolicy.timeoutInSecond): %w", timeout, err)
+		return fmt.Errorf("the backup did not finish within %v (%s): %w", timeout, limit, err)
 	}
 	return err
 }

@@ -217,7 +217,7 @@ func TestBackuperFailures(t *testing.T) {
 			eb := s3Backup("case", srv, e.Endpoint)
 			tc.change(eb)
 			start := time.Now()
-			_, err := b.Backup(context.Background(), eb)
+			_, err := b.Backup(context.Background(), eb, false)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -250,7 +250,7 @@ func TestBackuperPeriodicNamesAndPrunes(t *testing.T) {
 			t.Fatal(err)
 		}
 		at = at.Add(time.Minute)
-		res, err := b.Backup(context.Background(), eb)
+		res, err := b.Backup(context.Background(), eb, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,9 +60,10 @@ const (
 	DefaultMaxConcurrentBackups = 2
 )
 
-// BackupFunc takes one backup for an EtcdBackup. Errors marked backup.Permanent
-// are final at once; others are retried (one-shot) or wait for the next period.
-type BackupFunc func(ctx context.Context, eb *api.EtcdBackup) (*backup.Result, error)
+// BackupFunc takes one backup for an EtcdBackup and, with verify, reads it back
+// (Result.Verified, Result.VerifyErr). Errors marked backup.Permanent are final at
+// once; others are retried (one-shot) or wait for the next period.
+type BackupFunc func(ctx context.Context, eb *api.EtcdBackup, verify bool) (*backup.Result, error)
 
 // Config wires a Controller.
 type Config struct {
@@ -125,6 +126,8 @@ type Controller struct {
 type runner struct {
 	uid    types.UID
 	spec   api.BackupSpec
+	// stored counts the backups this runner stored; only its goroutine uses it.
+	stored int64
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -288,9 +291,19 @@ func (c *Controller) reject(ctx context.Context, eb *api.EtcdBackup, err error) 
 }
 
 func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBackup) error {
-	res, err := c.runBackup(ctx, eb)
+	res, err := c.runBackup(ctx, eb, verifyDue(eb, 0))
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: the next leader runs it
+	}
+	if err == nil && res.VerifyErr != nil {
+		// Another backup may well be sound (the store damaged this one, or
+		// could not be read): retried like failures that may pass.
+		if attempt := c.queue.NumRequeues(key) + 1; attempt <= c.maxRetries {
+			c.logFor(eb).Warnf("backup attempt %d of %d failed verification, will retry: %v", attempt, c.maxRetries+1, res.VerifyErr)
+			c.recorder.Event(eb, corev1.EventTypeWarning, ReasonVerificationFailed, verifyFailureReason(res))
+			return errRetry{res.VerifyErr}
+		}
+		return c.recordVerifyFailure(ctx, eb, res)
 	}
 	if err == nil {
 		return c.recordSuccess(ctx, eb, res)
@@ -404,13 +417,19 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	if err != nil || eb.UID != r.uid || !equality.Semantic.DeepEqual(eb.Spec, r.spec) || eb.DeletionTimestamp != nil {
 		return nil // gone or changed: a worker is about to stop or replace this runner
 	}
-	res, backupErr := c.runBackup(ctx, eb)
+	res, backupErr := c.runBackup(ctx, eb, verifyDue(eb, r.stored))
 	if ctx.Err() != nil {
 		return nil // stopped mid-backup; that is not the backup's failure
 	}
-	if backupErr == nil {
+	switch {
+	case backupErr == nil && res.VerifyErr != nil:
+		r.stored++
+		err = c.recordVerifyFailure(ctx, eb, res)
+		backupErr = res.VerifyErr
+	case backupErr == nil:
+		r.stored++
 		err = c.recordSuccess(ctx, eb, res)
-	} else {
+	default:
 		err = c.recordFailure(ctx, eb, backupErr.Error(), failure.IsPermanent(backupErr))
 	}
 	if err != nil && ctx.Err() == nil {
@@ -421,7 +440,7 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 
 // runBackup takes a backup slot and runs the backup function, counting the attempt.
 // A panic in it becomes an error: bad input must never take the operator down.
-func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup) (res *backup.Result, err error) {
+func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup, verify bool) (res *backup.Result, err error) {
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -429,11 +448,14 @@ func (c *Controller) runBackup(ctx context.Context, eb *api.EtcdBackup) (res *ba
 	}
 	defer func() { <-c.slots }()
 	start := c.clock.Now()
-	if perr := failure.Safely(c.logFor(eb), "the backup", func() { res, err = c.backup(ctx, eb) }); perr != nil {
+	if perr := failure.Safely(c.logFor(eb), "the backup", func() { res, err = c.backup(ctx, eb, verify) }); perr != nil {
 		res, err = nil, failure.Permanent(perr)
 	}
 	if ctx.Err() == nil {
 		c.metrics.attempt(eb.Spec.StorageType, c.clock.Since(start).Seconds(), err != nil)
+		if err == nil && (res.Verified != nil || res.VerifyErr != nil) {
+			c.metrics.verification(eb.Spec.StorageType, res.VerifyErr != nil)
+		}
 	}
 	return res, err
 }
@@ -452,7 +474,14 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 	if len(res.Pruned) > 0 {
 		log.Infof("deleted %d old backups: %v", len(res.Pruned), res.Pruned)
 	}
+	verified := verificationStatus(res, now)
+	if verified != nil {
+		log.Infof("read back and verified: revision %d, %d keys", verified.Revision, verified.TotalKeys)
+	}
 	err := c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
+		if verified == nil {
+			verified = st.Verified // still the newest verification there is
+		}
 		*st = api.BackupStatus{
 			Succeeded:       true,
 			Reason:          reason,
@@ -462,10 +491,15 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 			BackupPath:      res.Path,
 			BackupSize:      res.Size,
 			SHA256:          res.SHA256,
+			Verified:        verified,
 		}
 	})
 	c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupSucceeded, "stored revision %d (etcd %s, %d bytes, sha256 %s) at %s",
 		res.Revision, res.EtcdVersion, res.Size, res.SHA256, res.Path)
+	if res.Verified != nil {
+		c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupVerified, "read %s back: an intact etcd snapshot at revision %d with %d keys",
+			res.Path, res.Verified.Revision, res.Verified.TotalKeys)
+	}
 	return err
 }
 

@@ -211,7 +211,7 @@ func TestAPanickingPeriodicRunnerIsReportedAndStartsAgain(t *testing.T) {
 	// runner panic while recording the success, outside the backup itself.
 	var calls atomic.Int32
 	f := newFixture(t, []*api.EtcdBackup{newBackup("odd", 60)},
-		withBackupFunc(func(context.Context, *api.EtcdBackup) (*backup.Result, error) {
+		withBackupFunc(func(context.Context, *api.EtcdBackup, bool) (*backup.Result, error) {
 			calls.Add(1)
 			return nil, nil
 		}),

@@ -83,6 +83,8 @@ type outcome struct {
 	panic bool
 	// hang blocks until the backup's context is cancelled.
 	hang bool
+	// verifyErr is what reading the backup back finds, if it is read back.
+	verifyErr error
 }
 
 // fakeBackup is an injected BackupFunc that plays scripted outcomes, the last one
@@ -92,6 +94,8 @@ type fakeBackup struct {
 	script   map[string][]outcome
 	calls    map[string]int
 	revision int64
+	// verified lists, per EtcdBackup, whether each call asked for verification.
+	verified map[string][]bool
 }
 
 func (f *fakeBackup) set(name string, outcomes ...outcome) {
@@ -106,10 +110,17 @@ func (f *fakeBackup) callCount(name string) int {
 	return f.calls[name]
 }
 
-func (f *fakeBackup) backup(ctx context.Context, eb *api.EtcdBackup) (*backup.Result, error) {
+func (f *fakeBackup) verifyCalls(name string) []bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]bool(nil), f.verified[name]...)
+}
+
+func (f *fakeBackup) backup(ctx context.Context, eb *api.EtcdBackup, verify bool) (*backup.Result, error) {
 	f.mu.Lock()
 	n := f.calls[eb.Name]
 	f.calls[eb.Name]++
+	f.verified[eb.Name] = append(f.verified[eb.Name], verify)
 	f.revision++
 	rev := f.revision
 	var o outcome
@@ -127,10 +138,17 @@ func (f *fakeBackup) backup(ctx context.Context, eb *api.EtcdBackup) (*backup.Re
 		return nil, o.err
 	}
 	key := eb.Spec.S3.Path
-	return &backup.Result{
+	res := &backup.Result{
 		Snapshot: backup.Snapshot{Endpoint: "http://etcd:2379", EtcdVersion: "3.5.21", Revision: rev, Key: key, Size: 1000 + rev, SHA256: fmt.Sprintf("%064d", rev)},
 		Path:     key,
-	}, nil
+	}
+	switch {
+	case verify && o.verifyErr != nil:
+		res.VerifyErr = o.verifyErr
+	case verify:
+		res.Verified = &backup.Verification{Key: key, Size: res.Size, SHA256: res.SHA256, Revision: rev, TotalKeys: 10 * rev}
+	}
+	return res, nil
 }
 
 type fixture struct {
@@ -176,7 +194,7 @@ func newFixture(t *testing.T, objects []*api.EtcdBackup, opts ...fixtureOption) 
 		client:  fake.NewSimpleClientset(objs...),
 		clock:   clocktesting.NewFakeClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
 		events:  &recorder{},
-		backups: &fakeBackup{script: map[string][]outcome{}, calls: map[string]int{}, revision: 100},
+		backups: &fakeBackup{script: map[string][]outcome{}, calls: map[string]int{}, verified: map[string][]bool{}, revision: 100},
 		reg:     prometheus.NewRegistry(),
 		syncs:   map[string]int{},
 		done:    make(chan error, 1),

@@ -20,6 +20,9 @@ type Metrics struct {
 	interval    *prometheus.GaugeVec
 	duration    prometheus.Histogram
 	bytes       prometheus.Histogram
+	// verifications and verifyFailed count backups read back (spec.verify).
+	verifications *prometheus.CounterVec
+	verifyFailed  *prometheus.CounterVec
 
 	mu sync.Mutex
 	// successSeen holds the namespace/name of EtcdBackups whose last-success
@@ -49,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "backup_bytes",
 			Help: "Size of stored snapshots.", Buckets: prometheus.ExponentialBuckets(64<<10, 4, 10)}),
 	}
+	m.verifications = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "verifications_total",
+		Help: "Stored backups read back and checked (spec.verify)."}, []string{"storage_type"}))
+	m.verifyFailed = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "verifications_failed_total",
+		Help: "Stored backups that could not be proven restorable; the reason is in the EtcdBackup's status.verified and events."}, []string{"storage_type"}))
 	m.backups = promutil.Register(reg, m.backups)
 	m.failed = promutil.Register(reg, m.failed)
 	m.lastSuccess = promutil.Register(reg, m.lastSuccess)
@@ -105,6 +112,14 @@ func (m *Metrics) restoreLastSuccess(namespace, name string, t time.Time) {
 	}
 	m.successSeen[key] = true
 	m.lastSuccess.WithLabelValues(namespace, name).Set(float64(t.Unix()))
+}
+
+func (m *Metrics) verification(t api.BackupStorageType, failed bool) {
+	l := storageLabel(t)
+	m.verifications.WithLabelValues(l).Inc()
+	if failed {
+		m.verifyFailed.WithLabelValues(l).Inc()
+	}
 }
 
 // periodic records the period of a running periodic backup; seconds <= 0 (no
