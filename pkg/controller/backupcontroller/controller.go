@@ -124,8 +124,8 @@ type Controller struct {
 // every status write moves the generation, and a runner restarted by its own
 // write would back up without end.
 type runner struct {
-	uid    types.UID
-	spec   api.BackupSpec
+	uid  types.UID
+	spec api.BackupSpec
 	// stored counts the backups this runner stored; only its goroutine uses it.
 	stored int64
 	cancel context.CancelFunc
