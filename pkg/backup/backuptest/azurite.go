@@ -47,14 +47,20 @@ type Azurite struct {
 	waitErr error
 }
 
-// StartAzurite runs azurite-blob with its data under dir, waits until it answers
-// and creates the given containers. The caller closes it.
+// StartAzurite runs azurite-blob on a loopback port with its data under dir, waits
+// until it answers and creates the given containers. The caller closes it.
 func StartAzurite(ctx context.Context, dir string, containers ...string) (*Azurite, error) {
+	return StartAzuriteOn(ctx, "127.0.0.1", dir, containers...)
+}
+
+// StartAzuriteOn is StartAzurite listening on host, e.g. the address by which
+// pods of a local cluster reach the machine the tests run on.
+func StartAzuriteOn(ctx context.Context, host, dir string, containers ...string) (*Azurite, error) {
 	bin, err := AzuriteBinary()
 	if err != nil {
 		return nil, err
 	}
-	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, dir) })
+	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, host, dir) })
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +71,7 @@ func StartAzurite(ctx context.Context, dir string, containers ...string) (*Azuri
 	return a, nil
 }
 
-func startAzurite(ctx context.Context, bin, dir string) (*Azurite, error) {
+func startAzurite(ctx context.Context, bin, host, dir string) (*Azurite, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -73,11 +79,11 @@ func startAzurite(ctx context.Context, bin, dir string) (*Azurite, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	addr := net.JoinHostPort(host, fmt.Sprint(ports[0]))
 	a := &Azurite{URL: "http://" + addr + "/" + AzuriteAccount, out: &syncBuffer{}, done: make(chan struct{})}
 	// --skipApiVersionCheck: the SDK may speak a newer API version than this
 	// Azurite knows; the operations the store uses are old.
-	a.cmd = exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(ports[0]),
+	a.cmd = exec.Command(bin, "--blobHost", host, "--blobPort", fmt.Sprint(ports[0]),
 		"--location", dir, "--silent", "--skipApiVersionCheck", "--disableTelemetry")
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {

@@ -16,11 +16,17 @@ type GCS struct {
 	srv *fakestorage.Server
 }
 
-// StartGCS serves an in-memory GCS and creates the given buckets.
+// StartGCS serves an in-memory GCS on a loopback port and creates the given buckets.
 func StartGCS(buckets ...string) (*GCS, error) {
+	return StartGCSOn("127.0.0.1", buckets...)
+}
+
+// StartGCSOn is StartGCS listening on host, e.g. the address by which pods of a
+// local cluster reach the machine the tests run on.
+func StartGCSOn(host string, buckets ...string) (*GCS, error) {
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
 		Scheme: "http",
-		Host:   "127.0.0.1",
+		Host:   host,
 		Writer: io.Discard,
 	})
 	if err != nil {
