@@ -479,8 +479,9 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 		log.Infof("read back and verified: revision %d, %d keys", verified.Revision, verified.TotalKeys)
 	}
 	err := c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
-		if verified == nil {
-			verified = st.Verified // still the newest verification there is
+		keep := verified
+		if keep == nil {
+			keep = st.Verified // still the newest verification there is
 		}
 		*st = api.BackupStatus{
 			Succeeded:       true,
@@ -491,7 +492,7 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 			BackupPath:      res.Path,
 			BackupSize:      res.Size,
 			SHA256:          res.SHA256,
-			Verified:        verified,
+			Verified:        keep,
 		}
 	})
 	c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupSucceeded, "stored revision %d (etcd %s, %d bytes, sha256 %s) at %s",
