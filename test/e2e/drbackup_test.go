@@ -16,7 +16,7 @@ import (
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
-// TestDisasterRecoveryFromTheNewestBackup opts a cluster on emptyDir volumes
+// TestChaosDisasterRecoveryFromTheNewestBackup opts a cluster on emptyDir volumes
 // into disaster recovery from backups and kills every member's pod while a
 // checker writes and reads: no member's data is left. After the grace period
 // the operator asks the restore operator (an EtcdRestore of its own) to restore
@@ -24,7 +24,7 @@ import (
 // at full size with exactly the keys that backup holds. The clients lose what
 // was acknowledged after the backup, and only that: every write acknowledged
 // before the backup began is there after the recovery.
-func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
+func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ns := newNamespace(t, "drbackup")

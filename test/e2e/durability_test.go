@@ -201,12 +201,12 @@ func TestQuorumLostWhileTheOperatorIsDownHealsWhenItReturns(t *testing.T) {
 	expectKeys(t, ns, name, "/e2e/qdown")
 }
 
-// TestEvictionThatWouldBreakQuorumIsRefused evicts members through the
+// TestChaosEvictionThatWouldBreakQuorumIsRefused evicts members through the
 // eviction API, as kubectl drain does, while a checker writes and reads: the
 // cluster's PodDisruptionBudget lets one of three go, and refuses a second
 // while the first is not back. The evicted member (emptyDir) is replaced; the
 // clients' history stays linearizable with no acknowledged write lost.
-func TestEvictionThatWouldBreakQuorumIsRefused(t *testing.T) {
+func TestChaosEvictionThatWouldBreakQuorumIsRefused(t *testing.T) {
 	t.Parallel()
 	name := framework.UniqueName("evict")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
