@@ -33,7 +33,10 @@ type checkerRun interface {
 // judged.
 func judged(t *testing.T, scenario string, c checkerRun, d, recovery time.Duration, bound func(checker.Result) error) checker.Result {
 	t.Helper()
-	r, log, err := c.Wait(t.Context(), d+6*time.Minute)
+	// Beyond the workload: the read-back and the watch's wait (4 min each at
+	// most) and porcupine's search (5 min at most, long on a history a restore
+	// made non-linearizable).
+	r, log, err := c.Wait(t.Context(), d+14*time.Minute)
 	passed := err == nil && r.Passed()
 	var boundErr error
 	if bound != nil && err == nil {
