@@ -31,12 +31,10 @@ type checkerRun interface {
 // the data cannot survive passes a bound instead, which says whether the loss
 // stayed within what the fault may take; the history is then reported, not
 // judged.
-func judged(t *testing.T, scenario string, c checkerRun, d, recovery time.Duration, bound func(checker.Result) error) checker.Result {
+// wait bounds the checker's run: see checkerWait.
+func judged(t *testing.T, scenario string, c checkerRun, wait, recovery time.Duration, bound func(checker.Result) error) checker.Result {
 	t.Helper()
-	// Beyond the workload: the read-back and the watch's wait (4 min each at
-	// most) and porcupine's search (5 min at most, long on a history a restore
-	// made non-linearizable).
-	r, log, err := c.Wait(t.Context(), d+14*time.Minute)
+	r, log, err := c.Wait(t.Context(), wait)
 	passed := err == nil && r.Passed()
 	var boundErr error
 	if bound != nil && err == nil {
@@ -53,11 +51,21 @@ func judged(t *testing.T, scenario string, c checkerRun, d, recovery time.Durati
 	case r.Acked == 0:
 		t.Errorf("%s: no operation was acknowledged", scenario)
 	case bound != nil && !passed:
-		t.Errorf("%s: %v (read-back error %q)", scenario, boundErr, r.ReadBackErr)
+		t.Errorf("%s: %v (read-back error %q)\nchecker log:\n%s", scenario, boundErr, r.ReadBackErr, lastLines(log, 40))
 	case bound == nil && !passed:
 		t.Errorf("%s: the clients' history fails: %s (read-back error %q)\nchecker log:\n%s", scenario, r, r.ReadBackErr, lastLines(log, 40))
 	}
 	return r
+}
+
+// checkerWait is how long a checker of a workload of d may take: its read-back
+// and the wait for its watch (settle each, 4 min when 0) and porcupine's search
+// (5 min at most, long on a history a restore made non-linearizable).
+func checkerWait(d, settle time.Duration) time.Duration {
+	if settle == 0 {
+		settle = 4 * time.Minute
+	}
+	return d + 2*settle + 6*time.Minute
 }
 
 // TestChaosNodeRestart puts the node through a reboot
@@ -112,7 +120,7 @@ func TestChaosNodeRestart(t *testing.T) {
 		t.Logf("%s: 3/3 ready %.1fs after the node restart began", name, recovery[name].Seconds())
 	}
 	for _, name := range clusters {
-		judged(t, scenarios[name], checkers[name], d, recovery[name], nil)
+		judged(t, scenarios[name], checkers[name], checkerWait(d, 0), recovery[name], nil)
 		sameMembers(t, before[name], memberIDs(t, opNS, name))
 	}
 }
@@ -160,7 +168,7 @@ func TestChaosLongNodeNotReady(t *testing.T) {
 		t.Logf("%s: 3/3 ready %.1fs after the kubelet stopped", name, recovery[name].Seconds())
 	}
 	for _, name := range clusters {
-		judged(t, scenarios[name], checkers[name], d, recovery[name], nil)
+		judged(t, scenarios[name], checkers[name], checkerWait(d, 0), recovery[name], nil)
 		sameMembers(t, before[name], memberIDs(t, opNS, name))
 	}
 }

@@ -43,8 +43,10 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	createClusterIn(t, ns, ns, cl)
 	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	writeKeys(t, ns, name, "/e2e/backed-up")
-	const scenario, d = "every-emptydir-member-lost-dr-backup", 90 * time.Second
-	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d})
+	// The restore makes the cluster, and its client Service, again: the
+	// checker's clients get a longer while to find it.
+	const scenario, d, settle = "every-emptydir-member-lost-dr-backup", 90 * time.Second, 8 * time.Minute
+	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +55,7 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	// A write acknowledged before this linearizable read is in it, and in the
 	// backup taken after it.
 	ackedBefore := listKeys(t, ns, name, checkerAppends)
+	ipBefore := clientIP(t, ns, name)
 	backUp(t, ns, name, srv, bucket, "backups/"+name+".db", secret)
 	putKeys(t, ns, name, "/e2e/after/", 10)
 
@@ -90,8 +93,9 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	}
 	waitReady(t, ns, name, 3, changeTimeout, pods...)
 	recovered := time.Since(lostAt)
+	t.Logf("client service %s-client: cluster IP %s before, %s after", name, ipBefore, clientIP(t, ns, name))
 	t.Logf("restored from the newest backup by EtcdRestore %s and 3/3 ready %.1fs after every member was lost", recovery, recovered.Seconds())
-	r := judged(t, scenario, c, d, recovered, func(checker.Result) error {
+	r := judged(t, scenario, c, checkerWait(d, settle), recovered, func(checker.Result) error {
 		present := map[string]bool{}
 		for _, k := range listKeys(t, ns, name, checkerAppends) {
 			present[k] = true
@@ -147,4 +151,14 @@ func listKeys(t *testing.T, ns, cluster, prefix string) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// clientIP is the cluster IP of the cluster's client Service.
+func clientIP(t *testing.T, ns, cluster string) string {
+	t.Helper()
+	svc, err := f.Kube.CoreV1().Services(ns).Get(t.Context(), cluster+"-client", metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	return svc.Spec.ClusterIP
 }
