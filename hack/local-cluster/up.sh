@@ -367,11 +367,16 @@ node_ready_since_start() {
 	(($(date -d "$renewed" +%s) >= KUBELET_STARTED_AT))
 }
 
-start_node() {
+# Also used alone by node-notready.sh, which stops only the kubelet.
+start_kubelet() {
 	KUBELET_STARTED_AT=$(date +%s)
 	start_proc kubelet "$K8S_BIN/kubelet" \
 		--config="$CONF_DIR/kubelet-config.yaml" --kubeconfig="$CONF_DIR/kubelet.kubeconfig" \
 		--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --root-dir="$KUBELET_ROOT"
+}
+
+start_node() {
+	start_kubelet
 	start_proc kube-proxy "$K8S_BIN/kube-proxy" --config="$CONF_DIR/kube-proxy-config.yaml"
 	WATCHED+=(kubelet kube-proxy)
 	wait_for 120 "node $NODE_NAME to be Ready" node_ready_since_start

@@ -12,16 +12,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/test/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
-// TestDisasterRecoveryFromTheNewestBackup opts a cluster on emptyDir volumes
-// into disaster recovery from backups and kills every member's pod: no
-// member's data is left. After the grace period the operator asks the
-// restore operator (an EtcdRestore of its own) to restore the cluster from
-// its newest successful EtcdBackup, and the cluster comes back at full size
-// with exactly the keys that backup holds.
-func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
+// TestChaosDisasterRecoveryFromTheNewestBackup opts a cluster on emptyDir volumes
+// into disaster recovery from backups and kills every member's pod while a
+// checker writes and reads: no member's data is left. After the grace period
+// the operator asks the restore operator (an EtcdRestore of its own) to restore
+// the cluster from its newest successful EtcdBackup, and the cluster comes back
+// at full size with exactly the keys that backup holds. The clients lose what
+// was acknowledged after the backup, and only that: every write acknowledged
+// before the backup began is there after the recovery.
+func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ns := newNamespace(t, "drbackup")
@@ -40,6 +43,19 @@ func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	createClusterIn(t, ns, ns, cl)
 	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	writeKeys(t, ns, name, "/e2e/backed-up")
+	// The restore makes the cluster, and its client Service, again: the
+	// checker's clients get a longer while to find it.
+	const scenario, d, settle = "every-emptydir-member-lost-dr-backup", 90 * time.Second, 8 * time.Minute
+	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	// A write acknowledged before this linearizable read is in it, and in the
+	// backup taken after it.
+	ackedBefore := listKeys(t, ns, name, checkerAppends)
+	ipBefore := clientIP(t, ns, name)
 	backUp(t, ns, name, srv, bucket, "backups/"+name+".db", secret)
 	putKeys(t, ns, name, "/e2e/after/", 10)
 
@@ -52,7 +68,7 @@ func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Logf("killed every member %v: no member's data is left", pods)
 
 	var recovery string
-	err := framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
+	err = framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
 		list, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error(), nil
@@ -76,7 +92,30 @@ func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ns, name, 3, changeTimeout, pods...)
-	t.Logf("restored from the newest backup by EtcdRestore %s and 3/3 ready %.1fs after every member was lost", recovery, time.Since(lostAt).Seconds())
+	recovered := time.Since(lostAt)
+	t.Logf("client service %s-client: cluster IP %s before, %s after", name, ipBefore, clientIP(t, ns, name))
+	t.Logf("restored from the newest backup by EtcdRestore %s and 3/3 ready %.1fs after every member was lost", recovery, recovered.Seconds())
+	r := judged(t, scenario, c, checkerWait(d, settle), recovered, func(checker.Result) error {
+		present := map[string]bool{}
+		for _, k := range listKeys(t, ns, name, checkerAppends) {
+			present[k] = true
+		}
+		var lost []string
+		for _, k := range ackedBefore {
+			if !present[k] {
+				lost = append(lost, k)
+			}
+		}
+		if len(lost) > 0 {
+			return fmt.Errorf("%d of the %d writes acknowledged before the backup are lost, e.g. %v: the loss is not bounded by the backup",
+				len(lost), len(ackedBefore), lost[:min(5, len(lost))])
+		}
+		return nil
+	})
+	if !t.Failed() {
+		t.Logf("%s: %d acknowledged writes lost, none of the %d acknowledged before the backup began; linearizable: %s (a restore to an older revision is not)",
+			scenario, r.AckedLost, len(ackedBefore), r.Linearizable)
+	}
 	expectKeys(t, ns, name, "/e2e/backed-up")
 	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
 		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
@@ -84,4 +123,42 @@ func TestDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	if !strings.Contains(eventsOf(t, ns, name), "DisasterRecovery") {
 		t.Error("no DisasterRecovery event on the cluster")
 	}
+}
+
+// checkerAppends is where etcd-checker writes its unique keys (its default
+// -prefix and "a/"): never overwritten, so each one acknowledged must remain.
+const checkerAppends = "/etcd-checker/a/"
+
+// listKeys lists the keys under prefix with a linearizable read.
+func listKeys(t *testing.T, ns, cluster, prefix string) []string {
+	t.Helper()
+	var keys []string
+	err := framework.WaitFor(t.Context(), dataTimeout, time.Second, "the keys under "+prefix,
+		func(ctx context.Context) (bool, string, error) {
+			out, err := f.Etcdctl(ctx, ns, cluster, false, "get", prefix, "--prefix", "--keys-only")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			keys = keys[:0]
+			for _, line := range strings.Split(out, "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					keys = append(keys, line)
+				}
+			}
+			return true, "", nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// clientIP is the cluster IP of the cluster's client Service.
+func clientIP(t *testing.T, ns, cluster string) string {
+	t.Helper()
+	svc, err := f.Kube.CoreV1().Services(ns).Get(t.Context(), cluster+"-client", metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	return svc.Spec.ClusterIP
 }

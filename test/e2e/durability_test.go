@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
@@ -200,16 +201,17 @@ func TestQuorumLostWhileTheOperatorIsDownHealsWhenItReturns(t *testing.T) {
 	expectKeys(t, ns, name, "/e2e/qdown")
 }
 
-// TestEvictionThatWouldBreakQuorumIsRefused evicts members through the
-// eviction API, as kubectl drain does: the cluster's PodDisruptionBudget lets
-// one of three go, and refuses a second while the first is not back.
-func TestEvictionThatWouldBreakQuorumIsRefused(t *testing.T) {
+// TestChaosEvictionThatWouldBreakQuorumIsRefused evicts members through the
+// eviction API, as kubectl drain does, while a checker writes and reads: the
+// cluster's PodDisruptionBudget lets one of three go, and refuses a second
+// while the first is not back. The evicted member (emptyDir) is replaced; the
+// clients' history stays linearizable with no acknowledged write lost.
+func TestChaosEvictionThatWouldBreakQuorumIsRefused(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	name := framework.UniqueName("evict")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
 	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	err := framework.WaitFor(ctx, time.Minute, framework.Poll, "the cluster's PodDisruptionBudget to allow one disruption",
+	err := framework.WaitFor(t.Context(), time.Minute, framework.Poll, "the cluster's PodDisruptionBudget to allow one disruption",
 		func(ctx context.Context) (bool, string, error) {
 			pdb, err := f.Kube.PolicyV1().PodDisruptionBudgets(opNS).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -221,23 +223,26 @@ func TestEvictionThatWouldBreakQuorumIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evict := func(pod string) error {
-		return f.Kube.PolicyV1().Evictions(opNS).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: opNS}})
-	}
-	if err := evict(pods[0]); err != nil {
-		t.Fatalf("the first eviction was refused: %v", err)
-	}
-	err = evict(pods[1])
-	if err == nil {
-		t.Fatal("a second eviction was allowed while the first member is not back: quorum could be lost")
-	}
-	if !apierrors.IsTooManyRequests(err) {
-		t.Errorf("the second eviction failed with %v, want the disruption budget's refusal (429)", err)
-	}
-	waitReady(t, opNS, name, 3, changeTimeout)
-	if err := f.PutAndGet(ctx, opNS, name, false, "/e2e/evict", "served", dataTimeout); err != nil {
-		t.Error(err)
-	}
+	underLoad(t, opNS, name, "eviction-pdb", 60*time.Second, func(ctx context.Context) {
+		evict := func(pod string) error {
+			return f.Kube.PolicyV1().Evictions(opNS).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: opNS}})
+		}
+		first, err := f.Kube.CoreV1().Pods(opNS).Get(ctx, pods[0], metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := evict(pods[0]); err != nil {
+			t.Fatalf("the first eviction was refused: %v", err)
+		}
+		err = evict(pods[1])
+		if err == nil {
+			t.Fatal("a second eviction was allowed while the first member is not back: quorum could be lost")
+		}
+		if !apierrors.IsTooManyRequests(err) {
+			t.Errorf("the second eviction failed with %v, want the disruption budget's refusal (429)", err)
+		}
+		waitReplaced(t, opNS, name, 3, changeTimeout, map[types.UID]bool{first.UID: true})
+	})
 }
 
 // TestMemberWhoseDataIsDestroyedIsReplaced garbles a member's write-ahead log

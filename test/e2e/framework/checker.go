@@ -1,12 +1,15 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -136,4 +139,93 @@ func (c *Checker) Delete() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = c.f.Kube.CoreV1().Pods(c.ns).Delete(ctx, c.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+}
+
+// LocalChecker is a run of the checker inside the test's own process, a client
+// off the node: for faults that kill every container on the node, where a checker
+// pod would die with the cluster it watches (a reboot ends every pod's history).
+// It reaches the cluster through the client Service's cluster IP, as the node's
+// kube-proxy rules route it.
+type LocalChecker struct {
+	done chan struct{}
+	log  syncBuffer
+	res  checker.Result
+	err  error
+	stop context.CancelFunc
+}
+
+// StartLocalChecker starts the workload against the cluster's client Service from
+// this process; p.Namespace and p.Cluster name the cluster.
+func (f *Framework) StartLocalChecker(ctx context.Context, p CheckerPod) (*LocalChecker, error) {
+	if p.Settle == 0 {
+		p.Settle = 4 * time.Minute
+	}
+	svc, err := f.Kube.CoreV1().Services(p.Namespace).Get(ctx, p.Cluster+"-client", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the client service of %s: %w", p.Cluster, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil, fmt.Errorf("the client service of %s has no cluster IP", p.Cluster)
+	}
+	c := &LocalChecker{done: make(chan struct{})}
+	logger := logrus.New()
+	logger.SetOutput(&c.log)
+	log := logger.WithField("scenario", p.Scenario)
+	// Not the test's context alone: a run cut short has no verdict, so it stops
+	// only when the test ends or Delete is called.
+	runCtx, stop := context.WithCancel(ctx)
+	c.stop = stop
+	cfg := checker.Config{
+		Endpoints: []string{fmt.Sprintf("http://%s:2379", svc.Spec.ClusterIP)},
+		Duration:  p.Duration,
+		Settle:    p.Settle,
+		Seed:      uint64(time.Now().UnixNano()),
+		Log:       log,
+	}
+	log.WithField("endpoints", cfg.Endpoints).Info("workload started")
+	go func() {
+		defer close(c.done)
+		h, err := checker.Run(runCtx, cfg)
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.res, c.err = checker.Check(h, checker.CheckOptions{Timeout: 5 * time.Minute})
+		c.res.Scenario = p.Scenario
+		log.WithField("result", c.res.String()).Info("checked")
+	}()
+	return c, nil
+}
+
+// Wait waits for the run to end and returns its result and its log.
+func (c *LocalChecker) Wait(ctx context.Context, timeout time.Duration) (checker.Result, string, error) {
+	select {
+	case <-c.done:
+		return c.res, c.log.String(), c.err
+	case <-ctx.Done():
+		return c.res, c.log.String(), ctx.Err()
+	case <-time.After(timeout):
+		return c.res, c.log.String(), fmt.Errorf("the local checker did not finish within %s", timeout)
+	}
+}
+
+// Delete stops a run still going; it does not wait for the run's last steps.
+func (c *LocalChecker) Delete() { c.stop() }
+
+// syncBuffer is a log buffer written by the run and read by Wait.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
