@@ -31,12 +31,12 @@ var original = map[string][3]float64{
 	"b  member replacement":                 {21.6, 21.8, 22.3},
 	// The original replaced a killed member with an empty one whatever its volume.
 	"b2 member replacement, PVC (restart in place)": {21.6, 21.8, 22.3},
-	"c1 scale 3->5":                         {32.4, 32.5, 32.5},
-	"c2 scale 5->3":                         {24.6, 24.7, 24.7},
-	"d1 upgrade 3.4.23->3.5.21 -> pods":     {24.5, 24.5, 24.5},
-	"d2 upgrade 3.4.23->3.5.21 -> status":   {32.3, 32.4, 32.6},
-	"d3 upgrade: lowest Ready pods":         {2, 2, 2},
-	"d4 upgrade: lowest status ready":       {3, 3, 3},
+	"c1 scale 3->5":                       {32.4, 32.5, 32.5},
+	"c2 scale 5->3":                       {24.6, 24.7, 24.7},
+	"d1 upgrade 3.4.23->3.5.21 -> pods":   {24.5, 24.5, 24.5},
+	"d2 upgrade 3.4.23->3.5.21 -> status": {32.3, 32.4, 32.6},
+	"d3 upgrade: lowest Ready pods":       {2, 2, 2},
+	"d4 upgrade: lowest status ready":     {3, 3, 3},
 	// f and g: one sample each; the original's RSS is given for its working set.
 	"f1 API requests/min, 1 idle cluster":   {67.3, 67.3, 67.3},
 	"f2 API requests/min, 10 idle clusters": {134.7, 134.7, 134.7},
