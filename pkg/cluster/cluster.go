@@ -259,7 +259,7 @@ func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 		announced:    map[string]announcement{},
 		replaced:     map[string]replacement{},
 		errBackoff:   failure.Backoff{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
-		waitBackoff:  failure.Backoff{Min: cfg.MinBackoff, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
+		waitBackoff:  failure.Backoff{Min: cfg.MinPassInterval, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
 	}
 	c.take(cl)
 	return c
