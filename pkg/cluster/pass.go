@@ -31,6 +31,7 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 	}
 
 	out := c.act(ctx, s, a)
+	c.atRest = a.kind == actIdle && out.err == nil
 	if out.err != nil && ctx.Err() != nil {
 		return 0, ctx.Err()
 	}
