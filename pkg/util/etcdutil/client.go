@@ -430,10 +430,43 @@ func memberStatuses(ctx context.Context, c *clientv3.Client, cfg ClientConfig) (
 	return out, nil
 }
 
+// quickLookAfter is how long a member may take to answer its status before
+// a closer look at its endpoint: a member that answers does so within
+// milliseconds, and one whose name no longer resolves or whose port refuses
+// connections (its pod is gone) would otherwise hold the whole health check
+// for the request timeout, and a replacement with it.
+const quickLookAfter = 300 * time.Millisecond
+
 func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *MemberHealth) {
 	sctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
 	defer cancel()
-	resp, err := c.Status(sctx, mh.ClientURL)
+	type answer struct {
+		resp *clientv3.StatusResponse
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := c.Status(sctx, mh.ClientURL)
+		answered <- answer{resp, err}
+	}()
+	var got answer
+	look := time.NewTimer(quickLookAfter)
+	select {
+	case got = <-answered:
+		look.Stop()
+	case <-look.C:
+		dctx, dcancel := context.WithTimeout(sctx, diagnoseTimeout)
+		cause := DiagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS)
+		dcancel()
+		if cause != "" {
+			cancel()
+			<-answered
+			mh.Err = fmt.Errorf("status %s: %w", mh.ClientURL, &TimeoutError{Err: errors.New("no answer"), Causes: []string{cause}})
+			return
+		}
+		got = <-answered
+	}
+	resp, err := got.resp, got.err
 	if err != nil {
 		if isTimeout(err) {
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
