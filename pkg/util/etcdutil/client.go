@@ -46,6 +46,8 @@ type ClientConfig struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds each request (0 means DefaultRequestTimeout).
 	RequestTimeout time.Duration
+	// Cache, when set, keeps clients across calls (see ClientCache).
+	Cache *ClientCache
 }
 
 func (c ClientConfig) dialTimeout() time.Duration {
@@ -112,17 +114,17 @@ func NewClientContext(ctx context.Context, cfg ClientConfig) (*clientv3.Client, 
 // closes the client.
 func call[T any](ctx context.Context, cfg ClientConfig, fn func(context.Context, *clientv3.Client) (T, error)) (T, error) {
 	var zero T
-	c, err := NewClientContext(ctx, cfg)
+	c, release, err := acquire(ctx, cfg)
 	if err != nil {
 		return zero, err
 	}
-	defer func() { _ = c.Close() }()
 	rctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
 	defer cancel()
 	out, err := fn(rctx, c)
 	if err != nil {
 		err = explainRequestTimeout(ctx, c, cfg, err)
 	}
+	release(err)
 	return out, err
 }
 
@@ -345,14 +347,23 @@ type MemberHealth struct {
 // ClusterHealth reports on every member the cluster knows about, asking each
 // at its advertised client URL in parallel. It fails only when no endpoint
 // in cfg answers at all; everything else is reported in Health.
-func ClusterHealth(ctx context.Context, cfg ClientConfig) (Health, error) {
-	c, err := NewClientContext(ctx, cfg)
+func ClusterHealth(ctx context.Context, cfg ClientConfig) (h Health, err error) {
+	c, release, err := acquire(ctx, cfg)
 	if err != nil {
 		return Health{}, fmt.Errorf("cluster health: %w", err)
 	}
-	defer func() { _ = c.Close() }()
+	defer func() {
+		// A member that did not answer may have moved: the client is dialled
+		// again next time.
+		failed := err
+		for _, m := range h.Members {
+			if failed == nil && m.Err != nil && slices.Contains(cfg.Endpoints, m.ClientURL) {
+				failed = m.Err
+			}
+		}
+		release(failed)
+	}()
 
-	var h Health
 	var readErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -446,6 +457,17 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 	}
 	answered := make(chan answer, 1)
 	go func() {
+		if eps := c.Endpoints(); len(eps) == 1 && eps[0] == mh.ClientURL {
+			// The client's own connection: clientv3's Status dials the
+			// endpoint anew, a connection per member per health check.
+			resp, err := etcdserverpb.NewMaintenanceClient(c.ActiveConnection()).Status(sctx, &etcdserverpb.StatusRequest{})
+			if err != nil {
+				answered <- answer{nil, clientv3.ContextError(sctx, err)}
+				return
+			}
+			answered <- answer{(*clientv3.StatusResponse)(resp), nil}
+			return
+		}
 		resp, err := c.Status(sctx, mh.ClientURL)
 		answered <- answer{resp, err}
 	}()
