@@ -198,6 +198,12 @@ type Cluster struct {
 	// tlsConfig is the client TLS of a secure-client cluster, read from the
 	// operator secret and kept until etcd stops answering with it.
 	tlsConfig *tls.Config
+	// clients are the etcd clients kept across passes; podsSeen is the
+	// running member pods they were made for (names, UIDs, addresses): a
+	// pod replaced under the same name has another address, and the
+	// clients are closed and dialled again.
+	clients  *etcdutil.ClientCache
+	podsSeen string
 	// certs are the TLS secrets as last read for their check (certs.go).
 	certs certCache
 	// etcdReadAt is when etcd's view was last read: a cluster at rest is
@@ -271,6 +277,7 @@ func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
 		now:          time.Now,
+		clients:      &etcdutil.ClientCache{},
 		randomSuffix: func() string { return utilrand.String(10) },
 		announced:    map[string]announcement{},
 		replaced:     map[string]replacement{},
@@ -321,6 +328,7 @@ func (c *Cluster) Done() <-chan struct{} { return c.done }
 func (c *Cluster) run() {
 	defer close(c.done)
 	defer c.cfg.Metrics.forget(c.namespace, c.name)
+	defer c.clients.Close()
 
 	// Stop cancels whatever API or etcd call is in flight.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -542,5 +550,5 @@ func (s *snapshot) memberTemplate() *etcdutil.Member {
 }
 
 func (c *Cluster) clientConfig(endpoints []string) etcdutil.ClientConfig {
-	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig}
+	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig, Cache: c.clients}
 }
