@@ -226,7 +226,10 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 	}
 	// A joining pod made while the seed started names the seed in its
 	// --initial-cluster: it goes with it, or it would be adopted as a member.
-	for _, name := range sortedKeys(s.joiners) {
+	for _, name := range sortedKeys(s.pods) {
+		if name == a.member || !k8sutil.WaitsForMembership(s.pods[name]) || s.membership[name] != nil {
+			continue
+		}
 		if err := c.deletePod(ctx, name); err != nil {
 			return outcome{err: err}
 		}

@@ -191,6 +191,8 @@ func unknownMembership(s *snapshot) (action, bool) {
 		switch {
 		case pod.Status.Phase == corev1.PodRunning:
 			running++
+		case k8sutil.WaitsForMembership(pod) && pod.Status.Phase != corev1.PodRunning:
+			// A joining pod cannot start before a member runs to list it.
 		case pod.Status.Phase == corev1.PodPending && !k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout),
 			pod.Status.Phase == "":
 			starting++
@@ -254,10 +256,21 @@ func restartFromClaims(s *snapshot) (action, bool) {
 // restore operator (it restores a backup in init containers of its own) is
 // that operator's to make again.
 func lonelyNeverStartedPod(s *snapshot) (string, bool) {
-	if s.everAvailable || len(s.pods) != 1 {
+	if s.everAvailable {
 		return "", false
 	}
+	// A joining pod made while the seed started does not count: it waits
+	// for a membership that never came.
+	seeds := map[string]*corev1.Pod{}
 	for name, pod := range s.pods {
+		if !k8sutil.WaitsForMembership(pod) {
+			seeds[name] = pod
+		}
+	}
+	if len(seeds) != 1 {
+		return "", false
+	}
+	for name, pod := range seeds {
 		if !k8sutil.IsMadeByOperator(pod) {
 			return "", false
 		}

@@ -71,6 +71,7 @@ func TestDecide(t *testing.T) {
 		{name: "an unknown membership etcd did not tell is waited for", mods: mods(noMembership, etcdFailed), want: "wait (etcd did not tell its membership)"},
 		{name: "an unknown membership waits while member pods only start", mods: mods(noMembership, podIs(memberA, pendingFor(time.Minute)), podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (the membership is unknown and no member pod runs yet)"},
 		{name: "the failed only pod of a cluster never available is made again from the spec", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "the failed seed of a cluster never available is made again beside the joining pod made while it started", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed), joiningPod(joiner, []string{memberA})), want: "reseed example-a"},
 		{name: "the failed only pod of a cluster that was available is not made again", mods: mods(noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "wait (no member pod runs)"},
 		{name: "a failed seed of the restore operator is that operator's to make again", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed, restoreSeed)), want: "wait (no member pod runs)"},
 		{name: "a running cluster without any pod waits and says so", mods: mods(noMembership, noPods), want: "wait (no member pod runs)"},
