@@ -481,8 +481,10 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 		cause := DiagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS)
 		dcancel()
 		if cause != "" {
+			// Not waited for: clientv3 dials a member's endpoint for its
+			// status with its own dial timeout, whatever the context says;
+			// the goroutine ends with it (answered is buffered).
 			cancel()
-			<-answered
 			mh.Err = fmt.Errorf("status %s: %w", mh.ClientURL, &TimeoutError{Err: errors.New("no answer"), Causes: []string{cause}})
 			return
 		}
