@@ -224,6 +224,19 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 		}
 		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", a.member))
 	}
+	// A joining pod made while the seed started names the seed in its
+	// --initial-cluster: it goes with it, or it would be adopted as a member.
+	for _, name := range sortedKeys(s.pods) {
+		if name == a.member || !k8sutil.WaitsForMembership(s.pods[name]) || s.membership[name] != nil {
+			continue
+		}
+		if err := c.deletePod(ctx, name); err != nil {
+			return outcome{err: err}
+		}
+		if err := c.deleteClaim(ctx, s, name); err != nil {
+			return outcome{err: err}
+		}
+	}
 	c.members.forget()
 	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
 }

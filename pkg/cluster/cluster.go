@@ -47,6 +47,12 @@ const (
 	// to show up in the pod lister. Informers deliver in milliseconds; the
 	// timeout only matters if the pod vanished before it was ever seen.
 	DefaultExpectationTimeout = 2 * time.Minute
+	// DefaultMaxIdleInterval is the longest tick of a cluster at rest: each
+	// pass that finds nothing to do doubles the tick up to it, and any event
+	// or spec change brings it back to ReconcileInterval. Everything that
+	// needs a pass shows as an event (a pod that fails or stops being Ready,
+	// a spec edit), except day-2 care, which reads etcd every minute.
+	DefaultMaxIdleInterval = 30 * time.Second
 	// DefaultMinBackoff and DefaultMaxBackoff bound the retry delay after a
 	// failed pass (API error, etcd unreachable, missing TLS secret).
 	DefaultMinBackoff = 1 * time.Second
@@ -83,6 +89,9 @@ type Config struct {
 	Etcd EtcdAPI
 	// ReconcileInterval is the tick of the diff loop; pod events wake it earlier.
 	ReconcileInterval time.Duration
+	// MaxIdleInterval is the longest tick of a cluster at rest (see
+	// DefaultMaxIdleInterval); never shorter than ReconcileInterval.
+	MaxIdleInterval time.Duration
 	// PendingTimeout is how long a member pod may stay Pending, and an
 	// upgraded member may take to be Ready, before it counts as failed.
 	PendingTimeout time.Duration
@@ -105,6 +114,10 @@ func (cfg Config) withDefaults() Config {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
 	}
+	if cfg.MaxIdleInterval <= 0 {
+		cfg.MaxIdleInterval = DefaultMaxIdleInterval
+	}
+	cfg.MaxIdleInterval = max(cfg.MaxIdleInterval, cfg.ReconcileInterval)
 	if cfg.PendingTimeout <= 0 {
 		cfg.PendingTimeout = DefaultPendingTimeout
 	}
@@ -185,11 +198,20 @@ type Cluster struct {
 	// tlsConfig is the client TLS of a secure-client cluster, read from the
 	// operator secret and kept until etcd stops answering with it.
 	tlsConfig *tls.Config
+	// clients are the etcd clients kept across passes; podsSeen is the
+	// running member pods they were made for (names, UIDs, addresses): a
+	// pod replaced under the same name has another address, and the
+	// clients are closed and dialled again.
+	clients  *etcdutil.ClientCache
+	podsSeen string
 	// certs are the TLS secrets as last read for their check (certs.go).
 	certs certCache
 	// etcdReadAt is when etcd's view was last read: a cluster at rest is
 	// looked at every etcdObserveInterval for its day-2 care.
 	etcdReadAt time.Time
+	// atRest tells whether the last pass found nothing to do: the loop then
+	// ticks less often.
+	atRest bool
 
 	// Records of the goroutine's own recent actions that no observation
 	// can tell (see expect.go).
@@ -255,11 +277,12 @@ func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
 		now:          time.Now,
+		clients:      &etcdutil.ClientCache{},
 		randomSuffix: func() string { return utilrand.String(10) },
 		announced:    map[string]announcement{},
 		replaced:     map[string]replacement{},
 		errBackoff:   failure.Backoff{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
-		waitBackoff:  failure.Backoff{Min: cfg.MinBackoff, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
+		waitBackoff:  failure.Backoff{Min: cfg.MinPassInterval, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
 	}
 	c.take(cl)
 	return c
@@ -305,6 +328,7 @@ func (c *Cluster) Done() <-chan struct{} { return c.done }
 func (c *Cluster) run() {
 	defer close(c.done)
 	defer c.cfg.Metrics.forget(c.namespace, c.name)
+	defer c.clients.Close()
 
 	// Stop cancels whatever API or etcd call is in flight.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -338,9 +362,21 @@ func (c *Cluster) run() {
 // and ticks are held back by MinPassInterval and by the error backoff, spec
 // changes only by MinPassInterval (a user fixing a problem should not wait
 // out a backoff).
+//
+// The tick is ReconcileInterval while the cluster changes and doubles after
+// each pass that finds it at rest, up to MaxIdleInterval: a thousand idle
+// clusters then cost a few passes a minute each, and any event or spec change
+// brings the tick back at once.
 func (c *Cluster) loop(ctx context.Context) {
-	ticker := time.NewTicker(c.cfg.ReconcileInterval)
+	interval := c.cfg.ReconcileInterval
+	ticker := time.NewTimer(interval)
 	defer ticker.Stop()
+	busy := func() {
+		if next := tickAfter(interval, false, c.cfg); next != interval {
+			interval = next
+			ticker.Reset(interval)
+		}
+	}
 	s := scheduler{timer: time.NewTimer(time.Hour)}
 	defer s.timer.Stop()
 	p := pacer{minInterval: c.cfg.MinPassInterval}
@@ -352,11 +388,14 @@ func (c *Cluster) loop(ctx context.Context) {
 			return
 		case cl := <-c.updates:
 			if c.take(cl) {
+				busy()
 				s.at(p.earliest(c.now(), false), c.now())
 			}
 		case <-c.pokes:
+			busy()
 			s.at(p.earliest(c.now(), true), c.now())
 		case <-ticker.C:
+			ticker.Reset(interval)
 			s.at(p.earliest(c.now(), true), c.now())
 		case <-s.timer.C:
 			if !s.fire(c.now()) {
@@ -371,6 +410,7 @@ func (c *Cluster) loop(ctx context.Context) {
 			now := c.now()
 			p.lastPass = now
 			if err != nil {
+				busy()
 				p.backoffUntil = now.Add(c.errBackoff.Next())
 				s.at(p.backoffUntil, now)
 				continue
@@ -380,8 +420,22 @@ func (c *Cluster) loop(ctx context.Context) {
 			if requeue > 0 {
 				s.at(now.Add(requeue), now)
 			}
+			if next := tickAfter(interval, c.atRest && requeue == 0, c.cfg); next != interval {
+				interval = next
+				ticker.Reset(interval)
+			}
 		}
 	}
+}
+
+// tickAfter is the tick that follows one of cur: doubled after a pass that
+// found the cluster at rest, up to MaxIdleInterval; ReconcileInterval as soon
+// as anything happens.
+func tickAfter(cur time.Duration, atRest bool, cfg Config) time.Duration {
+	if !atRest {
+		return cfg.ReconcileInterval
+	}
+	return min(max(2*cur, cfg.ReconcileInterval), cfg.MaxIdleInterval)
 }
 
 // safePass runs a pass and turns a panic into a reported problem, retried
@@ -496,5 +550,5 @@ func (s *snapshot) memberTemplate() *etcdutil.Member {
 }
 
 func (c *Cluster) clientConfig(endpoints []string) etcdutil.ClientConfig {
-	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig}
+	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig, Cache: c.clients}
 }

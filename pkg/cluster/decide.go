@@ -191,6 +191,8 @@ func unknownMembership(s *snapshot) (action, bool) {
 		switch {
 		case pod.Status.Phase == corev1.PodRunning:
 			running++
+		case k8sutil.WaitsForMembership(pod) && pod.Status.Phase != corev1.PodRunning:
+			// A joining pod cannot start before a member runs to list it.
 		case pod.Status.Phase == corev1.PodPending && !k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout),
 			pod.Status.Phase == "":
 			starting++
@@ -254,10 +256,21 @@ func restartFromClaims(s *snapshot) (action, bool) {
 // restore operator (it restores a backup in init containers of its own) is
 // that operator's to make again.
 func lonelyNeverStartedPod(s *snapshot) (string, bool) {
-	if s.everAvailable || len(s.pods) != 1 {
+	if s.everAvailable {
 		return "", false
 	}
+	// A joining pod made while the seed started does not count: it waits
+	// for a membership that never came.
+	seeds := map[string]*corev1.Pod{}
 	for name, pod := range s.pods {
+		if !k8sutil.WaitsForMembership(pod) {
+			seeds[name] = pod
+		}
+	}
+	if len(seeds) != 1 {
+		return "", false
+	}
+	for name, pod := range seeds {
 		if !k8sutil.IsMadeByOperator(pod) {
 			return "", false
 		}
@@ -359,6 +372,13 @@ func quorum(s *snapshot) (action, bool) {
 	case q.held():
 		return action{}, false
 	case q.up+q.starting >= q.needed && q.voters > 0:
+		if q.voters == 1 && !s.everAvailable {
+			// A new cluster's seed starts: the first joiner's pod is made
+			// meanwhile, from the membership the seed was made with.
+			if a, ok := prepareJoiner(s, "while the seed starts"); ok {
+				return a, true
+			}
+		}
 		return wait(fmt.Sprintf("%d of %d voting members run and %d are starting; %d are needed", q.up, q.voters, q.starting, q.needed)), true
 	}
 	if a, ok := recoverQuorum(s); ok {
@@ -568,6 +588,12 @@ func replaceReason(m *memberView) string {
 func learners(s *snapshot) (action, bool) {
 	for _, name := range s.membership.Learners() {
 		if s.members[name].state != memberRunning {
+			if a, ok := prepareJoiner(s, "while learner "+name+" starts"); ok {
+				if b, ok := needEtcd(s, "create a joining pod"); ok {
+					return b, true
+				}
+				return a, true
+			}
 			return wait(fmt.Sprintf("learner %s does not run yet", name)), true
 		}
 		// A learner is a join not finished: nothing else changes before it
@@ -613,6 +639,19 @@ func addMember(s *snapshot) (action, bool) {
 		a.reason = "a voter: etcd before 3.4 has no learners"
 	}
 	return a, true
+}
+
+// prepareJoiner makes the next joining pod ahead of its turn, while the
+// change before it completes, so that its check-dns runs meanwhile and only
+// MemberAdd and the promotion stay serial. Nothing changes in etcd: the
+// member is added in step 14 once the change before it is done and etcd's
+// leader has confirmed the membership, and a pod that no longer matches the
+// membership by then is deleted in step 11.
+func prepareJoiner(s *snapshot, why string) (action, bool) {
+	if len(s.joiners) > 0 || len(s.strayPods) > 0 || len(s.terminating) > 0 || s.plan.refused != nil || !wantsMember(s) {
+		return action{}, false
+	}
+	return action{kind: actCreateJoiner, version: s.plan.newMembers, reason: why}, true
 }
 
 // readyForChange checks what etcd's strict reconfiguration check will before

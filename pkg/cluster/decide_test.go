@@ -71,6 +71,7 @@ func TestDecide(t *testing.T) {
 		{name: "an unknown membership etcd did not tell is waited for", mods: mods(noMembership, etcdFailed), want: "wait (etcd did not tell its membership)"},
 		{name: "an unknown membership waits while member pods only start", mods: mods(noMembership, podIs(memberA, pendingFor(time.Minute)), podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (the membership is unknown and no member pod runs yet)"},
 		{name: "the failed only pod of a cluster never available is made again from the spec", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "the failed seed of a cluster never available is made again beside the joining pod made while it started", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed), joiningPod(joiner, []string{memberA})), want: "reseed example-a"},
 		{name: "the failed only pod of a cluster that was available is not made again", mods: mods(noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "wait (no member pod runs)"},
 		{name: "a failed seed of the restore operator is that operator's to make again", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed, restoreSeed)), want: "wait (no member pod runs)"},
 		{name: "a running cluster without any pod waits and says so", mods: mods(noMembership, noPods), want: "wait (no member pod runs)"},
@@ -105,6 +106,10 @@ func TestDecide(t *testing.T) {
 		// 9. Quorum.
 		{name: "with two of three members dead nothing is changed", mods: mods(podIs(memberB, failed), noPod(memberC)), want: "wait (quorum lost: 1 of 3 voting members run, 2 are needed)"},
 		{name: "with every member dead nothing is changed", mods: mods(podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "wait (quorum lost: 0 of 3"},
+		{name: "while a new cluster's seed starts, the first joining pod is made", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "create joiner to " + testVersion + " (while the seed starts)"},
+		{name: "while a new cluster's seed starts with its joining pod made, the seed is waited for", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA})), want: "wait (0 of 1 voting members run and 1 are starting"},
+		{name: "a seed that starts again in a cluster that was available makes no joining pod", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "wait (0 of 1 voting members run and 1 are starting"},
+		{name: "a one-member cluster makes no joining pod while its seed starts", mods: mods(notYetAvailable, specSize(1), members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "wait (0 of 1 voting members run and 1 are starting"},
 		{name: "while members start, the quorum is waited for", mods: mods(podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (1 of 3 voting members run and 2 are starting; 2 are needed)"},
 		{name: "a learner does not count towards the quorum", mods: mods(learner(memberB), noPod(memberC)), want: "wait (quorum lost: 1 of 2"},
 		{name: "with quorum lost even stray pods are left alone", mods: mods(podIs(memberB, failed), noPod(memberC), strayPod("example-stray")), want: "wait (quorum lost"},
@@ -149,6 +154,10 @@ func TestDecide(t *testing.T) {
 		// 12. Learners.
 		{name: "a running learner is promoted before anything else changes", mods: mods(specSize(5), learner(memberC)), want: "promote learner example-c"},
 		{name: "a learner that does not run yet is waited for", mods: mods(specSize(4), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Minute))), want: "wait (learner example-d does not run yet)"},
+		{name: "while a learner starts, the next joining pod is made once etcd confirms the membership", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second))), want: "read etcd (create a joining pod)"},
+		{name: "while a learner starts, the next joining pod is made", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), etcdLeader(memberA, memberD)), want: "create joiner to " + testVersion + " (while learner example-d starts)"},
+		{name: "while a learner starts with the next joining pod made, the learner is waited for", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD})), want: "wait (learner example-d does not run yet)"},
+		{name: "a running learner is promoted before its successor's pod is made", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD)), want: "promote learner example-d"},
 
 		// 13. Size.
 		{name: "scaling up reads etcd before making a joining pod", mods: mods(specSize(4)), want: "read etcd (create a joining pod)"},

@@ -23,7 +23,7 @@ type embeddedMember struct {
 
 // loopbackURLs returns n http URLs on loopback ports that were free a moment
 // ago (all listeners are held until every port is picked, so they differ).
-func loopbackURLs(t *testing.T, n int) []string {
+func loopbackURLs(t testing.TB, n int) []string {
 	t.Helper()
 	var urls []string
 	var ls []net.Listener
@@ -45,7 +45,7 @@ func loopbackURLs(t *testing.T, n int) []string {
 
 // startEmbedded starts member name with the given peer URL, joining
 // initialCluster in the given state, and waits until it serves.
-func startEmbedded(t *testing.T, name, peerURL, initialCluster, state string) *embeddedMember {
+func startEmbedded(t testing.TB, name, peerURL, initialCluster, state string) *embeddedMember {
 	t.Helper()
 	m := &embeddedMember{name: name, peerURL: peerURL, clientURL: loopbackURLs(t, 1)[0]}
 	cfg := embed.NewConfig()

@@ -362,7 +362,7 @@ func (f *fakeEtcd) names() []string {
 // kube clientset recording what the loop does, a fake recorder and a fake
 // etcd. The clock stands still unless the test moves it.
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	cl       *api.EtcdCluster
 	kube     *kubefake.Clientset
 	crs      *fake.Clientset
@@ -376,7 +376,7 @@ type fixture struct {
 	c        *Cluster
 }
 
-func newFixture(t *testing.T, cl *api.EtcdCluster, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, cl *api.EtcdCluster, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{
 		t:        t,
@@ -480,7 +480,7 @@ func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 // operator restart does.
 func (f *fixture) forgetMembership() { f.c.members.forget() }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,10 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	}
 	if err := c.observePods(s); err != nil {
 		problems = append(problems, problemOf(err))
+	}
+	if seen := runningPodsKey(s.pods); seen != c.podsSeen {
+		c.clients.Close()
+		c.podsSeen = seen
 	}
 	if err := c.observeServices(ctx, s); err != nil {
 		problems = append(problems, problemOf(err))
@@ -206,6 +211,7 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 	if err != nil {
 		// The operator secret may have been rotated: read it again.
 		c.tlsConfig = nil
+		c.clients.Close()
 		return &etcdView{err: err}
 	}
 	c.etcdReadAt = c.now()
@@ -269,4 +275,16 @@ func membersOf(h etcdutil.Health) []*etcdserverpb.Member {
 		out = append(out, &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner})
 	}
 	return out
+}
+
+// runningPodsKey names the running pods with their UIDs and addresses: the
+// etcd clients kept are good for as long as it stays the same.
+func runningPodsKey(pods map[string]*corev1.Pod) string {
+	var b strings.Builder
+	for _, name := range sortedKeys(pods) {
+		if p := pods[name]; p.Status.Phase == corev1.PodRunning {
+			fmt.Fprintf(&b, "%s/%s/%s ", name, p.UID, p.Status.PodIP)
+		}
+	}
+	return b.String()
 }

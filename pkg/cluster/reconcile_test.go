@@ -308,12 +308,14 @@ func TestReconcileMembers(t *testing.T) {
 				f.withMembers(memberA)
 				f.pod(memberA, pendingFor(4*time.Minute))
 				f.mustPass()
-				expect(t, "pod actions within the timeout", f.podActions(), nil)
+				joiner := "example-new0000001"
+				expect(t, "pod actions within the timeout: the first joining pod, made while the seed starts", f.podActions(), []string{"create pods " + joiner})
+				f.showCreatedPods(pendingFor(time.Second))
 				f.now = f.now.Add(2 * time.Minute)
-				f.mustPass() // deletes the seed's pod; the lister no longer has it
+				f.mustPass() // deletes the seed's pod and the joining pod; the lister no longer has them
 				f.mustPass()
-				seed := "example-new0000001"
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberA, "create pods " + seed})
+				seed := "example-new0000002"
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberA, "delete pods " + joiner, "create pods " + seed})
 				expect(t, "etcd writes", f.etcdWrites(), nil)
 				if cmd := strings.Join(f.createdPod(seed).Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--initial-cluster-state=new") {
 					t.Errorf("the new seed does not start a new cluster: %q", cmd)

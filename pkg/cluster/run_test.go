@@ -169,6 +169,32 @@ func TestDeleteCancelsAPassInFlight(t *testing.T) {
 	}
 }
 
+func TestTickSlowsDownAtRestAndComesBackOnAnyEvent(t *testing.T) {
+	cfg := Config{ReconcileInterval: 8 * time.Second, MaxIdleInterval: 30 * time.Second}
+	tests := []struct {
+		name   string
+		cur    time.Duration
+		atRest bool
+		want   time.Duration
+	}{
+		{name: "a pass at rest doubles the tick", cur: 8 * time.Second, atRest: true, want: 16 * time.Second},
+		{name: "the tick of a cluster at rest stops at the longest", cur: 16 * time.Second, atRest: true, want: 30 * time.Second},
+		{name: "the longest tick stays", cur: 30 * time.Second, atRest: true, want: 30 * time.Second},
+		{name: "a pass with something to do brings the tick back", cur: 30 * time.Second, atRest: false, want: 8 * time.Second},
+		{name: "an event while ticking fast keeps the tick", cur: 8 * time.Second, atRest: false, want: 8 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tickAfter(tt.cur, tt.atRest, cfg); got != tt.want {
+				t.Errorf("tickAfter(%v, %v) = %v, want %v", tt.cur, tt.atRest, got, tt.want)
+			}
+		})
+	}
+	if got := (Config{ReconcileInterval: time.Minute}).withDefaults().MaxIdleInterval; got != time.Minute {
+		t.Errorf("a reconcile interval longer than the default idle tick: idle tick %v, want the reconcile interval", got)
+	}
+}
+
 func TestPacer(t *testing.T) {
 	now := testStart
 	p := pacer{minInterval: 500 * time.Millisecond}

@@ -113,6 +113,13 @@ func New(cfg Config) *Controller {
 	c.cfg.Cluster.ClaimLister = claims.Lister()
 	c.cfg.Cluster.ServiceLister = services.Lister()
 	c.cfg.Cluster.Recorder = cfg.Recorder
+	// One limit for every cluster's etcd calls: a cluster whose etcd hangs
+	// holds one slot for a bounded time, never the others' (see LimitEtcd).
+	etcd := c.cfg.Cluster.Etcd
+	if etcd == nil {
+		etcd = cluster.NewEtcdAPI()
+	}
+	c.cfg.Cluster.Etcd = cluster.LimitEtcd(etcd, cluster.DefaultEtcdConcurrency, cluster.DefaultEtcdCallTimeout)
 	c.cfg.Cluster.Metrics = cluster.NewMetrics(cfg.Registerer)
 	if c.cfg.Cluster.Log == nil {
 		c.cfg.Cluster.Log = cfg.Log

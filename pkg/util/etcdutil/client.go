@@ -46,6 +46,8 @@ type ClientConfig struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds each request (0 means DefaultRequestTimeout).
 	RequestTimeout time.Duration
+	// Cache, when set, keeps clients across calls (see ClientCache).
+	Cache *ClientCache
 }
 
 func (c ClientConfig) dialTimeout() time.Duration {
@@ -112,17 +114,17 @@ func NewClientContext(ctx context.Context, cfg ClientConfig) (*clientv3.Client, 
 // closes the client.
 func call[T any](ctx context.Context, cfg ClientConfig, fn func(context.Context, *clientv3.Client) (T, error)) (T, error) {
 	var zero T
-	c, err := NewClientContext(ctx, cfg)
+	c, release, err := acquire(ctx, cfg)
 	if err != nil {
 		return zero, err
 	}
-	defer func() { _ = c.Close() }()
 	rctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
 	defer cancel()
 	out, err := fn(rctx, c)
 	if err != nil {
 		err = explainRequestTimeout(ctx, c, cfg, err)
 	}
+	release(err)
 	return out, err
 }
 
@@ -345,14 +347,23 @@ type MemberHealth struct {
 // ClusterHealth reports on every member the cluster knows about, asking each
 // at its advertised client URL in parallel. It fails only when no endpoint
 // in cfg answers at all; everything else is reported in Health.
-func ClusterHealth(ctx context.Context, cfg ClientConfig) (Health, error) {
-	c, err := NewClientContext(ctx, cfg)
+func ClusterHealth(ctx context.Context, cfg ClientConfig) (h Health, err error) {
+	c, release, err := acquire(ctx, cfg)
 	if err != nil {
 		return Health{}, fmt.Errorf("cluster health: %w", err)
 	}
-	defer func() { _ = c.Close() }()
+	defer func() {
+		// A member that did not answer may have moved: the client is dialled
+		// again next time.
+		failed := err
+		for _, m := range h.Members {
+			if failed == nil && m.Err != nil && slices.Contains(cfg.Endpoints, m.ClientURL) {
+				failed = m.Err
+			}
+		}
+		release(failed)
+	}()
 
-	var h Health
 	var readErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -430,10 +441,56 @@ func memberStatuses(ctx context.Context, c *clientv3.Client, cfg ClientConfig) (
 	return out, nil
 }
 
+// quickLookAfter is how long a member may take to answer its status before
+// a closer look at its endpoint: a member that answers does so within
+// milliseconds, and one whose name no longer resolves or whose port refuses
+// connections (its pod is gone) would otherwise hold the whole health check
+// for the request timeout, and a replacement with it.
+const quickLookAfter = 300 * time.Millisecond
+
 func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *MemberHealth) {
 	sctx, cancel := context.WithTimeout(ctx, cfg.requestTimeout())
 	defer cancel()
-	resp, err := c.Status(sctx, mh.ClientURL)
+	type answer struct {
+		resp *clientv3.StatusResponse
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		if eps := c.Endpoints(); len(eps) == 1 && eps[0] == mh.ClientURL {
+			// The client's own connection: clientv3's Status dials the
+			// endpoint anew, a connection per member per health check.
+			resp, err := etcdserverpb.NewMaintenanceClient(c.ActiveConnection()).Status(sctx, &etcdserverpb.StatusRequest{})
+			if err != nil {
+				answered <- answer{nil, clientv3.ContextError(sctx, err)}
+				return
+			}
+			answered <- answer{(*clientv3.StatusResponse)(resp), nil}
+			return
+		}
+		resp, err := c.Status(sctx, mh.ClientURL)
+		answered <- answer{resp, err}
+	}()
+	var got answer
+	look := time.NewTimer(quickLookAfter)
+	select {
+	case got = <-answered:
+		look.Stop()
+	case <-look.C:
+		dctx, dcancel := context.WithTimeout(sctx, diagnoseTimeout)
+		cause := DiagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS)
+		dcancel()
+		if cause != "" {
+			// Not waited for: clientv3 dials a member's endpoint for its
+			// status with its own dial timeout, whatever the context says;
+			// the goroutine ends with it (answered is buffered).
+			cancel()
+			mh.Err = fmt.Errorf("status %s: %w", mh.ClientURL, &TimeoutError{Err: errors.New("no answer"), Causes: []string{cause}})
+			return
+		}
+		got = <-answered
+	}
+	resp, err := got.resp, got.err
 	if err != nil {
 		if isTimeout(err) {
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)

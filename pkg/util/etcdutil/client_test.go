@@ -467,3 +467,41 @@ func memberNames(ms []*etcdserverpb.Member) []string {
 	slices.Sort(names)
 	return names
 }
+
+// TestHealthDoesNotWaitForAMemberThatIsGone: a stopped member's port refuses
+// connections, and the health check says so at once rather than after the
+// request timeout (an hour here), which would hold up its replacement.
+func TestHealthDoesNotWaitForAMemberThatIsGone(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	waitHealthy(t, ClientConfig{Endpoints: c.endpoints()}, 3)
+	gone := c.members[2]
+	gone.stop()
+
+	cfg := ClientConfig{Endpoints: []string{c.members[0].clientURL, c.members[1].clientURL}, RequestTimeout: time.Hour}
+	done := make(chan Health, 1)
+	go func() {
+		h, err := ClusterHealth(t.Context(), cfg)
+		if err != nil {
+			t.Errorf("ClusterHealth = %v", err)
+		}
+		done <- h
+	}()
+	var h Health
+	select {
+	case h = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("ClusterHealth waited out the request timeout for a member whose port refuses connections")
+	}
+	for _, mh := range h.Members {
+		switch {
+		case mh.ClientURL == gone.clientURL && (mh.Err == nil || !strings.Contains(mh.Err.Error(), "connection refused")):
+			t.Errorf("the stopped member: %v, want connection refused", mh.Err)
+		case mh.ClientURL != gone.clientURL && mh.Err != nil:
+			t.Errorf("member %s: %v, want an answer", mh.Name, mh.Err)
+		}
+	}
+	if !h.Healthy() {
+		t.Errorf("two of three members answer: want a healthy cluster, got %+v", h)
+	}
+}
