@@ -55,21 +55,30 @@ func TestKubectlExplainsEveryKindAndGetShowsReadiness(t *testing.T) {
 
 	name := framework.UniqueName("kubectl")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
-	cl, _ := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	roles := map[api.MemberRole]int{}
-	for _, m := range cl.Status.MemberDetails {
-		roles[m.Role]++
-		if m.ID == "" || m.Version != "3.5.21" || m.DBSize <= 0 {
-			t.Errorf("member detail %+v lacks an ID, the version or the database size", m)
-		}
-	}
-	if roles[api.MemberRoleLeader] != 1 || roles[api.MemberRoleFollower] != 2 {
-		t.Errorf("member roles %v, want one leader and two followers", roles)
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	// The details of the member that joined last come with a later pass.
+	err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.memberDetails of "+name+": a leader, two followers, each with ID, version and DB size",
+		func(ctx context.Context) (bool, string, error) {
+			cl, err := f.GetCluster(ctx, opNS, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			roles := map[api.MemberRole]int{}
+			for _, m := range cl.Status.MemberDetails {
+				if m.ID == "" || m.Version != "3.5.21" || m.DBSize <= 0 {
+					return false, fmt.Sprintf("%+v", cl.Status.MemberDetails), nil
+				}
+				roles[m.Role]++
+			}
+			return roles[api.MemberRoleLeader] == 1 && roles[api.MemberRoleFollower] == 2, fmt.Sprintf("%+v", cl.Status.MemberDetails), nil
+		})
+	if err != nil {
+		t.Error(err)
 	}
 
 	// Available turns True in the same status write as the third member.
 	var row string
-	err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "kubectl get etcd "+name+" to show 3/3 True", func(ctx context.Context) (bool, string, error) {
+	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "kubectl get etcd "+name+" to show 3/3 True", func(ctx context.Context) (bool, string, error) {
 		out, err := f.Kubectl(ctx, "get", "etcd", "-n", opNS, name)
 		if err != nil {
 			return false, err.Error(), nil
