@@ -50,9 +50,10 @@ generate:
 test:
 	bash hack/test.sh
 
-## image: the operator image as an OCI tarball, without Docker (_output/etcd-operator-image.tar)
+## image: the operator image for linux/amd64 and linux/arm64, without Docker: docker-archive
+## tarballs (`docker save` layout) _output/etcd-operator-image-{amd64,arm64}.tar, stamped with VERSION and the commit
 image:
-	bash hack/build-image.sh
+	ARCHS="amd64 arm64" VERSION=$(VERSION) bash hack/build-image.sh
 
 ## e2e: the end-to-end suite on the local cluster (sudo make local-up first, or let it start one)
 e2e:

@@ -3,8 +3,9 @@
 // `docker load` accept. It needs neither a Docker engine nor a registry.
 //
 // The image has exactly one layer holding the whole directory, on top of an
-// empty base, and a config with os=linux and architecture=amd64 (ctr import
-// silently drops images whose platform does not match the host).
+// empty base, and a config with os=linux and the architecture of -arch (the
+// build machine's by default; ctr import silently drops images whose platform
+// does not match the host, so the files in the directory must be built for it).
 //
 // Example:
 //
@@ -36,6 +37,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -49,9 +51,11 @@ import (
 
 // options describes one image to build.
 type options struct {
-	RootFS     string
-	Tag        string
-	Output     string
+	RootFS string
+	Tag    string
+	Output string
+	// Arch is the GOARCH the root filesystem's binaries are built for.
+	Arch       string
 	Entrypoint []string
 	Cmd        []string
 	Env        []string
@@ -106,6 +110,7 @@ func main() {
 	flag.StringVar(&o.RootFS, "rootfs", "", "directory that becomes the image's root filesystem (required)")
 	flag.StringVar(&o.Tag, "tag", "", "image reference, e.g. quay.io/coreos/etcd:v3.5.21 (required)")
 	flag.StringVar(&o.Output, "o", "", "output tarball path (required)")
+	flag.StringVar(&o.Arch, "arch", runtime.GOARCH, "architecture of the image (a GOARCH: amd64, arm64, ...)")
 	flag.Var(&entrypoint, "entrypoint", "entrypoint argument (repeatable) or JSON array")
 	flag.Var(&cmd, "cmd", "cmd argument (repeatable) or JSON array")
 	flag.Var(&env, "env", "environment variable KEY=VALUE (repeatable)")
@@ -196,8 +201,12 @@ func build(o options) (v1.Hash, error) {
 
 	// The config goes on the empty image first, so that appending the layer
 	// fills in rootfs.diff_ids and history.
+	arch := o.Arch
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
 	cfg := &v1.ConfigFile{
-		Architecture: "amd64",
+		Architecture: arch,
 		OS:           "linux",
 		Created:      v1.Time{Time: o.Created},
 		RootFS:       v1.RootFS{Type: "layers"},
@@ -208,6 +217,10 @@ func build(o options) (v1.Hash, error) {
 			User:       o.User,
 			WorkingDir: o.WorkDir,
 		},
+	}
+	if arch == "arm64" {
+		// The OCI image index spec's variant for arm64; runtimes match on it.
+		cfg.Variant = "v8"
 	}
 	if len(o.Labels) > 0 {
 		cfg.Config.Labels = o.Labels

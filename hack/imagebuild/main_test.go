@@ -43,6 +43,7 @@ func TestBuildAndReadBack(t *testing.T) {
 		RootFS:     rootfs,
 		Tag:        "quay.io/example/hello:v1.2.3",
 		Output:     out,
+		Arch:       "amd64",
 		Entrypoint: []string{"/usr/local/bin/hello"},
 		Cmd:        []string{"--flag", "value"},
 		Env:        []string{"PATH=/usr/local/bin:/bin"},
@@ -187,5 +188,27 @@ func TestBuildRejectsMissingRootFS(t *testing.T) {
 		Output: filepath.Join(t.TempDir(), "x.tar")})
 	if err == nil {
 		t.Fatal("want an error for a missing rootfs")
+	}
+}
+
+// make image builds an arm64 image on an amd64 machine: the config must say
+// so, or a runtime on an arm64 node refuses (or silently drops) it.
+func TestBuildForAnotherArchitecture(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "img.tar")
+	o := options{RootFS: makeRootFS(t), Tag: "quay.io/example/hello:v1", Output: out, Arch: "arm64", Created: time.Unix(0, 0).UTC()}
+	if _, err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(o.Tag)
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.OS != "linux" || cf.Architecture != "arm64" || cf.Variant != "v8" {
+		t.Errorf("platform = %s/%s/%s, want linux/arm64/v8", cf.OS, cf.Architecture, cf.Variant)
 	}
 }

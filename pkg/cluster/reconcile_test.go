@@ -44,8 +44,8 @@ func TestReconcileMembers(t *testing.T) {
 				expect(t, "etcd writes", f.etcdWrites(), nil)
 				expect(t, "etcd calls", f.etcd.Calls(false), nil)
 				s := f.mustStatus()
-				if c := condition(s, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "Cluster available" {
-					t.Errorf("Available = %+v, want True/Cluster available", c)
+				if c := condition(s, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "ClusterAvailable" {
+					t.Errorf("Available = %+v, want True/ClusterAvailable", c)
 				}
 				if condition(s, api.ClusterConditionScaling) != nil || condition(s, api.ClusterConditionUpgrading) != nil {
 					t.Errorf("conditions = %+v, want only Available", s.Conditions)
@@ -174,7 +174,7 @@ func TestReconcileMembers(t *testing.T) {
 				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB})
 				expectEvents(t, f.events(), "Normal Member Removed Existing member "+memberB+" removed from the cluster")
 				s := f.mustStatus()
-				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Reason != "Scaling down" || c.Message != "Current cluster size: 2, desired cluster size: 1" {
+				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Reason != "ScalingDown" || c.Message != "Current cluster size: 2, desired cluster size: 1" {
 					t.Errorf("Scaling = %+v", c)
 				}
 				if calls := strings.Join(f.etcd.Calls(false), ","); !strings.HasPrefix(calls, "health,list,") {

@@ -63,7 +63,7 @@ func TestSetup(t *testing.T) {
 					t.Errorf("Scaling while Creating = %+v", c)
 				}
 				s := statuses[1]
-				if c := condition(&s, api.ClusterConditionScaling); c == nil || c.Reason != "Scaling up" || c.Message != "Current cluster size: 1, desired cluster size: 3" {
+				if c := condition(&s, api.ClusterConditionScaling); c == nil || c.Reason != "ScalingUp" || c.Message != "Current cluster size: 1, desired cluster size: 3" {
 					t.Errorf("Scaling = %+v", c)
 				}
 				// No member runs yet, so no version is reported as running.

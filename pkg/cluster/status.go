@@ -17,13 +17,15 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
-// Condition reasons. The first four are the original's texts; the False
-// reasons of Available are new (the original never set Available False).
+// Condition reasons, in CamelCase as Kubernetes' API conventions ask. The
+// original wrote the first four as texts ("Scaling up", "Cluster
+// available"); its event texts stay as they were. The False reasons of
+// Available are new (the original never set Available False).
 const (
-	reasonScalingUp        = "Scaling up"
-	reasonScalingDown      = "Scaling down"
-	reasonUpgrading        = "Cluster upgrading"
-	reasonClusterAvailable = "Cluster available"
+	reasonScalingUp        = "ScalingUp"
+	reasonScalingDown      = "ScalingDown"
+	reasonUpgrading        = "ClusterUpgrading"
+	reasonClusterAvailable = "ClusterAvailable"
 	// reasonNotYetAvailable is Available=False before the cluster ever had a
 	// ready quorum; every later False has the reason of its problem. A
 	// cluster that never was available holds no data anyone was told is
@@ -80,6 +82,7 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		}
 	}
 	st.Members = api.MembersStatus{Ready: ready, Unready: unready}
+	st.ReadyMembers = fmt.Sprintf("%d/%d", len(ready), s.spec.Spec.Size)
 
 	active := !s.spec.Spec.Paused
 	switch {

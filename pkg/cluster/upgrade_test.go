@@ -81,7 +81,7 @@ func TestUpgrade(t *testing.T) {
 				// The trailing space is the original's message.
 				expectEvents(t, f.events(), "Normal Member Upgraded Member "+memberB+" upgraded from "+oldVersion+" to "+testVersion+" ")
 				s := f.mustStatus()
-				if c := condition(s, api.ClusterConditionUpgrading); c == nil || c.Reason != "Cluster upgrading" || c.Message != "upgrading to "+testVersion {
+				if c := condition(s, api.ClusterConditionUpgrading); c == nil || c.Reason != "ClusterUpgrading" || c.Message != "upgrading to "+testVersion {
 					t.Errorf("Upgrading = %+v", c)
 				}
 				if s.TargetVersion != testVersion || s.CurrentVersion != oldVersion {

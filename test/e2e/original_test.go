@@ -6,19 +6,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -66,11 +73,6 @@ func grantRule(t *testing.T, ns, name string, rule rbacv1.PolicyRule) {
 		t.Fatal(err)
 	}
 }
-
-// statusRule is what the original's roles lack for the status subresource of
-// example/crd. TODO(issue 11, item 3): drop it once the operator writes status
-// without it.
-var statusRule = rbacv1.PolicyRule{APIGroups: []string{api.GroupName}, Resources: []string{"etcdclusters/status"}, Verbs: []string{"get", "update", "patch"}}
 
 // applyCRDs applies example/crd/ as the admin, as an install with
 // --create-crd=false needs.
@@ -149,18 +151,19 @@ func waitPodEvent(t *testing.T, pod corev1.Pod, typ, reason string, timeout time
 }
 
 // TestOriginalRoleElectsOnEndpoints installs the operator as an install of the
-// original stands: its namespaced Role (endpoints, no leases), its Deployment
-// (no readiness probe) with --create-crd=false and the CRDs applied by the
-// admin. The operator must elect itself on the original's Endpoints lock, say
-// so, name in one event what else the role lacks, and run a cluster to
-// Available.
+// original stands: its namespaced Role (endpoints, no leases, no
+// etcdclusters/status), its Deployment (no readiness probe) with
+// --create-crd=false and example/crd applied by the admin. The operator must
+// elect itself on the original's Endpoints lock, say so, name in one event
+// what else the role lacks, and say on the cluster which rule its status
+// needs (example/crd serves the status subresource, which the role does not
+// grant); with that rule the cluster runs to Available and serves data.
 func TestOriginalRoleElectsOnEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ns := newNamespace(t, "original-rbac")
 	dumpOnFailure(t, ns)
 	grantOriginalRole(t, ns)
-	grantRule(t, ns, "etcd-operator-status", statusRule)
 	applyCRDs(t)
 	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
 		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|",
@@ -199,13 +202,72 @@ func TestOriginalRoleElectsOnEndpoints(t *testing.T) {
 
 	name := framework.UniqueName("orig")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
-	cl, _ := waitReady(t, ns, name, 3, bootstrapTimeout(3))
-	if c := framework.StatusCondition(cl, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue {
-		t.Errorf("Available condition %+v, want True", c)
-	}
+	statusRuleNamedThenEnough(t, ns, name, pod)
 	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/original-rbac", "ok", dataTimeout); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// statusRuleNamedThenEnough runs a cluster under the original's roles, which
+// lack etcdclusters/status, on example/crd, whose status subresource ignores
+// status in updates of the object: one Warning event on the EtcdCluster names
+// the rule. The operator keeps a cluster's progress in its status, so the
+// cluster waits at its first member until the rule is added (see README,
+// "Permissions"); adding the rule the event names, and restarting the
+// operator rather than waiting for its five-minute retry of the subresource,
+// is enough for 3 ready members.
+func statusRuleNamedThenEnough(t *testing.T, ns, name string, operator corev1.Pod) *api.EtcdCluster {
+	t.Helper()
+	msg := waitClusterEvent(t, ns, name, corev1.EventTypeWarning, statusutil.ReasonStatusSubresourceForbidden, bootstrapTimeout(1))
+	if want := `resources: ["etcdclusters/status"]`; !strings.Contains(msg, want) {
+		t.Errorf("event %q does not name the rule %s", msg, want)
+	}
+	grantRule(t, ns, "etcd-operator-status", rbacv1.PolicyRule{APIGroups: []string{api.GroupName},
+		Resources: []string{"etcdclusters/status"}, Verbs: []string{"get", "update", "patch"}})
+	if err := f.Kube.CoreV1().Pods(ns).Delete(t.Context(), operator.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := waitReady(t, ns, name, 3, bootstrapTimeout(3)+framework.OperatorReadyTimeout)
+	if c := framework.StatusCondition(cl, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue {
+		t.Errorf("Available condition %+v, want True", c)
+	}
+	return cl
+}
+
+// clusterEvents lists the events of a reason on an EtcdCluster, as `kubectl
+// describe etcd` finds them.
+func clusterEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event, error) {
+	sel := fields.Set{"involvedObject.kind": api.EtcdClusterResourceKind, "involvedObject.name": name, "reason": reason}.String()
+	list, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// waitClusterEvent waits for an event of the given type and reason on an
+// EtcdCluster and returns its message.
+func waitClusterEvent(t *testing.T, ns, name, typ, reason string, timeout time.Duration) string {
+	t.Helper()
+	var msg string
+	err := framework.WaitFor(t.Context(), timeout, framework.Poll, fmt.Sprintf("a %s event %s on EtcdCluster %s/%s", typ, reason, ns, name),
+		func(ctx context.Context) (bool, string, error) {
+			events, err := clusterEvents(ctx, ns, name, reason)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			for _, e := range events {
+				if e.Type == typ {
+					msg = e.Message
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("%d events", len(events)), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
 }
 
 // TestRoleWithoutAnyLockNamesTheRuleToAdd: a role granting neither leases nor
@@ -260,14 +322,10 @@ func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
 	ns := newNamespace(t, "original-cr")
 	dumpOnFailure(t, ns)
 	op := &framework.Operator{Namespace: ns, RBACName: "e2e-" + ns}
-	status := op.RBACName + "-status"
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := op.Uninstall(ctx, f); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := (&framework.Operator{RBACName: status}).Uninstall(ctx, f); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -276,16 +334,6 @@ func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
 	}
 	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-binding-template.yaml"),
 		"s/<ROLE_NAME>/"+op.RBACName+"/g", "s/<ROLE_BINDING_NAME>/"+op.RBACName+"/g", "s/<NAMESPACE>/"+ns+"/g"); err != nil {
-		t.Fatal(err)
-	}
-	// TODO(issue 11, item 3): drop once status is written without it.
-	if _, err := f.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: status},
-		Rules: []rbacv1.PolicyRule{statusRule}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: status},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: status},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
@@ -300,10 +348,7 @@ func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
 
 	name := framework.UniqueName("origcr")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
-	cl, _ := waitReady(t, ns, name, 3, bootstrapTimeout(3))
-	if c := framework.StatusCondition(cl, api.ClusterConditionAvailable); c == nil || c.Status != corev1.ConditionTrue {
-		t.Errorf("Available condition %+v, want True", c)
-	}
+	statusRuleNamedThenEnough(t, ns, name, pod)
 	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/original-cr", "ok", dataTimeout); err != nil {
 		t.Fatal(err)
 	}
@@ -409,5 +454,108 @@ func TestOriginalRestoreOperatorSharesItsLockWithItsService(t *testing.T) {
 		})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// swapClusterCRD replaces the spec of the live EtcdCluster CRD with the one of
+// a manifest, and puts this tree's definition back when the test ends. The CRD
+// is cluster-wide, so only tests that run while no other does (not parallel)
+// may call it.
+func swapClusterCRD(t *testing.T, manifest string) {
+	t.Helper()
+	ctx := t.Context()
+	raw, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want apiextv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(raw, &want); err != nil {
+		t.Fatalf("%s: %v", manifest, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := crdutil.Install(ctx, f.APIExt, crdutil.EtcdCluster(), logrus.NewEntry(logrus.New())); err != nil {
+			t.Errorf("cleanup: put back the EtcdCluster CRD: %v", err)
+		}
+	})
+	crds := f.APIExt.ApiextensionsV1().CustomResourceDefinitions()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		live.Spec = want.Spec
+		_, err = crds.Update(ctx, live, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("replace the EtcdCluster CRD with %s: %v", manifest, err)
+	}
+	if err := crdutil.WaitEstablished(ctx, f.APIExt, want.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHandMadeCRDShowsStatusUnderTheOriginalRole installs the operator as the
+// original's docs did: the EtcdCluster CRD made by hand (no status
+// subresource, a schema that keeps every field), the original's namespaced
+// Role exactly (no etcdclusters/status), its Deployment with
+// --create-crd=false. Status is written with an update of the object, as the
+// original did, so the cluster reaches Running and kubectl shows its status.
+// Then a hand-made CRD whose schema prunes status: the operator says so once.
+//
+// Not parallel: it replaces the cluster-wide CRD the other tests use, and puts
+// it back at the end (Go starts the parallel tests after the sequential ones).
+func TestHandMadeCRDShowsStatusUnderTheOriginalRole(t *testing.T) {
+	ctx := t.Context()
+	ns := newNamespace(t, "handmade-crd")
+	dumpOnFailure(t, ns)
+	grantOriginalRole(t, ns)
+	swapClusterCRD(t, originalManifest("crd.yaml"))
+	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
+		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|",
+		`s|^\( *\)- etcd-operator$|&\n\1- -create-crd=false|`); err != nil {
+		t.Fatal(err)
+	}
+
+	name := framework.UniqueName("handmade")
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	cl, _ := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	if cl.Status.Phase != api.ClusterPhaseRunning || cl.Status.ReadyMembers != "3/3" {
+		t.Errorf("status phase %q, readyMembers %q; want Running, 3/3", cl.Status.Phase, cl.Status.ReadyMembers)
+	}
+	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/handmade", "ok", dataTimeout); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.Kubectl(ctx, "describe", "etcd", "-n", ns, name)
+	if got := strings.Join(strings.Fields(out), " "); err != nil || !strings.Contains(got, "Status: ") || !strings.Contains(got, "Phase: Running") {
+		t.Errorf("kubectl describe etcd shows no status (%v):\n%s", err, out)
+	}
+	out, err = f.Kubectl(ctx, "get", "etcd", "-n", ns, name, "-o", "yaml")
+	if err != nil || !strings.Contains(out, "phase: Running") || !strings.Contains(out, "readyMembers: 3/3") {
+		t.Errorf("kubectl get -o yaml shows no status (%v):\n%s", err, out)
+	}
+
+	// A schema that prunes status: the status of a new cluster is never
+	// stored, and the operator says so in one Warning event with the fix.
+	swapClusterCRD(t, originalManifest("crd-pruning-status.yaml"))
+	pruned := framework.UniqueName("pruned")
+	createClusterIn(t, ns, ns, framework.NewCluster(pruned, 1, "3.5.21"))
+	msg := waitClusterEvent(t, ns, pruned, corev1.EventTypeWarning, statusutil.ReasonStatusNotStored, changeTimeout)
+	if !strings.Contains(msg, "example/crd") {
+		t.Errorf("event %q does not say to apply example/crd", msg)
+	}
+	// One warning, however many passes: the recorder counts repeats of an event in
+	// its count, and a second event of the reason would be a second object.
+	if err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the pod of "+pruned, f.ReadyPodsCond(ns, pruned, 1)); err != nil {
+		t.Logf("%v (the status is never stored, so the operator may not get that far)", err)
+	}
+	events, err := clusterEvents(ctx, ns, pruned, statusutil.ReasonStatusNotStored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Count > 1 {
+		t.Errorf("StatusNotStored events on %s: %+v, want one given once", pruned, events)
 	}
 }

@@ -5,6 +5,7 @@ package crdutil
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -46,7 +47,8 @@ func bucketPath(s3 bool) schema {
 	)
 }
 
-func newCRD(plural, kind string, shortNames []string, root schema, columns []apiextv1.CustomResourceColumnDefinition) *apiextv1.CustomResourceDefinition {
+func newCRD(plural, kind string, obj any, shortNames []string, root schema, columns []apiextv1.CustomResourceColumnDefinition) *apiextv1.CustomResourceDefinition {
+	describe(&root, reflect.TypeOf(obj))
 	return &apiextv1.CustomResourceDefinition{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
 		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + api.GroupName},
@@ -78,6 +80,20 @@ func column(name, typ, path string) apiextv1.CustomResourceColumnDefinition {
 	return apiextv1.CustomResourceColumnDefinition{Name: name, Type: typ, JSONPath: path}
 }
 
+// wide is a column kubectl shows only with -o wide.
+func wide(c apiextv1.CustomResourceColumnDefinition) apiextv1.CustomResourceColumnDefinition {
+	c.Priority = 1
+	return c
+}
+
+// Short names. EtcdCluster keeps the original's; the others avoid "eb",
+// which Argo Events' EventBus uses.
+var (
+	clusterShortNames = []string{"etcd", "etcdclus"}
+	backupShortNames  = []string{"etcdbk"}
+	restoreShortNames = []string{"etcdrs"}
+)
+
 var ageColumn = column("Age", "date", ".metadata.creationTimestamp")
 
 func rootSchema(description string, spec, status schema, rules ...[2]string) schema {
@@ -99,13 +115,15 @@ func EtcdCluster() *apiextv1.CustomResourceDefinition {
 		[2]string{fmt.Sprintf("size(self.metadata.name) <= %d", api.MaxNameLength),
 			fmt.Sprintf("metadata.name: an EtcdCluster name may have at most %d characters, so that member names (name plus 11 characters) fit in a DNS label", api.MaxNameLength)},
 	)
-	crd := newCRD(api.EtcdClusterResourcePlural, api.EtcdClusterResourceKind, []string{"etcd", "etcdclus"}, root,
+	crd := newCRD(api.EtcdClusterResourcePlural, api.EtcdClusterResourceKind, api.EtcdCluster{}, clusterShortNames, root,
 		[]apiextv1.CustomResourceColumnDefinition{
-			column("Size", "integer", ".spec.size"),
+			column("Ready", "string", ".status.readyMembers"),
+			column("Available", "string", `.status.conditions[?(@.type=="Available")].status`),
 			column("Version", "string", ".status.currentVersion"),
 			column("Phase", "string", ".status.phase"),
-			column("Leader", "string", ".status.leader"),
 			ageColumn,
+			wide(column("Leader", "string", ".status.leader")),
+			wide(column("Reason", "string", `.status.conditions[?(@.type=="Available")].reason`)),
 		})
 	// kubectl scale etcd/NAME --replicas=5 sets spec.size; the schema's 1..7
 	// still applies to it. status.size counts the members, and status.selector
@@ -277,6 +295,7 @@ func clusterStatusSchema() schema {
 			"ready":   array(str()),
 			"unready": array(str()),
 		}),
+		"readyMembers":   str(),
 		"currentVersion": str(),
 		"targetVersion":  str(),
 		"leader":         str(),
@@ -393,13 +412,16 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 	ls.Nullable = true
 	status.Properties["lastSuccessDate"] = ls
 
-	return newCRD(api.EtcdBackupResourcePlural, api.EtcdBackupResourceKind, nil,
+	return newCRD(api.EtcdBackupResourcePlural, api.EtcdBackupResourceKind, api.EtcdBackup{}, backupShortNames,
 		rootSchema("EtcdBackup asks for a one-shot or periodic backup of an etcd cluster.", spec, status),
 		[]apiextv1.CustomResourceColumnDefinition{
+			column("Storage", "string", ".spec.storageType"),
 			column("Succeeded", "boolean", ".status.succeeded"),
 			column("Revision", "integer", ".status.etcdRevision"),
 			column("Last Success", "date", ".status.lastSuccessDate"),
 			ageColumn,
+			wide(column("Path", "string", ".status.backupPath")),
+			wide(column("Reason", "string", ".status.Reason")),
 		})
 }
 
@@ -418,14 +440,15 @@ func EtcdRestore() *apiextv1.CustomResourceDefinition {
 		"startTime":      dateTime(),
 		"completionTime": dateTime(),
 	})
-	return newCRD(api.EtcdRestoreResourcePlural, api.EtcdRestoreResourceKind, nil,
+	return newCRD(api.EtcdRestoreResourcePlural, api.EtcdRestoreResourceKind, api.EtcdRestore{}, restoreShortNames,
 		rootSchema("EtcdRestore replaces an EtcdCluster with one seeded from a backup.", spec, status,
 			[2]string{"self.metadata.name == self.spec.etcdCluster.name",
 				"spec.etcdCluster.name must equal the EtcdRestore's name: the restored cluster keeps that name"}),
 		[]apiextv1.CustomResourceColumnDefinition{
-			column("Succeeded", "boolean", ".status.succeeded"),
 			column("Phase", "string", ".status.phase"),
-			column("Cluster", "string", ".spec.etcdCluster.name"),
+			column("Succeeded", "boolean", ".status.succeeded"),
+			column("Storage", "string", ".spec.backupStorageType"),
 			ageColumn,
+			wide(column("Reason", "string", ".status.reason")),
 		})
 }

@@ -217,8 +217,10 @@ func TestManifestsMatchDefinitions(t *testing.T) {
 
 func TestDefinitionNames(t *testing.T) {
 	cluster := EtcdCluster()
-	if got := strings.Join(cluster.Spec.Names.ShortNames, ","); got != "etcd,etcdclus" {
-		t.Fatalf("short names %q", got)
+	for crd, want := range map[*apiextv1.CustomResourceDefinition]string{cluster: "etcd,etcdclus", EtcdBackup(): "etcdbk", EtcdRestore(): "etcdrs"} {
+		if got := strings.Join(crd.Spec.Names.ShortNames, ","); got != want {
+			t.Errorf("%s short names %q, want %q", crd.Name, got, want)
+		}
 	}
 	scale := cluster.Spec.Versions[0].Subresources.Scale
 	if scale == nil || scale.SpecReplicasPath != ".spec.size" || scale.StatusReplicasPath != ".status.size" ||
@@ -233,5 +235,33 @@ func TestDefinitionNames(t *testing.T) {
 		if crd.Spec.Scope != apiextv1.NamespaceScoped {
 			t.Errorf("%s is not namespaced", crd.Name)
 		}
+	}
+}
+
+// kubectl explain shows a property's description; every field of the three
+// kinds must have one (a doc comment on its Go field, or one in the schema).
+func TestEveryPropertyIsDescribed(t *testing.T) {
+	var s0 string
+	var walk func(path string, s *apiextv1.JSONSchemaProps)
+	walk = func(path string, s *apiextv1.JSONSchemaProps) {
+		for name, p := range s.Properties {
+			// The apiserver allows no description on metadata: kubectl
+			// explain takes ObjectMeta's.
+			if strings.TrimSpace(p.Description) == "" && !(path == s0 && name == "metadata") {
+				t.Errorf("%s.%s has no description: document its Go field in pkg/apis and run hack/update-codegen.sh", path, name)
+			}
+			walk(path+"."+name, &p)
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			walk(path+"[]", s.Items.Schema)
+		}
+	}
+	for _, crd := range All() {
+		root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+		if root.Description == "" {
+			t.Errorf("%s has no description", crd.Spec.Names.Kind)
+		}
+		s0 = crd.Spec.Names.Kind
+		walk(s0, root)
 	}
 }

@@ -217,9 +217,13 @@ func (w *Writer[T, S]) notStoredMessage() string {
 	why := w.why
 	w.mu.Unlock()
 	if why == "forbidden" {
-		return fmt.Sprintf("the status of this %s cannot be written: the CRD serves the status subresource, which the operator may not update; "+
-			"add the rule {apiGroups: [%q], resources: [%q], verbs: [get, update, patch]} to the operator's Role or ClusterRole (see example/rbac/)",
-			w.cfg.Kind, w.cfg.Group, w.cfg.Resource+"/status")
+		// The apiserver authorizes <resource>/status before it looks for
+		// the subresource, so a role without the rule cannot tell a CRD
+		// that serves it from one whose schema prunes status: name both.
+		return fmt.Sprintf("the status of this %s is not stored: either the CRD serves the status subresource, which the operator may not update "+
+			"(add the rule {apiGroups: [%q], resources: [%q], verbs: [get, update, patch]} to the operator's Role or ClusterRole, see example/rbac/), "+
+			"or the CRD %s.%s has no status subresource and its schema prunes status (apply example/crd/%s.%s.yaml)",
+			w.cfg.Kind, w.cfg.Group, w.cfg.Resource+"/status", w.cfg.Resource, w.cfg.Group, w.cfg.Resource, w.cfg.Group)
 	}
 	return fmt.Sprintf("the status of this %s is not stored: the CRD %s.%s has no status subresource and its schema prunes status; "+
 		"apply the CRD of example/crd/ (kubectl apply -f example/crd/%s.%s.yaml)",

@@ -48,8 +48,10 @@ const (
 type EtcdBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              BackupSpec   `json:"spec"`
-	Status            BackupStatus `json:"status,omitempty"`
+	// Spec says what to back up, where to, and how often.
+	Spec BackupSpec `json:"spec"`
+	// Status is the result of the latest backup.
+	Status BackupStatus `json:"status,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -65,10 +67,14 @@ type EtcdBackupList struct {
 type BackupSpec struct {
 	// EtcdEndpoints are the client URLs of one cluster; the member with the highest
 	// revision among those reachable is snapshotted.
-	EtcdEndpoints []string          `json:"etcdEndpoints,omitempty"`
-	StorageType   BackupStorageType `json:"storageType"`
-	BackupPolicy  *BackupPolicy     `json:"backupPolicy,omitempty"`
-	BackupSource  `json:",inline"`
+	EtcdEndpoints []string `json:"etcdEndpoints,omitempty"`
+	// StorageType is the store: S3, ABS, GCS or OSS; the block of the same
+	// name (s3, abs, gcs, oss) says where in it.
+	StorageType BackupStorageType `json:"storageType"`
+	// BackupPolicy makes the backup periodic and bounds it; without it one
+	// backup is taken.
+	BackupPolicy *BackupPolicy `json:"backupPolicy,omitempty"`
+	BackupSource `json:",inline"`
 	// ClientTLSSecret holds etcd-client.crt, etcd-client.key and etcd-client-ca.crt.
 	ClientTLSSecret string `json:"clientTLSSecret,omitempty"`
 	// Verify says which stored backups are read back and proven restorable
@@ -78,9 +84,13 @@ type BackupSpec struct {
 
 // BackupSource is where the backup goes; only the one matching StorageType is used.
 type BackupSource struct {
-	S3  *S3BackupSource  `json:"s3,omitempty"`
+	// S3 is an Amazon S3 or S3-compatible bucket (MinIO, Ceph).
+	S3 *S3BackupSource `json:"s3,omitempty"`
+	// ABS is an Azure Blob Storage container.
 	ABS *ABSBackupSource `json:"abs,omitempty"`
+	// GCS is a Google Cloud Storage bucket.
 	GCS *GCSBackupSource `json:"gcs,omitempty"`
+	// OSS is an Alibaba Cloud OSS bucket.
 	OSS *OSSBackupSource `json:"oss,omitempty"`
 }
 
@@ -96,11 +106,15 @@ type BackupPolicy struct {
 
 // BackupStatus is the result of the latest backup.
 type BackupStatus struct {
+	// Succeeded tells whether the latest backup was stored.
 	Succeeded bool `json:"succeeded"`
 	// Reason is the failure, if any. The capital R is the original's JSON key.
-	Reason          string      `json:"Reason,omitempty"`
-	EtcdVersion     string      `json:"etcdVersion,omitempty"`
-	EtcdRevision    int64       `json:"etcdRevision,omitempty"`
+	Reason string `json:"Reason,omitempty"`
+	// EtcdVersion is the etcd version of the member snapshotted.
+	EtcdVersion string `json:"etcdVersion,omitempty"`
+	// EtcdRevision is the store revision the snapshot holds.
+	EtcdRevision int64 `json:"etcdRevision,omitempty"`
+	// LastSuccessDate is when a backup last succeeded; null before the first.
 	LastSuccessDate metav1.Time `json:"lastSuccessDate,omitempty"`
 	// BackupPath is the "bucket/key" of the latest stored snapshot.
 	BackupPath string `json:"backupPath,omitempty"`
@@ -149,7 +163,9 @@ type GCSBackupSource struct {
 
 // OSSBackupSource stores backups in Alibaba Cloud OSS through its S3-compatible API.
 type OSSBackupSource struct {
-	Path      string `json:"path"`
+	// Path is "<bucket>/<object>".
+	Path string `json:"path"`
+	// OSSSecret holds accessKeyID and accessKeySecret.
 	OSSSecret string `json:"ossSecret"`
 	// Endpoint defaults to http://oss-cn-hangzhou.aliyuncs.com.
 	Endpoint string `json:"endpoint,omitempty"`

@@ -32,8 +32,10 @@ const (
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              ClusterSpec   `json:"spec"`
-	Status            ClusterStatus `json:"status"`
+	// Spec is the cluster the user asks for.
+	Spec ClusterSpec `json:"spec"`
+	// Status is what the operator last observed of the cluster.
+	Status ClusterStatus `json:"status"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -70,23 +72,31 @@ type ClusterSpec struct {
 // PodPolicy is the knobs of the etcd member pods.
 type PodPolicy struct {
 	// Labels are added to member pods; "app" and "etcd_*" are reserved.
-	Labels       map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// NodeSelector restricts member pods to nodes with these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	Affinity     *corev1.Affinity  `json:"affinity,omitempty"`
+	// Affinity is the member pods' scheduling affinity, as in a pod spec.
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// AntiAffinity is deprecated: use Affinity. When true and Affinity is unset, members
 	// are spread one per node.
 	AntiAffinity bool `json:"antiAffinity,omitempty"`
 	// Resources apply to the etcd container and every init container.
-	Resources   corev1.ResourceRequirements `json:"resources,omitempty"`
-	Tolerations []corev1.Toleration         `json:"tolerations,omitempty"`
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Tolerations let member pods run on tainted nodes, as in a pod spec.
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// EtcdEnv is appended to the etcd container's environment, the way to set etcd flags
 	// such as ETCD_AUTO_COMPACTION_RETENTION. Bootstrap settings may not be overridden.
 	EtcdEnv []corev1.EnvVar `json:"etcdEnv,omitempty"`
 	// PersistentVolumeClaimSpec gives each member its own PVC instead of an emptyDir.
 	PersistentVolumeClaimSpec *corev1.PersistentVolumeClaimSpec `json:"persistentVolumeClaimSpec,omitempty"`
-	Annotations               map[string]string                 `json:"annotations,omitempty"`
+	// Annotations are added to member pods; etcd.version is reserved.
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// BusyboxImage is the image of the DNS init container.
-	BusyboxImage    string                     `json:"busyboxImage,omitempty"`
+	BusyboxImage string `json:"busyboxImage,omitempty"`
+	// SecurityContext is the member pods' security context, as in a pod
+	// spec: runAsNonRoot, runAsUser (and fsGroup with persistent volumes)
+	// run members as non-root. Every container drops all capabilities
+	// whatever it says.
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
 	// DNSTimeoutInSecond bounds the wait for the member's DNS record; 0 waits forever.
 	DNSTimeoutInSecond int64 `json:"DNSTimeoutInSecond,omitempty"`
@@ -116,22 +126,35 @@ const (
 
 // ClusterStatus is what the operator observed.
 type ClusterStatus struct {
-	Phase         ClusterPhase `json:"phase"`
-	Reason        string       `json:"reason,omitempty"`
-	ControlPaused bool         `json:"controlPaused,omitempty"`
+	// Phase is Creating, Running or Failed.
+	Phase ClusterPhase `json:"phase"`
+	// Reason lists the problems the operator sees and cannot fix by itself.
+	Reason string `json:"reason,omitempty"`
+	// ControlPaused is true while spec.paused stops the operator.
+	ControlPaused bool `json:"controlPaused,omitempty"`
 	// ObservedGeneration is the metadata.generation the status describes.
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
-	Conditions         []ClusterCondition `json:"conditions,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions are Available, Scaling, Upgrading, Recovering, NoSpace and
+	// DataCorrupt.
+	Conditions []ClusterCondition `json:"conditions,omitempty"`
 	// Size is the number of members the operator knows of.
 	Size int `json:"size"`
 	// Selector is the label selector of the member pods, for the scale
 	// subresource (kubectl scale, autoscalers).
-	Selector       string        `json:"selector,omitempty"`
-	ServiceName    string        `json:"serviceName,omitempty"`
-	ClientPort     int           `json:"clientPort,omitempty"`
-	Members        MembersStatus `json:"members"`
-	CurrentVersion string        `json:"currentVersion"`
-	TargetVersion  string        `json:"targetVersion"`
+	Selector string `json:"selector,omitempty"`
+	// ServiceName is the client Service, reached at ClientPort.
+	ServiceName string `json:"serviceName,omitempty"`
+	// ClientPort is the client port of ServiceName.
+	ClientPort int `json:"clientPort,omitempty"`
+	// Members lists the member pods by readiness.
+	Members MembersStatus `json:"members"`
+	// ReadyMembers is "ready/size", like 2/3: the members that are Running
+	// and Ready, of the size asked for (the READY column).
+	ReadyMembers string `json:"readyMembers,omitempty"`
+	// CurrentVersion is the etcd version the members run.
+	CurrentVersion string `json:"currentVersion"`
+	// TargetVersion is the version of an upgrade in progress, empty otherwise.
+	TargetVersion string `json:"targetVersion"`
 	// Leader is the name of the member the others follow.
 	Leader string `json:"leader,omitempty"`
 	// MemberDetails is what each etcd member last reported: role, version,
@@ -145,16 +168,24 @@ type ClusterStatus struct {
 
 // ClusterCondition is one condition of a cluster. Times are RFC 3339 strings, as in the original.
 type ClusterCondition struct {
-	Type               ClusterConditionType   `json:"type"`
-	Status             corev1.ConditionStatus `json:"status"`
-	LastUpdateTime     string                 `json:"lastUpdateTime,omitempty"`
-	LastTransitionTime string                 `json:"lastTransitionTime,omitempty"`
-	Reason             string                 `json:"reason,omitempty"`
-	Message            string                 `json:"message,omitempty"`
+	// Type is the aspect the condition describes, like Available.
+	Type ClusterConditionType `json:"type"`
+	// Status is True, False or Unknown.
+	Status corev1.ConditionStatus `json:"status"`
+	// LastUpdateTime is when the operator last set the condition.
+	LastUpdateTime string `json:"lastUpdateTime,omitempty"`
+	// LastTransitionTime is when Status last changed.
+	LastTransitionTime string `json:"lastTransitionTime,omitempty"`
+	// Reason is a CamelCase word for why, like ClusterAvailable or LostQuorum.
+	Reason string `json:"reason,omitempty"`
+	// Message is the same for people.
+	Message string `json:"message,omitempty"`
 }
 
 // MembersStatus lists member pods by readiness.
 type MembersStatus struct {
-	Ready   []string `json:"ready,omitempty"`
+	// Ready are the members whose pod is Running and Ready.
+	Ready []string `json:"ready,omitempty"`
+	// Unready are the other members: starting, failing, or without a pod.
 	Unready []string `json:"unready,omitempty"`
 }

@@ -2,11 +2,13 @@ package v1beta2
 
 // TLSPolicy configures TLS for a cluster. Only static (user-provided) secrets are supported.
 type TLSPolicy struct {
+	// Static names the secrets of user-provided certificates.
 	Static *StaticTLS `json:"static,omitempty"`
 }
 
 // StaticTLS names the secrets holding the certificates.
 type StaticTLS struct {
+	// Member names the secrets mounted into member pods.
 	Member *MemberSecret `json:"member,omitempty"`
 	// OperatorSecret holds etcd-client.crt, etcd-client.key and etcd-client-ca.crt,
 	// used by the operator (and the probes) to talk to members over https.

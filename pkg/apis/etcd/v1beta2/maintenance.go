@@ -208,13 +208,15 @@ type MemberDetail struct {
 	// Name is the member (and pod) name.
 	Name string `json:"name"`
 	// ID is etcd's member ID in hexadecimal, as etcdctl prints it.
-	ID   string     `json:"id"`
+	ID string `json:"id"`
+	// Role is Leader, Follower, Learner, or Unknown when the member did not answer.
 	Role MemberRole `json:"role"`
 	// Version is the etcd server version the member runs.
 	Version string `json:"version,omitempty"`
 	// DBSize is the size of the database file in bytes; DBSizeInUse the part
 	// holding data. Defragmentation gives back the difference.
-	DBSize      int64 `json:"dbSize,omitempty"`
+	DBSize int64 `json:"dbSize,omitempty"`
+	// DBSizeInUse is the part of the database file holding data, in bytes.
 	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
 	// Alarms are the alarm types (NOSPACE, CORRUPT) raised by this member.
 	Alarms []string `json:"alarms,omitempty"`
@@ -237,8 +239,9 @@ type MemberDetail struct {
 type MaintenanceStatus struct {
 	// LastCompaction is when the operator last compacted the history, and
 	// LastCompactedRevision the revision it compacted to.
-	LastCompaction        *metav1.Time `json:"lastCompaction,omitempty"`
-	LastCompactedRevision int64        `json:"lastCompactedRevision,omitempty"`
+	LastCompaction *metav1.Time `json:"lastCompaction,omitempty"`
+	// LastCompactedRevision is the revision of the last compaction.
+	LastCompactedRevision int64 `json:"lastCompactedRevision,omitempty"`
 	// V2EntriesUntilIndex is the raft index up to which the members' logs
 	// may hold etcd v2 requests that etcd 3.6 refuses to replay: etcd 3.4
 	// and older answer every GET /health (the readiness probe) with a v2

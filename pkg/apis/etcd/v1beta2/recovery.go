@@ -61,12 +61,14 @@ type RecoveryStatus struct {
 	// FromMember is the surviving member the cluster was recovered from;
 	// FromBackup the backup path, when it was restored from a backup.
 	FromMember string `json:"fromMember,omitempty"`
+	// FromBackup is the backup path the cluster was restored from, if any.
 	FromBackup string `json:"fromBackup,omitempty"`
 	// RecoveredRevision is the store revision the cluster came back with;
 	// LastSeenRevision the highest the operator had seen before (0 when it
 	// saw none since it started). Writes between the two may be lost.
 	RecoveredRevision int64 `json:"recoveredRevision,omitempty"`
-	LastSeenRevision  int64 `json:"lastSeenRevision,omitempty"`
+	// LastSeenRevision is the highest revision seen before the recovery.
+	LastSeenRevision int64 `json:"lastSeenRevision,omitempty"`
 	// Message says what was done and what may be lost.
 	Message string `json:"message,omitempty"`
 }

@@ -21,8 +21,10 @@ const (
 type EtcdRestore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              RestoreSpec   `json:"spec"`
-	Status            RestoreStatus `json:"status,omitempty"`
+	// Spec says which backup restores which cluster.
+	Spec RestoreSpec `json:"spec"`
+	// Status is the progress and result of the restore.
+	Status RestoreStatus `json:"status,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -36,6 +38,8 @@ type EtcdRestoreList struct {
 
 // RestoreSpec says which backup restores which cluster.
 type RestoreSpec struct {
+	// BackupStorageType is the store holding the backup: S3, ABS, GCS or
+	// OSS; the block of the same name (s3, abs, gcs, oss) says where in it.
 	BackupStorageType BackupStorageType `json:"backupStorageType"`
 	RestoreSource     `json:",inline"`
 	// EtcdCluster is the cluster, in the restore's namespace, to replace.
@@ -44,53 +48,75 @@ type RestoreSpec struct {
 
 // RestoreSource is where the backup is read from.
 type RestoreSource struct {
-	S3  *S3RestoreSource  `json:"s3,omitempty"`
+	// S3 is an Amazon S3 or S3-compatible bucket (MinIO, Ceph).
+	S3 *S3RestoreSource `json:"s3,omitempty"`
+	// ABS is an Azure Blob Storage container.
 	ABS *ABSRestoreSource `json:"abs,omitempty"`
+	// GCS is a Google Cloud Storage bucket.
 	GCS *GCSRestoreSource `json:"gcs,omitempty"`
+	// OSS is an Alibaba Cloud OSS bucket.
 	OSS *OSSRestoreSource `json:"oss,omitempty"`
 }
 
 // EtcdClusterRef names an EtcdCluster.
 type EtcdClusterRef struct {
+	// Name is the EtcdCluster's name, which must equal the EtcdRestore's.
 	Name string `json:"name"`
 }
 
 // S3RestoreSource reads a backup from S3 or an S3-compatible store.
 type S3RestoreSource struct {
-	Path           string `json:"path"`
-	AWSSecret      string `json:"awsSecret"`
-	Endpoint       string `json:"endpoint"`
-	ForcePathStyle bool   `json:"forcePathStyle"`
+	// Path is "<bucket>/<key>" of the snapshot.
+	Path string `json:"path"`
+	// AWSSecret holds the AWS "credentials" and "config" files (profile default).
+	AWSSecret string `json:"awsSecret"`
+	// Endpoint is an S3-compatible endpoint; empty means AWS.
+	Endpoint string `json:"endpoint"`
+	// ForcePathStyle addresses buckets as "<endpoint>/<bucket>", as MinIO and Ceph need.
+	ForcePathStyle bool `json:"forcePathStyle"`
 }
 
 // ABSRestoreSource reads a backup from Azure Blob Storage, as ABSBackupSource.
 type ABSRestoreSource struct {
-	Path      string `json:"path"`
+	// Path is "<container>/<blob>" of the snapshot.
+	Path string `json:"path"`
+	// ABSSecret holds storage-account, storage-key and optionally cloud.
 	ABSSecret string `json:"absSecret"`
-	Endpoint  string `json:"endpoint,omitempty"`
+	// Endpoint overrides the account's blob service URL (Azurite, Azure Stack).
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // GCSRestoreSource reads a backup from Google Cloud Storage, as GCSBackupSource.
 type GCSRestoreSource struct {
-	Path      string `json:"path"`
+	// Path is "<bucket>/<object>" of the snapshot.
+	Path string `json:"path"`
+	// GCPSecret holds access-token or credentials.json; empty means the pod's
+	// application default credentials.
 	GCPSecret string `json:"gcpSecret,omitempty"`
-	Endpoint  string `json:"endpoint,omitempty"`
+	// Endpoint is a GCS emulator's URL; empty means Google.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // OSSRestoreSource reads a backup from Alibaba Cloud OSS.
 type OSSRestoreSource struct {
-	Path      string `json:"path"`
+	// Path is "<bucket>/<object>" of the snapshot.
+	Path string `json:"path"`
+	// OSSSecret holds accessKeyID and accessKeySecret.
 	OSSSecret string `json:"ossSecret"`
-	Endpoint  string `json:"endpoint,omitempty"`
+	// Endpoint defaults to http://oss-cn-hangzhou.aliyuncs.com.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // RestoreStatus is the progress and result of a restore.
 type RestoreStatus struct {
 	// Succeeded is true once the restored cluster is available at its full size.
-	Succeeded bool         `json:"succeeded"`
-	Reason    string       `json:"reason,omitempty"`
-	Phase     RestorePhase `json:"phase,omitempty"`
-	// StartTime and CompletionTime bound the restore.
-	StartTime      *metav1.Time `json:"startTime,omitempty"`
+	Succeeded bool `json:"succeeded"`
+	// Reason is the failure, if any.
+	Reason string `json:"reason,omitempty"`
+	// Phase is Validating, Fetching, Restoring, Completed or Failed.
+	Phase RestorePhase `json:"phase,omitempty"`
+	// StartTime is when the restore started.
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when it completed or failed.
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
