@@ -47,8 +47,12 @@ func (r Result) Passed() bool {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d watchMissed=%d watchOutOfOrder=%d longestUnavailable=%.1fs",
+	s := fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d watchMissed=%d watchOutOfOrder=%d longestUnavailable=%.1fs",
 		r.Ops, r.Acked, r.Failed, r.Indeterminate, r.Linearizable, r.AckedLost, r.WatchMissed, r.WatchOutOfOrder, r.LongestUnavailableSeconds)
+	if r.Visualization != "" {
+		s += " visualization=" + r.Visualization
+	}
+	return s
 }
 
 // CheckOptions bound the check.

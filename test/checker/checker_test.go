@@ -1,8 +1,11 @@
 package checker
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,8 +135,57 @@ func TestStaleReadFails(t *testing.T) {
 	if !tampered {
 		t.Fatal("found no read to make stale in the history")
 	}
-	if r := check(t, h); r.Linearizable != "no" || r.Passed() {
+	r := check(t, h)
+	if r.Linearizable != "no" || r.Passed() {
 		t.Fatalf("a stale read passed the check: %+v", r)
+	}
+
+	// The visualisation of the failing history is written, and survives the trip
+	// through the checker pod's log that brings it to the e2e suite.
+	html, err := os.ReadFile(r.Visualization)
+	if err != nil || len(html) == 0 {
+		t.Fatalf("no visualization of the failing history at %q (%d bytes): %v", r.Visualization, len(html), err)
+	}
+	if !strings.Contains(string(html), "<html") {
+		t.Errorf("the visualization is not HTML: %.200q", html)
+	}
+	var log bytes.Buffer
+	log.WriteString("level=info msg=\"workload done\"\n")
+	if err := WriteArtifact(&log, "history.html", html); err != nil {
+		t.Fatal(err)
+	}
+	log.WriteString("RESULT {}\n")
+	got, err := ReadArtifact(log.String(), "history.html")
+	if err != nil || !bytes.Equal(got, html) {
+		t.Fatalf("the visualization read back from the log differs (%d bytes of %d): %v", len(got), len(html), err)
+	}
+	t.Logf("visualization: %d bytes of HTML, %d bytes of log", len(html), log.Len())
+}
+
+func TestArtifactInALog(t *testing.T) {
+	data := bytes.Repeat([]byte("<div>a long line of porcupine's HTML</div>"), 5000)
+	var log bytes.Buffer
+	log.WriteString("some line\n")
+	if err := WriteArtifact(&log, "other", []byte("not this one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteArtifact(&log, "history.html", data); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(log.String(), "\n") {
+		if len(line) > 16<<10 {
+			t.Fatalf("a line of %d bytes: a container runtime would split it", len(line))
+		}
+	}
+	got, err := ReadArtifact(log.String(), "history.html")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes of %d: %v", len(got), len(data), err)
+	}
+	if got, err := ReadArtifact(log.String(), "other"); err != nil || string(got) != "not this one" {
+		t.Errorf("the other artifact: %q, %v", got, err)
+	}
+	if _, err := ReadArtifact("RESULT {}\n", "history.html"); !errors.Is(err, ErrNoArtifact) {
+		t.Errorf("a log without an artifact: %v, want ErrNoArtifact", err)
 	}
 }
 

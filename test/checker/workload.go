@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -18,6 +19,9 @@ import (
 type Config struct {
 	// Endpoints of the cluster, e.g. the cluster's client service.
 	Endpoints []string
+	// TLS, if set, is the client's TLS (https endpoints of a cluster with
+	// spec.TLS.static: its CA and, for --client-cert-auth, a client certificate).
+	TLS *tls.Config
 	// Clients run at once, each with its own etcd client (its own connection).
 	Clients int
 	// Keys is the size of the register key space: small, so that clients collide.
@@ -93,6 +97,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	for i := range clients {
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints:   cfg.Endpoints,
+			TLS:         cfg.TLS,
 			DialTimeout: 5 * time.Second,
 			Logger:      zap.NewNop(),
 			// Keep-alives find a connection to a member that vanished (a deleted
