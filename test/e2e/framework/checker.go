@@ -87,7 +87,7 @@ func (f *Framework) StartChecker(ctx context.Context, p CheckerPod) (*Checker, e
 				Name:            "checker",
 				Image:           f.operatorImage(),
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: checkerCommand(p),
+				Command:         checkerCommand(p),
 			}},
 		},
 	}
