@@ -4,16 +4,25 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -123,4 +132,375 @@ func TestChaosLongNoSpaceUnderLoad(t *testing.T) {
 		waitReady(t, opNS, name, 3, changeTimeout)
 	})
 	t.Logf("writes resumed %.1fs after NOSPACE", recoveredAfter.Seconds())
+}
+
+// Bounds of the object-store outage scenario.
+const (
+	// outageSeconds is how long the store stays away: longer than a few backup
+	// intervals, so that several attempts fail.
+	outageSeconds = 20
+	// outageIntervalSeconds and outageKeep: the periodic backup of the scenario.
+	outageIntervalSeconds = 5
+	outageKeep            = 3
+	// A failing periodic backup backs off from the interval, doubling (5, 10, 20,
+	// 40 s): the first attempt after the store is back comes within that.
+	outageRecoveryTimeout = 3 * time.Minute
+)
+
+var backupRevisionRE = regexp.MustCompile(`_v(\d+)_`)
+
+// TestChaosLongS3Outage stops the S3-compatible store of the backups while the
+// checker runs against the cluster, first during periodic backups, then during
+// a restore, then in the middle of a restore's hand-over.
+//
+// During periodic backups: the attempts fail cleanly (status.Reason set, a
+// BackupFailed Warning event, the last success still described by the status),
+// no object is pruned or replaced while the store is away, the backups resume
+// once it is back, and every object in the bucket is a whole snapshot (its
+// length and the sha256 etcd appends check out). The clients see nothing.
+//
+// During a restore: with the store away the restore cannot read the backup
+// through, so it retries (RestoreRetrying events saying nothing was changed) or
+// fails, and the cluster it was to replace keeps running untouched under the
+// checker: same pods, nothing acknowledged lost. Once the store is back the
+// restore goes ahead; the store is stopped again as soon as the hand-over
+// starts, and the restore still ends with the whole snapshot: exactly the keys
+// the backed-up revision held, never part of them.
+func TestChaosLongS3Outage(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	ns := newNamespace(t, "chaos-s3")
+	installOperator(t, ns, framework.Install{})
+	t.Cleanup(func() { releaseRestores(t, ns) })
+	bucket := "e2e-chaos-s3"
+	srv := startS3Server(t, bucket)
+	secret := createS3Secret(t, ns, srv)
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+
+	name := framework.UniqueName("chaos-s3")
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	putKeys(t, ns, name, "/e2e/before/", 1000)
+
+	prefix := "periodic/" + name
+	eb := createBackupIn(t, ns, &api.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-periodic"},
+		Spec: api.BackupSpec{
+			EtcdEndpoints: []string{framework.ClientURL(name, false)},
+			StorageType:   api.BackupStorageTypeS3,
+			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
+				Path: bucket + "/" + prefix, AWSSecret: secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
+			}},
+			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: outageIntervalSeconds, MaxBackups: outageKeep},
+		},
+	})
+	backups := f.Etcd.EtcdV1beta2().EtcdBackups(ns)
+	backupStatus := func(ctx context.Context) (api.BackupStatus, error) {
+		got, err := backups.Get(ctx, eb.Name, metav1.GetOptions{})
+		if err != nil {
+			return api.BackupStatus{}, err
+		}
+		return got.Status, nil
+	}
+
+	underLoad(t, ns, name, "s3-outage-during-periodic-backup", 100*time.Second, func(ctx context.Context) {
+		var good api.BackupStatus
+		err := framework.WaitFor(ctx, backupTimeout, framework.Poll, "a first periodic backup", func(ctx context.Context) (bool, string, error) {
+			st, err := backupStatus(ctx)
+			good = st
+			return err == nil && st.Succeeded && st.BackupPath != "", fmt.Sprintf("%+v %v", st, err), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Stop()
+		stopped := time.Now()
+		t.Logf("stopped the store after the backup %s", good.BackupPath)
+
+		var failed api.BackupStatus
+		err = framework.WaitFor(ctx, backupTimeout, framework.Poll, "the periodic backup to report the store's outage", func(ctx context.Context) (bool, string, error) {
+			st, err := backupStatus(ctx)
+			failed = st
+			return err == nil && !st.Succeeded && st.Reason != "", fmt.Sprintf("%+v %v", st, err), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("status.Reason %.1fs after the outage began: %q", time.Since(stopped).Seconds(), failed.Reason)
+		// A backup that was uploading when the store went may have succeeded
+		// after good was read: the status must still describe a success.
+		if failed.BackupPath == "" || failed.EtcdRevision < good.EtcdRevision || failed.SHA256 == "" {
+			t.Errorf("a failed backup erased what the status says of the last good one: %+v, was %+v", failed, good)
+		}
+		expectObjectEvent(t, ns, eb.Name, eb.UID, corev1.EventTypeWarning, "BackupFailed", stopped)
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(stopped.Add(outageSeconds * time.Second))):
+		}
+		if err := srv.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		// Older backups are pruned after a newer one is stored, never before: the
+		// last good one the status names is still there.
+		during, err := srv.List(ctx, bucket, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(framework.KeysOf(during), strings.TrimPrefix(failed.BackupPath, bucket+"/")) {
+			t.Errorf("the last good backup %s is gone after the outage: %v", failed.BackupPath, framework.KeysOf(during))
+		}
+		t.Logf("restarted the store after %.0fs; stored: %v", restarted.Sub(stopped).Seconds(), framework.KeysOf(during))
+
+		err = framework.WaitFor(ctx, outageRecoveryTimeout, framework.Poll, "a periodic backup after the store is back", func(ctx context.Context) (bool, string, error) {
+			st, err := backupStatus(ctx)
+			return err == nil && st.Succeeded && st.BackupPath != good.BackupPath, fmt.Sprintf("%+v %v", st, err), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("backups resumed %.1fs after the store came back", time.Since(restarted).Seconds())
+	})
+	if t.Failed() {
+		return
+	}
+	// The periodic backup stops here, so that the bucket holds still.
+	if err := backups.Delete(ctx, eb.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitFor(ctx, time.Minute, framework.Poll, "the periodic backup to stop", func(ctx context.Context) (bool, string, error) {
+		_, err := backups.Get(ctx, eb.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := srv.List(ctx, bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) == 0 || len(stored) > outageKeep {
+		t.Fatalf("%d backups stored with maxBackups %d: %v", len(stored), outageKeep, framework.KeysOf(stored))
+	}
+	for _, o := range stored {
+		check := restore.NewSnapshotCheck()
+		if _, err := check.Write(download(t, srv, bucket, o.Key)); err != nil {
+			t.Fatal(err)
+		}
+		if err := check.Verify(); err != nil {
+			t.Errorf("s3://%s/%s is not a whole snapshot: %v", bucket, o.Key, err)
+		}
+	}
+	newest := stored[len(stored)-1].Key
+	m := backupRevisionRE.FindStringSubmatch(newest)
+	if m == nil {
+		t.Fatalf("backup %q is not named <path>_v<revision>_<time>", newest)
+	}
+	rev, _ := strconv.ParseInt(m[1], 10, 64)
+	// What a whole restore of it must give back: the keys at its revision, from
+	// the cluster itself (nothing compacts it).
+	wantKeys := countKeysAt(t, ns, name, rev)
+	t.Logf("%d whole snapshots stored; restoring the newest, %s (revision %d, %d keys)", len(stored), newest, rev, wantKeys)
+
+	pods, err := f.ClusterPods(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[types.UID]bool{}
+	for _, p := range pods {
+		uids[p.UID] = true
+	}
+	restores := f.Etcd.EtcdV1beta2().EtcdRestores(ns)
+	er := &api.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: api.RestoreSpec{
+			BackupStorageType: api.BackupStorageTypeS3,
+			RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
+				Path: bucket + "/" + newest, AWSSecret: secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
+			}},
+			EtcdCluster: api.EtcdClusterRef{Name: name},
+		},
+	}
+	underLoad(t, ns, name, "s3-outage-during-restore", 60*time.Second, func(ctx context.Context) {
+		srv.Stop()
+		stopped := time.Now()
+		created, err := restores.Create(ctx, er.DeepCopy(), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = framework.WaitFor(ctx, refusedTimeout, framework.Poll, "the restore to retry or fail while the store is away", func(ctx context.Context) (bool, string, error) {
+			got, err := restores.Get(ctx, er.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			if got.Status.Phase == api.RestorePhaseFailed {
+				return true, "", nil
+			}
+			for _, e := range restoreEvents(t, ns, created) {
+				if e.Type == corev1.EventTypeWarning && e.Reason == restore.ReasonRetrying {
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("%+v", got.Status), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := restores.Get(ctx, er.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%.1fs into the outage the restore is %s: %q; retrying: %q", time.Since(stopped).Seconds(),
+			got.Status.Phase, got.Status.Reason, eventMessage(t, ns, created, restore.ReasonRetrying))
+		if got.Status.Phase == api.RestorePhaseRestoring || got.Status.Phase == api.RestorePhaseCompleted {
+			t.Fatalf("the restore went ahead without its backup: %+v", got.Status)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	pods, err = f.ClusterPods(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range framework.LivePods(pods) {
+		if !uids[p.UID] {
+			t.Fatalf("the cluster was touched by a restore that could not read its backup: pod %s is new (%s)", p.Name, framework.DescribePods(pods))
+		}
+	}
+
+	// The store comes back and the restore goes ahead (a new one, if the old one
+	// gave up); the store goes again as soon as the hand-over starts.
+	got, err := restores.Get(ctx, er.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase == api.RestorePhaseFailed {
+		t.Logf("the restore failed while the store was away (%q); restoring again", got.Status.Reason)
+		deleteRestore(t, ns, er.Name)
+		if _, err := restores.Create(ctx, er.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = framework.WaitFor(ctx, restoreTimeout, 200*time.Millisecond, "the restore's hand-over to start", func(ctx context.Context) (bool, string, error) {
+		got, err := restores.Get(ctx, er.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if got.Status.Phase == api.RestorePhaseFailed {
+			return false, "", fmt.Errorf("the restore failed with the store back: %s", got.Status.Reason)
+		}
+		return got.Status.Phase == api.RestorePhaseRestoring || got.Status.Phase == api.RestorePhaseCompleted, fmt.Sprintf("%+v", got.Status), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	handover := time.Now()
+	t.Log("stopped the store again at the start of the hand-over")
+	select {
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	case <-time.After(outageSeconds * time.Second):
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := waitRestore(t, ns, er.Name, restoreTimeout, api.RestorePhaseCompleted)
+	waitReady(t, ns, name, 3, changeTimeout)
+	t.Logf("restored %.1fs after the hand-over began with the store away for %ds: %+v", time.Since(handover).Seconds(), outageSeconds, st)
+	if n := countKeys(t, ns, name, "/e2e/before/"); n != 1000 {
+		t.Errorf("the restored cluster holds %d of the 1000 keys backed up under /e2e/before/", n)
+	}
+	if n := countKeysAt(t, ns, name, 0); n != wantKeys {
+		t.Errorf("the restored cluster holds %d keys; revision %d of the backup held %d: a partial snapshot", n, rev, wantKeys)
+	}
+}
+
+// createBackupIn creates an EtcdBackup in ns and, when the test ends, deletes it
+// and waits for the backup operator to let go of it, as createBackup does in the
+// shared namespace.
+func createBackupIn(t *testing.T, ns string, b *api.EtcdBackup) *api.EtcdBackup {
+	t.Helper()
+	backups := f.Etcd.EtcdV1beta2().EtcdBackups(ns)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := backups.Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete EtcdBackup %s: %v", b.Name, err)
+			return
+		}
+		err := framework.WaitFor(ctx, time.Minute, framework.Poll, "EtcdBackup "+b.Name+" to be deleted", func(ctx context.Context) (bool, string, error) {
+			_, err := backups.Get(ctx, b.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+		})
+		if err != nil {
+			t.Errorf("the backup operator did not release its EtcdBackup: %v", err)
+			_, _ = backups.Patch(ctx, b.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
+	})
+	out, err := backups.Create(t.Context(), b, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// expectObjectEvent waits for an event of eventType and reason on the object
+// (name, uid) that happened after since.
+func expectObjectEvent(t *testing.T, ns, name string, uid types.UID, eventType, reason string, since time.Time) {
+	t.Helper()
+	err := framework.WaitFor(t.Context(), time.Minute, framework.Poll, fmt.Sprintf("a %s event %s on %s", eventType, reason, name),
+		func(ctx context.Context) (bool, string, error) {
+			evs, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+				"involvedObject.name": name, "involvedObject.uid": string(uid),
+			}.String()})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var seen []string
+			for _, e := range evs.Items {
+				last := e.LastTimestamp.Time
+				if e.EventTime.After(last) {
+					last = e.EventTime.Time
+				}
+				if e.Type == eventType && e.Reason == reason && !last.Before(since.Truncate(time.Second)) {
+					t.Logf("%s event %s: %s", e.Type, e.Reason, e.Message)
+					return true, "", nil
+				}
+				seen = append(seen, e.Type+"/"+e.Reason)
+			}
+			return false, fmt.Sprintf("events: %v", seen), nil
+		})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// countKeysAt counts every key of the cluster at revision rev (0: now).
+func countKeysAt(t *testing.T, ns, cluster string, rev int64) int {
+	t.Helper()
+	var n int
+	err := framework.WaitFor(t.Context(), dataTimeout, time.Second, fmt.Sprintf("the number of keys at revision %d", rev),
+		func(ctx context.Context) (bool, string, error) {
+			out, err := f.Etcdctl(ctx, ns, cluster, false, "get", "", "--prefix", "--count-only", "-w", "fields", fmt.Sprintf("--rev=%d", rev))
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			m := countRE.FindStringSubmatch(out)
+			if m == nil {
+				return false, "", fmt.Errorf("no count in %q", out)
+			}
+			n, _ = strconv.Atoi(m[1])
+			return true, "", nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
