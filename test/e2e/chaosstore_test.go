@@ -110,7 +110,8 @@ func createTLSSecrets(t *testing.T, ns, cluster string) tlsSecretNames {
 // the operator reports the alarm (condition, events), compacts, defragments and
 // disarms it, and writes work again. Nothing acknowledged before, during or
 // after may be missing. The checker runs at a low rate so that its own writes
-// do not fill the quota again before the recovery.
+// do not fill the quota again before the recovery, and long enough that its
+// clients write again after it.
 func TestChaosLongNoSpaceUnderLoad(t *testing.T) {
 	t.Parallel()
 	name := framework.UniqueName("chaos-nospace")
@@ -119,7 +120,7 @@ func TestChaosLongNoSpaceUnderLoad(t *testing.T) {
 	cl.Spec.Maintenance = &api.MaintenancePolicy{Quota: &quota}
 	createCluster(t, cl)
 	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	p := framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "nospace-quota-exhausted", Duration: 90 * time.Second, Rate: 10}
+	p := framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "nospace-quota-exhausted", Duration: 150 * time.Second, Rate: 10}
 	var recoveredAfter time.Duration
 	underLoadPod(t, p, func(ctx context.Context) {
 		fillUntilNoSpace(t, opNS, pods[0])
