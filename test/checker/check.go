@@ -32,6 +32,9 @@ type Result struct {
 	// events out of revision order. Both must be 0.
 	WatchMissed     int `json:"watchMissed"`
 	WatchOutOfOrder int `json:"watchOutOfOrder"`
+	// WatchCompacted: acknowledged writes below a compaction the watch had to
+	// skip when it resumed; not a loss (the read-back counts those).
+	WatchCompacted int `json:"watchCompacted,omitempty"`
 	// ReadBackErr: the cluster did not serve the final read-back.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 	// Visualization: porcupine's HTML of a history that is not linearizable.
@@ -49,6 +52,9 @@ func (r Result) Passed() bool {
 func (r Result) String() string {
 	s := fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d watchMissed=%d watchOutOfOrder=%d longestUnavailable=%.1fs",
 		r.Ops, r.Acked, r.Failed, r.Indeterminate, r.Linearizable, r.AckedLost, r.WatchMissed, r.WatchOutOfOrder, r.LongestUnavailableSeconds)
+	if r.WatchCompacted > 0 {
+		s += fmt.Sprintf(" watchCompacted=%d", r.WatchCompacted)
+	}
 	if r.Visualization != "" {
 		s += " visualization=" + r.Visualization
 	}
@@ -98,7 +104,7 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 		}
 	}
 	r.ReadBackErr = h.ReadBackErr
-	r.WatchMissed, r.WatchOutOfOrder = h.WatchMissed, h.WatchOutOfOrder
+	r.WatchMissed, r.WatchOutOfOrder, r.WatchCompacted = h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted
 
 	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, operations(h.Ops), opts.Timeout)

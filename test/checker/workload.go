@@ -72,6 +72,8 @@ type History struct {
 	// missing at the end. They are never overwritten, so unlike a register a lost
 	// one cannot hide behind a later write.
 	Appended []string `json:"appended"`
+	// AppendedRevisions are the revisions of the Appended puts, in their order.
+	AppendedRevisions []int64 `json:"appendedRevisions"`
 	// AppendsUnknown counts appends of unknown outcome (present or not, both fine).
 	AppendsUnknown int `json:"appendsUnknown"`
 	// Present are the unique keys found by the read-back at the end.
@@ -83,6 +85,11 @@ type History struct {
 	// counts events whose revision was not above the one before. Both must be 0.
 	WatchMissed     int `json:"watchMissed"`
 	WatchOutOfOrder int `json:"watchOutOfOrder"`
+	// WatchCompacted counts acknowledged appends the watch could not be asked for
+	// any more: it had to resume below a revision the cluster had compacted
+	// (the operator compacts, e.g. to recover from NOSPACE), and etcd keeps no
+	// events below it. The read-back still checks that they exist.
+	WatchCompacted int `json:"watchCompacted"`
 	// ReadBackErr is set when the cluster did not serve the read-back in time.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 }
@@ -134,6 +141,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 			mu.Lock()
 			h.Ops = append(h.Ops, w.ops...)
 			h.Appended = append(h.Appended, w.appended...)
+			h.AppendedRevisions = append(h.AppendedRevisions, w.appendedRevs...)
 			h.AppendsUnknown += w.appendsUnknown
 			mu.Unlock()
 		}()
@@ -149,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		h.ReadBackErr = err.Error()
 	}
 	h.Ops = append(h.Ops, rb.ops...)
-	h.WatchMissed, h.WatchOutOfOrder = watch.finish(h.Appended, cfg.Settle)
+	h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted = watch.finish(h.Appended, h.AppendedRevisions, cfg.Settle)
 	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h, nil
 }
@@ -163,6 +171,7 @@ type worker struct {
 	seq            int
 	ops            []Op
 	appended       []string
+	appendedRevs   []int64
 	appendsUnknown int
 	// last value this client wrote per key, the usual expectation of its CAS.
 	lastRead map[string]string
@@ -262,11 +271,13 @@ func (w *worker) cas(_ context.Context, key, expect, value string) {
 func (w *worker) append(_ context.Context, key string) {
 	ctx, cancel := w.opCtx()
 	defer cancel()
-	if _, err := w.cli.Put(ctx, key, "1"); err != nil {
+	resp, err := w.cli.Put(ctx, key, "1")
+	if err != nil {
 		w.appendsUnknown++
 		return
 	}
 	w.appended = append(w.appended, key)
+	w.appendedRevs = append(w.appendedRevs, resp.Header.Revision)
 }
 
 // readBack reads every register key once and lists the appended keys, each
