@@ -19,8 +19,8 @@ type watcher struct {
 	// compacted is the highest compaction revision a resume ran into: events
 	// below it are gone from etcd, so the watch cannot be held to them.
 	compacted int64
-	done       chan struct{}
-	cancel     context.CancelFunc
+	done      chan struct{}
+	cancel    context.CancelFunc
 }
 
 func newWatcher(ctx context.Context, cli *clientv3.Client, prefix string) *watcher {
