@@ -79,6 +79,26 @@ func TestCleanHistoryPasses(t *testing.T) {
 	}
 }
 
+// A second run under the prefix of a first would start from registers its model
+// takes for never written: it is refused with the reason, not judged.
+func TestRunRefusesAUsedPrefix(t *testing.T) {
+	t.Parallel()
+	c := startEtcd(t, 1)
+	cfg := Config{Endpoints: c.endpoints(), Clients: 1, Keys: 2, Duration: 200 * time.Millisecond, Rate: 20,
+		OpTimeout: time.Second, Settle: 10 * time.Second, Seed: 1, Log: logrus.NewEntry(logrus.StandardLogger())}
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	_, err := Run(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "already holds") {
+		t.Fatalf("a second run under the same prefix: %v, want a refusal", err)
+	}
+	cfg.Prefix = "/etcd-checker/second/"
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Errorf("a second run under a prefix of its own: %v", err)
+	}
+}
+
 // A killed leader makes some writes' outcome unknown; the history must still be
 // linearizable with them taken as possibly applied, and nothing acknowledged lost.
 func TestHistoryAcrossALeaderKillPasses(t *testing.T) {

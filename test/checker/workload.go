@@ -119,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		defer cli.Close()
 		clients[i] = cli
 	}
+	if err := checkPrefixUnused(ctx, clients[cfg.Clients], cfg.Prefix, cfg.Settle); err != nil {
+		return nil, err
+	}
 	begin := time.Now()
 	now := func() int64 { return int64(time.Since(begin)) }
 	h := &History{Start: now()}
@@ -160,6 +163,31 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted = watch.finish(h.Appended, h.AppendedRevisions, cfg.Settle)
 	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h, nil
+}
+
+// checkPrefixUnused refuses a prefix that already holds keys, e.g. an earlier
+// run's: the model starts from keys never written, and a register that holds
+// an old value would make a sound history look non-linearizable. It retries
+// until the cluster answers, within settle.
+func checkPrefixUnused(ctx context.Context, cli *clientv3.Client, prefix string, settle time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	for {
+		octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cli.Get(octx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		ocancel()
+		switch {
+		case err == nil && resp.Count > 0:
+			return fmt.Errorf("prefix %s already holds %d keys (an earlier run's?): give each run a prefix of its own", prefix, resp.Count)
+		case err == nil:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("look at prefix %s: the cluster did not answer within %s: %w", prefix, settle, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 type worker struct {

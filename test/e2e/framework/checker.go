@@ -87,7 +87,7 @@ func (f *Framework) StartChecker(ctx context.Context, p CheckerPod) (*Checker, e
 				Name:            "checker",
 				Image:           f.operatorImage(),
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         checkerCommand(p),
+				Command:         checkerCommand(name, p),
 			}},
 		},
 	}
@@ -128,10 +128,13 @@ func (f *Framework) StartChecker(ctx context.Context, p CheckerPod) (*Checker, e
 	return c, nil
 }
 
-// checkerCommand is the checker pod's command line for p.
-func checkerCommand(p CheckerPod) []string {
+// checkerCommand is the command line of the checker pod name for p. Each pod
+// writes under a prefix of its own: its model starts from keys never written, so
+// a second run on the same cluster must not meet the first one's values.
+func checkerCommand(name string, p CheckerPod) []string {
 	cmd := []string{CheckerBinary,
 		"-endpoints=" + ClientURL(p.Cluster, p.TLSSecret != ""),
+		"-prefix=/etcd-checker/" + name + "/",
 		"-scenario=" + p.Scenario,
 		"-duration=" + p.Duration.String(),
 		"-settle=" + p.Settle.String(),

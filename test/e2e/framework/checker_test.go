@@ -13,11 +13,14 @@ import (
 )
 
 func TestCheckerCommand(t *testing.T) {
-	plain := checkerCommand(CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute})
+	plain := checkerCommand("checker-1", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute})
+	if !slices.Contains(plain, "-prefix=/etcd-checker/checker-1/") {
+		t.Errorf("the pod does not write under a prefix of its own: %q", plain)
+	}
 	if !slices.Contains(plain, "-endpoints=http://c-client:2379") || slices.ContainsFunc(plain, func(a string) bool { return strings.HasPrefix(a, "-cacert") }) {
 		t.Errorf("a cluster without TLS: %q", plain)
 	}
-	secure := checkerCommand(CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10})
+	secure := checkerCommand("checker-2", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10})
 	for _, want := range []string{
 		"-endpoints=https://c-client:2379",
 		"-cacert=" + ClientTLSMountDir + "/etcd-client-ca.crt",
