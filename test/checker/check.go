@@ -16,7 +16,8 @@ type Result struct {
 	Ops int `json:"ops"`
 	// Acked: writes and reads the server answered.
 	Acked int `json:"acked"`
-	// Failed: reads that got an error (they changed nothing).
+	// Failed: operations that certainly changed nothing: reads that got an
+	// error, writes etcd refused (NOSPACE).
 	Failed int `json:"failed"`
 	// Indeterminate: writes that got an error or timed out; maybe applied.
 	Indeterminate int `json:"indeterminate"`
@@ -89,9 +90,10 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 			r.Indeterminate++
 		}
 	}
-	r.Ops += len(h.Appended) + h.AppendsUnknown
+	r.Ops += len(h.Appended) + h.AppendsUnknown + h.AppendsFailed
 	r.Acked += len(h.Appended)
 	r.Indeterminate += h.AppendsUnknown
+	r.Failed += h.AppendsFailed
 	r.LongestUnavailableSeconds = longestGap(okReturns, h.Start, h.End).Seconds()
 
 	present := make(map[string]bool, len(h.Present))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -282,6 +284,29 @@ func TestModel(t *testing.T) {
 			}
 			if r.Linearizable != tc.want {
 				t.Errorf("linearizable = %s, want %s", r.Linearizable, tc.want)
+			}
+		})
+	}
+}
+
+// Only a refusal etcd guarantees (NOSPACE: the write is never applied) makes a
+// write's outcome certain; any other error leaves it unknown.
+func TestWriteFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Outcome
+	}{
+		{"NOSPACE as the client returns it", rpctypes.ErrNoSpace, Failed},
+		{"NOSPACE as the server sends it", rpctypes.ErrGRPCNoSpace, Failed},
+		{"NOSPACE wrapped", fmt.Errorf("put: %w", rpctypes.ErrNoSpace), Failed},
+		{"a timeout may have been applied", context.DeadlineExceeded, Unknown},
+		{"a server-side timeout may have been applied", rpctypes.ErrTimeout, Unknown},
+		{"a lost leader may have been applied", rpctypes.ErrNoLeader, Unknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := writeFailed(tc.err); got != tc.want {
+				t.Errorf("writeFailed(%v) = %s, want %s", tc.err, got, tc.want)
 			}
 		})
 	}

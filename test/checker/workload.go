@@ -3,6 +3,7 @@ package checker
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -76,6 +78,8 @@ type History struct {
 	AppendedRevisions []int64 `json:"appendedRevisions"`
 	// AppendsUnknown counts appends of unknown outcome (present or not, both fine).
 	AppendsUnknown int `json:"appendsUnknown"`
+	// AppendsFailed counts appends etcd refused (NOSPACE): certainly not written.
+	AppendsFailed int `json:"appendsFailed"`
 	// Present are the unique keys found by the read-back at the end.
 	Present []string `json:"present"`
 	// Start and End of the workload, in the history's clock (ns).
@@ -146,6 +150,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 			h.Appended = append(h.Appended, w.appended...)
 			h.AppendedRevisions = append(h.AppendedRevisions, w.appendedRevs...)
 			h.AppendsUnknown += w.appendsUnknown
+			h.AppendsFailed += w.appendsFailed
 			mu.Unlock()
 		}()
 	}
@@ -201,6 +206,7 @@ type worker struct {
 	appended       []string
 	appendedRevs   []int64
 	appendsUnknown int
+	appendsFailed  int
 	// last value this client wrote per key, the usual expectation of its CAS.
 	lastRead map[string]string
 }
@@ -260,6 +266,17 @@ func (w *worker) get(_ context.Context, key string) bool {
 	return err == nil
 }
 
+// writeFailed is the outcome of a write that got err: Failed when etcd says it
+// refused the write, Unknown for any other error. NOSPACE is such a refusal: a
+// member with the alarm raised refuses writes before proposing them, and one
+// that learns of it later (the capped applier) refuses them without applying.
+func writeFailed(err error) Outcome {
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) || rpctypes.ErrorDesc(err) == rpctypes.ErrNoSpace.Error() {
+		return Failed
+	}
+	return Unknown
+}
+
 func (w *worker) put(_ context.Context, key, value string) {
 	ctx, cancel := w.opCtx()
 	defer cancel()
@@ -268,7 +285,7 @@ func (w *worker) put(_ context.Context, key, value string) {
 	op.Return = w.now()
 	op.Result = OK
 	if err != nil {
-		op.Result = Unknown
+		op.Result = writeFailed(err)
 	} else {
 		w.lastRead[key] = value
 	}
@@ -286,7 +303,7 @@ func (w *worker) cas(_ context.Context, key, expect, value string) {
 	op.Return = w.now()
 	switch {
 	case err != nil:
-		op.Result = Unknown
+		op.Result = writeFailed(err)
 	default:
 		op.Result, op.OK = OK, resp.Succeeded
 		if resp.Succeeded {
@@ -301,7 +318,11 @@ func (w *worker) append(_ context.Context, key string) {
 	defer cancel()
 	resp, err := w.cli.Put(ctx, key, "1")
 	if err != nil {
-		w.appendsUnknown++
+		if writeFailed(err) == Failed {
+			w.appendsFailed++
+		} else {
+			w.appendsUnknown++
+		}
 		return
 	}
 	w.appended = append(w.appended, key)
