@@ -4,7 +4,8 @@
 # (a linearizability checker) running as a pod against the cluster under fault, and
 # writes one line per scenario to _output/chaos/results.json:
 #   scenario, ops, acked, failed, indeterminate, linearizable, ackedLost,
-#   longestUnavailableSeconds, recoverySeconds, passed.
+#   longestUnavailableSeconds, recoverySeconds, passed; a history that is not
+# linearizable also leaves porcupine's visualisation, _output/chaos/scenarios/<scenario>.html.
 # Environment: E2E_CHAOS_MINUTES (the -chaos-level 1 scenario, default 3), and
 # whatever hack/e2e.sh reads (E2E_PARALLEL, E2E_SKIP_BUILD, ...).
 set -o errexit -o nounset -o pipefail
@@ -39,6 +40,10 @@ for f in "${files[@]}"; do
 	get() { sed -E "s/.*\"$1\":(\"[^\"]*\"|[^,}]*).*/\1/" <<<"$line" | tr -d '"'; }
 	printf '%-30s %7s %7s %7s %7s %6s %6s %9.1f %9.1f %s\n' "$(get scenario)" "$(get ops)" "$(get acked)" "$(get failed)" \
 		"$(get indeterminate)" "$(get linearizable)" "$(get ackedLost)" "$(get longestUnavailableSeconds)" "$(get recoverySeconds)" "$(get passed)"
+done
+# porcupine's visualisation of each history that was not linearizable.
+for h in "$OUT"/scenarios/*.html; do
+	echo "[chaos] not linearizable: $h"
 done
 echo "[chaos] ${#files[@]} scenarios in $((SECONDS - start))s; results in $OUT/results.json"
 exit "$rc"

@@ -7,23 +7,33 @@
 //
 // Its last line on stdout is the result as JSON, prefixed with "RESULT "; the exit
 // status is 0 when the history is linearizable and nothing acknowledged was lost,
-// 1 when not, 2 when it could not run.
+// 1 when not, 2 when it could not run. When the history is not linearizable,
+// porcupine's HTML visualisation of it is written to -visualization and, because
+// an ended pod's files cannot be copied out, also printed before the result as an
+// artifact (checker.WriteArtifact) that checker.ReadArtifact finds in the log.
+//
+// Against a cluster with client TLS (spec.TLS.static) the endpoints are https and
+// -cacert, -cert and -key name the files of the cluster's client secret
+// (etcd-client-ca.crt, etcd-client.crt, etcd-client.key) as a pod mounts them.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/test/checker"
 )
 
@@ -36,6 +46,9 @@ type options struct {
 	scenario      string
 	checkTimeout  time.Duration
 	visualization string
+	caFile        string
+	certFile      string
+	keyFile       string
 }
 
 func parseFlags(args []string, output io.Writer) (options, error) {
@@ -54,6 +67,9 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the operation mix")
 	fs.DurationVar(&o.checkTimeout, "check-timeout", 5*time.Minute, "bound of the linearizability search (then the verdict is \"unknown\")")
 	fs.StringVar(&o.visualization, "visualization", "", "write porcupine's HTML of a non-linearizable history here")
+	fs.StringVar(&o.caFile, "cacert", "", "CA of the members' client certificates (https endpoints), e.g. etcd-client-ca.crt of the client secret")
+	fs.StringVar(&o.certFile, "cert", "", "client certificate presented to members that run with --client-cert-auth (with -key)")
+	fs.StringVar(&o.keyFile, "key", "", "key of -cert")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -72,8 +88,38 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, fmt.Errorf("-clients and -keys must be at least 1")
 	case o.cfg.Duration <= 0 || o.cfg.Rate <= 0 || o.cfg.OpTimeout <= 0:
 		return o, fmt.Errorf("-duration, -rate and -op-timeout must be positive")
+	case (o.certFile == "") != (o.keyFile == ""):
+		return o, fmt.Errorf("-cert and -key go together")
+	case o.certFile != "" && o.caFile == "":
+		// The members' certificates come from the cluster's own CA, never from
+		// the system pool: without it no https endpoint verifies.
+		return o, fmt.Errorf("-cert needs -cacert")
+	}
+	if o.caFile != "" {
+		tlsCfg, err := tlsConfig(o.caFile, o.certFile, o.keyFile)
+		if err != nil {
+			return o, err
+		}
+		o.cfg.TLS = tlsCfg
+		for _, e := range o.cfg.Endpoints {
+			if !strings.HasPrefix(e, "https://") {
+				return o, fmt.Errorf("endpoint %s is not https, but -cacert is given", e)
+			}
+		}
 	}
 	return o, nil
+}
+
+// tlsConfig reads the client secret's files as a pod mounts them.
+func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if certFile != "" {
+		return etcdutil.TLSConfigFromFiles(certFile, keyFile, caFile)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls config: %w", err)
+	}
+	return etcdutil.NewTLSConfig(nil, nil, ca)
 }
 
 func main() {
@@ -108,6 +154,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.WithError(err).Error("check")
 	}
 	r.Scenario = o.scenario
+	if r.Visualization != "" {
+		if html, err := os.ReadFile(r.Visualization); err != nil {
+			log.WithError(err).Error("read the visualization back")
+		} else if err := checker.WriteArtifact(stdout, filepath.Base(r.Visualization), html); err != nil {
+			log.WithError(err).Error("print the visualization")
+		}
+	}
 	out, _ := json.Marshal(r)
 	fmt.Fprintf(stdout, "%s%s\n", ResultPrefix, out)
 	if !r.Passed() {

@@ -16,7 +16,8 @@ type Result struct {
 	Ops int `json:"ops"`
 	// Acked: writes and reads the server answered.
 	Acked int `json:"acked"`
-	// Failed: reads that got an error (they changed nothing).
+	// Failed: operations that certainly changed nothing: reads that got an
+	// error, writes etcd refused (NOSPACE).
 	Failed int `json:"failed"`
 	// Indeterminate: writes that got an error or timed out; maybe applied.
 	Indeterminate int `json:"indeterminate"`
@@ -32,6 +33,9 @@ type Result struct {
 	// events out of revision order. Both must be 0.
 	WatchMissed     int `json:"watchMissed"`
 	WatchOutOfOrder int `json:"watchOutOfOrder"`
+	// WatchCompacted: acknowledged writes below a compaction the watch had to
+	// skip when it resumed; not a loss (the read-back counts those).
+	WatchCompacted int `json:"watchCompacted,omitempty"`
 	// ReadBackErr: the cluster did not serve the final read-back.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 	// Visualization: porcupine's HTML of a history that is not linearizable.
@@ -47,8 +51,15 @@ func (r Result) Passed() bool {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d watchMissed=%d watchOutOfOrder=%d longestUnavailable=%.1fs",
+	s := fmt.Sprintf("ops=%d acked=%d failed=%d indeterminate=%d linearizable=%s ackedLost=%d watchMissed=%d watchOutOfOrder=%d longestUnavailable=%.1fs",
 		r.Ops, r.Acked, r.Failed, r.Indeterminate, r.Linearizable, r.AckedLost, r.WatchMissed, r.WatchOutOfOrder, r.LongestUnavailableSeconds)
+	if r.WatchCompacted > 0 {
+		s += fmt.Sprintf(" watchCompacted=%d", r.WatchCompacted)
+	}
+	if r.Visualization != "" {
+		s += " visualization=" + r.Visualization
+	}
+	return s
 }
 
 // CheckOptions bound the check.
@@ -79,9 +90,10 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 			r.Indeterminate++
 		}
 	}
-	r.Ops += len(h.Appended) + h.AppendsUnknown
+	r.Ops += len(h.Appended) + h.AppendsUnknown + h.AppendsFailed
 	r.Acked += len(h.Appended)
 	r.Indeterminate += h.AppendsUnknown
+	r.Failed += h.AppendsFailed
 	r.LongestUnavailableSeconds = longestGap(okReturns, h.Start, h.End).Seconds()
 
 	present := make(map[string]bool, len(h.Present))
@@ -94,7 +106,7 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 		}
 	}
 	r.ReadBackErr = h.ReadBackErr
-	r.WatchMissed, r.WatchOutOfOrder = h.WatchMissed, h.WatchOutOfOrder
+	r.WatchMissed, r.WatchOutOfOrder, r.WatchCompacted = h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted
 
 	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, operations(h.Ops), opts.Timeout)

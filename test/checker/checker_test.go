@@ -1,12 +1,18 @@
 package checker
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -75,6 +81,26 @@ func TestCleanHistoryPasses(t *testing.T) {
 	}
 }
 
+// A second run under the prefix of a first would start from registers its model
+// takes for never written: it is refused with the reason, not judged.
+func TestRunRefusesAUsedPrefix(t *testing.T) {
+	t.Parallel()
+	c := startEtcd(t, 1)
+	cfg := Config{Endpoints: c.endpoints(), Clients: 1, Keys: 2, Duration: 200 * time.Millisecond, Rate: 20,
+		OpTimeout: time.Second, Settle: 10 * time.Second, Seed: 1, Log: logrus.NewEntry(logrus.StandardLogger())}
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	_, err := Run(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "already holds") {
+		t.Fatalf("a second run under the same prefix: %v, want a refusal", err)
+	}
+	cfg.Prefix = "/etcd-checker/second/"
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Errorf("a second run under a prefix of its own: %v", err)
+	}
+}
+
 // A killed leader makes some writes' outcome unknown; the history must still be
 // linearizable with them taken as possibly applied, and nothing acknowledged lost.
 func TestHistoryAcrossALeaderKillPasses(t *testing.T) {
@@ -132,8 +158,57 @@ func TestStaleReadFails(t *testing.T) {
 	if !tampered {
 		t.Fatal("found no read to make stale in the history")
 	}
-	if r := check(t, h); r.Linearizable != "no" || r.Passed() {
+	r := check(t, h)
+	if r.Linearizable != "no" || r.Passed() {
 		t.Fatalf("a stale read passed the check: %+v", r)
+	}
+
+	// The visualisation of the failing history is written, and survives the trip
+	// through the checker pod's log that brings it to the e2e suite.
+	html, err := os.ReadFile(r.Visualization)
+	if err != nil || len(html) == 0 {
+		t.Fatalf("no visualization of the failing history at %q (%d bytes): %v", r.Visualization, len(html), err)
+	}
+	if !strings.Contains(string(html), "<html") {
+		t.Errorf("the visualization is not HTML: %.200q", html)
+	}
+	var log bytes.Buffer
+	log.WriteString("level=info msg=\"workload done\"\n")
+	if err := WriteArtifact(&log, "history.html", html); err != nil {
+		t.Fatal(err)
+	}
+	log.WriteString("RESULT {}\n")
+	got, err := ReadArtifact(log.String(), "history.html")
+	if err != nil || !bytes.Equal(got, html) {
+		t.Fatalf("the visualization read back from the log differs (%d bytes of %d): %v", len(got), len(html), err)
+	}
+	t.Logf("visualization: %d bytes of HTML, %d bytes of log", len(html), log.Len())
+}
+
+func TestArtifactInALog(t *testing.T) {
+	data := bytes.Repeat([]byte("<div>a long line of porcupine's HTML</div>"), 5000)
+	var log bytes.Buffer
+	log.WriteString("some line\n")
+	if err := WriteArtifact(&log, "other", []byte("not this one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteArtifact(&log, "history.html", data); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(log.String(), "\n") {
+		if len(line) > 16<<10 {
+			t.Fatalf("a line of %d bytes: a container runtime would split it", len(line))
+		}
+	}
+	got, err := ReadArtifact(log.String(), "history.html")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes of %d: %v", len(got), len(data), err)
+	}
+	if got, err := ReadArtifact(log.String(), "other"); err != nil || string(got) != "not this one" {
+		t.Errorf("the other artifact: %q, %v", got, err)
+	}
+	if _, err := ReadArtifact("RESULT {}\n", "history.html"); !errors.Is(err, ErrNoArtifact) {
+		t.Errorf("a log without an artifact: %v, want ErrNoArtifact", err)
 	}
 }
 
@@ -214,6 +289,29 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// Only a refusal etcd guarantees (NOSPACE: the write is never applied) makes a
+// write's outcome certain; any other error leaves it unknown.
+func TestWriteFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Outcome
+	}{
+		{"NOSPACE as the client returns it", rpctypes.ErrNoSpace, Failed},
+		{"NOSPACE as the server sends it", rpctypes.ErrGRPCNoSpace, Failed},
+		{"NOSPACE wrapped", fmt.Errorf("put: %w", rpctypes.ErrNoSpace), Failed},
+		{"a timeout may have been applied", context.DeadlineExceeded, Unknown},
+		{"a server-side timeout may have been applied", rpctypes.ErrTimeout, Unknown},
+		{"a lost leader may have been applied", rpctypes.ErrNoLeader, Unknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := writeFailed(tc.err); got != tc.want {
+				t.Errorf("writeFailed(%v) = %s, want %s", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestLongestGap(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -252,14 +350,48 @@ func TestWatchCountsAMissedKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	missed, outOfOrder := w.finish([]string{"/w/a/1", "/w/a/2", "/w/a/never-written"}, 2*time.Second)
-	if missed != 1 || outOfOrder != 0 {
-		t.Errorf("missed %d, out of order %d; want 1 and 0", missed, outOfOrder)
+	missed, outOfOrder, compacted := w.finish([]string{"/w/a/1", "/w/a/2", "/w/a/never-written"}, nil, 2*time.Second)
+	if missed != 1 || outOfOrder != 0 || compacted != 0 {
+		t.Errorf("missed %d, out of order %d, compacted %d; want 1, 0 and 0", missed, outOfOrder, compacted)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.seen["/w/a/before"] {
 		t.Error("the watch delivered a key written before it started")
+	}
+}
+
+// A watch that must resume below a compaction (the operator compacts to recover
+// from NOSPACE) goes on from the compaction instead of retrying for ever; the
+// keys below it are counted apart, not as missed, and the ones after are seen.
+func TestWatchResumesPastACompaction(t *testing.T) {
+	t.Parallel()
+	c := startEtcd(t, 1)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	put := func(k string) int64 {
+		resp, err := cli.Put(t.Context(), k, "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	r1, r2 := put("/w/a/1"), put("/w/a/2")
+	if _, err := cli.Compact(t.Context(), r2); err != nil {
+		t.Fatal(err)
+	}
+	r3 := put("/w/a/3")
+	// A watcher whose last event was before all three, as after a lost
+	// connection: its resume point is compacted.
+	ctx, cancel := context.WithCancel(t.Context())
+	w := &watcher{seen: map[string]bool{}, done: make(chan struct{}), cancel: cancel, lastRev: r1 - 1}
+	go w.run(ctx, cli, "/w/a/")
+	missed, outOfOrder, compacted := w.finish([]string{"/w/a/1", "/w/a/2", "/w/a/3"}, []int64{r1, r2, r3}, 5*time.Second)
+	if missed != 0 || outOfOrder != 0 || compacted != 1 {
+		t.Errorf("missed %d, out of order %d, compacted %d; want 0, 0 and 1 (/w/a/1 below the compaction at %d)", missed, outOfOrder, compacted, r2)
 	}
 }
 

@@ -29,7 +29,8 @@ type Outcome string
 const (
 	// OK: the server answered.
 	OK Outcome = "ok"
-	// Failed: a read that got an error; it changed nothing and is left out.
+	// Failed: a read that got an error, or a write etcd refused (NOSPACE); it
+	// changed nothing and is left out.
 	Failed Outcome = "failed"
 	// Unknown: a write that got an error or timed out. The server may have applied
 	// it, then or at any later time, or never: the history keeps it with no return

@@ -16,8 +16,11 @@ type watcher struct {
 	seen       map[string]bool
 	lastRev    int64
 	outOfOrder int
-	done       chan struct{}
-	cancel     context.CancelFunc
+	// compacted is the highest compaction revision a resume ran into: events
+	// below it are gone from etcd, so the watch cannot be held to them.
+	compacted int64
+	done      chan struct{}
+	cancel    context.CancelFunc
 }
 
 func newWatcher(ctx context.Context, cli *clientv3.Client, prefix string) *watcher {
@@ -47,6 +50,15 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 		w.mu.Unlock()
 		wctx := clientv3.WithRequireLeader(ctx)
 		for resp := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+			if resp.CompactRevision > 0 {
+				// The resume point was compacted away: no retry from it can
+				// ever succeed, so go on from the oldest revision etcd kept.
+				w.mu.Lock()
+				w.compacted = max(w.compacted, resp.CompactRevision)
+				w.lastRev = max(w.lastRev, resp.CompactRevision-1)
+				w.mu.Unlock()
+				break
+			}
 			if resp.Err() != nil {
 				break
 			}
@@ -68,14 +80,20 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 }
 
 // finish waits, within timeout, until the watch has delivered every acknowledged
-// key, then stops it and counts the keys it missed and the events out of order.
-func (w *watcher) finish(acked []string, timeout time.Duration) (missed, outOfOrder int) {
+// key (written at revisions, in the same order), then stops it and counts the
+// keys it missed, the events out of order, and the keys below a compaction it
+// had to skip.
+func (w *watcher) finish(acked []string, revisions []int64, timeout time.Duration) (missed, outOfOrder, compacted int) {
 	deadline := time.Now().Add(timeout)
 	for {
 		w.mu.Lock()
-		missed = 0
-		for _, k := range acked {
-			if !w.seen[k] {
+		missed, compacted = 0, 0
+		for i, k := range acked {
+			switch {
+			case w.seen[k]:
+			case i < len(revisions) && revisions[i] < w.compacted:
+				compacted++
+			default:
 				missed++
 			}
 		}
@@ -88,5 +106,5 @@ func (w *watcher) finish(acked []string, timeout time.Duration) (missed, outOfOr
 	}
 	w.cancel()
 	<-w.done
-	return missed, outOfOrder
+	return missed, outOfOrder, compacted
 }

@@ -2,6 +2,8 @@ package checker
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -18,6 +21,9 @@ import (
 type Config struct {
 	// Endpoints of the cluster, e.g. the cluster's client service.
 	Endpoints []string
+	// TLS, if set, is the client's TLS (https endpoints of a cluster with
+	// spec.TLS.static: its CA and, for --client-cert-auth, a client certificate).
+	TLS *tls.Config
 	// Clients run at once, each with its own etcd client (its own connection).
 	Clients int
 	// Keys is the size of the register key space: small, so that clients collide.
@@ -68,8 +74,12 @@ type History struct {
 	// missing at the end. They are never overwritten, so unlike a register a lost
 	// one cannot hide behind a later write.
 	Appended []string `json:"appended"`
+	// AppendedRevisions are the revisions of the Appended puts, in their order.
+	AppendedRevisions []int64 `json:"appendedRevisions"`
 	// AppendsUnknown counts appends of unknown outcome (present or not, both fine).
 	AppendsUnknown int `json:"appendsUnknown"`
+	// AppendsFailed counts appends etcd refused (NOSPACE): certainly not written.
+	AppendsFailed int `json:"appendsFailed"`
 	// Present are the unique keys found by the read-back at the end.
 	Present []string `json:"present"`
 	// Start and End of the workload, in the history's clock (ns).
@@ -79,6 +89,11 @@ type History struct {
 	// counts events whose revision was not above the one before. Both must be 0.
 	WatchMissed     int `json:"watchMissed"`
 	WatchOutOfOrder int `json:"watchOutOfOrder"`
+	// WatchCompacted counts acknowledged appends the watch could not be asked for
+	// any more: it had to resume below a revision the cluster had compacted
+	// (the operator compacts, e.g. to recover from NOSPACE), and etcd keeps no
+	// events below it. The read-back still checks that they exist.
+	WatchCompacted int `json:"watchCompacted"`
 	// ReadBackErr is set when the cluster did not serve the read-back in time.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 }
@@ -93,6 +108,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	for i := range clients {
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints:   cfg.Endpoints,
+			TLS:         cfg.TLS,
 			DialTimeout: 5 * time.Second,
 			Logger:      zap.NewNop(),
 			// Keep-alives find a connection to a member that vanished (a deleted
@@ -106,6 +122,9 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		}
 		defer cli.Close()
 		clients[i] = cli
+	}
+	if err := checkPrefixUnused(ctx, clients[cfg.Clients], cfg.Prefix, cfg.Settle); err != nil {
+		return nil, err
 	}
 	begin := time.Now()
 	now := func() int64 { return int64(time.Since(begin)) }
@@ -129,7 +148,9 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 			mu.Lock()
 			h.Ops = append(h.Ops, w.ops...)
 			h.Appended = append(h.Appended, w.appended...)
+			h.AppendedRevisions = append(h.AppendedRevisions, w.appendedRevs...)
 			h.AppendsUnknown += w.appendsUnknown
+			h.AppendsFailed += w.appendsFailed
 			mu.Unlock()
 		}()
 	}
@@ -144,9 +165,34 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		h.ReadBackErr = err.Error()
 	}
 	h.Ops = append(h.Ops, rb.ops...)
-	h.WatchMissed, h.WatchOutOfOrder = watch.finish(h.Appended, cfg.Settle)
+	h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted = watch.finish(h.Appended, h.AppendedRevisions, cfg.Settle)
 	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h, nil
+}
+
+// checkPrefixUnused refuses a prefix that already holds keys, e.g. an earlier
+// run's: the model starts from keys never written, and a register that holds
+// an old value would make a sound history look non-linearizable. It retries
+// until the cluster answers, within settle.
+func checkPrefixUnused(ctx context.Context, cli *clientv3.Client, prefix string, settle time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	for {
+		octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cli.Get(octx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		ocancel()
+		switch {
+		case err == nil && resp.Count > 0:
+			return fmt.Errorf("prefix %s already holds %d keys (an earlier run's?): give each run a prefix of its own", prefix, resp.Count)
+		case err == nil:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("look at prefix %s: the cluster did not answer within %s: %w", prefix, settle, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 type worker struct {
@@ -158,7 +204,9 @@ type worker struct {
 	seq            int
 	ops            []Op
 	appended       []string
+	appendedRevs   []int64
 	appendsUnknown int
+	appendsFailed  int
 	// last value this client wrote per key, the usual expectation of its CAS.
 	lastRead map[string]string
 }
@@ -218,6 +266,17 @@ func (w *worker) get(_ context.Context, key string) bool {
 	return err == nil
 }
 
+// writeFailed is the outcome of a write that got err: Failed when etcd says it
+// refused the write, Unknown for any other error. NOSPACE is such a refusal: a
+// member with the alarm raised refuses writes before proposing them, and one
+// that learns of it later (the capped applier) refuses them without applying.
+func writeFailed(err error) Outcome {
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) || rpctypes.ErrorDesc(err) == rpctypes.ErrNoSpace.Error() {
+		return Failed
+	}
+	return Unknown
+}
+
 func (w *worker) put(_ context.Context, key, value string) {
 	ctx, cancel := w.opCtx()
 	defer cancel()
@@ -226,7 +285,7 @@ func (w *worker) put(_ context.Context, key, value string) {
 	op.Return = w.now()
 	op.Result = OK
 	if err != nil {
-		op.Result = Unknown
+		op.Result = writeFailed(err)
 	} else {
 		w.lastRead[key] = value
 	}
@@ -244,7 +303,7 @@ func (w *worker) cas(_ context.Context, key, expect, value string) {
 	op.Return = w.now()
 	switch {
 	case err != nil:
-		op.Result = Unknown
+		op.Result = writeFailed(err)
 	default:
 		op.Result, op.OK = OK, resp.Succeeded
 		if resp.Succeeded {
@@ -257,11 +316,17 @@ func (w *worker) cas(_ context.Context, key, expect, value string) {
 func (w *worker) append(_ context.Context, key string) {
 	ctx, cancel := w.opCtx()
 	defer cancel()
-	if _, err := w.cli.Put(ctx, key, "1"); err != nil {
-		w.appendsUnknown++
+	resp, err := w.cli.Put(ctx, key, "1")
+	if err != nil {
+		if writeFailed(err) == Failed {
+			w.appendsFailed++
+		} else {
+			w.appendsUnknown++
+		}
 		return
 	}
 	w.appended = append(w.appended, key)
+	w.appendedRevs = append(w.appendedRevs, resp.Header.Revision)
 }
 
 // readBack reads every register key once and lists the appended keys, each

@@ -40,8 +40,16 @@ type chaosResult struct {
 // the recovery.
 func underLoad(t *testing.T, ns, cluster, scenario string, d time.Duration, fault func(ctx context.Context)) {
 	t.Helper()
+	underLoadPod(t, framework.CheckerPod{Namespace: ns, Cluster: cluster, Scenario: scenario, Duration: d}, fault)
+}
+
+// underLoadPod is underLoad with the checker pod described in full (a TLS
+// cluster's client secret, a lower rate).
+func underLoadPod(t *testing.T, p framework.CheckerPod, fault func(ctx context.Context)) {
+	t.Helper()
 	ctx := t.Context()
-	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: cluster, Scenario: scenario, Duration: d})
+	scenario, d := p.Scenario, p.Duration
+	c, err := f.StartChecker(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +84,7 @@ func underLoad(t *testing.T, ns, cluster, scenario string, d time.Duration, faul
 // writeChaosResult keeps the result for hack/chaos.sh, which gathers them into
 // _output/chaos/results.json.
 func writeChaosResult(t *testing.T, r chaosResult) {
-	dir := os.Getenv("E2E_CHAOS_RESULTS")
-	if dir == "" {
-		dir = filepath.Join(f.Env.RepoRoot, "_output", "e2e", "chaos")
-	}
+	dir := f.ChaosResultsDir()
 	out, _ := json.Marshal(r)
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		err = os.WriteFile(filepath.Join(dir, r.Scenario+".json"), append(out, '\n'), 0o644)

@@ -25,7 +25,6 @@ import (
 // /health fails).
 func TestNoSpaceIsRecoveredByTheOperator(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	name := framework.UniqueName("nospace-op")
 	cl := framework.NewCluster(name, 3, "3.5.21")
 	quota := resource.MustParse("2Mi")
@@ -33,22 +32,40 @@ func TestNoSpaceIsRecoveredByTheOperator(t *testing.T) {
 	createCluster(t, cl)
 	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 
+	fillUntilNoSpace(t, opNS, pods[0])
+	sawCondition := waitNoSpaceRecovered(t, opNS, name, pods[0])
+	if !sawCondition {
+		t.Log("the NoSpace condition was not seen (the recovery was faster than the poll)")
+	}
+	waitReady(t, opNS, name, 3, changeTimeout)
+}
+
+// fillUntilNoSpace overwrites three keys with 100 KiB values through pod's etcd
+// until the quota is exhausted and etcd refuses writes with NOSPACE.
+func fillUntilNoSpace(t *testing.T, ns, pod string) {
+	t.Helper()
 	value := strings.Repeat("v", 100<<10)
 	var lastErr error
 	for i := 0; i < 60; i++ {
-		_, lastErr = f.EtcdctlExec(ctx, opNS, pods[0], "--endpoints=http://localhost:2379", "put", fmt.Sprintf("/e2e/fill/%d", i%3), value)
+		_, lastErr = f.EtcdctlExec(t.Context(), ns, pod, "--endpoints=http://localhost:2379", "put", fmt.Sprintf("/e2e/fill/%d", i%3), value)
 		if lastErr != nil {
 			break
 		}
 	}
 	if lastErr == nil || !strings.Contains(lastErr.Error(), "database space exceeded") {
-		t.Fatalf("filling a 2 MiB quota did not end with NOSPACE")
+		t.Fatalf("filling the quota did not end with NOSPACE (last error: %v)", lastErr)
 	}
+}
 
-	var sawCondition bool
+// waitNoSpaceRecovered waits until a put through pod's etcd works again after
+// the NOSPACE alarm, and for the operator's events of the recovery on the
+// cluster. It tells whether the NoSpace condition was seen on the way.
+func waitNoSpaceRecovered(t *testing.T, ns, name, pod string) (sawCondition bool) {
+	t.Helper()
+	ctx := t.Context()
 	err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the operator to recover the space and writes to work again",
 		func(ctx context.Context) (bool, string, error) {
-			cl, err := f.GetCluster(ctx, opNS, name)
+			cl, err := f.GetCluster(ctx, ns, name)
 			if err != nil {
 				return false, "", nil
 			}
@@ -56,7 +73,7 @@ func TestNoSpaceIsRecoveredByTheOperator(t *testing.T) {
 				sawCondition = true
 				return false, c.Message, nil
 			}
-			_, err = f.EtcdctlExec(ctx, opNS, pods[0], "--endpoints=http://localhost:2379", "put", "/e2e/after", "written")
+			_, err = f.EtcdctlExec(ctx, ns, pod, "--endpoints=http://localhost:2379", "put", "/e2e/after", "written")
 			if err != nil {
 				return false, "put: " + lastLine(err.Error()), nil
 			}
@@ -65,7 +82,7 @@ func TestNoSpaceIsRecoveredByTheOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := f.Kubectl(ctx, "get", "events", "-n", opNS, "--field-selector", "involvedObject.name="+name, "-o", "custom-columns=REASON:.reason")
+	events, err := f.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name, "-o", "custom-columns=REASON:.reason")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +91,7 @@ func TestNoSpaceIsRecoveredByTheOperator(t *testing.T) {
 			t.Errorf("no %s event on the cluster; events:\n%s", want, events)
 		}
 	}
-	if !sawCondition {
-		t.Log("the NoSpace condition was not seen (the recovery was faster than the poll)")
-	}
-	waitReady(t, opNS, name, 3, changeTimeout)
+	return sawCondition
 }
 
 func lastLine(s string) string {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/test/checker"
 )
 
@@ -30,13 +33,38 @@ type CheckerPod struct {
 	Duration time.Duration
 	// Settle bounds the final read-back (default 4 min).
 	Settle time.Duration
+	// Rate is each client's operations per second (0: the checker's default).
+	Rate float64
+	// TLSSecret, for a cluster with client TLS, is the client secret
+	// (spec.TLS.static.operatorSecret's layout) mounted for the checker: it then
+	// talks https and presents that certificate.
+	TLSSecret string
+	// ArtifactDir receives <Scenario>.html, porcupine's visualisation, when the
+	// history is not linearizable (default: where the chaos results go).
+	ArtifactDir string
 }
+
+// checkerVisualization is where the checker pod writes the visualisation, and
+// the name of the artifact that carries it in the pod's log.
+const checkerVisualization = "/tmp/history.html"
 
 // Checker is a started checker pod.
 type Checker struct {
-	f    *Framework
-	ns   string
-	Name string
+	f           *Framework
+	ns          string
+	Name        string
+	artifactDir string
+	scenario    string
+}
+
+// ChaosResultsDir is where the fault scenarios keep their result lines (and
+// visualisations): $E2E_CHAOS_RESULTS, which hack/chaos.sh sets, else
+// _output/e2e/chaos of the repository.
+func (f *Framework) ChaosResultsDir() string {
+	if dir := os.Getenv("E2E_CHAOS_RESULTS"); dir != "" {
+		return dir
+	}
+	return filepath.Join(f.Env.RepoRoot, "_output", "e2e", "chaos")
 }
 
 func (f *Framework) operatorImage() string {
@@ -62,21 +90,25 @@ func (f *Framework) StartChecker(ctx context.Context, p CheckerPod) (*Checker, e
 				Name:            "checker",
 				Image:           f.operatorImage(),
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{CheckerBinary,
-					"-endpoints=" + ClientURL(p.Cluster, false),
-					"-scenario=" + p.Scenario,
-					"-duration=" + p.Duration.String(),
-					"-settle=" + p.Settle.String(),
-					"-visualization=/tmp/history.html",
-				},
+				Command:         checkerCommand(name, p),
 			}},
 		},
+	}
+	if p.TLSSecret != "" {
+		pod.Spec.Volumes = []corev1.Volume{{
+			Name:         "client-tls",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.TLSSecret}},
+		}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "client-tls", MountPath: ClientTLSMountDir, ReadOnly: true}}
 	}
 	pods := f.Kube.CoreV1().Pods(p.Namespace)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create checker pod: %w", err)
 	}
-	c := &Checker{f: f, ns: p.Namespace, Name: name}
+	if p.ArtifactDir == "" {
+		p.ArtifactDir = f.ChaosResultsDir()
+	}
+	c := &Checker{f: f, ns: p.Namespace, Name: name, artifactDir: p.ArtifactDir, scenario: p.Scenario}
 	err := WaitFor(ctx, 2*time.Minute, Poll, "checker pod "+name+" to start its workload", func(ctx context.Context) (bool, string, error) {
 		got, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -97,6 +129,54 @@ func (f *Framework) StartChecker(ctx context.Context, p CheckerPod) (*Checker, e
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkerCommand is the command line of the checker pod name for p. Each pod
+// writes under a prefix of its own: its model starts from keys never written, so
+// a second run on the same cluster must not meet the first one's values.
+func checkerCommand(name string, p CheckerPod) []string {
+	cmd := []string{CheckerBinary,
+		"-endpoints=" + ClientURL(p.Cluster, p.TLSSecret != ""),
+		"-prefix=/etcd-checker/" + name + "/",
+		"-scenario=" + p.Scenario,
+		"-duration=" + p.Duration.String(),
+		"-settle=" + p.Settle.String(),
+		"-visualization=" + checkerVisualization,
+	}
+	if p.Rate > 0 {
+		cmd = append(cmd, fmt.Sprintf("-rate=%g", p.Rate))
+	}
+	if p.TLSSecret != "" {
+		// The same files etcdctl is given (ClientTLSArgs), under the checker's
+		// flag names.
+		cmd = append(cmd,
+			"-cacert="+ClientTLSMountDir+"/"+etcdutil.SecretClientCA,
+			"-cert="+ClientTLSMountDir+"/"+etcdutil.SecretClientCert,
+			"-key="+ClientTLSMountDir+"/"+etcdutil.SecretClientKey)
+	}
+	return cmd
+}
+
+// saveVisualization copies the visualisation the checker printed into its log
+// to <artifactDir>/<scenario>.html and points r at that copy.
+func (c *Checker) saveVisualization(r *checker.Result, log string) error {
+	html, err := checker.ReadArtifact(log, filepath.Base(r.Visualization))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.artifactDir, 0o755); err != nil {
+		return err
+	}
+	name := c.scenario
+	if name == "" {
+		name = c.Name
+	}
+	path := filepath.Join(c.artifactDir, name+".html")
+	if err := os.WriteFile(path, html, 0o644); err != nil {
+		return err
+	}
+	r.Visualization = path
+	return nil
 }
 
 // Log is the pod's output so far.
@@ -127,6 +207,11 @@ func (c *Checker) Wait(ctx context.Context, timeout time.Duration) (checker.Resu
 		if rest, ok := strings.CutPrefix(line, checkerResultPrefix); ok {
 			if err := json.Unmarshal([]byte(rest), &r); err != nil {
 				return r, log, fmt.Errorf("parse the checker's result %q: %w", rest, err)
+			}
+			if r.Visualization != "" {
+				if err := c.saveVisualization(&r, log); err != nil {
+					return r, log, fmt.Errorf("keep the visualization of checker pod %s: %w", c.Name, err)
+				}
 			}
 			return r, log, nil
 		}

@@ -1,0 +1,62 @@
+package framework
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openetcd/etcd-operator/test/checker"
+)
+
+func TestCheckerCommand(t *testing.T) {
+	plain := checkerCommand("checker-1", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute})
+	if !slices.Contains(plain, "-prefix=/etcd-checker/checker-1/") {
+		t.Errorf("the pod does not write under a prefix of its own: %q", plain)
+	}
+	if !slices.Contains(plain, "-endpoints=http://c-client:2379") || slices.ContainsFunc(plain, func(a string) bool { return strings.HasPrefix(a, "-cacert") }) {
+		t.Errorf("a cluster without TLS: %q", plain)
+	}
+	secure := checkerCommand("checker-2", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10})
+	for _, want := range []string{
+		"-endpoints=https://c-client:2379",
+		"-cacert=" + ClientTLSMountDir + "/etcd-client-ca.crt",
+		"-cert=" + ClientTLSMountDir + "/etcd-client.crt",
+		"-key=" + ClientTLSMountDir + "/etcd-client.key",
+		"-rate=10",
+	} {
+		if !slices.Contains(secure, want) {
+			t.Errorf("a TLS cluster's checker lacks %s: %q", want, secure)
+		}
+	}
+}
+
+// The visualisation printed into the pod's log lands in the artifact directory
+// under the scenario's name, and the result points at it.
+func TestCheckerSavesTheVisualization(t *testing.T) {
+	html := []byte("<html>porcupine</html>")
+	var log bytes.Buffer
+	log.WriteString("level=error msg=FAILED\n")
+	if err := checker.WriteArtifact(&log, filepath.Base(checkerVisualization), html); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := &Checker{Name: "checker-1", artifactDir: dir, scenario: "leader-kill"}
+	r := checker.Result{Linearizable: "no", Visualization: checkerVisualization}
+	if err := c.saveVisualization(&r, log.String()); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "leader-kill.html")
+	if r.Visualization != want {
+		t.Errorf("result points at %s, want %s", r.Visualization, want)
+	}
+	if got, err := os.ReadFile(want); err != nil || !bytes.Equal(got, html) {
+		t.Errorf("%s holds %q (%v), want %q", want, got, err, html)
+	}
+	if !strings.Contains(r.String(), "visualization="+want) {
+		t.Errorf("the result line does not name the visualization: %s", r)
+	}
+}
