@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -417,5 +418,40 @@ func TestHistoryAcrossAQuorumLossPasses(t *testing.T) {
 	}
 	if r.Failed+r.Indeterminate == 0 {
 		t.Errorf("no operation failed or timed out: the workload never met the quorum loss (%+v)", r)
+	}
+}
+
+func TestTheWatchIsHeldOnlyToKeysTheReadBackFound(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		h             History
+		wantKeys      []string
+		wantRevisions []int64
+	}{
+		{
+			name:          "a key lost by a restore to an older revision is not waited for",
+			h:             History{Appended: []string{"a", "b", "c"}, AppendedRevisions: []int64{5, 6, 7}, Present: []string{"a", "c"}},
+			wantKeys:      []string{"a", "c"},
+			wantRevisions: []int64{5, 7},
+		},
+		{
+			name:          "every key present is every key waited for",
+			h:             History{Appended: []string{"a", "b"}, AppendedRevisions: []int64{5, 6}, Present: []string{"b", "a", "x"}},
+			wantKeys:      []string{"a", "b"},
+			wantRevisions: []int64{5, 6},
+		},
+		{
+			name:          "without a read-back every acknowledged key is waited for",
+			h:             History{Appended: []string{"a", "b"}, AppendedRevisions: []int64{5, 6}, ReadBackErr: "no answer"},
+			wantKeys:      []string{"a", "b"},
+			wantRevisions: []int64{5, 6},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys, revisions := stillPresent(&tc.h)
+			if !slices.Equal(keys, tc.wantKeys) || !slices.Equal(revisions, tc.wantRevisions) {
+				t.Fatalf("stillPresent = %v %v, want %v %v", keys, revisions, tc.wantKeys, tc.wantRevisions)
+			}
+		})
 	}
 }

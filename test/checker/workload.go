@@ -165,9 +165,37 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		h.ReadBackErr = err.Error()
 	}
 	h.Ops = append(h.Ops, rb.ops...)
-	h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted = watch.finish(h.Appended, h.AppendedRevisions, cfg.Settle)
+	watched, revisions := stillPresent(h)
+	h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted = watch.finish(watched, revisions, cfg.Settle)
 	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h, nil
+}
+
+// stillPresent are the acknowledged appends the read-back found, with their
+// revisions. The watch is held only to those: a key that is gone is already an
+// acknowledged write lost, and waiting for its event (which a restore to an
+// older revision takes away for good) would only spend the whole settle time.
+// Without a read-back every acknowledged append is waited for.
+func stillPresent(h *History) ([]string, []int64) {
+	if h.ReadBackErr != "" {
+		return h.Appended, h.AppendedRevisions
+	}
+	present := make(map[string]bool, len(h.Present))
+	for _, k := range h.Present {
+		present[k] = true
+	}
+	var keys []string
+	var revisions []int64
+	for i, k := range h.Appended {
+		if !present[k] {
+			continue
+		}
+		keys = append(keys, k)
+		if i < len(h.AppendedRevisions) {
+			revisions = append(revisions, h.AppendedRevisions[i])
+		}
+	}
+	return keys, revisions
 }
 
 // checkPrefixUnused refuses a prefix that already holds keys, e.g. an earlier
