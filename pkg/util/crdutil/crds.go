@@ -361,7 +361,10 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 		"maxBackups":             withDescription(nonNegative(), "Periodic backups to keep; 0 keeps all."),
 	})
 	props["clientTLSSecret"] = secretName()
-	spec := withRules(object(props, "etcdEndpoints", "storageType"), storageRules("storageType")...)
+	props["clusterName"] = clusterNameSchema()
+	props["compression"] = compressionSchema()
+	props["encryption"] = encryptionSchema()
+	spec := withRules(object(props, "storageType"), append(storageRules("storageType"), backupTargetRule)...)
 
 	status := object(map[string]schema{
 		"succeeded":       boolean(),
@@ -392,6 +395,7 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 func EtcdRestore() *apiextv1.CustomResourceDefinition {
 	props := sourceSchemas()
 	props["backupStorageType"] = enum(storageTypes...)
+	props["encryption"] = encryptionSchema()
 	props["etcdCluster"] = object(map[string]schema{"name": withRules(boundedStr(253),
 		[2]string{"self != ''", "names the EtcdCluster to restore"})}, "name")
 	spec := withRules(object(props, "backupStorageType", "etcdCluster"), storageRules("backupStorageType")...)

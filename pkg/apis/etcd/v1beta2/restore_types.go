@@ -48,6 +48,9 @@ type RestoreSource struct {
 	ABS *ABSRestoreSource `json:"abs,omitempty"`
 	GCS *GCSRestoreSource `json:"gcs,omitempty"`
 	OSS *OSSRestoreSource `json:"oss,omitempty"`
+	// Encryption names the key of an encrypted backup; compression is recognized
+	// by itself.
+	Encryption *BackupEncryption `json:"encryption,omitempty"`
 }
 
 // EtcdClusterRef names an EtcdCluster.
