@@ -1,10 +1,14 @@
 package v1beta2
 
-import "testing"
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 func TestTargetsClusterByName(t *testing.T) {
 	byName := &EtcdBackup{Spec: BackupSpec{ClusterName: "example"}}
-	byURL := &EtcdBackup{Spec: BackupSpec{EtcdEndpoints: []string{"https://example-client.ns.svc:2379"}}}
+	byURL := &EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: BackupSpec{EtcdEndpoints: []string{"https://example-client.ns.svc:2379"}}}
 	for _, tc := range []struct {
 		name string
 		b    *EtcdBackup
@@ -13,6 +17,8 @@ func TestTargetsClusterByName(t *testing.T) {
 		{"spec.clusterName names the cluster", byName, true},
 		{"spec.clusterName names only that cluster", &EtcdBackup{Spec: BackupSpec{ClusterName: "other"}}, false},
 		{"an endpoint through the client service names the cluster", byURL, true},
+		{"the client service of another namespace is a namesake",
+			&EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: BackupSpec{EtcdEndpoints: []string{"http://example-client.other.svc:2379"}}}, false},
 	} {
 		if got := tc.b.TargetsCluster("example"); got != tc.want {
 			t.Errorf("%s: %v", tc.name, got)

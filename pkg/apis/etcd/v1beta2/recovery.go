@@ -83,8 +83,9 @@ func (b *EtcdBackup) TargetsCluster(name string) bool {
 		if err != nil {
 			continue
 		}
-		host, _, _ := strings.Cut(u.Hostname(), ".")
-		if host == name+"-client" {
+		host, rest, _ := strings.Cut(u.Hostname(), ".")
+		// "<name>-client.<other namespace>..." is a namesake elsewhere.
+		if ns, _, _ := strings.Cut(rest, "."); host == name+"-client" && (ns == "" || b.Namespace == "" || ns == b.Namespace) {
 			return true
 		}
 	}
