@@ -39,9 +39,12 @@ type Snapshot struct {
 	// Revision is the member's store revision just before the snapshot began.
 	Revision int64
 	// Key is where it was stored.
-	Key    string
-	Size   int64
-	SHA256 string
+	Key string
+	// Size and SHA256 describe the stored bytes; SnapshotSize is what etcd sent,
+	// the same unless the job's Codec compressed or encrypted it.
+	Size         int64
+	SHA256       string
+	SnapshotSize int64
 }
 
 // SaveSnapshot streams a snapshot of the most up-to-date reachable member into store,
@@ -114,12 +117,13 @@ func SaveEncodedSnapshot(ctx context.Context, src Source, store Store, codec Cod
 		return nil, fmt.Errorf("the store holds %d bytes at %q, but %d were sent", info.Size, key, size)
 	}
 	return &Snapshot{
-		Endpoint:    endpoint,
-		EtcdVersion: status.Version,
-		Revision:    rev,
-		Key:         key,
-		Size:        size,
-		SHA256:      sum,
+		Endpoint:     endpoint,
+		EtcdVersion:  status.Version,
+		Revision:     rev,
+		Key:          key,
+		Size:         size,
+		SHA256:       sum,
+		SnapshotSize: body.n,
 	}, nil
 }
 
@@ -134,10 +138,12 @@ type checkedStream struct {
 	r       io.Reader
 	check   *trailerCheck
 	damaged error
+	n       int64
 }
 
 func (c *checkedStream) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	c.n += int64(n)
 	_, _ = c.check.Write(p[:n])
 	if errors.Is(err, io.EOF) {
 		if verr := c.check.verify(); verr != nil {
