@@ -124,11 +124,12 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		}
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
 		ctrl := backupcontroller.New(backupcontroller.Config{
-			Client:               clients.Etcd,
-			Informer:             factory.Etcd().V1beta2().EtcdBackups(),
-			Recorder:             recorder,
-			Metrics:              metrics,
-			Backup:               (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1(), VerifyDir: opts.verifyDir}).Backup,
+			Client:   clients.Etcd,
+			Informer: factory.Etcd().V1beta2().EtcdBackups(),
+			Recorder: recorder,
+			Metrics:  metrics,
+			Backup: (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1(), Clusters: clients.Etcd,
+				ClusterWide: opts.clusterWide, VerifyDir: opts.verifyDir}).Backup,
 			Log:                  log,
 			MaxConcurrentBackups: opts.maxConcurrentBackups,
 			ClusterWide:          opts.clusterWide,
@@ -155,7 +156,9 @@ func needs(watched string, createCRD bool) []operatorrun.Need {
 			Without: "no EtcdBackup is run, and periodic ones keep their finalizer"},
 		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdbackups/status", Verbs: []string{"update"}, Namespace: watched},
 			Without: "status cannot be written through the status subresource"},
-		operatorrun.SecretsNeed(watched, "backups cannot read their storage credentials or client TLS secret (said in their status)"),
+		operatorrun.SecretsNeed(watched, "backups cannot read their storage credentials, encryption key or client TLS secret (said in their status)"),
+		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdclusters", Verbs: []string{"get"}, Namespace: watched},
+			Without: "backups that name their cluster with spec.clusterName fail (said in their status)"},
 		operatorrun.EventsNeed(watched),
 	}
 	if createCRD {

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 )
 
@@ -29,8 +31,16 @@ func fetchBackup(ctx context.Context, args []string, stderr io.Writer) int {
 		restore.WriteTerminationLog(a.TerminationLog, err.Error())
 		return 2
 	}
+	var key []byte
+	if a.KeyFile != "" {
+		if key, err = readKey(a.KeyFile); err != nil {
+			_, _ = fmt.Fprintln(stderr, err)
+			restore.WriteTerminationLog(a.TerminationLog, err.Error())
+			return 1
+		}
+	}
 	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", a.URL, a.Size, a.SHA256, a.Out)
-	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Timeout: a.Timeout, Log: stderr})
+	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Key: key, Timeout: a.Timeout, Log: stderr})
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		restore.WriteTerminationLog(a.TerminationLog, err.Error())
@@ -51,6 +61,7 @@ func parseFetchBackup(args []string, output io.Writer) (restore.FetchArgs, error
 	fs.StringVar(&a.SHA256, restore.FetchFlagSHA256, "", "hex sha256 the backup must have")
 	fs.DurationVar(&a.Timeout, restore.FetchFlagTimeout, 20*time.Minute, "give up after this long, retries included")
 	fs.StringVar(&a.TerminationLog, restore.FetchFlagTerminationLog, restore.DefaultTerminationLog, "file that receives the reason of a failure")
+	fs.StringVar(&a.KeyFile, restore.FetchFlagKeyFile, "", "file with the key of an encrypted backup (32 bytes, or their base64)")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
@@ -58,4 +69,17 @@ func parseFetchBackup(args []string, output io.Writer) (restore.FetchArgs, error
 		return a, fmt.Errorf("%s: unexpected arguments %v", restore.FetchSubcommand, fs.Args())
 	}
 	return a, nil
+}
+
+// readKey reads the key of an encrypted backup from the mounted Secret.
+func readKey(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the encryption key: %w", restore.FetchSubcommand, err)
+	}
+	key, err := storage.ParseEncryptionKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the encryption key in %s: %w", restore.FetchSubcommand, path, err)
+	}
+	return key, nil
 }

@@ -23,6 +23,8 @@ func TestFetchBackupParsesWhatTheSeedPodIsGiven(t *testing.T) {
 			SHA256: strings.Repeat("ab", 32), Timeout: 20 * time.Minute, TerminationLog: restore.DefaultTerminationLog},
 		{URL: "http://s/v1/backup/a/b", Out: "/tmp/b", Size: 1, SHA256: strings.Repeat("0", 64), Timeout: 1500 * time.Millisecond,
 			TerminationLog: "/tmp/t"},
+		{URL: "http://s/v1/backup/a/b", Out: "/tmp/b", Size: 1, SHA256: strings.Repeat("0", 64), Timeout: time.Minute,
+			TerminationLog: "/tmp/t", KeyFile: restore.KeyFile},
 	} {
 		got, err := parseFetchBackup(a.Args(), io.Discard)
 		if err != nil {
@@ -94,5 +96,30 @@ func TestAFailedFetchSaysWhyInItsTerminationLog(t *testing.T) {
 	}
 	if msg, _ := os.ReadFile(termLog); !strings.Contains(string(msg), "gave up after") {
 		t.Errorf("termination message %q", msg)
+	}
+}
+
+func TestFetchBackupReadsItsKey(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("q83vq83vq83vq83vq83vq83vq83vq83vq83vq83vq80=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if key, err := readKey(good); err != nil || len(key) != 32 {
+		t.Fatalf("%x, %v", key, err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readKey(bad); err == nil || !strings.Contains(err.Error(), "must hold 32 bytes") {
+		t.Fatalf("a short key: %v", err)
+	}
+	log := filepath.Join(dir, "termination-log")
+	code := fetchBackup(context.Background(), restore.FetchArgs{URL: "http://127.0.0.1:1/x", Out: filepath.Join(dir, "out"), Size: 1,
+		SHA256: strings.Repeat("0", 64), Timeout: time.Second, TerminationLog: log, KeyFile: filepath.Join(dir, "missing")}.Args(), io.Discard)
+	msg, _ := os.ReadFile(log)
+	if code != 1 || !strings.Contains(string(msg), "read the encryption key") {
+		t.Fatalf("exit %d, termination log %q", code, msg)
 	}
 }

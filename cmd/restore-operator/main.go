@@ -228,7 +228,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		{Rule: rule(api.GroupName, "etcdbackups", watched, "list"), Without: "a backup cannot be matched with the EtcdBackup that stored it"},
 		{Rule: rule("", "pods", watched, "get", "list", "create", "delete"), Without: "the seed member cannot be created"},
 		{Rule: rule("", "persistentvolumeclaims", watched, "get", "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
-		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials (said in their status)"),
+		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials or encryption key (said in their status)"),
 		operatorrun.EventsNeed(watched),
 		{Rule: rule("", "pods", ns, "get"), Without: "the operator cannot read its own pod: give -fetch-image, and make Service " + restore.ServiceName + " yourself"},
 		{Rule: rule("", "services", ns, "get", "create", "update"), Without: "seeds cannot reach the backup server through Service " + restore.ServiceName},

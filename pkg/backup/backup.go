@@ -16,6 +16,8 @@ type Job struct {
 	// Periodic names the object "<Key>_v<revision>_<time>" and prunes to MaxBackups.
 	Periodic   bool
 	MaxBackups int
+	// Codec compresses and encrypts the snapshot; the zero Codec stores etcd's bytes.
+	Codec Codec
 	// Now is the clock for periodic names; nil means time.Now.
 	Now func() time.Time
 	// Verify reads the stored snapshot back before pruning (verify.go), through
@@ -52,7 +54,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	if job.Periodic {
 		name = func(rev int64) string { return PeriodicKey(job.Key, rev, now()) }
 	}
-	snap, err := SaveSnapshot(ctx, job.Source, job.Store, name)
+	snap, err := SaveEncodedSnapshot(ctx, job.Source, job.Store, job.Codec, name)
 	if err != nil {
 		return nil, err
 	}

@@ -39,9 +39,12 @@ type Snapshot struct {
 	// Revision is the member's store revision just before the snapshot began.
 	Revision int64
 	// Key is where it was stored.
-	Key    string
-	Size   int64
-	SHA256 string
+	Key string
+	// Size and SHA256 describe the stored bytes; SnapshotSize is what etcd sent,
+	// the same unless the job's Codec compressed or encrypted it.
+	Size         int64
+	SHA256       string
+	SnapshotSize int64
 }
 
 // SaveSnapshot streams a snapshot of the most up-to-date reachable member into store,
@@ -57,6 +60,17 @@ type Snapshot struct {
 // committing them is the rename, without copying the snapshot a second time. The
 // committed object's size is then read back and compared with what was sent.
 func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revision int64) string) (*Snapshot, error) {
+	return SaveEncodedSnapshot(ctx, src, store, Codec{}, name)
+}
+
+// SaveEncodedSnapshot is SaveSnapshot through codec: etcd's bytes are checked
+// against their trailer, then compressed and encrypted on the way to the store,
+// and Size and SHA256 are those of the stored bytes. A damaged snapshot still
+// fails the upload, since the codec passes the check's error on instead of EOF.
+func SaveEncodedSnapshot(ctx context.Context, src Source, store Store, codec Codec, name func(revision int64) string) (*Snapshot, error) {
+	if err := codec.Check(); err != nil {
+		return nil, failure.Permanent(err)
+	}
 	if len(src.Endpoints) == 0 {
 		return nil, failure.Permanent(errors.New("no etcd endpoints to take the snapshot from"))
 	}
@@ -82,7 +96,12 @@ func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revisi
 
 	key := name(rev)
 	body := &checkedStream{r: stream, check: newTrailerCheck()}
-	size, sum, err := store.Put(ctx, key, body)
+	encoded := codec.Encode(body)
+	size, sum, err := store.Put(ctx, key, encoded)
+	if err != nil {
+		_ = stream.Close() // unblocks an encoder waiting on etcd
+	}
+	_ = encoded.Close() // the encoder has stopped reading body once this returns
 	if body.damaged != nil {
 		return nil, fmt.Errorf("snapshot of %s (revision %d) is damaged, so it was not stored and %q keeps what it held: %w",
 			endpoint, rev, key, body.damaged)
@@ -98,12 +117,13 @@ func SaveSnapshot(ctx context.Context, src Source, store Store, name func(revisi
 		return nil, fmt.Errorf("the store holds %d bytes at %q, but %d were sent", info.Size, key, size)
 	}
 	return &Snapshot{
-		Endpoint:    endpoint,
-		EtcdVersion: status.Version,
-		Revision:    rev,
-		Key:         key,
-		Size:        size,
-		SHA256:      sum,
+		Endpoint:     endpoint,
+		EtcdVersion:  status.Version,
+		Revision:     rev,
+		Key:          key,
+		Size:         size,
+		SHA256:       sum,
+		SnapshotSize: body.n,
 	}, nil
 }
 
@@ -118,10 +138,12 @@ type checkedStream struct {
 	r       io.Reader
 	check   *trailerCheck
 	damaged error
+	n       int64
 }
 
 func (c *checkedStream) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	c.n += int64(n)
 	_, _ = c.check.Write(p[:n])
 	if errors.Is(err, io.EOF) {
 		if verr := c.check.verify(); verr != nil {

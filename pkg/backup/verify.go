@@ -38,18 +38,22 @@ var ErrVerification = errors.New("the stored backup is not a restorable etcd sna
 // the database before the trailer opens in bbolt, reads through page by page (as
 // `etcdutl snapshot status` reads it) and holds etcd's "key" and "meta" buckets.
 //
+// A compressed or encrypted object (codec.go) is decoded on the way, with
+// decodeKey for an encrypted one; the trailer and the database are checked on
+// the decoded snapshot, the size and sha256 on the stored bytes.
+//
 // The object is streamed to a temporary file under dir, never held in memory, and
 // the file is removed before Verify returns; dir needs room for one snapshot.
 // bbolt maps the file rather than reading it, so the pages it touches are page
 // cache, not heap. Errors about the object's content wrap ErrVerification.
-func Verify(ctx context.Context, store Store, key, dir string) (*Verification, error) {
+func Verify(ctx context.Context, store Store, key string, decodeKey []byte, dir string) (*Verification, error) {
 	f, err := os.CreateTemp(dir, "verify-*.db")
 	if err != nil {
 		return nil, fmt.Errorf("create a temporary file to verify the backup in (it needs room for one snapshot): %w", err)
 	}
 	path := f.Name()
 	defer func() { _ = os.Remove(path) }()
-	v, err := download(ctx, store, key, f)
+	v, snapshotSize, err := download(ctx, store, key, decodeKey, f)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write %s: %w", path, cerr)
 	}
@@ -57,7 +61,7 @@ func Verify(ctx context.Context, store Store, key, dir string) (*Verification, e
 		return nil, err
 	}
 	// bbolt wants the bare database: the trailer goes.
-	if err := os.Truncate(path, v.Size-sha256.Size); err != nil {
+	if err := os.Truncate(path, snapshotSize-sha256.Size); err != nil {
 		return nil, fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
 	}
 	if err := inspectDB(ctx, path, v); err != nil {
@@ -66,28 +70,63 @@ func Verify(ctx context.Context, store Store, key, dir string) (*Verification, e
 	return v, nil
 }
 
-// download copies the object into f, checking its trailer and hashing it on the way.
-func download(ctx context.Context, store Store, key string, f *os.File) (*Verification, error) {
+// download decodes the object into f, checking the snapshot's trailer and
+// hashing the stored bytes on the way; it returns the decoded snapshot's size.
+func download(ctx context.Context, store Store, key string, decodeKey []byte, f *os.File) (*Verification, int64, error) {
 	rc, size, err := store.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: %q does not exist", ErrVerification, key)
+		return nil, 0, fmt.Errorf("%w: %q does not exist", ErrVerification, key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %q back: %w", key, err)
+		return nil, 0, fmt.Errorf("read %q back: %w", key, err)
 	}
 	defer func() { _ = rc.Close() }()
-	whole, check := sha256.New(), newTrailerCheck()
-	n, err := io.Copy(io.MultiWriter(f, whole, check), rc)
+	whole := sha256.New()
+	stored := &countingReader{r: io.TeeReader(rc, whole)}
+	decoded, _, err := Decode(stored, decodeKey)
 	if err != nil {
-		return nil, fmt.Errorf("read %q back (after %d of %d bytes): %w", key, n, size, err)
+		return nil, 0, fmt.Errorf("%w: %q cannot be decoded: %v", ErrVerification, key, err)
 	}
-	if size >= 0 && n != size {
-		return nil, fmt.Errorf("%w: the store announces %d bytes at %q but %d arrived", ErrVerification, size, key, n)
+	check := newTrailerCheck()
+	n, err := io.Copy(io.MultiWriter(f, check), decoded)
+	if cerr := decoded.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// The decoder may stop short of bytes after its end; they are stored
+		// bytes all the same, and count in the size and the sha256.
+		_, err = io.Copy(io.Discard, stored)
+	}
+	if err != nil {
+		if stored.err != nil {
+			return nil, 0, fmt.Errorf("read %q back (after %d of %d bytes): %w", key, stored.n, size, stored.err)
+		}
+		return nil, 0, fmt.Errorf("%w: %q does not decode (after %d of %d bytes): %v", ErrVerification, key, stored.n, size, err)
+	}
+	if size >= 0 && stored.n != size {
+		return nil, 0, fmt.Errorf("%w: the store announces %d bytes at %q but %d arrived", ErrVerification, size, key, stored.n)
 	}
 	if err := check.verify(); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrVerification, err)
+		return nil, 0, fmt.Errorf("%w: %s", ErrVerification, err)
 	}
-	return &Verification{Key: key, Size: n, SHA256: hex.EncodeToString(whole.Sum(nil))}, nil
+	return &Verification{Key: key, Size: stored.n, SHA256: hex.EncodeToString(whole.Sum(nil))}, n, nil
+}
+
+// countingReader counts the bytes read through it and keeps the read error,
+// which is the store's, not the content's.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.err = err
+	}
+	return n, err
 }
 
 // inspectDB opens the database at path read-only and fills in v. A damaged
@@ -136,7 +175,7 @@ func inspectDB(ctx context.Context, path string, v *Verification) (err error) {
 // verifyStored verifies the snapshot a job just stored, and that the store
 // returns the very bytes that were sent.
 func verifyStored(ctx context.Context, job Job, snap *Snapshot) (*Verification, error) {
-	v, err := Verify(ctx, job.Store, snap.Key, job.VerifyDir)
+	v, err := Verify(ctx, job.Store, snap.Key, job.Codec.Key, job.VerifyDir)
 	if err != nil {
 		return nil, err
 	}

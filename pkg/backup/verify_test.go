@@ -115,7 +115,7 @@ func TestVerifyReadsABackupBackFromEveryStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			v, err := backup.Verify(ctx, store, snap.Key, dir)
+			v, err := backup.Verify(ctx, store, snap.Key, nil, dir)
 			if err != nil {
 				t.Fatalf("a good backup failed verification: %v", err)
 			}
@@ -161,7 +161,7 @@ func TestVerifyReadsABackupBackFromEveryStore(t *testing.T) {
 					if _, _, err := store.Put(ctx, key, bytes.NewReader(c.data)); err != nil {
 						t.Fatal(err)
 					}
-					_, err := backup.Verify(ctx, store, key, dir)
+					_, err := backup.Verify(ctx, store, key, nil, dir)
 					if !errors.Is(err, backup.ErrVerification) || !strings.Contains(err.Error(), c.want) {
 						t.Fatalf("Verify = %v, want ErrVerification saying %q", err, c.want)
 					}
@@ -171,7 +171,7 @@ func TestVerifyReadsABackupBackFromEveryStore(t *testing.T) {
 				})
 			}
 			t.Run("missing", func(t *testing.T) {
-				_, err := backup.Verify(ctx, store, "no-such-backup", dir)
+				_, err := backup.Verify(ctx, store, "no-such-backup", nil, dir)
 				if !errors.Is(err, backup.ErrVerification) || !strings.Contains(err.Error(), "does not exist") {
 					t.Fatalf("Verify = %v", err)
 				}
@@ -182,7 +182,7 @@ func TestVerifyReadsABackupBackFromEveryStore(t *testing.T) {
 
 func TestVerifyNeedsAWritableDirectory(t *testing.T) {
 	_, store := startS3(t, nil, "verify")
-	_, err := backup.Verify(t.Context(), store, "k", filepath.Join(t.TempDir(), "missing"))
+	_, err := backup.Verify(t.Context(), store, "k", nil, filepath.Join(t.TempDir(), "missing"))
 	if err == nil || errors.Is(err, backup.ErrVerification) || !strings.Contains(err.Error(), "temporary file") {
 		t.Fatalf("Verify = %v, want an error about the temporary file that does not blame the backup", err)
 	}
@@ -322,7 +322,7 @@ func BenchmarkVerify(b *testing.B) {
 	}()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		v, err := backup.Verify(context.Background(), store, "snap", dir)
+		v, err := backup.Verify(context.Background(), store, "snap", nil, dir)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/backup"
 )
 
 // DefaultTerminationLog is where Kubernetes reads a container's termination
@@ -30,9 +32,12 @@ type FetchOptions struct {
 	URL string
 	// Out is the file written; it appears only once its content is verified.
 	Out string
-	// Size and SHA256 are those of the verified backup.
+	// Size and SHA256 are those of the verified backup, as stored.
 	Size   int64
 	SHA256 string
+	// Key decrypts an encrypted backup; compression is recognized by itself.
+	// Out receives the decoded snapshot, whose trailer is checked once more.
+	Key []byte
 	// Timeout bounds the whole fetch, retries included.
 	Timeout time.Duration
 	// Client defaults to an http.Client without overall timeout: a large backup
@@ -144,27 +149,61 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 		return &fetchError{err: fmt.Errorf("create a file in %s: %w", dir, err), final: true}
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // a no-op after the rename
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), resp.Body)
-	if err == nil {
-		err = tmp.Sync()
+	// The stored bytes are counted and hashed as they arrive, and decoded
+	// (decrypted, decompressed) into the file: the key never leaves the pod, and
+	// the backup server only ever sends what is stored.
+	body := &countingReader{r: resp.Body, h: sha256.New()}
+	n, decodeErr := o.decodeTo(tmp, body)
+	if decodeErr == nil {
+		decodeErr = tmp.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if cerr := tmp.Close(); decodeErr == nil {
+		decodeErr = cerr
 	}
-	if err != nil {
-		return &fetchError{err: fmt.Errorf("download interrupted after %d of %d bytes: %w", n, o.Size, err)}
+	if body.err != nil {
+		return &fetchError{err: fmt.Errorf("download interrupted after %d of %d bytes: %w", body.n, o.Size, body.err)}
 	}
-	if n != o.Size {
-		return &fetchError{err: fmt.Errorf("downloaded %d bytes, but the verified backup has %d", n, o.Size), final: true}
+	// The size and sha256 come first: a download that is not the verified
+	// backup says so, whatever decoding it made of it.
+	if body.n != o.Size {
+		return &fetchError{err: fmt.Errorf("downloaded %d bytes, but the verified backup has %d", body.n, o.Size), final: true}
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.SHA256 {
+	if sum := hex.EncodeToString(body.h.Sum(nil)); sum != o.SHA256 {
 		return &fetchError{err: fmt.Errorf("the downloaded backup has sha256 %s, but the verified backup has %s", sum, o.SHA256), final: true}
+	}
+	if decodeErr != nil {
+		return &fetchError{err: fmt.Errorf("write the backup (%d bytes decoded) to %s: %w", n, o.Out, decodeErr), final: true}
 	}
 	if err := os.Rename(tmp.Name(), o.Out); err != nil {
 		return &fetchError{err: err, final: true}
 	}
 	return nil
+}
+
+// decodeTo writes the snapshot that body holds to w, and reads body to its end.
+// A stored form that is not a plain snapshot is checked against its trailer too,
+// since decoding is a step the store's checksums did not cover.
+func (o *FetchOptions) decodeTo(w io.Writer, body io.Reader) (int64, error) {
+	decoded, form, err := backup.Decode(body, o.Key)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = decoded.Close() }()
+	check := NewSnapshotCheck()
+	n, err := io.Copy(io.MultiWriter(w, check), decoded)
+	if err != nil {
+		return n, err
+	}
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return n, err
+	}
+	if form != (backup.Form{}) {
+		if err := check.Verify(); err != nil {
+			return n, fmt.Errorf("the decoded backup is not an intact etcd snapshot: %w", err)
+		}
+		_, _ = fmt.Fprintf(o.Log, "decoded the %s backup into a %d-byte snapshot\n", form, n)
+	}
+	return n, nil
 }
 
 // Flags of the fetch-backup subcommand.
@@ -175,6 +214,7 @@ const (
 	FetchFlagSHA256         = "sha256"
 	FetchFlagTimeout        = "timeout"
 	FetchFlagTerminationLog = "termination-log"
+	FetchFlagKeyFile        = "encryption-key-file"
 )
 
 // FetchArgs are the arguments of the fetch-backup subcommand, encoded by Args
@@ -188,6 +228,9 @@ type FetchArgs struct {
 	// TerminationLog receives the reason of a failure; empty leaves the
 	// subcommand's default, DefaultTerminationLog.
 	TerminationLog string
+	// KeyFile holds the key of an encrypted backup (the Secret's
+	// encryption-key, mounted); empty for backups that are not encrypted.
+	KeyFile string
 }
 
 // Args is the command line after the subcommand's name.
@@ -201,6 +244,9 @@ func (a FetchArgs) Args() []string {
 	}
 	if a.TerminationLog != "" {
 		args = append(args, "--"+FetchFlagTerminationLog+"="+a.TerminationLog)
+	}
+	if a.KeyFile != "" {
+		args = append(args, "--"+FetchFlagKeyFile+"="+a.KeyFile)
 	}
 	return args
 }

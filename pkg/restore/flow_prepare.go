@@ -55,6 +55,9 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 		return f.failOrRetry(ctx, er, attempt, err)
 	}
 	msg := fmt.Sprintf("backup %s is an intact etcd snapshot: %d bytes, sha256 %s", vb.Path, vb.Size, vb.SHA256)
+	if vb.Encrypted || vb.Compression != "" {
+		msg += " (stored " + backup.Form{Encrypted: vb.Encrypted, Compression: vb.Compression}.String() + ")"
+	}
 	if vb.RecordedBy != "" {
 		msg += ", as EtcdBackup " + vb.RecordedBy + " recorded"
 	}
@@ -113,7 +116,15 @@ func (f *Flow) validate(ctx context.Context, er *api.EtcdRestore) (*api.EtcdClus
 func (f *Flow) verify(ctx context.Context, er *api.EtcdRestore, store backup.Store, loc storage.Location) (VerifiedBackup, error) {
 	vctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	vb, err := VerifySnapshot(vctx, store, loc)
+	var key []byte
+	if er.Spec.Encryption != nil {
+		k, err := storage.EncryptionKey(ctx, f.cfg.Kube.CoreV1(), er.Namespace, er.Spec.Encryption)
+		if err != nil {
+			return VerifiedBackup{}, err
+		}
+		key = k
+	}
+	vb, err := VerifySnapshot(vctx, store, loc, key)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(vctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("reading the backup did not finish within %v: %w", f.cfg.Timeout, err)

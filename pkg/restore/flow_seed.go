@@ -81,6 +81,7 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 		FetchImage:      f.cfg.FetchImage,
 		FetchPullPolicy: f.cfg.FetchPullPolicy,
 		FetchTimeout:    f.cfg.Timeout,
+		KeySecret:       keySecretOf(plan),
 	})
 	seed, err = f.cfg.Kube.CoreV1().Pods(er.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -210,4 +211,13 @@ func describePending(p *corev1.Pod) string {
 		}
 	}
 	return "pending"
+}
+
+// keySecretOf names the Secret with the key of the plan's backup, if it is
+// encrypted: the plan's source, as verified, not the restore's spec today.
+func keySecretOf(plan *Plan) string {
+	if !plan.Backup.Encrypted || plan.Source.Encryption == nil {
+		return ""
+	}
+	return plan.Source.Encryption.KeySecret
 }

@@ -32,6 +32,14 @@ const (
 	backupMountDir   = "/var/etcd-restore"
 	// BackupFile is where the seed keeps the downloaded snapshot.
 	BackupFile = backupMountDir + "/latest.backup"
+
+	// The key of an encrypted backup reaches fetch-backup only, as a file of
+	// the Secret's volume: not through the backup server, which has no
+	// authentication, and not in the pod's spec or environment.
+	keyVolumeName = "restore-key"
+	keyMountDir   = "/var/etcd-restore-key"
+	// KeyFile is where fetch-backup reads the key.
+	KeyFile = keyMountDir + "/" + api.EncryptionKeySecretKey
 )
 
 // SeedConfig is everything the seed pod of a restored cluster is made of.
@@ -53,6 +61,8 @@ type SeedConfig struct {
 	FetchPullPolicy corev1.PullPolicy
 	// FetchTimeout bounds the fetch, retries included.
 	FetchTimeout time.Duration
+	// KeySecret names the Secret with the key of an encrypted backup.
+	KeySecret string
 }
 
 // SeedMember is the member the seed pod runs.
@@ -105,15 +115,27 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	resources := cl.Spec.Pod.Resources.DeepCopy()
 
 	backupMount := corev1.VolumeMount{Name: backupVolumeName, MountPath: backupMountDir}
+	fetchArgs := FetchArgs{URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout}
+	fetchMounts := []corev1.VolumeMount{backupMount}
+	volumes := []corev1.Volume{{
+		Name:         backupVolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+	}}
+	if c.KeySecret != "" {
+		fetchArgs.KeyFile = KeyFile
+		fetchMounts = append(fetchMounts, corev1.VolumeMount{Name: keyVolumeName, MountPath: keyMountDir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: keyVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: c.KeySecret,
+			Items:      []corev1.KeyToPath{{Key: api.EncryptionKeySecretKey, Path: api.EncryptionKeySecretKey}},
+		}}})
+	}
 	fetch := corev1.Container{
-		Name:            FetchContainerName,
-		Image:           c.FetchImage,
-		ImagePullPolicy: c.FetchPullPolicy,
-		Command: append([]string{Binary, FetchSubcommand}, FetchArgs{
-			URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout,
-		}.Args()...),
+		Name:                     FetchContainerName,
+		Image:                    c.FetchImage,
+		ImagePullPolicy:          c.FetchPullPolicy,
+		Command:                  append([]string{Binary, FetchSubcommand}, fetchArgs.Args()...),
 		Resources:                *resources,
-		VolumeMounts:             []corev1.VolumeMount{backupMount},
+		VolumeMounts:             fetchMounts,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// fetch-backup writes only to its volume.
 		SecurityContext: withReadOnlyRoot(k8sutil.ContainerSecurity()),
@@ -141,10 +163,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		// A seed that fails has failed the restore: its end is how the
 		// restore operator learns it.
 		k8sutil.WithRestartPolicy(corev1.RestartPolicyNever),
-		k8sutil.WithVolumes(corev1.Volume{
-			Name:         backupVolumeName,
-			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
-		}),
+		k8sutil.WithVolumes(volumes...),
 	)
 	pod.Annotations[SeedAnnotation] = c.RestoreName
 	return pod

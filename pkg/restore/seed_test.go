@@ -169,3 +169,36 @@ func TestBackupURL(t *testing.T) {
 		}
 	}
 }
+
+// The key of an encrypted backup reaches fetch-backup, and only it, as a file
+// of the Secret's volume.
+func TestSeedPodGivesTheKeyToFetchBackupOnly(t *testing.T) {
+	c := seedConfig(nil)
+	c.Backup.Encrypted = true
+	c.KeySecret = "backup-key"
+	pod := NewSeedPod(c)
+	var keyVolume *corev1.Volume
+	for i, v := range pod.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "backup-key" {
+			keyVolume = &pod.Spec.Volumes[i]
+		}
+	}
+	if keyVolume == nil || len(keyVolume.Secret.Items) != 1 || keyVolume.Secret.Items[0].Key != api.EncryptionKeySecretKey {
+		t.Fatalf("no volume of the key's secret with its one key: %+v", pod.Spec.Volumes)
+	}
+	for _, ic := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		mounted := false
+		for _, m := range ic.VolumeMounts {
+			if m.Name == keyVolume.Name {
+				mounted = m.ReadOnly
+			}
+		}
+		hasFlag := strings.Contains(strings.Join(ic.Command, " "), "--"+FetchFlagKeyFile+"="+KeyFile)
+		if want := ic.Name == FetchContainerName; mounted != want || hasFlag != want {
+			t.Errorf("container %s: key mounted read-only %v, flag %v; want %v", ic.Name, mounted, hasFlag, want)
+		}
+	}
+	if plain := NewSeedPod(seedConfig(nil)); len(plain.Spec.Volumes) != len(pod.Spec.Volumes)-1 {
+		t.Errorf("a seed of a backup that is not encrypted has %d volumes, the encrypted one %d", len(plain.Spec.Volumes), len(pod.Spec.Volumes))
+	}
+}

@@ -129,7 +129,7 @@ func TestBackupPruneAndRestoreOnEveryStore(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				vb, err := VerifySnapshot(ctx, rstore, rloc)
+				vb, err := VerifySnapshot(ctx, rstore, rloc, nil)
 				if err != nil {
 					t.Fatalf("restore from %s: %v", p, err)
 				}

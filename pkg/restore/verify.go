@@ -28,6 +28,10 @@ type VerifiedBackup struct {
 	SHA256 string `json:"sha256"`
 	// RecordedBy is the EtcdBackup whose status recorded this object, if any.
 	RecordedBy string `json:"recordedBy,omitempty"`
+	// Encrypted and Compression are how the snapshot is stored (backup.Codec);
+	// the seed's fetch decodes it after checking Size and SHA256.
+	Encrypted   bool   `json:"encrypted,omitempty"`
+	Compression string `json:"compression,omitempty"`
 }
 
 // VerifySnapshot proves that the object at loc can be restored before anything is
@@ -35,10 +39,13 @@ type VerifiedBackup struct {
 // reads through to the end, its length is what the store announced, and it ends
 // with the sha256 of everything before it, which etcd's Snapshot RPC appends and
 // `etcdutl snapshot restore` checks. Nothing is buffered beyond that 32-byte trailer.
+// A compressed or encrypted backup (backup.Codec) is decoded on the way, with key
+// for an encrypted one, and the trailer checked on what decoding gives; Size and
+// SHA256 stay those of the stored bytes, which EtcdBackup recorded.
 //
-// Errors that the user must fix (no such object, a damaged snapshot) are marked
-// backup.Permanent; others (the store unreachable) may pass.
-func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Location) (VerifiedBackup, error) {
+// Errors that the user must fix (no such object, a damaged snapshot, a missing or
+// wrong key) are marked backup.Permanent; others (the store unreachable) may pass.
+func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Location, key []byte) (VerifiedBackup, error) {
 	url := loc.Path()
 	info, err := store.Head(ctx, loc.Key)
 	if errors.Is(err, backup.ErrNotFound) {
@@ -56,18 +63,65 @@ func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Locatio
 	}
 	defer func() { _ = rc.Close() }()
 
-	check := NewSnapshotCheck()
-	n, err := io.Copy(check, rc)
+	stored := &countingReader{r: rc, h: sha256.New()}
+	decoded, form, err := backup.Decode(stored, key)
 	if err != nil {
-		return VerifiedBackup{}, fmt.Errorf("read backup %s (after %d of %d bytes): %w", url, n, info.Size, err)
+		return VerifiedBackup{}, decodeError(url, stored, err)
 	}
+	defer func() { _ = decoded.Close() }()
+	check := NewSnapshotCheck()
+	if _, err := io.Copy(check, decoded); err != nil {
+		return VerifiedBackup{}, decodeError(url, stored, err)
+	}
+	// Decoding may stop before the last stored byte; the record covers them all.
+	if _, err := io.Copy(io.Discard, stored); err != nil {
+		return VerifiedBackup{}, fmt.Errorf("read backup %s (after %d of %d bytes): %w", url, stored.n, info.Size, err)
+	}
+	n := stored.n
 	if n != info.Size {
 		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s is truncated: the store announces %d bytes but %d arrived", url, info.Size, n))
 	}
 	if err := check.Verify(); err != nil {
 		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s is not an intact etcd snapshot: %w", url, err))
 	}
-	return VerifiedBackup{Path: loc.Path(), Size: n, SHA256: check.SHA256()}, nil
+	return VerifiedBackup{Path: loc.Path(), Size: n, SHA256: hex.EncodeToString(stored.h.Sum(nil)),
+		Encrypted: form.Encrypted, Compression: form.Compression}, nil
+}
+
+// decodeError tells a store that broke off (may pass) from stored bytes that do
+// not decode (final), and says what to do about a key.
+func decodeError(url string, stored *countingReader, err error) error {
+	if stored.err != nil {
+		return fmt.Errorf("read backup %s (after %d bytes): %w", url, stored.n, stored.err)
+	}
+	switch {
+	case errors.Is(err, backup.ErrKeyRequired):
+		return failure.Permanent(fmt.Errorf("backup %s is encrypted: name the Secret holding its key in spec.encryption.keySecret", url))
+	case errors.Is(err, backup.ErrWrongKey):
+		return failure.Permanent(fmt.Errorf("backup %s was encrypted with a different key than the one in spec.encryption.keySecret", url))
+	case errors.Is(err, backup.ErrNotEncrypted):
+		return failure.Permanent(fmt.Errorf("backup %s is not encrypted, but spec.encryption names a key: a backup that should be encrypted and is not may have been replaced; remove spec.encryption if it was stored unencrypted", url))
+	}
+	return failure.Permanent(fmt.Errorf("backup %s cannot be decoded: %w", url, err))
+}
+
+// countingReader counts and hashes the stored bytes as they are read, and keeps
+// the store's error apart from the decoder's.
+type countingReader struct {
+	r   io.Reader
+	h   hash.Hash
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.err = err
+	}
+	return n, err
 }
 
 // SnapshotCheck is an io.Writer that checks an etcd snapshot streamed through it:

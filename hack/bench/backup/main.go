@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,21 +44,24 @@ func main() {
 	role := flag.String("role", "bench", "bench, or etcd (the child process)")
 	sizeMiB := flag.Int("size-mib", 512, "data written to etcd before the backup")
 	valueKiB := flag.Int("value-kib", 256, "size of each value")
+	randomPercent := flag.Int("random-percent", 50, "share of each value that is random bytes, the rest repeats one byte: how compressible the database is")
 	dir := flag.String("dir", "", "data directory of the etcd child (default: a temporary directory)")
 	partMiB := flag.Int("part-mib", s3store.DefaultPartSize>>20, "upload part size")
 	concurrency := flag.Int("concurrency", s3store.DefaultConcurrency, "parts uploaded at once")
 	runs := flag.Int("runs", 3, "backups to time; the first also warms up")
 	storeKind := flag.String("store", "s3", "s3 (in-process, bytes dropped), abs (Azurite) or gcs (fake-gcs-server)")
+	codecs := flag.String("codecs", "none,gzip,zstd,aes,gzip+aes,zstd+aes", "comma-separated ways to store the snapshot: none, gzip, zstd, aes, gzip+aes, zstd+aes")
+	etcdctl := flag.String("etcdctl", defaultEtcdctl(), "etcdctl to measure `etcdctl snapshot save` to local disk with, on the same database (default $ETCDCTL, or etcdctl in $ETCD_BIN_DIR_3_6); \"\" skips it")
 	flag.Parse()
 
 	var err error
 	switch *role {
 	case "etcd":
-		err = serveEtcd(*dir, *sizeMiB, *valueKiB)
+		err = serveEtcd(*dir, *sizeMiB, *valueKiB, *randomPercent)
 	case "gcs":
 		err = serveGCS(*dir)
 	case "bench":
-		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs)
+		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl)
 	default:
 		err = fmt.Errorf("unknown -role %q", *role)
 	}
@@ -69,7 +73,7 @@ func main() {
 
 // serveEtcd fills an embedded etcd, prints "READY <endpoint>" and serves until its
 // stdin closes or it is signalled.
-func serveEtcd(dir string, sizeMiB, valueKiB int) error {
+func serveEtcd(dir string, sizeMiB, valueKiB, randomPercent int) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "backup-bench-etcd-")
 		if err != nil {
@@ -89,12 +93,36 @@ func serveEtcd(dir string, sizeMiB, valueKiB int) error {
 	valueSize := valueKiB << 10
 	keys := sizeMiB << 20 / valueSize
 	start := time.Now()
-	if err := e.Fill(context.Background(), "/bench/", keys, valueSize); err != nil {
+	if err := fill(e, keys, valueSize, randomPercent); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "etcd: wrote %d keys of %d KiB in %v\n", keys, valueKiB, time.Since(start).Round(time.Millisecond))
 	fmt.Printf("READY %s\n", e.Endpoint)
 	return waitForEnd()
+}
+
+// fill writes keys values, each randomPercent random bytes and the rest one
+// repeated byte: backuptest.Fill's values are all one byte, which any
+// compressor shrinks to nothing and would flatter compression.
+func fill(e *backuptest.Etcd, keys, valueSize, randomPercent int) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	rng := rand.NewChaCha8([32]byte{1})
+	random := valueSize * randomPercent / 100
+	for i := range keys {
+		v := make([]byte, valueSize)
+		_, _ = rng.Read(v[:random])
+		for j := random; j < valueSize; j++ {
+			v[j] = 'x'
+		}
+		if _, err := c.Put(context.Background(), fmt.Sprintf("/bench/%08d", i), string(v)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serveGCS runs fake-gcs-server on disk under dir, prints "READY <url>" and
@@ -232,7 +260,16 @@ func headSize(s backup.Store) func(string) (int64, error) {
 	}
 }
 
-func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int) error {
+func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl string) error {
+	codecs, err := parseCodecs(codecList)
+	if err != nil {
+		return err
+	}
+	if etcdctl != "" {
+		if _, err := os.Stat(etcdctl); err != nil {
+			return fmt.Errorf("etcdctl %q: %w (run `ETCD_BIN_DIR_3_6=$(bash hack/etcd-binaries.sh)` first, or give -etcdctl=\"\" to skip the comparison)", etcdctl, err)
+		}
+	}
 	// The etcd child, killed by its pid when the benchmark ends.
 	self, err := os.Executable()
 	if err != nil {
@@ -281,41 +318,145 @@ func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int) 
 		storeKind, float64(status.DbSize)/(1<<20), status.Header.Revision, status.Version, partMiB, concurrency)
 	fmt.Printf("RSS before the first backup: %.1f MiB\n", rssBefore/(1<<10))
 
-	var best float64 // MiB/s
-	var peakHeap uint64
-	for i := range runs {
-		sampler := startHeapSampler()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		start := time.Now()
-		res, err := backup.Run(context.Background(), backup.Job{
-			Source: backup.Source{Endpoints: []string{endpoint}},
-			Store:  store, Bucket: "bench", Key: "snap",
-		})
-		elapsed := time.Since(start)
-		heap := sampler.stop()
-		if err != nil {
+	// The floor: etcd's own client saving the same snapshot to local disk, in
+	// the same run, so that both rates share the machine's state.
+	var floor float64
+	if etcdctl != "" {
+		if floor, err = benchEtcdctl(etcdctl, endpoint, runs); err != nil {
 			return err
 		}
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		stored, err := storedSize("snap")
-		if err != nil {
-			return err
-		}
-		if stored != res.Size {
-			return fmt.Errorf("the store received %d bytes, the backup counted %d", stored, res.Size)
-		}
-		mibs := float64(res.Size) / (1 << 20) / elapsed.Seconds()
-		fmt.Printf("run %d: %.1f MiB in %v = %.0f MiB/s; peak Go heap %.1f MiB; allocated %.1f MiB in %d GCs; sha256 %s…\n",
-			i+1, float64(res.Size)/(1<<20), elapsed.Round(time.Millisecond), mibs, float64(heap)/(1<<20),
-			float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), after.NumGC-before.NumGC, res.SHA256[:12])
-		best = max(best, mibs)
-		peakHeap = max(peakHeap, heap)
 	}
-	fmt.Printf("best: %.0f MiB/s; peak RSS of the backup process (VmHWM): %.1f MiB; peak Go heap: %.1f MiB\n",
-		best, procStatus("VmHWM")/(1<<10), float64(peakHeap)/(1<<20))
+
+	type row struct {
+		name                    string
+		best, stored, rss, heap float64
+	}
+	var rows []row
+	for _, c := range codecs {
+		resetPeakRSS()
+		var best float64 // MiB/s of the snapshot etcd sent
+		var peakHeap uint64
+		var stored int64
+		for i := range runs {
+			sampler := startHeapSampler()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			res, err := backup.Run(context.Background(), backup.Job{
+				Source: backup.Source{Endpoints: []string{endpoint}},
+				Store:  store, Bucket: "bench", Key: "snap", Codec: c.codec,
+			})
+			elapsed := time.Since(start)
+			heap := sampler.stop()
+			if err != nil {
+				return err
+			}
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			got, err := storedSize("snap")
+			if err != nil {
+				return err
+			}
+			if got != res.Size {
+				return fmt.Errorf("the store received %d bytes, the backup counted %d", got, res.Size)
+			}
+			mibs := float64(res.SnapshotSize) / (1 << 20) / elapsed.Seconds()
+			fmt.Printf("%s run %d: %.1f MiB snapshot, %.1f MiB stored, in %v = %.0f MiB/s; peak Go heap %.1f MiB; allocated %.1f MiB in %d GCs; sha256 %s…\n",
+				c.name, i+1, float64(res.SnapshotSize)/(1<<20), float64(res.Size)/(1<<20), elapsed.Round(time.Millisecond), mibs,
+				float64(heap)/(1<<20), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), after.NumGC-before.NumGC, res.SHA256[:12])
+			best = max(best, mibs)
+			peakHeap = max(peakHeap, heap)
+			stored = res.Size
+		}
+		rows = append(rows, row{c.name, best, float64(stored) / (1 << 20), procStatus("VmHWM") / (1 << 10), float64(peakHeap) / (1 << 20)})
+	}
+	fmt.Printf("\n%-10s %10s %12s %11s %13s %14s\n", "stored as", "best MiB/s", "of etcdctl", "stored MiB", "peak RSS MiB", "peak heap MiB")
+	if floor > 0 {
+		fmt.Printf("%-10s %10.0f %12s %11s %13s %14s\n", "etcdctl", floor, "100 %", "-", "-", "-")
+	}
+	for _, r := range rows {
+		pct := "-"
+		if floor > 0 {
+			pct = fmt.Sprintf("%.0f %%", 100*r.best/floor)
+		}
+		fmt.Printf("%-10s %10.0f %12s %11.1f %13.1f %14.1f\n", r.name, r.best, pct, r.stored, r.rss, r.heap)
+	}
 	return nil
+}
+
+type namedCodec struct {
+	name  string
+	codec backup.Codec
+}
+
+// parseCodecs reads -codecs; aes uses a fixed key, which costs what any key does.
+func parseCodecs(list string) ([]namedCodec, error) {
+	key := make([]byte, backup.KeySize)
+	var out []namedCodec
+	for _, name := range strings.Split(list, ",") {
+		var c backup.Codec
+		for _, part := range strings.Split(strings.TrimSpace(name), "+") {
+			switch part {
+			case "none":
+			case "gzip", "zstd":
+				c.Compression = part
+			case "aes":
+				c.Key = key
+			default:
+				return nil, fmt.Errorf("-codecs: unknown %q in %q: use none, gzip, zstd, aes and their sums", part, name)
+			}
+		}
+		out = append(out, namedCodec{strings.TrimSpace(name), c})
+	}
+	return out, nil
+}
+
+func defaultEtcdctl() string {
+	if p := os.Getenv("ETCDCTL"); p != "" {
+		return p
+	}
+	if d := os.Getenv("ETCD_BIN_DIR_3_6"); d != "" {
+		return d + "/etcdctl"
+	}
+	return ""
+}
+
+// benchEtcdctl times `etcdctl snapshot save` of the same database to a file in
+// TMPDIR, runs times, and returns its best MiB/s.
+func benchEtcdctl(etcdctl, endpoint string, runs int) (float64, error) {
+	dir, err := os.MkdirTemp("", "backup-bench-etcdctl-")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	var best float64
+	for i := range runs {
+		out := fmt.Sprintf("%s/snap-%d.db", dir, i)
+		cmd := exec.Command(etcdctl, "--endpoints="+endpoint, "snapshot", "save", out)
+		cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
+		start := time.Now()
+		msg, err := cmd.CombinedOutput()
+		elapsed := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("etcdctl snapshot save: %w: %s", err, msg)
+		}
+		info, err := os.Stat(out)
+		if err != nil {
+			return 0, err
+		}
+		_ = os.Remove(out)
+		mibs := float64(info.Size()) / (1 << 20) / elapsed.Seconds()
+		fmt.Printf("etcdctl snapshot save run %d: %.1f MiB to local disk in %v = %.0f MiB/s\n", i+1, float64(info.Size())/(1<<20), elapsed.Round(time.Millisecond), mibs)
+		best = max(best, mibs)
+	}
+	return best, nil
+}
+
+// resetPeakRSS starts VmHWM over at the current RSS (Linux: "5" in clear_refs),
+// so that each way of storing gets its own peak.
+func resetPeakRSS() {
+	runtime.GC()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0o200)
 }
 
 // procStatus reads a "kB" field of /proc/self/status, in KiB.

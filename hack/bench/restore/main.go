@@ -108,7 +108,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 
 	// 1. The operator reads the backup through before it touches the cluster.
 	if err := step("verify (read through, check the sha256 trailer)", &vb.Size, func() error {
-		vb, err = restore.VerifySnapshot(ctx, store, loc)
+		vb, err = restore.VerifySnapshot(ctx, store, loc, nil)
 		return err
 	}); err != nil {
 		return err

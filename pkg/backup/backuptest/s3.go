@@ -198,7 +198,8 @@ func (b *DiscardBackend) CompleteMultipartUpload(bucket, key string, id gofakes3
 	delete(b.uploads, id)
 	b.mu.Unlock()
 
-	res, err := b.Backend.PutObject(bucket, key, nil, strings.NewReader(""), 0, nil)
+	// Not nil metadata: s3mem merges it into that of an object already under the key.
+	res, err := b.Backend.PutObject(bucket, key, map[string]string{}, strings.NewReader(""), 0, nil)
 	if err != nil {
 		return "", "", err
 	}

@@ -167,6 +167,8 @@ func TestStore(t *testing.T, opts StoreOptions) {
 		}
 	})
 
+	t.Run("compressed and encrypted uploads round trip", func(t *testing.T) { testCodecs(t, opts) })
+
 	t.Run("missing objects are ErrNotFound and deleting one is no error", func(t *testing.T) {
 		store := opts.Open(t)
 		if _, _, err := store.Get(ctx, "nope"); !errors.Is(err, backup.ErrNotFound) {

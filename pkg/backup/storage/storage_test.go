@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -145,5 +147,26 @@ func TestForRestoreOpensWhatTheBackupWrote(t *testing.T) {
 	_, _, err = ForRestore(context.Background(), kube.CoreV1(), "ns", &api.RestoreSpec{BackupStorageType: api.BackupStorageTypeGCS})
 	if err == nil || !strings.Contains(err.Error(), "backupStorageType GCS needs spec.gcs") || !failure.IsPermanent(err) {
 		t.Fatalf("restore without its gcs block: %v", err)
+	}
+}
+
+func TestParseEncryptionKey(t *testing.T) {
+	raw := bytes.Repeat([]byte{0xab}, 32)
+	b64 := base64.StdEncoding.EncodeToString(raw) + "\n"
+	for _, tc := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"32 raw bytes", raw, true},
+		{"base64 with openssl's newline", []byte(b64), true},
+		{"missing", nil, false},
+		{"16 bytes", raw[:16], false},
+		{"base64 of 16 bytes", []byte(base64.StdEncoding.EncodeToString(raw[:16])), false},
+	} {
+		key, err := ParseEncryptionKey(tc.data)
+		if tc.ok != (err == nil) || tc.ok && !bytes.Equal(key, raw) {
+			t.Errorf("%s: %x, %v", tc.name, key, err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
+	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
@@ -20,6 +21,11 @@ import (
 // the store it names, with secrets read from the EtcdBackup's namespace.
 type Backuper struct {
 	Secrets corev1client.SecretsGetter
+	// Clusters reads the EtcdCluster that spec.clusterName names.
+	Clusters versioned.Interface
+	// ClusterWide refuses endpoints outside the EtcdBackup's namespace (see
+	// checkOwnNamespace): a cluster-wide operator serves every namespace.
+	ClusterWide bool
 	// DialTimeout bounds connecting to one etcd endpoint; 0 means etcdutil's default.
 	DialTimeout time.Duration
 	// Now names periodic backups; nil means time.Now.
@@ -43,16 +49,30 @@ func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup, verify bool) 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	if b.ClusterWide && spec.ClusterName == "" {
+		if err := checkOwnNamespace(eb.Namespace, spec.EtcdEndpoints); err != nil {
+			return nil, err
+		}
+	}
+	target, err := resolveTarget(tctx, b.Clusters, eb)
+	if err != nil {
+		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
+	}
 	store, loc, err := storage.ForBackup(tctx, b.Secrets, eb.Namespace, spec)
 	if err != nil {
 		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
-	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, spec.ClientTLSSecret)
+	codec, err := storage.CodecFor(tctx, b.Secrets, eb.Namespace, spec)
+	if err != nil {
+		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
+	}
+	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, target.tlsSecret, target.tlsField)
 	if err != nil {
 		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
 	job := backup.Job{
-		Source:   backup.Source{Endpoints: spec.EtcdEndpoints, TLS: tlsConfig, DialTimeout: b.DialTimeout},
+		Source:   backup.Source{Endpoints: target.endpoints, TLS: tlsConfig, DialTimeout: b.DialTimeout},
+		Codec:    codec,
 		Store:    store,
 		Bucket:   loc.Bucket,
 		Key:      loc.Key,
@@ -79,18 +99,19 @@ func (b *Backuper) explainTimeout(parent, tctx context.Context, timeout time.Dur
 	return err
 }
 
-// clientTLS builds the etcd client TLS configuration from clientTLSSecret, if named.
-func (b *Backuper) clientTLS(ctx context.Context, namespace, secretName string) (*tls.Config, error) {
+// clientTLS builds the etcd client TLS configuration from the secret named in
+// field (spec.clientTLSSecret, or the operator secret of spec.clusterName), if any.
+func (b *Backuper) clientTLS(ctx context.Context, namespace, secretName, field string) (*tls.Config, error) {
 	if secretName == "" {
 		return nil, nil
 	}
-	s, err := storage.GetSecret(ctx, b.Secrets, namespace, secretName, "spec.clientTLSSecret")
+	s, err := storage.GetSecret(ctx, b.Secrets, namespace, secretName, field)
 	if err != nil {
 		return nil, err
 	}
 	cfg, err := etcdutil.TLSConfigFromSecretData(s.Data)
 	if err != nil {
-		return nil, failure.Permanent(fmt.Errorf("secret %s/%s (spec.clientTLSSecret): %w", namespace, secretName, err))
+		return nil, failure.Permanent(fmt.Errorf("secret %s/%s (%s): %w", namespace, secretName, field, err))
 	}
 	return cfg, nil
 }

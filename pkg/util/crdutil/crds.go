@@ -385,7 +385,10 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 		"everyNthBackup": withDescription(intRange(0, api.MaxVerifyEveryNthBackup),
 			fmt.Sprintf("Periodic backups: verify the first after the schedule starts and then every Nth; 0 means %d.", api.DefaultVerifyEveryNthBackup)),
 	})
-	spec := withRules(object(props, "etcdEndpoints", "storageType"), storageRules("storageType")...)
+	props["clusterName"] = clusterNameSchema()
+	props["compression"] = compressionSchema()
+	props["encryption"] = encryptionSchema()
+	spec := withRules(object(props, "storageType"), append(storageRules("storageType"), backupTargetRule)...)
 
 	status := object(map[string]schema{
 		"succeeded":       boolean(),
@@ -429,6 +432,7 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 func EtcdRestore() *apiextv1.CustomResourceDefinition {
 	props := sourceSchemas()
 	props["backupStorageType"] = enum(storageTypes...)
+	props["encryption"] = encryptionSchema()
 	props["etcdCluster"] = object(map[string]schema{"name": withRules(boundedStr(253),
 		[2]string{"self != ''", "names the EtcdCluster to restore"})}, "name")
 	spec := withRules(object(props, "backupStorageType", "etcdCluster"), storageRules("backupStorageType")...)

@@ -66,17 +66,21 @@ type EtcdBackupList struct {
 // BackupSpec says what to back up and where to.
 type BackupSpec struct {
 	// EtcdEndpoints are the client URLs of one cluster; the member with the highest
-	// revision among those reachable is snapshotted.
+	// revision among those reachable is snapshotted. Exactly one of EtcdEndpoints
+	// and ClusterName is set.
 	EtcdEndpoints []string `json:"etcdEndpoints,omitempty"`
-	// StorageType is the store: S3, ABS, GCS or OSS; the block of the same
-	// name (s3, abs, gcs, oss) says where in it.
-	StorageType BackupStorageType `json:"storageType"`
-	// BackupPolicy makes the backup periodic and bounds it; without it one
-	// backup is taken.
-	BackupPolicy *BackupPolicy `json:"backupPolicy,omitempty"`
+	// ClusterName names an EtcdCluster of the backup's namespace: its client
+	// Service, and its operator TLS secret when it has TLS, are used.
+	ClusterName  string            `json:"clusterName,omitempty"`
+	StorageType  BackupStorageType `json:"storageType"`
+	BackupPolicy *BackupPolicy     `json:"backupPolicy,omitempty"`
 	BackupSource `json:",inline"`
 	// ClientTLSSecret holds etcd-client.crt, etcd-client.key and etcd-client-ca.crt.
 	ClientTLSSecret string `json:"clientTLSSecret,omitempty"`
+	// Compression compresses the snapshot before it is stored (and encrypted).
+	Compression BackupCompression `json:"compression,omitempty"`
+	// Encryption encrypts the snapshot before it is stored.
+	Encryption *BackupEncryption `json:"encryption,omitempty"`
 	// Verify says which stored backups are read back and proven restorable
 	// (backup_verify.go).
 	Verify *BackupVerify `json:"verify,omitempty"`

@@ -74,16 +74,20 @@ type RecoveryStatus struct {
 }
 
 // TargetsCluster tells whether the backup snapshots the EtcdCluster name of
-// its own namespace: through the cluster's client service (any scheme, port
-// or DNS suffix).
+// its own namespace: by spec.clusterName, or through the cluster's client
+// service (any scheme, port or DNS suffix).
 func (b *EtcdBackup) TargetsCluster(name string) bool {
+	if b.Spec.ClusterName != "" {
+		return b.Spec.ClusterName == name
+	}
 	for _, ep := range b.Spec.EtcdEndpoints {
 		u, err := url.Parse(ep)
 		if err != nil {
 			continue
 		}
-		host, _, _ := strings.Cut(u.Hostname(), ".")
-		if host == name+"-client" {
+		host, rest, _ := strings.Cut(u.Hostname(), ".")
+		// "<name>-client.<other namespace>..." is a namesake elsewhere.
+		if ns, _, _ := strings.Cut(rest, "."); host == name+"-client" && (ns == "" || b.Namespace == "" || ns == b.Namespace) {
 			return true
 		}
 	}
@@ -110,6 +114,9 @@ func RestoreSourceOf(b *EtcdBackup) (BackupStorageType, RestoreSource, bool) {
 		src.GCS = &GCSRestoreSource{Path: path, GCPSecret: b.Spec.GCS.GCPSecret, Endpoint: b.Spec.GCS.Endpoint}
 	default:
 		return "", RestoreSource{}, false
+	}
+	if b.Spec.Encryption != nil {
+		src.Encryption = &BackupEncryption{KeySecret: b.Spec.Encryption.KeySecret}
 	}
 	return b.Spec.StorageType, src, true
 }

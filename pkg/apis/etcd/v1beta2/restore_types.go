@@ -56,6 +56,9 @@ type RestoreSource struct {
 	GCS *GCSRestoreSource `json:"gcs,omitempty"`
 	// OSS is an Alibaba Cloud OSS bucket.
 	OSS *OSSRestoreSource `json:"oss,omitempty"`
+	// Encryption names the key of an encrypted backup; compression is recognized
+	// by itself.
+	Encryption *BackupEncryption `json:"encryption,omitempty"`
 }
 
 // EtcdClusterRef names an EtcdCluster.

@@ -398,9 +398,7 @@ func validateSecretName(p *field.Path, name string) field.ErrorList {
 func (s *BackupSpec) Validate() error {
 	p := field.NewPath("spec")
 	var errs field.ErrorList
-	if len(s.EtcdEndpoints) == 0 {
-		errs = append(errs, field.Required(p.Child("etcdEndpoints"), "spec.etcdEndpoints should not be empty"))
-	}
+	errs = append(errs, validateTarget(p, s)...)
 	for i, ep := range s.EtcdEndpoints {
 		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
 			errs = append(errs, field.Invalid(p.Child("etcdEndpoints").Index(i), ep,
@@ -429,6 +427,7 @@ func (s *BackupSpec) Validate() error {
 	}
 	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
 	errs = append(errs, validateSecretName(p.Child("clientTLSSecret"), s.ClientTLSSecret)...)
+	errs = append(errs, validateCodec(p, s.Compression, s.Encryption)...)
 	errs = append(errs, validateSource(p, s.StorageType, s.BackupSource.stores())...)
 	return errs.ToAggregate()
 }
@@ -446,6 +445,7 @@ func (r *EtcdRestore) Validate() error {
 		errs = append(errs, field.Invalid(p.Child("etcdCluster", "name"), s.EtcdCluster.Name,
 			fmt.Sprintf("must equal the EtcdRestore's name %q: the restored cluster keeps that name", r.Name)))
 	}
+	errs = append(errs, validateEncryption(p, s.Encryption)...)
 	errs = append(errs, validateSource(p, s.BackupStorageType, s.RestoreSource.stores())...)
 	return errs.ToAggregate()
 }
