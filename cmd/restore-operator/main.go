@@ -143,7 +143,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			proc.Fail(fmt.Errorf("listen for the backup server: %w", err))
 			return
 		}
-		h := &restore.BackupHandler{Client: clients.Etcd, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
+		h := &restore.BackupHandler{Client: clients.Etcd, Kube: clients.Kube, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
 		proc.Go(ctx, "backup server", func(ctx context.Context) error { return restore.ServeBackups(ctx, ln, h) })
 
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
@@ -229,6 +229,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		{Rule: rule("", "pods", watched, "get", "list", "create", "delete"), Without: "the seed member cannot be created"},
 		{Rule: rule("", "persistentvolumeclaims", watched, "get", "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
 		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials (said in their status)"),
+		{Rule: rule("", "secrets", watched, "create"), Without: "no restore gets the token its seed shows the backup server, so none starts (said in its status)"},
 		operatorrun.EventsNeed(watched),
 		{Rule: rule("", "pods", ns, "get"), Without: "the operator cannot read its own pod: give -fetch-image, and make Service " + restore.ServiceName + " yourself"},
 		{Rule: rule("", "services", ns, "get", "create", "update"), Without: "seeds cannot reach the backup server through Service " + restore.ServiceName},

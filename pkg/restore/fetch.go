@@ -33,6 +33,9 @@ type FetchOptions struct {
 	// Size and SHA256 are those of the verified backup.
 	Size   int64
 	SHA256 string
+	// TokenFile holds the restore's token, presented to the backup server (see
+	// token.go); read once, at the start.
+	TokenFile string
 	// Timeout bounds the whole fetch, retries included.
 	Timeout time.Duration
 	// Client defaults to an http.Client without overall timeout: a large backup
@@ -42,6 +45,8 @@ type FetchOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Log receives progress lines (os.Stderr in the pod, so `kubectl logs` shows them).
 	Log io.Writer
+
+	token string
 }
 
 func (o *FetchOptions) withDefaults() FetchOptions {
@@ -86,6 +91,13 @@ func Fetch(ctx context.Context, opts FetchOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
+	if o.TokenFile != "" {
+		tok, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return fmt.Errorf("read the restore's token: %w", err)
+		}
+		o.token = strings.TrimSpace(string(tok))
+	}
 	backoff := o.MinBackoff
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
@@ -120,6 +132,9 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.URL, nil)
 	if err != nil {
 		return &fetchError{err: err, final: true}
+	}
+	if o.token != "" {
+		req.Header.Set("Authorization", bearerPrefix+o.token)
 	}
 	resp, err := o.Client.Do(req)
 	if err != nil {
@@ -161,6 +176,13 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.SHA256 {
 		return &fetchError{err: fmt.Errorf("the downloaded backup has sha256 %s, but the verified backup has %s", sum, o.SHA256), final: true}
 	}
+	// The restore step runs as another user when the etcd image runs as root
+	// (this step runs as the operator image's 65532), and it has no
+	// CAP_DAC_OVERRIDE to read past a 0600 file: every capability is dropped. The
+	// volume is the pod's own, so readable by all is readable by its containers.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return &fetchError{err: err, final: true}
+	}
 	if err := os.Rename(tmp.Name(), o.Out); err != nil {
 		return &fetchError{err: err, final: true}
 	}
@@ -174,6 +196,7 @@ const (
 	FetchFlagSize           = "size"
 	FetchFlagSHA256         = "sha256"
 	FetchFlagTimeout        = "timeout"
+	FetchFlagTokenFile      = "token-file"
 	FetchFlagTerminationLog = "termination-log"
 )
 
@@ -185,6 +208,8 @@ type FetchArgs struct {
 	Size     int64
 	SHA256   string
 	Timeout  time.Duration
+	// TokenFile is the mounted token of the restore.
+	TokenFile string
 	// TerminationLog receives the reason of a failure; empty leaves the
 	// subcommand's default, DefaultTerminationLog.
 	TerminationLog string
@@ -198,6 +223,9 @@ func (a FetchArgs) Args() []string {
 		"--" + FetchFlagSize + "=" + strconv.FormatInt(a.Size, 10),
 		"--" + FetchFlagSHA256 + "=" + a.SHA256,
 		"--" + FetchFlagTimeout + "=" + a.Timeout.String(),
+	}
+	if a.TokenFile != "" {
+		args = append(args, "--"+FetchFlagTokenFile+"="+a.TokenFile)
 	}
 	if a.TerminationLog != "" {
 		args = append(args, "--"+FetchFlagTerminationLog+"="+a.TerminationLog)

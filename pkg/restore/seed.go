@@ -53,6 +53,9 @@ type SeedConfig struct {
 	FetchPullPolicy corev1.PullPolicy
 	// FetchTimeout bounds the fetch, retries included.
 	FetchTimeout time.Duration
+	// TokenSecret holds the restore's token (TokenSecretName), mounted into the
+	// fetch step, which presents it to the backup server.
+	TokenSecret string
 }
 
 // SeedMember is the member the seed pod runs.
@@ -116,7 +119,13 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		VolumeMounts:             []corev1.VolumeMount{backupMount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// fetch-backup writes only to its volume.
-		SecurityContext: withReadOnlyRoot(k8sutil.ContainerSecurity()),
+		SecurityContext: k8sutil.ContainerSecurity(),
+	}
+	if c.TokenSecret != "" {
+		fetch.VolumeMounts = append(fetch.VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: tokenMountDir, ReadOnly: true})
+		fetch.Command = append([]string{Binary, FetchSubcommand}, FetchArgs{
+			URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout, TokenFile: tokenFile,
+		}.Args()...)
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true
@@ -130,10 +139,11 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Resources:                *resources.DeepCopy(),
 		VolumeMounts:             []corev1.VolumeMount{k8sutil.EtcdDataVolumeMount(), readOnlyBackup},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		// No dropped capabilities here (yet): fetch-backup, in the operator's
-		// image, writes the backup as its user (65532) with mode 0600, and
-		// etcd images of the releases that run as root read it only through
-		// CAP_DAC_OVERRIDE (e2e TestRestoreAfterQuorumLoss: permission denied).
+		// Restricted like etcd itself: fetch-backup leaves the backup readable
+		// by all (mode 0644), so the images of releases that run as root read
+		// it without CAP_DAC_OVERRIDE, and the restore writes only the data
+		// directory, a volume.
+		SecurityContext: k8sutil.EtcdContainerSecurity(cl.Spec.Version),
 	}
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
@@ -146,6 +156,16 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 		}),
 	)
+	if c.TokenSecret != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: tokenVolume,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  c.TokenSecret,
+				Items:       []corev1.KeyToPath{{Key: TokenKey, Path: TokenKey}},
+				DefaultMode: new(int32(0o444)),
+			}},
+		})
+	}
 	pod.Annotations[SeedAnnotation] = c.RestoreName
 	return pod
 }
@@ -167,9 +187,4 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 		"--initial-cluster-token=" + token,
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
 	}, env
-}
-
-func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
-	sc.ReadOnlyRootFilesystem = new(true)
-	return sc
 }

@@ -179,7 +179,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		VolumeMounts:    mounts,
 		ReadinessProbe:  probes.readiness,
 		LivenessProbe:   probes.liveness,
-		SecurityContext: ContainerSecurity(),
+		SecurityContext: EtcdContainerSecurity(version),
 	}
 
 	checkDNS := corev1.Container{
@@ -503,13 +503,27 @@ func copyTolerations(ts []corev1.Toleration) []corev1.Toleration {
 // container's user owns. Running as non-root, the last requirement of
 // "restricted", is the pod's (spec.pod.securityContext: runAsNonRoot,
 // runAsUser, fsGroup for persistent volumes), since images of old etcd
-// releases run as root. The root filesystem stays writable: etcd writes
-// nothing outside its data directory, but whether every release's image
-// works read-only is untested.
+// releases run as root. The root filesystem is read-only: the init containers
+// (the DNS check, wait-membership, a seed's fetch) write nothing, or only to
+// their own volume.
 func ContainerSecurity() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: new(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		ReadOnlyRootFilesystem:   new(true),
 	}
+}
+
+// EtcdContainerSecurity is ContainerSecurity for a container of the etcd image
+// of version (etcd itself, a seed's snapshot restore). From 3.4 etcd and
+// etcdutl write nothing outside the data directory, a volume, so the root
+// filesystem is read-only (e2e: the restricted namespace runs 3.4 to 3.6);
+// older releases' images keep a writable one, as they were never run that way.
+func EtcdContainerSecurity(version string) *corev1.SecurityContext {
+	sc := ContainerSecurity()
+	if major, minor, err := v1beta2.ParseVersion(version); err != nil || major < 3 || major == 3 && minor < 4 {
+		sc.ReadOnlyRootFilesystem = nil
+	}
+	return sc
 }
