@@ -215,17 +215,37 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 			// inject ETCD_* variables for every service whose name starts
 			// with "etcd", this cluster's own when it is called so. The
 			// member needs none of them.
-			EnableServiceLinks: new(false),
-			NodeSelector:       maps.Clone(policy.NodeSelector),
-			Affinity:           policy.Affinity.DeepCopy(),
-			Tolerations:        copyTolerations(policy.Tolerations),
-			SecurityContext:    policy.SecurityContext.DeepCopy(),
+			EnableServiceLinks:        new(false),
+			NodeSelector:              maps.Clone(policy.NodeSelector),
+			Affinity:                  policy.Affinity.DeepCopy(),
+			Tolerations:               copyTolerations(policy.Tolerations),
+			SecurityContext:           policy.SecurityContext.DeepCopy(),
+			PriorityClassName:         policy.PriorityClassName,
+			TopologySpreadConstraints: spreadConstraints(cluster.Name, policy.TopologySpreadConstraints),
 		},
 	}
 	for _, opt := range opts {
 		opt(pod)
 	}
 	return pod
+}
+
+// spreadConstraints copies the pod policy's constraints; one without a label
+// selector spreads the cluster's own members, the selector nearly everyone
+// means, which is otherwise easy to get wrong (a selector matching no pod
+// spreads nothing).
+func spreadConstraints(cluster string, cs []corev1.TopologySpreadConstraint) []corev1.TopologySpreadConstraint {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.TopologySpreadConstraint, len(cs))
+	for i := range cs {
+		cs[i].DeepCopyInto(&out[i])
+		if out[i].LabelSelector == nil {
+			out[i].LabelSelector = &metav1.LabelSelector{MatchLabels: ClusterLabels(cluster)}
+		}
+	}
+	return out
 }
 
 // NewEtcdPVC builds the claim of a member's data volume, named like the member
