@@ -108,13 +108,15 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	resources := cl.Spec.Pod.Resources.DeepCopy()
 
 	backupMount := corev1.VolumeMount{Name: backupVolumeName, MountPath: backupMountDir}
+	args := FetchArgs{URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout}
+	if c.TokenSecret != "" {
+		args.TokenFile = tokenFile
+	}
 	fetch := corev1.Container{
 		Name:            FetchContainerName,
 		Image:           c.FetchImage,
 		ImagePullPolicy: c.FetchPullPolicy,
-		Command: append([]string{Binary, FetchSubcommand}, FetchArgs{
-			URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout,
-		}.Args()...),
+		Command:         append([]string{Binary, FetchSubcommand}, args.Args()...),
 		Resources:                *resources,
 		VolumeMounts:             []corev1.VolumeMount{backupMount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -123,9 +125,6 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	}
 	if c.TokenSecret != "" {
 		fetch.VolumeMounts = append(fetch.VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: tokenMountDir, ReadOnly: true})
-		fetch.Command = append([]string{Binary, FetchSubcommand}, FetchArgs{
-			URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout, TokenFile: tokenFile,
-		}.Args()...)
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true

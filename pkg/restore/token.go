@@ -83,6 +83,10 @@ func newTokenSecret(er *api.EtcdRestore) (*corev1.Secret, error) {
 // ensureToken returns the restore's token, creating its Secret the first time.
 // A restarted operator finds the Secret it created before and uses that token.
 func ensureToken(ctx context.Context, secrets corev1client.SecretsGetter, er *api.EtcdRestore) ([]byte, error) {
+	tok, err := readToken(ctx, secrets, er)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return tok, err
+	}
 	want, err := newTokenSecret(er)
 	if err != nil {
 		return nil, err
