@@ -197,6 +197,8 @@ func needs(ns string, opts options) []operatorrun.Need {
 		{Rule: rule("", "services", "get", "list", "watch", "create", "update", "delete"), Without: "clusters get no client or peer service"},
 		{Rule: rule("", "persistentvolumeclaims", "get", "list", "watch", "create", "patch", "delete"), Without: "members cannot get or keep their claims"},
 		{Rule: rule("policy", "poddisruptionbudgets", "list", "watch", "create", "update", "delete"), Without: "clusters get no PodDisruptionBudget, so a drain can take a quorum of members at once"},
+		{Rule: rule(api.GroupName, "etcdrestores", "list", "create", "delete"), Without: "a cluster that lost every member's data is not restored from its newest backup (said in its status.reason)"},
+		{Rule: rule(api.GroupName, "etcdbackups", "list"), Without: "a cluster that lost every member's data cannot find its newest backup (said in its status.reason)"},
 		operatorrun.SecretsNeed(watched, "TLS clusters cannot read their secrets (said in their status.reason)"),
 		operatorrun.EventsNeed(watched),
 		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns}, Without: "the operator cannot read its own pod for its image: give -join-image"},

@@ -50,11 +50,17 @@ var grantedButRare = map[string]map[string]string{
 		"update poddisruptionbudgets":   "a resized cluster's budget",
 		"delete poddisruptionbudgets":   "a cluster scaled to one member",
 		"get secrets":                   "TLS clusters; this one is plain",
-		"update etcdclusters":           "defaults written into an old cluster's spec, the finalizer of a cluster with claims",
-		"get etcdclusters":              "a pass that re-reads its cluster after a conflict",
+		"update etcdclusters":           "status written with the object when the CRD serves no status subresource (the original's hand-made CRD)",
+		"get etcdclusters":              "a status write that conflicted re-reads the cluster; the status subresource answering NotFound",
+		"list etcdrestores":             "disaster recovery: no member's data left, the cluster is restored from its newest backup",
+		"create etcdrestores":           "disaster recovery",
+		"delete etcdrestores":           "disaster recovery, again: the finished EtcdRestore of an earlier one makes way",
+		"list etcdbackups":              "disaster recovery: the newest backup of the cluster",
+		"patch events":                  "an event repeated within minutes is counted up by a patch",
 	},
 	"etcd-backup-operator": {
-		"update etcdbackups": "the finalizer of a periodic backup; this one is one-shot",
+		"update etcdbackups": "the finalizer of a periodic backup (this one is one-shot); status with the object on the original's CRD",
+		"patch events":       "an event repeated within minutes is counted up by a patch",
 	},
 	"etcd-restore-operator": {
 		"get persistentvolumeclaims":    "seeds on claims; this cluster has none",
@@ -63,6 +69,7 @@ var grantedButRare = map[string]map[string]string{
 		"update services":               "the backup server's Service corrected (labels of an older Deployment) or given a new owner; a fresh namespace creates it",
 		"delete pods":                   "a seed that failed is removed before the restore is retried",
 		"update etcdclusters":           "unpausing the restored cluster when etcd-operator took it over before the restore saw it Running",
+		"patch events":                  "an event repeated within minutes is counted up by a patch",
 	},
 }
 
