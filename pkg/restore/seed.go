@@ -113,10 +113,10 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		args.TokenFile = tokenFile
 	}
 	fetch := corev1.Container{
-		Name:            FetchContainerName,
-		Image:           c.FetchImage,
-		ImagePullPolicy: c.FetchPullPolicy,
-		Command:         append([]string{Binary, FetchSubcommand}, args.Args()...),
+		Name:                     FetchContainerName,
+		Image:                    c.FetchImage,
+		ImagePullPolicy:          c.FetchPullPolicy,
+		Command:                  append([]string{Binary, FetchSubcommand}, args.Args()...),
 		Resources:                *resources,
 		VolumeMounts:             []corev1.VolumeMount{backupMount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
