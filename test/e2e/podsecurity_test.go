@@ -62,7 +62,8 @@ var grantedButRare = map[string]map[string]string{
 	},
 	"etcd-restore-operator": {
 		"create persistentvolumeclaims": "seeds on claims; this cluster has none",
-		"update services":               "the backup server's Service corrected (labels of an older Deployment) or given a new owner; a fresh namespace creates it",
+		"get services":                  "the backup server's Service exists already (an operator restarted, a second replica); a fresh namespace creates it",
+		"update services":               "that Service corrected (labels of an older Deployment) or given the new pod as owner",
 		"update etcdclusters":           "unpausing the restored cluster when etcd-operator took it over before the restore saw it Running",
 		"patch events":                  "an event repeated within minutes is counted up by a patch",
 	},
