@@ -11,7 +11,7 @@ import (
 // bug.
 func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
 	gaps, err := operatorrun.ExampleRoleGaps("../../example/rbac", func(cw bool) []operatorrun.Need {
-		return needs(map[bool]string{true: "", false: "ops"}[cw], true)
+		return needs("ops", map[bool]string{true: "", false: "ops"}[cw], true)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
 // it does not.
 func TestOwnRoleGrantsExactlyWhatTheBinaryUses(t *testing.T) {
 	gaps, err := operatorrun.OwnRoleGaps("../../example/rbac", "etcd-backup-operator", func(cw bool) []operatorrun.Need {
-		return needs(map[bool]string{true: "", false: "ops"}[cw], true)
+		return needs("ops", map[bool]string{true: "", false: "ops"}[cw], true)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,6 @@ var grantedButRare = map[string]map[string]string{
 	"etcd-operator": {
 		"patch pods":                    "upgrades and pod-policy changes patch a member pod",
 		"delete pods":                   "a dead or surplus member is replaced or removed",
-		"get services":                  "a service the informer has not seen yet is read before it is created again",
 		"create persistentvolumeclaims": "members on claims (spec.pod.persistentVolumeClaimSpec); this cluster has none",
 		"patch persistentvolumeclaims":  "members on claims: a claim's owner is moved to its new pod",
 		"delete persistentvolumeclaims": "a removed member's claim",
@@ -62,9 +61,7 @@ var grantedButRare = map[string]map[string]string{
 	},
 	"etcd-restore-operator": {
 		"create persistentvolumeclaims": "seeds on claims; this cluster has none",
-		"get services":                  "the backup server's Service exists already (an operator restarted, a second replica); a fresh namespace creates it",
 		"update services":               "that Service corrected (labels of an older Deployment) or given the new pod as owner",
-		"update etcdclusters":           "unpausing the restored cluster when etcd-operator took it over before the restore saw it Running",
 		"patch events":                  "an event repeated within minutes is counted up by a patch",
 	},
 }
