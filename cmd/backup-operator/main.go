@@ -115,7 +115,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
-	base.ReportLackingPermissions(ctx, needs(watched, opts.createCRD))
+	base.ReportLackingPermissions(ctx, needs(id.Namespace, watched, opts.createCRD))
 	metrics := backupcontroller.NewMetrics(srv.Registry)
 
 	lead := func(ctx context.Context) {
@@ -150,7 +150,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 // needs are the permissions the operator uses besides its leader-election
 // lock (see operatorrun.ChooseLock) and what happens without each; they are
 // what example/rbac grants. watched is "" with -cluster-wide.
-func needs(watched string, createCRD bool) []operatorrun.Need {
+func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 	out := []operatorrun.Need{
 		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdbackups", Verbs: []string{"get", "list", "watch", "update"}, Namespace: watched},
 			Without: "no EtcdBackup is run, and periodic ones keep their finalizer"},
@@ -160,6 +160,8 @@ func needs(watched string, createCRD bool) []operatorrun.Need {
 		{Rule: operatorrun.Rule{Group: api.GroupName, Resource: "etcdclusters", Verbs: []string{"get"}, Namespace: watched},
 			Without: "backups that name their cluster with spec.clusterName fail (said in their status)"},
 		operatorrun.EventsNeed(watched),
+		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns},
+			Without: "the events on the operator's own pod (leadership, missing permissions) lack its UID, so kubectl describe pod does not list them"},
 	}
 	if createCRD {
 		out = append(out, operatorrun.CRDNeed())

@@ -51,3 +51,18 @@ func TestWhatTheOriginalsRolesLack(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnRoleGrantsExactlyWhatTheBinaryUses: the role of this operator alone
+// (create_role.sh --operator, the chart) grants every rule it uses and no verb
+// it does not.
+func TestOwnRoleGrantsExactlyWhatTheBinaryUses(t *testing.T) {
+	gaps, err := operatorrun.OwnRoleGaps("../../example/rbac", "etcd-operator", func(cw bool) []operatorrun.Need {
+		return needs("ops", options{createCRD: true, clusterWide: cw})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gap := range gaps {
+		t.Error(gap)
+	}
+}

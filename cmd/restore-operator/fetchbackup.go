@@ -40,7 +40,7 @@ func fetchBackup(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", a.URL, a.Size, a.SHA256, a.Out)
-	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Key: key, Timeout: a.Timeout, Log: stderr})
+	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Key: key, TokenFile: a.TokenFile, Timeout: a.Timeout, Log: stderr})
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		restore.WriteTerminationLog(a.TerminationLog, err.Error())
@@ -60,6 +60,7 @@ func parseFetchBackup(args []string, output io.Writer) (restore.FetchArgs, error
 	fs.Int64Var(&a.Size, restore.FetchFlagSize, 0, "size in bytes the backup must have")
 	fs.StringVar(&a.SHA256, restore.FetchFlagSHA256, "", "hex sha256 the backup must have")
 	fs.DurationVar(&a.Timeout, restore.FetchFlagTimeout, 20*time.Minute, "give up after this long, retries included")
+	fs.StringVar(&a.TokenFile, restore.FetchFlagTokenFile, "", "file holding the restore's token, which the backup server asks for")
 	fs.StringVar(&a.TerminationLog, restore.FetchFlagTerminationLog, restore.DefaultTerminationLog, "file that receives the reason of a failure")
 	fs.StringVar(&a.KeyFile, restore.FetchFlagKeyFile, "", "file with the key of an encrypted backup (32 bytes, or their base64)")
 	if err := fs.Parse(args); err != nil {

@@ -143,7 +143,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			proc.Fail(fmt.Errorf("listen for the backup server: %w", err))
 			return
 		}
-		h := &restore.BackupHandler{Client: clients.Etcd, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
+		h := &restore.BackupHandler{Client: clients.Etcd, Kube: clients.Kube, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
 		proc.Go(ctx, "backup server", func(ctx context.Context) error { return restore.ServeBackups(ctx, ln, h) })
 
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
@@ -225,10 +225,13 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		{Rule: rule(api.GroupName, "etcdrestores", watched, "get", "list", "watch", "update"), Without: "no EtcdRestore is run"},
 		{Rule: rule(api.GroupName, "etcdrestores/status", watched, "update"), Without: "status cannot be written through the status subresource"},
 		{Rule: rule(api.GroupName, "etcdclusters", watched, "get", "create", "update", "delete"), Without: "the cluster to restore cannot be replaced"},
+		{Rule: rule(api.GroupName, "etcdclusters/status", watched, "update"), Without: "the restored cluster is not handed over to etcd-operator (its phase stays empty)"},
 		{Rule: rule(api.GroupName, "etcdbackups", watched, "list"), Without: "a backup cannot be matched with the EtcdBackup that stored it"},
-		{Rule: rule("", "pods", watched, "get", "list", "create", "delete"), Without: "the seed member cannot be created"},
-		{Rule: rule("", "persistentvolumeclaims", watched, "get", "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
+		{Rule: rule("", "pods", watched, "get", "list", "create"), Without: "the seed member cannot be created"},
+		{Rule: rule("", "persistentvolumeclaims", watched, "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
+		{Rule: rule("", "services", watched, "create"), Without: "the restored cluster's peer service is not there before its seed looks its name up"},
 		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials or encryption key (said in their status)"),
+		{Rule: rule("", "secrets", watched, "create"), Without: "no restore gets the token its seed shows the backup server, so none starts (said in its status)"},
 		operatorrun.EventsNeed(watched),
 		{Rule: rule("", "pods", ns, "get"), Without: "the operator cannot read its own pod: give -fetch-image, and make Service " + restore.ServiceName + " yourself"},
 		{Rule: rule("", "services", ns, "get", "create", "update"), Without: "seeds cannot reach the backup server through Service " + restore.ServiceName},

@@ -14,6 +14,7 @@ ROLE_BINDING_NAME="${ROLE_BINDING_NAME:-etcd-operator}"
 NAMESPACE="${NAMESPACE:-default}"
 NAMESPACED="${NAMESPACED:-false}"
 SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-default}"
+OPERATOR="${OPERATOR:-}"
 KUBECTL="${KUBECTL:-kubectl}"
 
 usage() {
@@ -33,6 +34,10 @@ Options:
   --service-account=NAME    service account to bind (env SERVICE_ACCOUNT, default default)
   --namespaced              create a Role and RoleBinding instead, for operators run with
                             --create-crd=false (env NAMESPACED=true)
+  --operator=NAME           only what one operator uses: etcd-operator, etcd-backup-operator
+                            or etcd-restore-operator (env OPERATOR; default: what all three use,
+                            as the original's role); run it once per operator, each with its
+                            own --service-account, role and binding names
   -h, --help                show this help
 
 kubectl is taken from \$KUBECTL, or from PATH.
@@ -46,6 +51,7 @@ for arg in "$@"; do
         --namespace=*) NAMESPACE="${arg#*=}" ;;
         --service-account=*) SERVICE_ACCOUNT="${arg#*=}" ;;
         --namespaced) NAMESPACED=true ;;
+        --operator=*) OPERATOR="${arg#*=}" ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $arg" >&2; usage >&2; exit 1 ;;
     esac
@@ -59,10 +65,16 @@ for value in "$ROLE_NAME" "$ROLE_BINDING_NAME" "$NAMESPACE" "$SERVICE_ACCOUNT"; 
 done
 
 dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+rules="$dir"
+case "$OPERATOR" in
+    "") ;;
+    etcd-operator|etcd-backup-operator|etcd-restore-operator) rules="$dir/$OPERATOR" ;;
+    *) echo "unknown --operator '$OPERATOR': etcd-operator, etcd-backup-operator or etcd-restore-operator" >&2; exit 1 ;;
+esac
 if [ "$NAMESPACED" = true ]; then
-    role="$dir/role-template.yaml" binding="$dir/role-binding-template.yaml"
+    role="$rules/role-template.yaml" binding="$dir/role-binding-template.yaml"
 else
-    role="$dir/cluster-role-template.yaml" binding="$dir/cluster-role-binding-template.yaml"
+    role="$rules/cluster-role-template.yaml" binding="$dir/cluster-role-binding-template.yaml"
 fi
 
 if ! "$KUBECTL" get namespace "$NAMESPACE" >/dev/null; then

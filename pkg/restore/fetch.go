@@ -38,6 +38,9 @@ type FetchOptions struct {
 	// Key decrypts an encrypted backup; compression is recognized by itself.
 	// Out receives the decoded snapshot, whose trailer is checked once more.
 	Key []byte
+	// TokenFile holds the restore's token, presented to the backup server (see
+	// token.go); read once, at the start.
+	TokenFile string
 	// Timeout bounds the whole fetch, retries included.
 	Timeout time.Duration
 	// Client defaults to an http.Client without overall timeout: a large backup
@@ -47,6 +50,8 @@ type FetchOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Log receives progress lines (os.Stderr in the pod, so `kubectl logs` shows them).
 	Log io.Writer
+
+	token string
 }
 
 func (o *FetchOptions) withDefaults() FetchOptions {
@@ -91,6 +96,13 @@ func Fetch(ctx context.Context, opts FetchOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
+	if o.TokenFile != "" {
+		tok, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return fmt.Errorf("read the restore's token: %w", err)
+		}
+		o.token = strings.TrimSpace(string(tok))
+	}
 	backoff := o.MinBackoff
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
@@ -125,6 +137,9 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.URL, nil)
 	if err != nil {
 		return &fetchError{err: err, final: true}
+	}
+	if o.token != "" {
+		req.Header.Set("Authorization", bearerPrefix+o.token)
 	}
 	resp, err := o.Client.Do(req)
 	if err != nil {
@@ -174,6 +189,13 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	if decodeErr != nil {
 		return &fetchError{err: fmt.Errorf("write the backup (%d bytes decoded) to %s: %w", n, o.Out, decodeErr), final: true}
 	}
+	// The restore step runs as another user when the etcd image runs as root
+	// (this step runs as the operator image's 65532), and it has no
+	// CAP_DAC_OVERRIDE to read past a 0600 file: every capability is dropped. The
+	// volume is the pod's own, so readable by all is readable by its containers.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return &fetchError{err: err, final: true}
+	}
 	if err := os.Rename(tmp.Name(), o.Out); err != nil {
 		return &fetchError{err: err, final: true}
 	}
@@ -213,6 +235,7 @@ const (
 	FetchFlagSize           = "size"
 	FetchFlagSHA256         = "sha256"
 	FetchFlagTimeout        = "timeout"
+	FetchFlagTokenFile      = "token-file"
 	FetchFlagTerminationLog = "termination-log"
 	FetchFlagKeyFile        = "encryption-key-file"
 )
@@ -225,6 +248,8 @@ type FetchArgs struct {
 	Size     int64
 	SHA256   string
 	Timeout  time.Duration
+	// TokenFile is the mounted token of the restore.
+	TokenFile string
 	// TerminationLog receives the reason of a failure; empty leaves the
 	// subcommand's default, DefaultTerminationLog.
 	TerminationLog string
@@ -241,6 +266,9 @@ func (a FetchArgs) Args() []string {
 		"--" + FetchFlagSize + "=" + strconv.FormatInt(a.Size, 10),
 		"--" + FetchFlagSHA256 + "=" + a.SHA256,
 		"--" + FetchFlagTimeout + "=" + a.Timeout.String(),
+	}
+	if a.TokenFile != "" {
+		args = append(args, "--"+FetchFlagTokenFile+"="+a.TokenFile)
 	}
 	if a.TerminationLog != "" {
 		args = append(args, "--"+FetchFlagTerminationLog+"="+a.TerminationLog)

@@ -157,3 +157,40 @@ func TestFetchRetriesUntilItGetsTheBackup(t *testing.T) {
 		t.Fatalf("after %d calls the file is %d bytes", calls.Load(), len(got))
 	}
 }
+
+func TestFetchPresentsTheTokenAndLeavesTheBackupReadableByTheRestoreStep(t *testing.T) {
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte("the-token\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Value
+	h := func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		serve(snapshot)(w, r)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(h))
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "latest.backup")
+	err := Fetch(context.Background(), FetchOptions{URL: srv.URL, Out: out, Size: int64(len(snapshot)), SHA256: sha256Hex(snapshot), TokenFile: tokenPath, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := got.Load().(string); a != "Bearer the-token" {
+		t.Errorf("Authorization %q, want the token from the file", a)
+	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v: the restore step, another user without CAP_DAC_OVERRIDE, cannot read it", fi.Mode().Perm())
+	}
+}
+
+func TestFetchWithoutItsTokenFileFailsAtOnce(t *testing.T) {
+	err := Fetch(context.Background(), FetchOptions{URL: "http://127.0.0.1:1", Out: filepath.Join(t.TempDir(), "x"), Size: 1,
+		SHA256: sha256Hex(snapshot), TokenFile: filepath.Join(t.TempDir(), "missing"), Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("err %v", err)
+	}
+}

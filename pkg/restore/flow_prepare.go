@@ -71,6 +71,9 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 	}
 	plan := &Plan{Cluster: recordCluster(old), Source: *er.Spec.DeepCopy(), Backup: vb, Started: *f.now()}
 	if err := f.writePlan(ctx, er, plan); err != nil {
+		if failure.IsPermanent(err) {
+			return f.failOrRetry(ctx, er, attempt, err)
+		}
 		return 0, err
 	}
 	if err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) {

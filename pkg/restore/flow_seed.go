@@ -82,6 +82,7 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 		FetchPullPolicy: f.cfg.FetchPullPolicy,
 		FetchTimeout:    f.cfg.Timeout,
 		KeySecret:       keySecretOf(plan),
+		TokenSecret:     TokenSecretName(er.UID),
 	})
 	seed, err = f.cfg.Kube.CoreV1().Pods(er.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

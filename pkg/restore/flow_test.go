@@ -62,6 +62,14 @@ func TestRestoreHappyPath(t *testing.T) {
 	if !slices.Contains(er.Finalizers, Finalizer) {
 		t.Fatalf("finalizers %v: the restore could be deleted with its plan mid-way", er.Finalizers)
 	}
+	// The plan is signed with a random token in a Secret the restore owns.
+	token, err := readToken(context.Background(), f.kube.CoreV1(), er)
+	if err != nil || len(token) != 2*tokenBytes {
+		t.Fatalf("the restore's token: %q, %v", token, err)
+	}
+	if _, err := verifiedPlan(er, token); err != nil {
+		t.Fatalf("the plan as written does not verify: %v", err)
+	}
 	if f.cluster() != nil {
 		t.Fatal("the old EtcdCluster was not deleted")
 	}

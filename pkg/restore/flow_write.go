@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -10,13 +11,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // Writes of the EtcdRestore: its plan, finalizer and status.
 
-// writePlan stores the plan and the finalizer on the EtcdRestore.
+// writePlan stores the plan, signed with the restore's token (see token.go),
+// and the finalizer on the EtcdRestore.
 func (f *Flow) writePlan(ctx context.Context, er *api.EtcdRestore, plan *Plan) error {
 	raw, err := plan.encode()
+	if err != nil {
+		return err
+	}
+	token, err := ensureToken(ctx, f.cfg.Kube.CoreV1(), er)
+	if errors.Is(err, errTokenNotOwned) {
+		return failure.Permanent(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -25,6 +35,7 @@ func (f *Flow) writePlan(ctx context.Context, er *api.EtcdRestore, plan *Plan) e
 			m.Annotations = map[string]string{}
 		}
 		m.Annotations[PlanAnnotation] = raw
+		m.Annotations[PlanMACAnnotation] = planMAC(token, raw)
 		if !slices.Contains(m.Finalizers, Finalizer) {
 			m.Finalizers = append(m.Finalizers, Finalizer)
 		}

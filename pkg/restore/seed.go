@@ -63,6 +63,9 @@ type SeedConfig struct {
 	FetchTimeout time.Duration
 	// KeySecret names the Secret with the key of an encrypted backup.
 	KeySecret string
+	// TokenSecret holds the restore's token (TokenSecretName), mounted into the
+	// fetch step, which presents it to the backup server.
+	TokenSecret string
 }
 
 // SeedMember is the member the seed pod runs.
@@ -129,6 +132,9 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 			Items:      []corev1.KeyToPath{{Key: api.EncryptionKeySecretKey, Path: api.EncryptionKeySecretKey}},
 		}}})
 	}
+	if c.TokenSecret != "" {
+		fetchArgs.TokenFile = tokenFile
+	}
 	fetch := corev1.Container{
 		Name:                     FetchContainerName,
 		Image:                    c.FetchImage,
@@ -138,7 +144,10 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		VolumeMounts:             fetchMounts,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// fetch-backup writes only to its volume.
-		SecurityContext: withReadOnlyRoot(k8sutil.ContainerSecurity()),
+		SecurityContext: k8sutil.ContainerSecurity(),
+	}
+	if c.TokenSecret != "" {
+		fetch.VolumeMounts = append(fetch.VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: tokenMountDir, ReadOnly: true})
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true
@@ -152,10 +161,11 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		Resources:                *resources.DeepCopy(),
 		VolumeMounts:             []corev1.VolumeMount{k8sutil.EtcdDataVolumeMount(), readOnlyBackup},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		// No dropped capabilities here (yet): fetch-backup, in the operator's
-		// image, writes the backup as its user (65532) with mode 0600, and
-		// etcd images of the releases that run as root read it only through
-		// CAP_DAC_OVERRIDE (e2e TestRestoreAfterQuorumLoss: permission denied).
+		// Restricted like etcd itself: fetch-backup leaves the backup readable
+		// by all (mode 0644), so the images of releases that run as root read
+		// it without CAP_DAC_OVERRIDE, and the restore writes only the data
+		// directory, a volume.
+		SecurityContext: k8sutil.EtcdContainerSecurity(cl.Spec.Version),
 	}
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
@@ -165,6 +175,16 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		k8sutil.WithRestartPolicy(corev1.RestartPolicyNever),
 		k8sutil.WithVolumes(volumes...),
 	)
+	if c.TokenSecret != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: tokenVolume,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  c.TokenSecret,
+				Items:       []corev1.KeyToPath{{Key: TokenKey, Path: TokenKey}},
+				DefaultMode: new(int32(0o444)),
+			}},
+		})
+	}
 	pod.Annotations[SeedAnnotation] = c.RestoreName
 	return pod
 }
@@ -186,9 +206,4 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 		"--initial-cluster-token=" + token,
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
 	}, env
-}
-
-func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
-	sc.ReadOnlyRootFilesystem = new(true)
-	return sc
 }

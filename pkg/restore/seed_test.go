@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	psapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -61,6 +64,7 @@ func seedConfig(mutate func(*api.EtcdCluster)) SeedConfig {
 		FetchImage:      fetchImage,
 		FetchPullPolicy: corev1.PullIfNotPresent,
 		FetchTimeout:    20 * time.Minute,
+		TokenSecret:     TokenSecretName(restoreUID),
 	}
 }
 
@@ -200,5 +204,71 @@ func TestSeedPodGivesTheKeyToFetchBackupOnly(t *testing.T) {
 	}
 	if plain := NewSeedPod(seedConfig(nil)); len(plain.Spec.Volumes) != len(pod.Spec.Volumes)-1 {
 		t.Errorf("a seed of a backup that is not encrypted has %d volumes, the encrypted one %d", len(plain.Spec.Volumes), len(pod.Spec.Volumes))
+	}
+}
+
+func TestSeedPodContainersAreRestrictedWithAReadOnlyRoot(t *testing.T) {
+	for _, version := range []string{"3.4.23", "3.5.21", "3.6.5"} {
+		pod := NewSeedPod(seedConfig(func(cl *api.EtcdCluster) { cl.Spec.Version = version }))
+		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+			sc := c.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || !cmp.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+				t.Errorf("%s: container %s has security context %+v", version, c.Name, sc)
+			}
+		}
+	}
+}
+
+func TestSeedFetchPresentsTheMountedToken(t *testing.T) {
+	c := seedConfig(nil)
+	pod := NewSeedPod(c)
+	var fetch *corev1.Container
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == FetchContainerName {
+			fetch = &pod.Spec.InitContainers[i]
+		}
+	}
+	if fetch == nil {
+		t.Fatal("no fetch container")
+	}
+	if !slices.Contains(fetch.Command, "--"+FetchFlagTokenFile+"="+tokenFile) {
+		t.Errorf("fetch command %v does not name the token file", fetch.Command)
+	}
+	mounted := slices.ContainsFunc(fetch.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == tokenVolume && m.MountPath == tokenMountDir && m.ReadOnly
+	})
+	fromSecret := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == tokenVolume && v.Secret != nil && v.Secret.SecretName == c.TokenSecret
+	})
+	if !mounted || !fromSecret {
+		t.Errorf("token volume mounted %v, from Secret %s %v", mounted, c.TokenSecret, fromSecret)
+	}
+	for _, ctr := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if ctr.Name != FetchContainerName && slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == tokenVolume }) {
+			t.Errorf("container %s mounts the token too", ctr.Name)
+		}
+	}
+}
+
+// The seed of a cluster whose pods run as non-root is admitted where Pod
+// Security "restricted" is enforced, restore step included.
+func TestSeedPodMeetsRestrictedWithANonRootSecurityContext(t *testing.T) {
+	eval, err := policy.NewEvaluator(policy.DefaultChecks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []string{"3.4.23", "3.5.21", "3.6.5"} {
+		pod := NewSeedPod(seedConfig(func(cl *api.EtcdCluster) {
+			cl.Spec.Version = version
+			cl.Spec.Pod = &api.PodPolicy{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: new(true), RunAsUser: new(int64(65532)), FSGroup: new(int64(65532))}}
+		}))
+		lv := psapi.LevelVersion{Level: psapi.LevelRestricted, Version: psapi.LatestVersion()}
+		for _, r := range eval.EvaluatePod(lv, &pod.ObjectMeta, &pod.Spec) {
+			if !r.Allowed {
+				t.Errorf("%s: refused by Pod Security restricted: %s: %s", version, r.ForbiddenReason, r.ForbiddenDetail)
+			}
+		}
 	}
 }

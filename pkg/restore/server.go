@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
@@ -41,17 +42,20 @@ func BackupURL(serviceName, operatorNamespace, clusterDomain, namespace, name st
 		serviceName, operatorNamespace, clusterDomain, BackupServerPort, BackupPathPrefix, namespace, name)
 }
 
-// BackupHandler serves the backups of restores in progress, and nothing else: the
-// endpoint has no authentication (seed pods have no credentials to present), so it
-// must not turn into a way to read any backup in any bucket. An EtcdRestore is in
-// progress from the moment its backup was verified and its plan written (phase
-// Restoring) until it completes or fails. The object is streamed from the store to
-// the client; nothing is buffered beyond io.Copy's buffer.
+// BackupHandler serves the backups of restores in progress, and nothing else,
+// only to a client that presents the restore's token (the seed, which has it
+// mounted; see token.go), and only the object its signed plan names: it must not
+// turn into a way to read any backup in any bucket. An EtcdRestore is in progress
+// from the moment its backup was verified and its plan written (phase Restoring)
+// until it completes or fails. The object is streamed from the store to the
+// client; nothing is buffered beyond io.Copy's buffer.
 //
 // The EtcdRestore is read from the API server, not from a cache: the seed asks
 // moments after its restore entered Restoring, and a 404 is final for it.
 type BackupHandler struct {
 	Client versioned.Interface
+	// Kube reads the restores' token Secrets.
+	Kube kubernetes.Interface
 	// Namespace is the operator's, for the short /v1/backup/<name> form.
 	Namespace string
 	// ClusterWide serves the restores a cluster-wide operator runs (those with the
@@ -99,9 +103,23 @@ func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s is %s; only the backups of restores in progress are served", namespace, name, phase), http.StatusNotFound)
 		return
 	}
-	plan, _, err := PlanOf(er)
-	if err != nil || plan == nil {
-		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s has no restore plan", namespace, name), http.StatusNotFound)
+	token, err := readToken(r.Context(), h.Kube.CoreV1(), er)
+	if err != nil {
+		log.Warnf("refused: %v", err)
+		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s has no token to check the request against", namespace, name), http.StatusNotFound)
+		return
+	}
+	presented, ok := strings.CutPrefix(r.Header.Get("Authorization"), bearerPrefix)
+	if !ok || !tokenMatches(presented, token) {
+		log.Warn("refused a request without the restore's token")
+		w.Header().Set("WWW-Authenticate", `Bearer realm="etcd-restore"`)
+		http.Error(w, "the restore's token (Secret "+TokenSecretName(er.UID)+") is required", http.StatusUnauthorized)
+		return
+	}
+	plan, err := verifiedPlan(er, token)
+	if err != nil {
+		log.Warnf("refused: %v", err)
+		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s: %v", namespace, name, err), http.StatusForbidden)
 		return
 	}
 	store, _, err := h.Open(r.Context(), namespace, &plan.Source)

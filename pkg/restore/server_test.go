@@ -12,6 +12,7 @@ import (
 	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -31,9 +32,30 @@ func inProgress(namespace, name, key string, size int64, srv *backuptest.S3) *ap
 	if err != nil {
 		panic(err)
 	}
-	er.Annotations = map[string]string{PlanAnnotation: raw}
+	er.UID = types.UID(namespace + "-" + name)
+	er.Annotations = map[string]string{PlanAnnotation: raw, PlanMACAnnotation: planMAC(testToken, raw)}
 	er.Status.Phase = api.RestorePhaseRestoring
 	return er
+}
+
+// testToken is every test restore's token; tokenSecrets holds it for restores.
+var testToken = []byte("0123456789abcdef0123456789abcdef")
+
+func tokenSecrets(restores []k8sruntime.Object) []k8sruntime.Object {
+	var out []k8sruntime.Object
+	for _, o := range restores {
+		er, ok := o.(*api.EtcdRestore)
+		if !ok {
+			continue
+		}
+		s, err := newTokenSecret(er)
+		if err != nil {
+			panic(err)
+		}
+		s.Data[TokenKey] = testToken
+		out = append(out, s)
+	}
+	return out
 }
 
 func withPhase(er *api.EtcdRestore, p api.RestorePhase) *api.EtcdRestore {
@@ -47,7 +69,8 @@ func serveBackups(t *testing.T, clusterWide bool, open OpenFunc, restores ...k8s
 	if open == nil {
 		open = StoreOpener(kubefake.NewSimpleClientset(awsSecretObject()).CoreV1())
 	}
-	h := &BackupHandler{Client: fake.NewSimpleClientset(restores...), Namespace: testNamespace, ClusterWide: clusterWide, Open: open, Log: testLog(t)}
+	h := &BackupHandler{Client: fake.NewSimpleClientset(restores...), Kube: kubefake.NewSimpleClientset(tokenSecrets(restores)...),
+		Namespace: testNamespace, ClusterWide: clusterWide, Open: open, Log: testLog(t)}
 	mux := http.NewServeMux()
 	mux.Handle(BackupPathPrefix, h)
 	srv := httptest.NewServer(mux)
@@ -55,9 +78,22 @@ func serveBackups(t *testing.T, clusterWide bool, open OpenFunc, restores ...k8s
 	return srv.URL
 }
 
+// get asks as the seed does, with the restore's token.
 func get(t *testing.T, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return getWith(t, url, "Bearer "+string(testToken))
+}
+
+func getWith(t *testing.T, url, authorization string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +231,9 @@ func TestBackupServerStreams(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		resp, err := http.Get(base + "/v1/backup/big")
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/backup/big", nil)
+		req.Header.Set("Authorization", "Bearer "+string(testToken))
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			got <- result{err: err}
 			return
@@ -236,7 +274,7 @@ func TestBackupServerStopsWithItsContext(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeBackups(ctx, ln, &BackupHandler{Client: fake.NewSimpleClientset(), Namespace: testNamespace, Log: testLog(t)})
+		done <- ServeBackups(ctx, ln, &BackupHandler{Client: fake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), Namespace: testNamespace, Log: testLog(t)})
 	}()
 	code, _ := get(t, "http://"+ln.Addr().String()+"/v1/backup/none")
 	if code != http.StatusNotFound {
@@ -250,5 +288,77 @@ func TestBackupServerStopsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("ServeBackups did not return after its context ended")
+	}
+}
+
+func TestBackupServerServesOnlyWhoPresentsTheRestoresToken(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	base := serveBackups(t, false, nil, inProgress(testNamespace, "running", "good.db", int64(len(snapshot)), srv))
+	for _, tc := range []struct{ name, authorization string }{
+		{"no token", ""},
+		{"a wrong token", "Bearer " + strings.Repeat("x", len(testToken))},
+		{"a prefix of the token", "Bearer " + string(testToken[:8])},
+		{"the token in another scheme", "Basic " + string(testToken)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := getWith(t, base+"/v1/backup/running", tc.authorization)
+			if code != http.StatusUnauthorized || bytes.Contains(body, snapshot) {
+				t.Fatalf("GET = %d %q, want 401", code, body)
+			}
+		})
+	}
+	if code, _ := get(t, base+"/v1/backup/running"); code != http.StatusOK {
+		t.Fatalf("GET with the token = %d", code)
+	}
+}
+
+func TestBackupServerRefusesATokenSecretTheRestoreDoesNotOwn(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	er := inProgress(testNamespace, "running", "good.db", int64(len(snapshot)), srv)
+	planted, err := newTokenSecret(er)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted.OwnerReferences = nil
+	planted.Data[TokenKey] = testToken
+	h := &BackupHandler{Client: fake.NewSimpleClientset(er), Kube: kubefake.NewSimpleClientset(planted), Namespace: testNamespace,
+		Open: StoreOpener(kubefake.NewSimpleClientset(awsSecretObject()).CoreV1()), Log: testLog(t)}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	if code, body := get(t, ts.URL+"/v1/backup/running"); code != http.StatusNotFound {
+		t.Fatalf("GET with a token from a planted Secret = %d %q, want 404", code, body)
+	}
+}
+
+func TestBackupServerRefusesAnAlteredPlan(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	secretData := []byte("another object of the bucket, not for the seed")
+	putObject(t, store, "other.db", secretData)
+	er := inProgress(testNamespace, "running", "good.db", int64(len(snapshot)), srv)
+	// Whoever may edit the EtcdRestore points its plan at another object.
+	plan, _, err := PlanOf(er)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Backup.Path = testBucket + "/other.db"
+	plan.Backup.Size = int64(len(secretData))
+	raw, err := plan.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	altered := er.DeepCopy()
+	altered.Annotations[PlanAnnotation] = raw
+	unsigned := er.DeepCopy()
+	unsigned.Name, unsigned.UID = "unsigned", "ns-unsigned"
+	delete(unsigned.Annotations, PlanMACAnnotation)
+	base := serveBackups(t, false, nil, altered, unsigned)
+	for _, path := range []string{"/v1/backup/running", "/v1/backup/unsigned"} {
+		code, body := get(t, base+path)
+		if code != http.StatusForbidden || bytes.Contains(body, secretData) {
+			t.Fatalf("GET %s = %d %q, want 403", path, code, body)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -36,7 +37,10 @@ func NewService(namespace string, self *corev1.Pod) (*corev1.Service, error) {
 			self.Namespace, self.Name, ServiceName)
 	}
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: namespace, Labels: maps.Clone(selector)},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ServiceName, Namespace: namespace, Labels: maps.Clone(selector),
+			OwnerReferences: []metav1.OwnerReference{podOwner(self)},
+		},
 		Spec: corev1.ServiceSpec{
 			Selector: selector,
 			Ports: []corev1.ServicePort{{
@@ -49,8 +53,34 @@ func NewService(namespace string, self *corev1.Pod) (*corev1.Service, error) {
 	}, nil
 }
 
+// podOwner makes the operator's pod an owner of the Service, so that garbage
+// collection deletes the Service once no operator pod is left (the Deployment
+// deleted), and never while one is. Every replica adds itself as it starts;
+// the collector drops the references of pods that are gone as long as one
+// remains. A pod, not the Deployment: finding the Deployment would take reading
+// ReplicaSets and Deployments, rights the operator has no other use for. And
+// not a delete on shutdown: a replica stopping during a rolling update would
+// take the Service from the one that replaces it.
+func podOwner(p *corev1.Pod) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}
+}
+
+// withOwners adds the owners of want that got lacks; it keeps the others.
+func withOwners(got, want []metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
+	out := slices.Clone(got)
+	changed := false
+	for _, w := range want {
+		if !slices.ContainsFunc(out, func(o metav1.OwnerReference) bool { return o.UID == w.UID }) {
+			out = append(out, w)
+			changed = true
+		}
+	}
+	return out, changed
+}
+
 // EnsureService creates the Service, or brings an existing one's selector and
-// ports back to want (a Deployment whose labels changed, an older version's).
+// ports back to want (a Deployment whose labels changed, an older version's)
+// and adds want's owner (this operator pod) to it.
 func EnsureService(ctx context.Context, kube kubernetes.Interface, want *corev1.Service) error {
 	svcs := kube.CoreV1().Services(want.Namespace)
 	_, err := svcs.Create(ctx, want, metav1.CreateOptions{})
@@ -64,10 +94,12 @@ func EnsureService(ctx context.Context, kube kubernetes.Interface, want *corev1.
 	if err != nil {
 		return fmt.Errorf("get service %s/%s: %w", want.Namespace, want.Name, err)
 	}
-	if equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector) && portsMatch(got.Spec.Ports, want.Spec.Ports) {
+	owners, newOwner := withOwners(got.OwnerReferences, want.OwnerReferences)
+	if !newOwner && equality.Semantic.DeepEqual(got.Spec.Selector, want.Spec.Selector) && portsMatch(got.Spec.Ports, want.Spec.Ports) {
 		return nil
 	}
 	upd := got.DeepCopy()
+	upd.OwnerReferences = owners
 	upd.Spec.Selector = want.Spec.Selector
 	upd.Spec.Ports = want.Spec.Ports
 	if _, err := svcs.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {

@@ -74,3 +74,37 @@ func TestEnsureServiceCreatesThenCorrects(t *testing.T) {
 		}
 	}
 }
+
+func TestTheServiceGoesWithTheLastOperatorPod(t *testing.T) {
+	kube := kubefake.NewSimpleClientset()
+	ctx := context.Background()
+	first := operatorPod(map[string]string{"name": "etcd-restore-operator"})
+	first.UID = "pod-1"
+	second := operatorPod(map[string]string{"name": "etcd-restore-operator"})
+	second.Name, second.UID = "etcd-restore-operator-5d9f7-fghij", "pod-2"
+	for _, p := range []*corev1.Pod{first, second, first} {
+		want, err := NewService(opNamespace, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := EnsureService(ctx, kube, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := kube.CoreV1().Services(opNamespace).Get(ctx, ServiceName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every replica owns it, so garbage collection deletes it only once none is
+	// left, and a replica starting does not take it from another.
+	var uids []string
+	for _, o := range got.OwnerReferences {
+		if o.Kind != "Pod" || o.APIVersion != "v1" || o.Controller != nil && *o.Controller {
+			t.Errorf("owner %+v", o)
+		}
+		uids = append(uids, string(o.UID))
+	}
+	if !cmp.Equal(uids, []string{"pod-1", "pod-2"}) {
+		t.Errorf("owners %v, want both pods once", uids)
+	}
+}

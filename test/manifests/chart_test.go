@@ -88,10 +88,11 @@ func (r rendered) names(kind string) []string {
 	return out
 }
 
-// rbacTemplateRules are the rules of example/rbac/role-template.yaml, the set
-// create_role.sh grants for operators run with --create-crd=false.
-func rbacTemplateRules(t *testing.T) []rbacv1.PolicyRule {
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "example", "rbac", "role-template.yaml"))
+// rbacTemplateRules are the rules of example/rbac/<operator>/role-template.yaml,
+// the set create_role.sh --operator grants an operator run with
+// --create-crd=false.
+func rbacTemplateRules(t *testing.T, operator string) []rbacv1.PolicyRule {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "example", "rbac", operator, "role-template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,21 +118,27 @@ func TestChartInstallsEachOperatorWithItsOwnServiceAccount(t *testing.T) {
 			if got := r.names("CustomResourceDefinition"); len(got) != 3 {
 				t.Errorf("CRDs %v, want the three", got)
 			}
-			var role rbacv1.ClusterRole // Role and ClusterRole decode alike
-			r.decode(t, tc.roleKind, "rel-etcd-operator", &role)
-			if !equality.Semantic.DeepEqual(role.Rules, rbacTemplateRules(t)) {
-				t.Errorf("the chart's rules differ from example/rbac/role-template.yaml:\n%+v", role.Rules)
-			}
-			var binding rbacv1.RoleBinding
-			r.decode(t, tc.roleKind+"Binding", "rel-etcd-operator", &binding)
-			if binding.RoleRef.Kind != tc.roleKind {
-				t.Errorf("binding refers to a %s", binding.RoleRef.Kind)
-			}
-			var subjects []string
-			for _, s := range binding.Subjects {
-				subjects = append(subjects, s.Namespace+"/"+s.Name)
-			}
-			for _, name := range operatorNames {
+			for i, name := range operatorNames {
+				// Each operator has a role of its own, with only what it uses,
+				// bound to its own ServiceAccount only.
+				rbacName := "rel-etcd-operator-" + []string{"cluster", "backup", "restore"}[i]
+				var role rbacv1.ClusterRole // Role and ClusterRole decode alike
+				r.decode(t, tc.roleKind, rbacName, &role)
+				if !equality.Semantic.DeepEqual(role.Rules, rbacTemplateRules(t, name)) {
+					t.Errorf("the chart's rules for %s differ from example/rbac/%s/role-template.yaml:\n%+v", name, name, role.Rules)
+				}
+				var binding rbacv1.RoleBinding
+				r.decode(t, tc.roleKind+"Binding", rbacName, &binding)
+				if binding.RoleRef.Kind != tc.roleKind || binding.RoleRef.Name != rbacName {
+					t.Errorf("binding refers to %s %s", binding.RoleRef.Kind, binding.RoleRef.Name)
+				}
+				var subjects []string
+				for _, s := range binding.Subjects {
+					subjects = append(subjects, s.Namespace+"/"+s.Name)
+				}
+				if !slices.Equal(subjects, []string{"etcd-system/" + name}) {
+					t.Errorf("%s's role is bound to %v, want its ServiceAccount only", name, subjects)
+				}
 				var d appsv1.Deployment
 				r.decode(t, "Deployment", name, &d)
 				pod := d.Spec.Template.Spec
@@ -140,9 +147,6 @@ func TestChartInstallsEachOperatorWithItsOwnServiceAccount(t *testing.T) {
 				}
 				if _, ok := r["ServiceAccount"][name]; !ok {
 					t.Errorf("no ServiceAccount %s", name)
-				}
-				if !slices.Contains(subjects, "etcd-system/"+name) {
-					t.Errorf("%s is not bound to the role (subjects %v)", name, subjects)
 				}
 				cmd := pod.Containers[0].Command
 				if cmd[0] != name || !slices.Contains(cmd, "--create-crd=false") || slices.Contains(cmd, "--cluster-wide") != tc.clusterWide {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -119,9 +120,81 @@ func TestCreateRoleRefusesBadInput(t *testing.T) {
 		{"--service-account=Not_A_Name"},
 		{"--namespace=missing"},
 		{"--bogus"},
+		{"--operator=etcd-everything"},
 	} {
 		if _, err := runCreateRole(t, nil, args...); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// With --operator, the role holds one operator's rules only: those of
+// example/rbac/<operator>/, which the binary's tests hold to what it uses.
+func TestCreateRoleForOneOperatorGrantsItsOwnRules(t *testing.T) {
+	for _, op := range []string{"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"} {
+		for _, namespaced := range []bool{false, true} {
+			args := []string{"--operator=" + op, "--service-account=" + op, "--role-name=" + op, "--role-binding-name=" + op}
+			kind, file := "ClusterRole", "cluster-role-template.yaml"
+			if namespaced {
+				args = append(args, "--namespaced")
+				kind, file = "Role", "role-template.yaml"
+			}
+			r, err := runCreateRole(t, nil, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want rbacv1.ClusterRole
+			if err := yaml.Unmarshal(r.objects[kind+"/"+op], &got); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(repoRoot(t), "example", "rbac", op, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Rules) == 0 || !reflect.DeepEqual(got.Rules, want.Rules) {
+				t.Errorf("%s (namespaced %v): rules %+v, want those of example/rbac/%s/%s", op, namespaced, got.Rules, op, file)
+			}
+			if s := subjects(t, r.objects[kind+"Binding/"+op]); len(s) != 1 || s[0].Name != op {
+				t.Errorf("%s bound to %+v", op, s)
+			}
+		}
+	}
+}
+
+// The role of all three (create_role.sh without --operator) grants exactly
+// what the three own roles grant together: no more, no less.
+func TestTheRoleOfAllThreeIsTheUnionOfTheirOwn(t *testing.T) {
+	grants := func(t *testing.T, files ...string) map[string]bool {
+		out := map[string]bool{}
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(repoRoot(t), "example", "rbac", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var role rbacv1.ClusterRole
+			if err := yaml.Unmarshal(data, &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range role.Rules {
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, v := range r.Verbs {
+							out[g+"/"+res+":"+v] = true
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	for _, file := range []string{"role-template.yaml", "cluster-role-template.yaml"} {
+		all := grants(t, file)
+		own := grants(t, "etcd-operator/"+file, "etcd-backup-operator/"+file, "etcd-restore-operator/"+file)
+		if !reflect.DeepEqual(all, own) {
+			t.Errorf("%s grants %v, the three own roles %v", file, all, own)
 		}
 	}
 }

@@ -198,6 +198,12 @@ func clusterSpecSchema() schema {
 		"securityContext": openObject(map[string]schema{
 			"runAsUser": nonNegative(), "runAsGroup": nonNegative(), "fsGroup": nonNegative(),
 		}),
+		"priorityClassName": withDescription(boundedStr(253), "PriorityClass of member pods, so that a full node preempts lesser pods rather than leave a member unscheduled."),
+		"topologySpreadConstraints": withDescription(array(openObject(map[string]schema{
+			"maxSkew":           integer(),
+			"topologyKey":       str(),
+			"whenUnsatisfiable": enum("DoNotSchedule", "ScheduleAnyway"),
+		})), "Topology spread constraints of member pods, e.g. over zones; one without labelSelector spreads the cluster's own members."),
 		"DNSTimeoutInSecond": withDescription(nonNegative(), "Seconds to wait for the member's DNS record; 0 waits forever."),
 		"ClusterDomain": withRules(boundedStr(253), [2]string{matches(api.ClusterDomainPattern),
 			"must be empty or a DNS suffix starting with a dot, like .cluster.local"}),

@@ -179,7 +179,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		VolumeMounts:    mounts,
 		ReadinessProbe:  probes.readiness,
 		LivenessProbe:   probes.liveness,
-		SecurityContext: ContainerSecurity(),
+		SecurityContext: EtcdContainerSecurity(version),
 	}
 
 	checkDNS := corev1.Container{
@@ -215,17 +215,37 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 			// inject ETCD_* variables for every service whose name starts
 			// with "etcd", this cluster's own when it is called so. The
 			// member needs none of them.
-			EnableServiceLinks: new(false),
-			NodeSelector:       maps.Clone(policy.NodeSelector),
-			Affinity:           policy.Affinity.DeepCopy(),
-			Tolerations:        copyTolerations(policy.Tolerations),
-			SecurityContext:    policy.SecurityContext.DeepCopy(),
+			EnableServiceLinks:        new(false),
+			NodeSelector:              maps.Clone(policy.NodeSelector),
+			Affinity:                  policy.Affinity.DeepCopy(),
+			Tolerations:               copyTolerations(policy.Tolerations),
+			SecurityContext:           policy.SecurityContext.DeepCopy(),
+			PriorityClassName:         policy.PriorityClassName,
+			TopologySpreadConstraints: spreadConstraints(cluster.Name, policy.TopologySpreadConstraints),
 		},
 	}
 	for _, opt := range opts {
 		opt(pod)
 	}
 	return pod
+}
+
+// spreadConstraints copies the pod policy's constraints; one without a label
+// selector spreads the cluster's own members, the selector nearly everyone
+// means, which is otherwise easy to get wrong (a selector matching no pod
+// spreads nothing).
+func spreadConstraints(cluster string, cs []corev1.TopologySpreadConstraint) []corev1.TopologySpreadConstraint {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.TopologySpreadConstraint, len(cs))
+	for i := range cs {
+		cs[i].DeepCopyInto(&out[i])
+		if out[i].LabelSelector == nil {
+			out[i].LabelSelector = &metav1.LabelSelector{MatchLabels: ClusterLabels(cluster)}
+		}
+	}
+	return out
 }
 
 // NewEtcdPVC builds the claim of a member's data volume, named like the member
@@ -503,13 +523,27 @@ func copyTolerations(ts []corev1.Toleration) []corev1.Toleration {
 // container's user owns. Running as non-root, the last requirement of
 // "restricted", is the pod's (spec.pod.securityContext: runAsNonRoot,
 // runAsUser, fsGroup for persistent volumes), since images of old etcd
-// releases run as root. The root filesystem stays writable: etcd writes
-// nothing outside its data directory, but whether every release's image
-// works read-only is untested.
+// releases run as root. The root filesystem is read-only: the init containers
+// (the DNS check, wait-membership, a seed's fetch) write nothing, or only to
+// their own volume.
 func ContainerSecurity() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: new(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		ReadOnlyRootFilesystem:   new(true),
 	}
+}
+
+// EtcdContainerSecurity is ContainerSecurity for a container of the etcd image
+// of version (etcd itself, a seed's snapshot restore). From 3.4 etcd and
+// etcdutl write nothing outside the data directory, a volume, so the root
+// filesystem is read-only (e2e: the restricted namespace runs 3.4 to 3.6);
+// older releases' images keep a writable one, as they were never run that way.
+func EtcdContainerSecurity(version string) *corev1.SecurityContext {
+	sc := ContainerSecurity()
+	if major, minor, err := v1beta2.ParseVersion(version); err != nil || major < 3 || major == 3 && minor < 4 {
+		sc.ReadOnlyRootFilesystem = nil
+	}
+	return sc
 }

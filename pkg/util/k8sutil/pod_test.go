@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
@@ -330,4 +331,36 @@ func TestEtcdPodWithoutDefaultsDoesNotPanic(t *testing.T) {
 	m := &etcdutil.Member{Name: "x-1", SecurePeer: true, SecureClient: true}
 	NewEtcdPod(c, m, c.Spec.Version, nil, ClusterStateNew, "")
 	NewEtcdPVC(c, "x-1", c.Spec.Version)
+}
+
+func TestMemberPodsGetThePolicysPriorityAndSpread(t *testing.T) {
+	zone := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule}
+	own := &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "db"}}
+	host := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: own}
+	c := newTestCluster(func(c *v1beta2.EtcdCluster) {
+		c.Spec.Pod = &v1beta2.PodPolicy{PriorityClassName: "etcd-critical", TopologySpreadConstraints: []corev1.TopologySpreadConstraint{zone, host}}
+	})
+	pod := newSeedPod(c)
+	if pod.Spec.PriorityClassName != "etcd-critical" {
+		t.Errorf("priorityClassName %q", pod.Spec.PriorityClassName)
+	}
+	got := pod.Spec.TopologySpreadConstraints
+	if len(got) != 2 {
+		t.Fatalf("constraints %+v", got)
+	}
+	// Without a selector, the cluster's own members are spread.
+	if got[0].LabelSelector == nil || !reflect.DeepEqual(got[0].LabelSelector.MatchLabels, ClusterLabels(c.Name)) {
+		t.Errorf("a constraint without selector got %+v, want the cluster's labels", got[0].LabelSelector)
+	}
+	if !reflect.DeepEqual(got[1].LabelSelector, own) {
+		t.Errorf("a constraint's own selector became %+v", got[1].LabelSelector)
+	}
+	if c.Spec.Pod.TopologySpreadConstraints[0].LabelSelector != nil {
+		t.Error("the cluster's spec was changed")
+	}
+	// Clusters that set neither keep their pods (and their pods' policy hash:
+	// the golden files did not change).
+	if p := newSeedPod(newTestCluster()).Spec; p.TopologySpreadConstraints != nil || p.PriorityClassName != "" {
+		t.Error("a cluster without the new fields sees a change")
+	}
 }

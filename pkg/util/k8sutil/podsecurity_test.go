@@ -80,3 +80,24 @@ func TestMemberPodsLackOnlyNonRootByDefault(t *testing.T) {
 		t.Errorf("violations %v, want only runAsNonRoot", v)
 	}
 }
+
+// From 3.4, every container of a member pod runs on a read-only root
+// filesystem: etcd writes only its data directory, a volume. Older releases'
+// etcd keeps a writable root; the init containers have a read-only one anyway.
+func TestMemberContainersHaveAReadOnlyRootFrom34(t *testing.T) {
+	for _, tc := range []struct {
+		version      string
+		etcdReadOnly bool
+	}{{"3.6.6", true}, {"3.5.21", true}, {"3.4.37", true}, {"3.3.27", false}, {"3.2.32", false}} {
+		t.Run(tc.version, func(t *testing.T) {
+			pod := newSeedPod(newTestCluster(withVersion(tc.version)))
+			for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				want := c.Name != EtcdContainerName || tc.etcdReadOnly
+				got := c.SecurityContext != nil && c.SecurityContext.ReadOnlyRootFilesystem != nil && *c.SecurityContext.ReadOnlyRootFilesystem
+				if got != want {
+					t.Errorf("container %s: read-only root %v, want %v", c.Name, got, want)
+				}
+			}
+		})
+	}
+}

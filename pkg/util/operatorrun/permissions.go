@@ -170,3 +170,51 @@ func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string,
 	}
 	return gaps, nil
 }
+
+// OwnRoleGaps holds a binary's needs, namespaced and cluster-wide, to its own
+// role in dir/<binary>/ (role-template.yaml for -create-crd=false,
+// cluster-role-template.yaml) in both directions: every rule it uses is
+// granted, and every verb granted is one it uses (its needs and the Lease of
+// leader election), so that the role is the least that lets it work.
+func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]string, error) {
+	var gaps []string
+	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
+		path := filepath.Join(dir, binary, file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		rules, err := RoleRules(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		used := map[string]bool{}
+		key := func(group, resource, verb string) string { return group + "/" + resource + ":" + verb }
+		for _, cw := range []bool{false, true} {
+			ns := append(needs(cw), Need{Rule: LeaseRule("")})
+			for _, n := range ns {
+				if file == "role-template.yaml" && n.Resource == "customresourcedefinitions" {
+					continue
+				}
+				for _, v := range n.Verbs {
+					used[key(n.Group, n.Resource, v)] = true
+				}
+				if missing := NotGrantedBy(rules, n.Rule); len(missing) > 0 {
+					gaps = append(gaps, fmt.Sprintf("%s does not grant %s on %s, which %s uses", path, strings.Join(missing, ", "), n.Resource, binary))
+				}
+			}
+		}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if !used[key(g, res, v)] {
+							gaps = append(gaps, fmt.Sprintf("%s grants %s on %s, which %s does not use", path, v, res, binary))
+						}
+					}
+				}
+			}
+		}
+	}
+	return gaps, nil
+}

@@ -71,9 +71,13 @@ type BackupSpec struct {
 	EtcdEndpoints []string `json:"etcdEndpoints,omitempty"`
 	// ClusterName names an EtcdCluster of the backup's namespace: its client
 	// Service, and its operator TLS secret when it has TLS, are used.
-	ClusterName  string            `json:"clusterName,omitempty"`
-	StorageType  BackupStorageType `json:"storageType"`
-	BackupPolicy *BackupPolicy     `json:"backupPolicy,omitempty"`
+	ClusterName string `json:"clusterName,omitempty"`
+	// StorageType is the store: S3, ABS, GCS or OSS; the block of the same
+	// name (s3, abs, gcs, oss) says where in it.
+	StorageType BackupStorageType `json:"storageType"`
+	// BackupPolicy makes the backup periodic and bounds it; without it one
+	// backup is taken.
+	BackupPolicy *BackupPolicy `json:"backupPolicy,omitempty"`
 	BackupSource `json:",inline"`
 	// ClientTLSSecret holds etcd-client.crt, etcd-client.key and etcd-client-ca.crt.
 	ClientTLSSecret string `json:"clientTLSSecret,omitempty"`

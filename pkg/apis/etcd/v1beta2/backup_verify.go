@@ -39,12 +39,13 @@ type BackupVerification struct {
 	Reason string `json:"reason,omitempty"`
 	// BackupPath is the "bucket/key" that was read back.
 	BackupPath string `json:"backupPath,omitempty"`
-	// Revision and TotalKeys are what `etcdutl snapshot status` prints as
-	// REVISION and TOTAL KEYS.
-	Revision  int64 `json:"revision,omitempty"`
+	// Revision is what `etcdutl snapshot status` prints as REVISION.
+	Revision int64 `json:"revision,omitempty"`
+	// TotalKeys is what `etcdutl snapshot status` prints as TOTAL KEYS.
 	TotalKeys int64 `json:"totalKeys,omitempty"`
-	// Size and SHA256 are of the bytes read back from the store.
-	Size   int64  `json:"size,omitempty"`
+	// Size is the number of bytes read back from the store.
+	Size int64 `json:"size,omitempty"`
+	// SHA256 is the hex sha256 of the bytes read back from the store.
 	SHA256 string `json:"sha256,omitempty"`
 }
 

@@ -102,6 +102,13 @@ type PodPolicy struct {
 	DNSTimeoutInSecond int64 `json:"DNSTimeoutInSecond,omitempty"`
 	// ClusterDomain is appended to member DNS names, e.g. ".cluster.local".
 	ClusterDomain string `json:"ClusterDomain"`
+	// PriorityClassName is given to member pods, so that a full node preempts
+	// lesser pods rather than leave a member unscheduled.
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// TopologySpreadConstraints are given to member pods, e.g. to spread members
+	// over zones. A constraint without labelSelector selects the cluster's own
+	// members (app=etcd,etcd_cluster=<name>).
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 }
 
 // ClusterPhase is the coarse state of a cluster.
