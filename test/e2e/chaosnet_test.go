@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,11 +235,21 @@ func TestChaosLongOperatorsFightOverLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		atThaw := memberIDs(t, ns, name)
 		thaw()
-		t.Logf("thawed %s after %.1fs, in the middle of the scale", old, time.Since(frozen).Seconds())
+		t.Logf("thawed %s after %.1fs, in the middle of the scale; members %v", old, time.Since(frozen).Seconds(), atThaw)
 		if err := framework.WaitFor(ctx, bootstrapTimeout(3), framework.Poll, "5 ready members",
 			framework.Both(f.ReadyMembers(ns, name, 5), f.ReadyPodsCond(ns, name, 5))); err != nil {
 			t.Fatal(err)
+		}
+		// A thawed leader acting on its old view (size 3) would have removed a
+		// member the new one added; the new one would then add another.
+		// By ID: a member added but not started yet has no name.
+		final := memberIDs(t, ns, name)
+		for n, id := range atThaw {
+			if !slices.Contains(slices.Collect(maps.Values(final)), id) {
+				t.Errorf("member %q (%x), there when the old leader was thawed, is gone: members now %v", n, id, final)
+			}
 		}
 	})
 	if t.Failed() {
