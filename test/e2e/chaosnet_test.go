@@ -178,17 +178,36 @@ func TestChaosLongOperatorsFightOverLease(t *testing.T) {
 	if err := f.ScaleDeployment(ctx, ns, framework.OperatorDeployment, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.WaitDeploymentReady(ctx, ns, framework.OperatorDeployment, 2, framework.OperatorReadyTimeout); err != nil {
+	// A standby is not Ready (its /readyz says it does not lead): wait for the
+	// leader Ready and the other running.
+	err := framework.WaitFor(ctx, framework.OperatorReadyTimeout, framework.Poll, "a leading and a standby operator", func(ctx context.Context) (bool, string, error) {
+		pods, err := f.DeploymentPods(ctx, ns, framework.OperatorDeployment)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		live := framework.LivePods(pods)
+		running := 0
+		for _, p := range live {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return len(live) == 2 && running == 2 && len(framework.ReadyPods(live)) == 1, framework.DescribePods(pods), nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	name := framework.UniqueName("chaos-lease")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	var oldLeader string
+	var frozenAt time.Time
 	underLoad(t, ns, name, "operators-fight-over-lease", 120*time.Second, func(ctx context.Context) {
 		old, err := leaseHolder(ctx, ns, framework.OperatorDeployment)
 		if err != nil {
 			t.Fatal(err)
 		}
+		oldLeader = old
 		pid, err := containerPID(ctx, ns, old, "etcd-operator")
 		if err != nil {
 			t.Fatal(err)
@@ -208,6 +227,7 @@ func TestChaosLongOperatorsFightOverLease(t *testing.T) {
 		}
 		t.Cleanup(thaw)
 		frozen := time.Now()
+		frozenAt = frozen
 		t.Logf("froze the leading operator %s (pid %d)", old, pid)
 		if _, err := f.PatchClusterSpec(ctx, ns, name, map[string]any{"size": 5}); err != nil {
 			t.Fatal(err)
@@ -257,7 +277,7 @@ func TestChaosLongOperatorsFightOverLease(t *testing.T) {
 	}
 	// Long enough for a stale operator to have added or removed a member: the
 	// cluster's reconcile runs every few seconds.
-	err := framework.Holds(ctx, 20*time.Second, framework.Poll, "five members, one per pod", func(ctx context.Context) (bool, string, error) {
+	err = framework.Holds(ctx, 20*time.Second, framework.Poll, "five members, one per pod", func(ctx context.Context) (bool, string, error) {
 		members, err := f.MemberList(ctx, ns, name, false)
 		if err != nil {
 			return false, err.Error(), nil
@@ -279,6 +299,41 @@ func TestChaosLongOperatorsFightOverLease(t *testing.T) {
 		t.Error(err)
 	}
 	logOperatorRestarts(t, ns)
+	oldLeaderActed(t, ns, oldLeader, frozenAt)
+}
+
+// oldLeaderActed fails the test if the operator pod old logged an action pass
+// (pkg/cluster logs those at info, idle ones at debug) after it was frozen at
+// frozen: a frozen process logs nothing, so such a line is from after its thaw,
+// when it no longer held the Lease. Its container restarted on losing the Lease,
+// so the log is the previous container's if there is one.
+func oldLeaderActed(t *testing.T, ns, old string, frozen time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	log, err := f.Kubectl(ctx, "logs", "-n", ns, old, "--previous")
+	if err != nil {
+		log, err = f.Kubectl(ctx, "logs", "-n", ns, old)
+	}
+	if err != nil {
+		t.Errorf("log of the old leader %s: %v", old, err)
+		return
+	}
+	var after []string
+	for _, line := range strings.Split(log, "\n") {
+		ts, _, ok := strings.Cut(strings.TrimPrefix(line, `time="`), `"`)
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, ts)
+		if err != nil || !at.After(frozen.Add(time.Second)) {
+			continue
+		}
+		after = append(after, line)
+		if strings.Contains(line, "level=info") && strings.Contains(line, `msg=pass`) {
+			t.Errorf("the old leader %s acted after it was thawed: %s", old, line)
+		}
+	}
+	t.Logf("the old leader %s after its thaw:\n%s", old, strings.Join(after, "\n"))
 }
 
 // leaseHolder is the pod that holds the operator's leader-election Lease.
