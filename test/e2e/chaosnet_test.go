@@ -453,16 +453,30 @@ func TestChaosLongOperatorKillDuringRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	killDeployment(t, ns, restoreOperatorDeployment, "the seed member exists", name)
-	// The checker starts once the restored cluster's client Service exists: the
-	// old one went with the old cluster, and a client that resolved the name
-	// before the new one came reconnects only after gRPC's backoff, minutes (see
-	// README). It waits until the cluster answers, then runs.
-	err = framework.WaitFor(ctx, restoreTimeout, time.Second/2, "the restored cluster's client Service", func(ctx context.Context) (bool, string, error) {
+	// The checker starts once the restored cluster's client Service exists and
+	// routes to a member: the old Service went with the old cluster, and etcd
+	// clients that connected while the new one had no endpoint got no answer for
+	// minutes after the cluster served (see README).
+	err = framework.WaitFor(ctx, restoreTimeout, time.Second/2, "the restored cluster's client Service to route to a member", func(ctx context.Context) (bool, string, error) {
 		svc, err := f.Kube.CoreV1().Services(ns).Get(ctx, name+"-client", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		return svc.UID != oldService.UID, "the old one", nil
+		if svc.UID == oldService.UID {
+			return false, "the old Service", nil
+		}
+		eps, err := f.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc.Name})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, es := range eps.Items {
+			for _, ep := range es.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					return true, "", nil
+				}
+			}
+		}
+		return false, "no ready endpoint", nil
 	})
 	if err != nil {
 		t.Fatal(err)
