@@ -122,6 +122,10 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		return err
 	}
 
+	// The clusters' passes change nothing unless this process still holds the
+	// Lease by its own clock: a leader thawed after a standby took over must
+	// not act on its old view (operatorrun.Fence).
+	fence := operatorrun.NewFence()
 	ctrl := controller.New(controller.Config{
 		Namespace:   id.Namespace,
 		ClusterWide: opts.clusterWide,
@@ -133,6 +137,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			ReconcileInterval: opts.reconcileInterval,
 			PendingTimeout:    opts.pendingTimeout,
 			MembershipWait:    join,
+			MayAct:            fence.Held,
 		},
 		Log: log.WithField("pkg", "controller"),
 	})
@@ -156,7 +161,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	// before the process exits; well inside a pod's default 30 s termination grace
 	// period.
 	const shutdownTimeout = 20 * time.Second
-	return proc.RunAsLeader(base.LeaderConfig(binary), shutdownTimeout, lead)
+	election := base.LeaderConfig(binary)
+	election.Fence = fence
+	return proc.RunAsLeader(election, shutdownTimeout, lead)
 }
 
 // joinImage is the image of joining members' wait-membership init container:

@@ -108,6 +108,11 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the retry delay after a failed pass.
 	MinBackoff, MaxBackoff time.Duration
 	Log                    *logrus.Entry
+
+	// MayAct, when set, is asked right before a pass changes anything (its
+	// action, the status): an error means this process may no longer act as
+	// the leader (operatorrun.Fence.Held), and the pass ends with it instead.
+	MayAct func() error
 }
 
 func (cfg Config) withDefaults() Config {

@@ -23,6 +23,11 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		s, observed = c.observe(ctx, true)
 		a = decide(s)
 	}
+	// A leader that was frozen may wake on a view of the cluster as old as the
+	// freeze, while another operator already acts on it.
+	if err := c.mayAct(); err != nil {
+		return 0, err
+	}
 	log := c.log.WithField("action", a.String())
 	if a.kind == actIdle || a.kind == actWait || a.kind == actReadEtcd {
 		log.Debug("pass")
@@ -56,6 +61,9 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		// The status tells the membership after the action.
 		s.membership = known
 		s.classify()
+	}
+	if err := c.mayAct(); err != nil {
+		return 0, err
 	}
 	if !out.stop {
 		phase := c.latest.Status.Phase
@@ -105,6 +113,18 @@ func observationError(s *snapshot, observed []problem) error {
 	}
 	if len(observed) > 0 {
 		return &passError{problem: observed[0]}
+	}
+	return nil
+}
+
+// mayAct asks cfg.MayAct, when set, whether the pass may change anything.
+func (c *Cluster) mayAct() error {
+	if c.cfg.MayAct == nil {
+		return nil
+	}
+	if err := c.cfg.MayAct(); err != nil {
+		c.log.WithError(err).Warn("not acting")
+		return err
 	}
 	return nil
 }

@@ -45,6 +45,9 @@ type LeaderConfig struct {
 	PodName  string
 	// Unready, when set, is told why the process cannot lead, for /readyz.
 	Unready func(why string)
+	// Fence, when set, is kept told whether this process holds the lock, for
+	// the leader's workers to check before they change anything.
+	Fence *Fence
 }
 
 // Event reasons on the operator's own pod.
@@ -73,6 +76,9 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 	}
 	if kind == LockEndpoints {
 		lock = &EndpointsLock{Namespace: cfg.Namespace, Name: cfg.LockName, Client: cfg.Kube.CoreV1(), LockConfig: rlc}
+	}
+	if cfg.Fence != nil {
+		lock = fencedLock{Interface: lock, fence: cfg.Fence}
 	}
 	// Written by the elector's goroutine, read here after Run returns.
 	var leading atomic.Bool
