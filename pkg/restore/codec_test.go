@@ -33,24 +33,7 @@ func TestEncodedBackupsVerifyAndFetchOnEveryStore(t *testing.T) {
 	if err := e.Fill(ctx, "/enc/", keys, 1024); err != nil {
 		t.Fatal(err)
 	}
-	vgw, err := backuptest.StartVersityGW(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vgw.Close)
-	if err := vgw.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	az, err := backuptest.StartAzurite(ctx, t.TempDir(), "backups")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(az.Close)
-	gcs, err := backuptest.StartGCS("backups")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gcs.Close)
+	vgw, az, gcs := startStoreServers(ctx, t)
 	stores := map[string]func() (backup.Store, error){
 		"S3 (versitygw)": func() (backup.Store, error) { return openS3(vgw) },
 		"ABS (Azurite)":  func() (backup.Store, error) { return openABS(az) },

@@ -28,24 +28,7 @@ func TestBackupPruneAndRestoreOnEveryStore(t *testing.T) {
 	}
 	t.Cleanup(e.Close)
 
-	vgw, err := backuptest.StartVersityGW(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vgw.Close)
-	if err := vgw.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	az, err := backuptest.StartAzurite(ctx, t.TempDir(), "backups")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(az.Close)
-	gcs, err := backuptest.StartGCS("backups")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gcs.Close)
+	vgw, az, gcs := startStoreServers(ctx, t)
 
 	secret := func(name string, data map[string][]byte) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: data}
@@ -148,4 +131,29 @@ func TestBackupPruneAndRestoreOnEveryStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startStoreServers starts the three real store servers the restore tests use,
+// each with a bucket (or container) "backups"; they stop with the test.
+func startStoreServers(ctx context.Context, t *testing.T) (*backuptest.VersityGW, *backuptest.Azurite, *backuptest.GCS) {
+	t.Helper()
+	vgw, err := backuptest.StartVersityGW(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vgw.Close)
+	if err := vgw.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	az, err := backuptest.StartAzurite(ctx, t.TempDir(), "backups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(az.Close)
+	gcs, err := backuptest.StartGCS("backups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gcs.Close)
+	return vgw, az, gcs
 }
