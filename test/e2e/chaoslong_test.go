@@ -28,20 +28,28 @@ func TestChaosLongFollowerKill(t *testing.T) {
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
 	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	underLoad(t, opNS, name, "follower-kill", 45*time.Second, func(ctx context.Context) {
-		leader, err := f.Leader(ctx, opNS, name, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		victim := pods[0]
-		if victim == leader.Name {
-			victim = pods[1]
-		}
-		if err := f.KillPod(ctx, opNS, victim); err != nil {
-			t.Fatal(err)
-		}
+		victim := killFollower(ctx, t, name, pods)
 		t.Logf("killed the follower %s", victim)
 		waitReady(t, opNS, name, 3, changeTimeout, victim)
 	})
+}
+
+// killFollower kills a member of the cluster in opNS that is not its leader,
+// one of its first two pods, and returns its name.
+func killFollower(ctx context.Context, t *testing.T, name string, pods []string) string {
+	t.Helper()
+	leader, err := f.Leader(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := pods[0]
+	if victim == leader.Name {
+		victim = pods[1]
+	}
+	if err := f.KillPod(ctx, opNS, victim); err != nil {
+		t.Fatal(err)
+	}
+	return victim
 }
 
 // Every pod of a cluster on claims is deleted at once: the whole cluster restarts

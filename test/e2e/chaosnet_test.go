@@ -51,17 +51,7 @@ func TestChaosLongApiserverRestart(t *testing.T) {
 			t.Fatalf("apiserver restart: %v\n%s", err, out)
 		}
 		t.Logf("kube-apiserver back %.1fs after it was stopped", time.Since(stopped).Seconds())
-		leader, err := f.Leader(ctx, opNS, name, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		victim := pods[0]
-		if victim == leader.Name {
-			victim = pods[1]
-		}
-		if err := f.KillPod(ctx, opNS, victim); err != nil {
-			t.Fatal(err)
-		}
+		victim := killFollower(ctx, t, name, pods)
 		t.Logf("killed the follower %s after the restart", victim)
 		waitReady(t, opNS, name, 3, changeTimeout, victim)
 	})
