@@ -14,6 +14,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // The first stage of a restore: validate the spec, verify the backup, and
@@ -70,6 +71,7 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 		return f.failOrRetry(ctx, er, attempt, err)
 	}
 	plan := &Plan{Cluster: recordCluster(old), Source: *er.Spec.DeepCopy(), Backup: vb, Started: *f.now()}
+	plan.Cluster.ClientIP = f.clientIPOf(ctx, er, old)
 	if err := f.writePlan(ctx, er, plan); err != nil {
 		if failure.IsPermanent(err) {
 			return f.failOrRetry(ctx, er, attempt, err)
@@ -160,4 +162,21 @@ func (f *Flow) failOrRetry(ctx context.Context, er *api.EtcdRestore, attempt int
 		return 0, uerr
 	}
 	return 0, &RetryError{Err: err}
+}
+
+// clientIPOf is the cluster IP of the old cluster's client Service, or "" when
+// it has none that is its own. Only a convenience for clients: a failure to
+// read it is logged, and the restored Service gets a new address.
+func (f *Flow) clientIPOf(ctx context.Context, er *api.EtcdRestore, old *api.EtcdCluster) string {
+	svc, err := f.cfg.Kube.CoreV1().Services(old.Namespace).Get(ctx, k8sutil.ClientServiceName(old.Name), metav1.GetOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			f.logFor(er).WithError(err).Warn("cannot read the client Service: the restored one gets a new cluster IP")
+		}
+		return ""
+	}
+	if !k8sutil.IsOwnedBy(svc, old) || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return ""
+	}
+	return svc.Spec.ClusterIP
 }

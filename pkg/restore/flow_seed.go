@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +67,9 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 	peer := k8sutil.NewPeerService(defaulted)
 	if _, err := f.cfg.Kube.CoreV1().Services(er.Namespace).Create(ctx, peer, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create service %s/%s for the seed: %w", er.Namespace, peer.Name, err)
+	}
+	if err := f.createClientService(ctx, er, defaulted, plan.Cluster.ClientIP); err != nil {
+		return nil, err
 	}
 	if pvc := k8sutil.NewEtcdPVC(defaulted, seedName, defaulted.Spec.Version); pvc != nil {
 		if _, err := f.cfg.Kube.CoreV1().PersistentVolumeClaims(er.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -221,4 +225,29 @@ func keySecretOf(plan *Plan) string {
 		return ""
 	}
 	return plan.Source.Encryption.KeySecret
+}
+
+// createClientService makes the restored cluster's client Service, owned by it
+// as etcd-operator would make it, on the old Service's cluster IP: long-lived
+// clients resolved the name to that address, and with a new one they wait for
+// minutes on an address nothing answers any more. An address taken meanwhile
+// (the apiserver says Invalid) gives way to a new one.
+func (f *Flow) createClientService(ctx context.Context, er *api.EtcdRestore, cl *api.EtcdCluster, clusterIP string) error {
+	services := f.cfg.Kube.CoreV1().Services(cl.Namespace)
+	svc := k8sutil.NewClientService(cl)
+	if clusterIP != "" {
+		svc.Spec.ClusterIP = clusterIP
+		svc.Spec.ClusterIPs = []string{clusterIP}
+	}
+	_, err := services.Create(ctx, svc, metav1.CreateOptions{})
+	if apierrors.IsInvalid(err) && clusterIP != "" {
+		f.logFor(er).WithFields(logrus.Fields{"service": svc.Name, "clusterIP": clusterIP}).WithError(err).
+			Warn("the old client Service's cluster IP is not free: the restored one gets a new address, and clients must resolve the name again")
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+		_, err = services.Create(ctx, svc, metav1.CreateOptions{})
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service %s/%s: %w", cl.Namespace, svc.Name, err)
+	}
+	return nil
 }

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -120,10 +122,10 @@ func TestRestoreHappyPath(t *testing.T) {
 	}
 	before := len(f.writesTo("etcdclusters", "services", "pods"))
 	f.mustSync(testCluster)
-	want := []string{"create etcdclusters", "update etcdclusters/status", "create services", "create pods", "update etcdclusters"}
+	want := []string{"create etcdclusters", "update etcdclusters/status", "create services", "create services", "create pods", "update etcdclusters"}
 	if got := f.writesTo("etcdclusters", "services", "pods")[before:]; !slices.Equal(got, want) {
 		t.Fatalf("writes %v, want %v: created paused, phase Running before the seed (or etcd-operator bootstraps an empty cluster), "+
-			"the peer service before the seed (or its DNS check caches a miss), unpaused after it", got, want)
+			"the peer and client services before the seed (or its DNS check caches a miss), unpaused after it", got, want)
 	}
 	if _, err := f.kube.CoreV1().Services(testNamespace).Get(context.Background(), testCluster, metav1.GetOptions{}); err != nil {
 		t.Fatalf("no peer service for the seed: %v", err)
@@ -608,5 +610,69 @@ func TestASlowerSecondOperatorCannotFailARestoreInProgress(t *testing.T) {
 	f.mustSync(testCluster)
 	if st := f.restore(testCluster).Status; st.Phase != api.RestorePhaseRestoring {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// The restored cluster's client Service takes the old one's cluster IP, so that
+// clients that resolved the name reach the restored members; an address taken
+// meanwhile gives way to a new one.
+func TestRestoredClientServiceKeepsTheOldClusterIP(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		taken  bool
+		wantIP string
+	}{
+		{name: "the old address is taken again", wantIP: "10.96.7.7"},
+		{name: "an address taken meanwhile gives way to a new one", taken: true, wantIP: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, store := startS3(t)
+			putObject(t, store, "good.db", snapshot)
+			objs := []k8sruntime.Object{newCluster(), newRestore(testCluster, "good.db", srv)}
+			f := newFixture(t, kubeObjects(), objs...)
+			ctx := context.Background()
+			services := f.kube.CoreV1().Services(testNamespace)
+			old, err := services.Get(ctx, k8sutil.ClientServiceName(testCluster), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.Spec.ClusterIP, old.Spec.ClusterIPs = "10.96.7.7", []string{"10.96.7.7"}
+			if _, err := services.Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.taken {
+				f.kube.PrependReactor("create", "services", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+					svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
+					if svc.Spec.ClusterIP == "10.96.7.7" {
+						return true, nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name,
+							field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"), svc.Spec.ClusterIPs, "provided IP is already allocated")})
+					}
+					return false, nil, nil
+				})
+			}
+			f.mustSync(testCluster)
+			if plan, _, _ := PlanOf(f.restore(testCluster)); plan == nil || plan.Cluster.ClientIP != "10.96.7.7" {
+				t.Fatalf("the plan does not keep the old client Service's address: %+v", plan)
+			}
+			for _, o := range oldDependents() {
+				m := o.(metav1.Object)
+				if _, isPod := o.(*corev1.Pod); isPod {
+					err = f.kube.CoreV1().Pods(testNamespace).Delete(ctx, m.GetName(), metav1.DeleteOptions{})
+				} else {
+					err = services.Delete(ctx, m.GetName(), metav1.DeleteOptions{})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.mustSync(testCluster)
+			svc, err := services.Get(ctx, k8sutil.ClientServiceName(testCluster), metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("no client Service for the restored cluster: %v", err)
+			}
+			if svc.Spec.ClusterIP != tc.wantIP || !k8sutil.IsOwnedBy(svc, f.cluster()) {
+				t.Fatalf("client Service cluster IP %q owned by %v, want %q owned by the restored cluster", svc.Spec.ClusterIP, svc.OwnerReferences, tc.wantIP)
+			}
+		})
 	}
 }

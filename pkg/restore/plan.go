@@ -53,6 +53,10 @@ type ClusterRecord struct {
 	Annotations     map[string]string       `json:"annotations,omitempty"`
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
 	Spec            api.ClusterSpec         `json:"spec"`
+	// ClientIP is the old client Service's cluster IP, which the restored
+	// cluster's client Service takes again: clients that resolved the name keep
+	// an address that works.
+	ClientIP string `json:"clientIP,omitempty"`
 }
 
 // recordCluster keeps what the restored cluster copies from the old one.
