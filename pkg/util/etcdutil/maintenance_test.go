@@ -377,9 +377,17 @@ func TestVersions(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	ctx := t.Context()
 	cfg := ClientConfig{Endpoints: c.endpoints()}
-	v, err := EndpointVersion(ctx, cfg, c.members[0].clientURL)
-	if err != nil {
-		t.Fatal(err)
+	// etcd decides the cluster version a moment after its leader is elected;
+	// until then it reports "not_decided".
+	var v VersionInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if v, err = EndpointVersion(ctx, cfg, c.members[0].clientURL); err != nil {
+			t.Fatal(err)
+		}
+		if v.Cluster != "not_decided" || time.Now().After(deadline) {
+			break
+		}
 	}
 	if !strings.HasPrefix(v.Server, "3.5.") || v.Cluster != "3.5.0" {
 		t.Fatalf("version = %+v, want a 3.5 server in a 3.5.0 cluster", v)
