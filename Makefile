@@ -12,7 +12,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test verify generate vet lint fmt image e2e chaos bench bench-go local-up local-down clean
+.PHONY: all build unit test verify generate vet lint fmt image e2e chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -70,6 +70,10 @@ bench:
 ## bench-go: the Go benchmarks, which print figures
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+## try: the local Kubernetes, the operator installed as users do, the example cluster serving (root)
+try:
+	bash hack/try.sh
 
 ## local-up / local-down: a real single-node Kubernetes on this machine (root)
 local-up:
