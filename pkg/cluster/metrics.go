@@ -21,6 +21,11 @@ type Metrics struct {
 	members           *prometheus.GaugeVec
 	readyMembers      *prometheus.GaugeVec
 	phase             *prometheus.GaugeVec
+	// The same in Prometheus's naming conventions (unit and _total suffixes),
+	// beside the original's names that existing dashboards query.
+	passSeconds   *prometheus.HistogramVec
+	failuresTotal *prometheus.CounterVec
+	quorum        *prometheus.GaugeVec
 }
 
 // phaseLabels are the values of the phase label; "" is shown as "None", the
@@ -76,8 +81,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "phase",
 			Help:      "1 for the cluster's current phase, 0 for the others.",
 		}, append(clusterLabels, "phase")),
+		passSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "etcd_operator",
+			Subsystem: "cluster",
+			Name:      "reconcile_duration_seconds",
+			Help:      "Time of one reconcile pass of a cluster (reconcile_duration, named by convention).",
+			Buckets:   prometheus.ExponentialBuckets(0.1, 2, 10),
+		}, clusterLabels),
+		failuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "etcd_operator",
+			Subsystem: "cluster",
+			Name:      "reconcile_failures_total",
+			Help:      "Reconcile passes that ended with a problem, by problem code (reconcile_failed, named by convention).",
+		}, append(clusterLabels, "reason")),
+		quorum: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "etcd_operator",
+			Subsystem: "cluster",
+			Name:      "quorum",
+			Help:      "1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise.",
+		}, clusterLabels),
 	}
 	m.reconcileDuration = promutil.Register(reg, m.reconcileDuration)
+	m.passSeconds = promutil.Register(reg, m.passSeconds)
+	m.failuresTotal = promutil.Register(reg, m.failuresTotal)
+	m.quorum = promutil.Register(reg, m.quorum)
 	m.reconcileFailed = promutil.Register(reg, m.reconcileFailed)
 	m.desiredSize = promutil.Register(reg, m.desiredSize)
 	m.members = promutil.Register(reg, m.members)
@@ -91,6 +118,7 @@ func (m *Metrics) observePass(ns, name string, d time.Duration) {
 		return
 	}
 	m.reconcileDuration.WithLabelValues(ns, name).Observe(d.Seconds())
+	m.passSeconds.WithLabelValues(ns, name).Observe(d.Seconds())
 }
 
 func (m *Metrics) failed(ns, name, reason string) {
@@ -98,6 +126,7 @@ func (m *Metrics) failed(ns, name, reason string) {
 		return
 	}
 	m.reconcileFailed.WithLabelValues(ns, name, reason).Inc()
+	m.failuresTotal.WithLabelValues(ns, name, reason).Inc()
 }
 
 // setState records the cluster's gauges after a pass.
@@ -108,6 +137,11 @@ func (m *Metrics) setState(ns, name string, desired, members, ready int, phase a
 	m.desiredSize.WithLabelValues(ns, name).Set(float64(desired))
 	m.members.WithLabelValues(ns, name).Set(float64(members))
 	m.readyMembers.WithLabelValues(ns, name).Set(float64(ready))
+	quorum := 0.0
+	if members > 0 && ready > members/2 {
+		quorum = 1
+	}
+	m.quorum.WithLabelValues(ns, name).Set(quorum)
 	for _, p := range phaseLabels {
 		v := 0.0
 		if p == phase {
@@ -129,4 +163,7 @@ func (m *Metrics) forget(ns, name string) {
 	m.members.DeletePartialMatch(l)
 	m.readyMembers.DeletePartialMatch(l)
 	m.phase.DeletePartialMatch(l)
+	m.passSeconds.DeletePartialMatch(l)
+	m.failuresTotal.DeletePartialMatch(l)
+	m.quorum.DeletePartialMatch(l)
 }

@@ -196,14 +196,24 @@ etcd_operator_cluster_ready_members{name="example",namespace="ns"} 0
 # HELP etcd_operator_cluster_desired_size spec.size of the cluster.
 # TYPE etcd_operator_cluster_desired_size gauge
 etcd_operator_cluster_desired_size{name="example",namespace="ns"} 3
+# HELP etcd_operator_cluster_reconcile_failures_total Reconcile passes that ended with a problem, by problem code (reconcile_failed, named by convention).
+# TYPE etcd_operator_cluster_reconcile_failures_total counter
+etcd_operator_cluster_reconcile_failures_total{name="example",namespace="ns",reason="lost_quorum"} 2
+# HELP etcd_operator_cluster_quorum 1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise.
+# TYPE etcd_operator_cluster_quorum gauge
+etcd_operator_cluster_quorum{name="example",namespace="ns"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"etcd_operator_cluster_reconcile_failed", "etcd_operator_cluster_phase", "etcd_operator_cluster_members",
-		"etcd_operator_cluster_ready_members", "etcd_operator_cluster_desired_size"); err != nil {
+		"etcd_operator_cluster_ready_members", "etcd_operator_cluster_desired_size",
+		"etcd_operator_cluster_reconcile_failures_total", "etcd_operator_cluster_quorum"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.reconcileDuration); n != 1 {
 		t.Errorf("%d duration series, want 1", n)
+	}
+	if n := testutil.CollectAndCount(m.passSeconds); n != 1 {
+		t.Errorf("%d reconcile_duration_seconds series, want 1", n)
 	}
 	m.forget(testNS, testName)
 	if n := testutil.CollectAndCount(reg); n != 0 {
@@ -211,4 +221,26 @@ etcd_operator_cluster_desired_size{name="example",namespace="ns"} 3
 	}
 	var nilMetrics *Metrics
 	nilMetrics.observePass(testNS, testName, time.Second) // a nil *Metrics records nothing, and does not panic
+}
+
+func TestQuorumGaugeIsAMajorityOfMembersReady(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		members, ready int
+		want           float64
+	}{
+		{"two of three ready hold a quorum", 3, 2, 1},
+		{"one of three ready does not", 3, 1, 0},
+		{"two of four ready do not", 4, 2, 0},
+		{"the one member of one ready holds it", 1, 1, 1},
+		{"a cluster without members has none", 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics(prometheus.NewRegistry())
+			m.setState(testNS, testName, tc.members, tc.members, tc.ready, api.ClusterPhaseRunning)
+			if got := testutil.ToFloat64(m.quorum.WithLabelValues(testNS, testName)); got != tc.want {
+				t.Fatalf("quorum = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
