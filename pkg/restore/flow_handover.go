@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,6 +39,18 @@ func (f *Flow) restore(ctx context.Context, er *api.EtcdRestore) (time.Duration,
 		} else if untouched {
 			return 0, f.fail(ctx, er, fmt.Sprintf("the EtcdRestore was deleted before EtcdCluster %s was touched; restore abandoned", er.Name))
 		}
+	}
+	// The plan says which cluster to delete and what to create in its place: it
+	// is followed only as the restore operator signed it.
+	token, err := readToken(ctx, f.cfg.Kube.CoreV1(), er)
+	switch {
+	case apierrors.IsNotFound(err) || errors.Is(err, errTokenNotOwned):
+		return 0, f.fail(ctx, er, fmt.Sprintf("the restore's token is gone (%v): its plan cannot be trusted any more; restore again with a new EtcdRestore", err))
+	case err != nil:
+		return 0, &RetryError{Err: err}
+	}
+	if _, err := verifiedPlan(er, token); err != nil {
+		return 0, f.fail(ctx, er, fmt.Sprintf("the restore plan is not followed: %v; restore again with a new EtcdRestore", err))
 	}
 	elapsed := f.cfg.Clock.Since(plan.Started.Time)
 	waiting, err := f.handOver(ctx, er, plan)

@@ -676,3 +676,33 @@ func TestRestoredClientServiceKeepsTheOldClusterIP(t *testing.T) {
 		})
 	}
 }
+
+// A plan changed by anyone but the restore operator is not followed: the
+// hand-over stops with a reason instead of creating what the edit asks for.
+func TestAnAlteredPlanIsNotFollowed(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	f := newFixture(t, kubeObjects(), newCluster(), newRestore(testCluster, "good.db", srv))
+	f.mustSync(testCluster)
+	er := f.restore(testCluster)
+	plan, ok, err := PlanOf(er)
+	if !ok || err != nil {
+		t.Fatalf("no plan: %v", err)
+	}
+	plan.Cluster.Spec.Size = 1
+	if er.Annotations[PlanAnnotation], err = plan.encode(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.etcd.EtcdV1beta2().EtcdRestores(testNamespace).Update(context.Background(), er, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.writesTo("etcdclusters", "services", "pods"))
+	_, _ = f.sync(testCluster, 0)
+	got := f.restore(testCluster)
+	if got.Status.Phase != api.RestorePhaseFailed || !strings.Contains(got.Status.Reason, "changed by someone other than the restore operator") {
+		t.Fatalf("status after the plan was altered: %+v", got.Status)
+	}
+	if writes := f.writesTo("etcdclusters", "services", "pods")[before:]; len(writes) > 0 {
+		t.Errorf("the altered plan was acted on: %v", writes)
+	}
+}
