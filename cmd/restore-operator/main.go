@@ -229,7 +229,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		{Rule: rule(api.GroupName, "etcdbackups", watched, "list"), Without: "a backup cannot be matched with the EtcdBackup that stored it"},
 		{Rule: rule("", "pods", watched, "get", "list", "create"), Without: "the seed member cannot be created"},
 		{Rule: rule("", "persistentvolumeclaims", watched, "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
-		{Rule: rule("", "services", watched, "get", "create"), Without: "the restored cluster's services are not there before its seed looks its name up, and its client Service does not keep the old cluster IP"},
+		{Rule: rule("", "services", watched, "get", "create", "update"), Without: "the restored cluster's services are not there before its seed looks its name up, and its client Service does not keep the old cluster IP"},
 		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials or encryption key (said in their status)"),
 		{Rule: rule("", "secrets", watched, "create"), Without: "no restore gets the token its seed shows the backup server, so none starts (said in its status)"},
 		operatorrun.EventsNeed(watched),

@@ -248,6 +248,9 @@ func (f *Flow) createRestored(ctx context.Context, er *api.EtcdRestore, plan *Pl
 	// Paused until the seed exists: etcd-operator must neither bootstrap an empty
 	// cluster nor count the seed as dead while it is still being restored.
 	cl.Spec.Paused = true
+	if err := f.createClientService(ctx, er, cl, plan.Cluster.ClientIP); err != nil {
+		return nil, err
+	}
 	out, err := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(er.Namespace).Create(ctx, cl, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil, nil

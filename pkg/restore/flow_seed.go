@@ -68,7 +68,7 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 	if _, err := f.cfg.Kube.CoreV1().Services(er.Namespace).Create(ctx, peer, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create service %s/%s for the seed: %w", er.Namespace, peer.Name, err)
 	}
-	if err := f.createClientService(ctx, er, defaulted, plan.Cluster.ClientIP); err != nil {
+	if err := f.adoptClientService(ctx, er, defaulted); err != nil {
 		return nil, err
 	}
 	if pvc := k8sutil.NewEtcdPVC(defaulted, seedName, defaulted.Spec.Version); pvc != nil {
@@ -227,27 +227,59 @@ func keySecretOf(plan *Plan) string {
 	return plan.Source.Encryption.KeySecret
 }
 
-// createClientService makes the restored cluster's client Service, owned by it
-// as etcd-operator would make it, on the old Service's cluster IP: long-lived
-// clients resolved the name to that address, and with a new one they wait for
-// minutes on an address nothing answers any more. An address taken meanwhile
-// (the apiserver says Invalid) gives way to a new one.
+// createClientService makes the restored cluster's client Service on the old
+// Service's cluster IP, before the cluster itself: long-lived clients resolved
+// the name to that address, and with a new one they wait for minutes on an
+// address nothing answers any more. It is made first, nobody's, because
+// etcd-operator makes the Service (on a new address) as soon as it sees the
+// cluster, and uses one that nobody owns as it is; adoptClientService gives it
+// to the cluster. An address taken meanwhile (the apiserver says Invalid) gives
+// way to etcd-operator's Service on a new one.
 func (f *Flow) createClientService(ctx context.Context, er *api.EtcdRestore, cl *api.EtcdCluster, clusterIP string) error {
-	services := f.cfg.Kube.CoreV1().Services(cl.Namespace)
-	svc := k8sutil.NewClientService(cl)
-	if clusterIP != "" {
-		svc.Spec.ClusterIP = clusterIP
-		svc.Spec.ClusterIPs = []string{clusterIP}
+	if clusterIP == "" {
+		return nil
 	}
-	_, err := services.Create(ctx, svc, metav1.CreateOptions{})
-	if apierrors.IsInvalid(err) && clusterIP != "" {
+	svc := k8sutil.NewClientService(cl)
+	svc.OwnerReferences = nil
+	svc.Spec.ClusterIP = clusterIP
+	svc.Spec.ClusterIPs = []string{clusterIP}
+	_, err := f.cfg.Kube.CoreV1().Services(cl.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsInvalid(err):
 		f.logFor(er).WithFields(logrus.Fields{"service": svc.Name, "clusterIP": clusterIP}).WithError(err).
 			Warn("the old client Service's cluster IP is not free: the restored one gets a new address, and clients must resolve the name again")
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
-		_, err = services.Create(ctx, svc, metav1.CreateOptions{})
+		return nil
 	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service %s/%s: %w", cl.Namespace, svc.Name, err)
+	return fmt.Errorf("create service %s/%s: %w", cl.Namespace, svc.Name, err)
+}
+
+// adoptClientService makes the client Service made before the cluster the
+// restored cluster's own, so that it goes with the cluster; one missing is
+// made as etcd-operator would make it.
+func (f *Flow) adoptClientService(ctx context.Context, er *api.EtcdRestore, cl *api.EtcdCluster) error {
+	services := f.cfg.Kube.CoreV1().Services(cl.Namespace)
+	name := k8sutil.ClientServiceName(cl.Name)
+	svc, err := services.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = services.Create(ctx, k8sutil.NewClientService(cl), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create service %s/%s: %w", cl.Namespace, name, err)
+		}
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("get service %s/%s: %w", cl.Namespace, name, err)
+	}
+	if metav1.GetControllerOfNoCopy(svc) != nil {
+		return nil // etcd-operator's, or the old cluster's still going
+	}
+	svc = svc.DeepCopy()
+	svc.OwnerReferences = append(svc.OwnerReferences, k8sutil.AsOwner(cl))
+	if _, err := services.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("give service %s/%s to the restored cluster: %w", cl.Namespace, name, err)
+	}
+	f.logFor(er).WithField("clusterIP", svc.Spec.ClusterIP).Infof("service %s, on the old cluster IP, given to the restored cluster", name)
 	return nil
 }

@@ -665,7 +665,13 @@ func TestRestoredClientServiceKeepsTheOldClusterIP(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			before := len(f.writesTo("etcdclusters", "services"))
 			f.mustSync(testCluster)
+			// Made before the cluster: etcd-operator makes one on a new address
+			// as soon as it sees the cluster.
+			if writes := f.writesTo("etcdclusters", "services")[before:]; !tc.taken && (len(writes) < 2 || writes[0] != "create services" || writes[1] != "create etcdclusters") {
+				t.Errorf("writes %v: the client Service is not made before the cluster", writes)
+			}
 			svc, err := services.Get(ctx, k8sutil.ClientServiceName(testCluster), metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("no client Service for the restored cluster: %v", err)

@@ -137,7 +137,7 @@ func (f *Framework) StartChecker(ctx context.Context, p CheckerPod) (*Checker, e
 func checkerCommand(name string, p CheckerPod) []string {
 	cmd := []string{CheckerBinary,
 		"-endpoints=" + ClientURL(p.Cluster, p.TLSSecret != ""),
-		"-prefix=/etcd-checker/" + name + "/",
+		"-prefix=" + checkerPrefix(name),
 		"-scenario=" + p.Scenario,
 		"-duration=" + p.Duration.String(),
 		"-settle=" + p.Settle.String(),
@@ -314,3 +314,10 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// checkerPrefix is where the checker pod name writes.
+func checkerPrefix(name string) string { return "/etcd-checker/" + name + "/" }
+
+// Appends is where the checker writes its unique keys: never overwritten, so
+// each one acknowledged must remain.
+func (c *Checker) Appends() string { return checkerPrefix(c.Name) + "a/" }
