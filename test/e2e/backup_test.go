@@ -299,7 +299,13 @@ func deployBackupOperator(t *testing.T, file string) {
 // off by force then, and the test fails.
 func createBackup(t *testing.T, b *api.EtcdBackup) *api.EtcdBackup {
 	t.Helper()
-	backups := f.Etcd.EtcdV1beta2().EtcdBackups(opNS)
+	return createBackupIn(t, opNS, b)
+}
+
+// createBackupIn is createBackup in namespace ns.
+func createBackupIn(t *testing.T, ns string, b *api.EtcdBackup) *api.EtcdBackup {
+	t.Helper()
+	backups := f.Etcd.EtcdV1beta2().EtcdBackups(ns)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -419,35 +418,6 @@ func TestChaosLongS3Outage(t *testing.T) {
 	}
 }
 
-// createBackupIn creates an EtcdBackup in ns and, when the test ends, deletes it
-// and waits for the backup operator to let go of it, as createBackup does in the
-// shared namespace.
-func createBackupIn(t *testing.T, ns string, b *api.EtcdBackup) *api.EtcdBackup {
-	t.Helper()
-	backups := f.Etcd.EtcdV1beta2().EtcdBackups(ns)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := backups.Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("cleanup: delete EtcdBackup %s: %v", b.Name, err)
-			return
-		}
-		err := framework.WaitFor(ctx, time.Minute, framework.Poll, "EtcdBackup "+b.Name+" to be deleted", func(ctx context.Context) (bool, string, error) {
-			_, err := backups.Get(ctx, b.Name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
-		})
-		if err != nil {
-			t.Errorf("the backup operator did not release its EtcdBackup: %v", err)
-			_, _ = backups.Patch(ctx, b.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		}
-	})
-	out, err := backups.Create(t.Context(), b, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // expectObjectEvent waits for an event of eventType and reason on the object
 // (name, uid) that happened after since.
 func expectObjectEvent(t *testing.T, ns, name string, uid types.UID, eventType, reason string, since time.Time) {
@@ -482,22 +452,5 @@ func expectObjectEvent(t *testing.T, ns, name string, uid types.UID, eventType, 
 // countAllKeys counts every key of the cluster with a linearizable read.
 func countAllKeys(t *testing.T, ns, cluster string) int {
 	t.Helper()
-	var n int
-	err := framework.WaitFor(t.Context(), dataTimeout, time.Second, "the number of keys",
-		func(ctx context.Context) (bool, string, error) {
-			out, err := f.Etcdctl(ctx, ns, cluster, false, "get", "", "--prefix", "--count-only", "-w", "fields")
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			m := countRE.FindStringSubmatch(out)
-			if m == nil {
-				return false, "", fmt.Errorf("no count in %q", out)
-			}
-			n, _ = strconv.Atoi(m[1])
-			return true, "", nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countKeys(t, ns, cluster, "")
 }
