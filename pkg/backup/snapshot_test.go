@@ -248,18 +248,7 @@ func TestPeriodicBackupsAreNamedAndPruned(t *testing.T) {
 // BACKUP_BENCH_MB (default 64); hack/bench/backup/run.sh runs the 512 MiB case with
 // etcd in another process, so that peak memory is the backup path's alone.
 func BenchmarkBackup(b *testing.B) {
-	mb := 64
-	if v := os.Getenv("BACKUP_BENCH_MB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			b.Fatalf("BACKUP_BENCH_MB=%q: %v", v, err)
-		}
-		mb = n
-	}
-	e, err := backuptest.StartEtcd(backuptest.EtcdOptions{Dir: b.TempDir(), QuotaBytes: int64(mb+256) << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
+	mb, e := benchEtcd(b)
 	defer e.Close()
 	const valueSize = 256 << 10
 	if err := e.Fill(context.Background(), "/bench/", mb<<20/valueSize, valueSize); err != nil {
@@ -278,4 +267,23 @@ func BenchmarkBackup(b *testing.B) {
 		}
 		b.SetBytes(res.Size)
 	}
+}
+
+// benchEtcd starts the etcd of a backup benchmark, with room for a database of
+// BACKUP_BENCH_MB (default 64) MiB, and returns that size.
+func benchEtcd(b *testing.B) (int, *backuptest.Etcd) {
+	b.Helper()
+	mb := 64
+	if v := os.Getenv("BACKUP_BENCH_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("BACKUP_BENCH_MB=%q: %v", v, err)
+		}
+		mb = n
+	}
+	e, err := backuptest.StartEtcd(backuptest.EtcdOptions{Dir: b.TempDir(), QuotaBytes: int64(mb+256) << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return mb, e
 }

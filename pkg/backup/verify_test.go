@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -265,18 +264,7 @@ func TestRunVerifiesBeforePruning(t *testing.T) {
 // verifying, sampled every 10 ms, next to the heap before it: the difference must
 // not grow with the database.
 func BenchmarkVerify(b *testing.B) {
-	mb := 64
-	if v := os.Getenv("BACKUP_BENCH_MB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			b.Fatalf("BACKUP_BENCH_MB=%q: %v", v, err)
-		}
-		mb = n
-	}
-	e, err := backuptest.StartEtcd(backuptest.EtcdOptions{Dir: b.TempDir(), QuotaBytes: int64(mb+256) << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
+	mb, e := benchEtcd(b)
 	closeEtcd := sync.OnceFunc(e.Close)
 	defer closeEtcd()
 	const valueSize = 256 << 10
