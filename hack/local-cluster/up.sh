@@ -375,8 +375,25 @@ start_kubelet() {
 		--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --root-dir="$KUBELET_ROOT"
 }
 
+# containerd answers on its socket before its CRI plugin has recovered the
+# containers it knew ("server is not initialized yet"), and the kubelet exits at
+# once when its first CRI call fails. After a node restart with many dead
+# containers that recovery takes long enough to lose the race, so a kubelet
+# that exits within its first seconds is started again.
+start_kubelet_once_cri_serves() {
+	local attempt
+	for attempt in 1 2 3 4 5 6 7 8 9 10; do
+		start_kubelet
+		sleep 3
+		proc_alive kubelet && return 0
+		log "kubelet exited at start (attempt $attempt): $(tail -n 1 "$LOG_DIR/kubelet.log" | cut -c1-200)"
+		sleep 1
+	done
+	die "the kubelet kept exiting at start (log: $LOG_DIR/kubelet.log)"
+}
+
 start_node() {
-	start_kubelet
+	start_kubelet_once_cri_serves
 	start_proc kube-proxy "$K8S_BIN/kube-proxy" --config="$CONF_DIR/kube-proxy-config.yaml"
 	WATCHED+=(kubelet kube-proxy)
 	wait_for 120 "node $NODE_NAME to be Ready" node_ready_since_start
