@@ -124,17 +124,7 @@ func disasterRecoveryFromTheNewestBackup(t *testing.T, underLoad bool) {
 			t.Errorf("the restore moved client service %s-client from %s to %s", name, ipBefore, ipAfter)
 		}
 		r := judged(t, scenario, c, checkerWait(d, settle), recovered, func(checker.Result) error {
-			present := map[string]bool{}
-			for _, k := range listKeys(t, ns, name, c.Appends()) {
-				present[k] = true
-			}
-			var lost []string
-			for _, k := range ackedBefore {
-				if !present[k] {
-					lost = append(lost, k)
-				}
-			}
-			if len(lost) > 0 {
+			if lost := missingKeys(t, ns, name, c.Appends(), ackedBefore); len(lost) > 0 {
 				return fmt.Errorf("%d of the %d writes acknowledged before the backup are lost, e.g. %v: the loss is not bounded by the backup",
 					len(lost), len(ackedBefore), lost[:min(5, len(lost))])
 			}
@@ -164,18 +154,53 @@ func listKeys(t *testing.T, ns, cluster, prefix string) []string {
 			if err != nil {
 				return false, err.Error(), nil
 			}
-			keys = keys[:0]
-			for _, line := range strings.Split(out, "\n") {
-				if line = strings.TrimSpace(line); line != "" {
-					keys = append(keys, line)
-				}
-			}
+			keys = keyLines(out)
 			return true, "", nil
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// memberKeys lists the keys under prefix in one member's own store (a
+// serializable read of the member pod): what that member holds, whatever the
+// others have.
+func memberKeys(t *testing.T, ns, pod, prefix string) []string {
+	t.Helper()
+	out, err := f.EtcdctlExec(t.Context(), ns, pod, "--endpoints=http://localhost:2379", "get", prefix, "--prefix", "--keys-only", "--consistency=s")
+	if err != nil {
+		t.Fatalf("the keys under %s in %s: %v", prefix, pod, err)
+	}
+	return keyLines(out)
+}
+
+// keyLines are the keys etcdctl's `get --keys-only` printed.
+func keyLines(out string) []string {
+	var keys []string
+	for _, line := range strings.Split(out, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			keys = append(keys, line)
+		}
+	}
+	return keys
+}
+
+// missingKeys are the keys of want that the cluster does not hold under
+// prefix now.
+func missingKeys(t *testing.T, ns, cluster, prefix string, want []string) []string {
+	t.Helper()
+	present := map[string]bool{}
+	for _, k := range listKeys(t, ns, cluster, prefix) {
+		present[k] = true
+	}
+	var missing []string
+	for _, k := range want {
+		if !present[k] {
+			missing = append(missing, k)
+		}
+	}
+	return missing
 }
 
 // clientIP is the cluster IP of the cluster's client Service.

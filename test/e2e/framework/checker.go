@@ -33,8 +33,11 @@ type CheckerPod struct {
 	Duration time.Duration
 	// Settle bounds the final read-back (default 4 min).
 	Settle time.Duration
-	// Rate is each client's operations per second (0: the checker's default).
-	Rate float64
+	// Rate is each client's operations per second, and Clients how many run
+	// at once (0: the checker's defaults). Fewer operations make a shorter
+	// history to judge, for scenarios that run in make test.
+	Rate    float64
+	Clients int
 	// TLSSecret, for a cluster with client TLS, is the client secret
 	// (spec.TLS.static.operatorSecret's layout) mounted for the checker: it then
 	// talks https and presents that certificate.
@@ -145,6 +148,9 @@ func checkerCommand(name string, p CheckerPod) []string {
 	}
 	if p.Rate > 0 {
 		cmd = append(cmd, fmt.Sprintf("-rate=%g", p.Rate))
+	}
+	if p.Clients > 0 {
+		cmd = append(cmd, fmt.Sprintf("-clients=%d", p.Clients))
 	}
 	if p.TLSSecret != "" {
 		// The same files etcdctl is given (ClientTLSArgs), under the checker's
@@ -264,6 +270,8 @@ func (f *Framework) StartLocalChecker(ctx context.Context, p CheckerPod) (*Local
 		Endpoints: []string{fmt.Sprintf("http://%s:2379", svc.Spec.ClusterIP)},
 		Duration:  p.Duration,
 		Settle:    p.Settle,
+		Rate:      p.Rate,
+		Clients:   p.Clients,
 		Seed:      uint64(time.Now().UnixNano()),
 		Log:       log,
 	}

@@ -20,13 +20,14 @@ func TestCheckerCommand(t *testing.T) {
 	if !slices.Contains(plain, "-endpoints=http://c-client:2379") || slices.ContainsFunc(plain, func(a string) bool { return strings.HasPrefix(a, "-cacert") }) {
 		t.Errorf("a cluster without TLS: %q", plain)
 	}
-	secure := checkerCommand("checker-2", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10})
+	secure := checkerCommand("checker-2", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10, Clients: 2})
 	for _, want := range []string{
 		"-endpoints=https://c-client:2379",
 		"-cacert=" + ClientTLSMountDir + "/etcd-client-ca.crt",
 		"-cert=" + ClientTLSMountDir + "/etcd-client.crt",
 		"-key=" + ClientTLSMountDir + "/etcd-client.key",
 		"-rate=10",
+		"-clients=2",
 	} {
 		if !slices.Contains(secure, want) {
 			t.Errorf("a TLS cluster's checker lacks %s: %q", want, secure)
