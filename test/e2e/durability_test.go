@@ -133,7 +133,7 @@ func TestKilledMemberOnAClaimIsRestartedInPlace(t *testing.T) {
 	before := memberIDs(t, opNS, name)
 
 	victim := pods[1]
-	underLoadPod(t, durableLoad(opNS, name, "member-killed-restarted-in-place", 30*time.Second), func(ctx context.Context) {
+	underLoadPod(t, durableLoad(opNS, name, "member-killed-restarted-in-place", 20*time.Second), func(ctx context.Context) {
 		killed := time.Now()
 		if err := f.KillPod(ctx, opNS, victim); err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func TestQuorumLostWhileTheOperatorIsDownHealsWhenItReturns(t *testing.T) {
 	name, pods := pvcCluster(t, ns, "qdown")
 	before := memberIDs(t, ns, name)
 
-	underLoadPod(t, durableLoad(ns, name, "quorum-lost-operator-down-pvc", 40*time.Second), func(ctx context.Context) {
+	underLoadPod(t, durableLoad(ns, name, "quorum-lost-operator-down-pvc", 30*time.Second), func(ctx context.Context) {
 		if err := f.ScaleDeployment(ctx, ns, framework.OperatorDeployment, 0); err != nil {
 			t.Fatal(err)
 		}
