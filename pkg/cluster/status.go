@@ -295,8 +295,13 @@ func scalingMessage(current, desired int) string {
 // read it: the fresh object is taken (a spec edit, the restore operator's
 // hand-over; take tells a new spec by its generation) and nothing is
 // written; the next pass derives the status again from it.
+//
+// A status the server answers without storing it (see Cluster.unstored) is
+// kept for the next passes, and written again by each of them: the write is
+// what finds the role or the CRD fixed.
 func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(st, c.latest.Status) {
+		c.unstored = nil
 		return true, nil
 	}
 	obj := c.latest.DeepCopy()
@@ -305,6 +310,10 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 	switch {
 	case err == nil:
 		c.take(out)
+		c.unstored = nil
+		if !storedAs(out.Status, st) {
+			c.unstored = st.DeepCopy()
+		}
 		return true, nil
 	case apierrors.IsNotFound(err):
 		return false, nil // deleted: the controller stops this goroutine
@@ -320,6 +329,23 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 	}
 	c.take(fresh)
 	return false, nil
+}
+
+// status is the status the passes go on from: the server's, or the one kept
+// in memory while the server does not store it.
+func (c *Cluster) status() *api.ClusterStatus {
+	if c.unstored != nil {
+		return c.unstored
+	}
+	return &c.latest.Status
+}
+
+// storedAs tells whether the status the server answered a write with is the
+// one written. The observedGeneration may differ: the status writer moves it
+// along with the generation when it writes through the object.
+func storedAs(got, written api.ClusterStatus) bool {
+	got.ObservedGeneration = written.ObservedGeneration
+	return equality.Semantic.DeepEqual(got, written)
 }
 
 // announce emits one Warning event per problem the first time it is seen,
