@@ -304,6 +304,7 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 		c.unstored = nil
 		return true, nil
 	}
+	before := c.latest.Status
 	obj := c.latest.DeepCopy()
 	obj.Status = st
 	out, err := c.cfg.Status.Write(ctx, obj)
@@ -311,7 +312,10 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 	case err == nil:
 		c.take(out)
 		c.unstored = nil
-		if !storedAs(out.Status, st) {
+		// A server that stores the status may normalize it (times to the
+		// second), so the answer is compared with what it held before, not
+		// with what was written: unchanged means not stored.
+		if equality.Semantic.DeepEqual(out.Status, before) {
 			c.unstored = st.DeepCopy()
 		}
 		return true, nil
@@ -338,14 +342,6 @@ func (c *Cluster) status() *api.ClusterStatus {
 		return c.unstored
 	}
 	return &c.latest.Status
-}
-
-// storedAs tells whether the status the server answered a write with is the
-// one written. The observedGeneration may differ: the status writer moves it
-// along with the generation when it writes through the object.
-func storedAs(got, written api.ClusterStatus) bool {
-	got.ObservedGeneration = written.ObservedGeneration
-	return equality.Semantic.DeepEqual(got, written)
 }
 
 // announce emits one Warning event per problem the first time it is seen,

@@ -228,6 +228,20 @@ func TestStatusWrites(t *testing.T) {
 		}
 	})
 
+	t.Run("a status the server stores in its own form is not kept in memory", func(t *testing.T) {
+		f := healthyFixture(t)
+		// The apiserver stores times to the second.
+		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			obj := a.(clienttesting.UpdateAction).GetObject().(*api.EtcdCluster).DeepCopy()
+			obj.Status.Reason += " (as stored)"
+			return true, obj, f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), obj, testNS)
+		})
+		f.mustPass()
+		if f.c.unstored != nil {
+			t.Errorf("status kept in memory although the server stored one: %+v", f.c.unstored)
+		}
+	})
+
 	t.Run("a deleted cluster's status write is not an error", func(t *testing.T) {
 		f := healthyFixture(t)
 		if err := f.crs.Tracker().Delete(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName); err != nil {
