@@ -3,8 +3,10 @@
 # single-node Kubernetes:
 #   1. starts the local cluster with hack/local-cluster/up.sh if it is not
 #      up and healthy (that needs root);
-#   2. rebuilds the project image from the working tree and imports it
-#      (hack/build-image.sh, hack/local-cluster/load-image.sh);
+#   2. rebuilds the cluster's own images (etcd, busybox, ...) that changed
+#      since the cluster was started, and the project image from the working
+#      tree, and imports those that changed (hack/build-image.sh,
+#      hack/local-cluster/load-image.sh): no restart of a cluster that is up;
 #   3. runs `go test -tags e2e` and prints which scenarios failed.
 # A timing line is printed per phase. Exit status is non-zero on any failure.
 #
@@ -76,6 +78,16 @@ ensure_cluster() {
 	cluster_healthy || die "the local cluster is still not healthy after up.sh; see $STATE_DIR/logs"
 }
 
+# cluster_images: a cluster that is up gets the images of this tree's
+# images.sh (the etcd images' contents, say); unchanged ones are skipped.
+cluster_images() {
+	if [[ $(id -u) != 0 ]]; then
+		log "not root: the cluster's images stay as they are"
+		return 0
+	fi
+	bash hack/local-cluster/load-image.sh --cluster
+}
+
 build_image() {
 	bash hack/build-image.sh || return
 	need_root "importing the image into containerd"
@@ -143,6 +155,7 @@ main() {
 	fi
 	local start=$SECONDS rc=0
 	phase "local cluster" ensure_cluster || exit
+	phase "cluster images" cluster_images || exit
 	# shellcheck disable=SC1090
 	source "$ENV_FILE"
 	export KUBECONFIG KUBECTL NODE_IP

@@ -53,6 +53,24 @@ image_pause() {
 		-o "$IMAGES_DIR/pause.tar"
 }
 
+# busybox_path: the host's busybox (Debian's busybox-static, see APT_PACKAGES).
+busybox_path() { command -v busybox || echo /bin/busybox; }
+
+# busybox_applets ROOTFS SKIP: install the host's busybox as ROOTFS/bin/busybox
+# with a link for each of its applets, at the paths busybox lists (bin/sh,
+# usr/bin/env, ...), except the applet paths matching the glob SKIP.
+busybox_applets() {
+	local root=$1 skip=$2 bb applet
+	bb=$(busybox_path)
+	copy_with_libs "$bb" "$root" /bin/busybox
+	for applet in $("$bb" --list-full); do
+		# shellcheck disable=SC2053 # $skip is a glob
+		if [[ $applet == bin/busybox || $applet == $skip ]]; then continue; fi
+		mkdir -p "$root/$(dirname "$applet")"
+		ln -sf /bin/busybox "$root/$applet"
+	done
+}
+
 # busybox:1.28.0-glibc, the operator's default init-container image. Debian's
 # static busybox provides the applets, with two exceptions the operator's
 # DNS wait loop depends on:
@@ -61,18 +79,10 @@ image_pause() {
 #   nslookup is a static Go program: busybox nslookup ignores the resolv.conf
 #     search list, so "<pod>.<cluster>.<ns>.svc" would never resolve.
 image_busybox() {
-	local root=$IMAGES_DIR/busybox-rootfs bb applet
-	bb=$(command -v busybox || echo /bin/busybox)
+	local root=$IMAGES_DIR/busybox-rootfs
 	base_rootfs "$root"
 	sed -i 's#^root:.*#root:x:0:0:root:/root:/bin/sh#' "$root/etc/passwd"
-	install -D -m 0755 "$bb" "$root/bin/busybox"
-	for applet in $("$bb" --list-full); do
-		case $applet in
-		bin/sh | */nslookup | bin/busybox) continue ;;
-		esac
-		mkdir -p "$root/$(dirname "$applet")"
-		ln -sf /bin/busybox "$root/$applet"
-	done
+	busybox_applets "$root" '@(bin/sh|*/nslookup)'
 	copy_with_libs "$(readlink -f /usr/bin/dash)" "$root" /bin/dash
 	ln -sf dash "$root/bin/sh"
 	install -D -m 0755 "$TOOLS_DIR/nslookup" "$root/usr/local/bin/nslookup"
@@ -81,9 +91,23 @@ image_busybox() {
 		-o "$IMAGES_DIR/busybox.tar"
 }
 
-# quay.io/coreos/etcd:vX.Y.Z like upstream's distroless images: etcd,
-# etcdctl, etcdutl (3.5+) in /usr/local/bin, /var/etcd, and no shell, so the
-# operator's pod spec cannot come to depend on one.
+# etcd_image_has_shell VERSION: whether the published quay.io/coreos/etcd
+# image of VERSION has a shell. Up to 3.4 it was built FROM a Debian base
+# (k8s.gcr.io debian-base): /bin/sh, env and the core utilities are there,
+# and guides run `kubectl exec <member> -- env ETCDCTL_API=3 etcdctl ...` or
+# `-- sh -c '...'`. From 3.5 it is distroless: no shell at all.
+etcd_image_has_shell() {
+	local major=${1%%.*} minor=${1#*.}
+	minor=${minor%%.*}
+	((major < 3 || (major == 3 && minor < 5)))
+}
+
+# quay.io/coreos/etcd:vX.Y.Z with the contents of the published image of that
+# version: etcd, etcdctl, etcdutl (3.5+) in /usr/local/bin, /var/etcd. 3.5+
+# are distroless, with no shell, so the operator's pod spec cannot come to
+# depend on one. 3.4 has a shell and the usual commands, here busybox's
+# applets (static, so they run as any user and need no library) standing in
+# for Debian's.
 image_etcd() {
 	local v=$1 root=$IMAGES_DIR/etcd-v$1-rootfs dir b
 	dir=$(etcd_bin_dir "$v")
@@ -92,10 +116,18 @@ image_etcd() {
 		if [[ -f $dir/$b ]]; then copy_with_libs "$dir/$b" "$root" "/usr/local/bin/$b"; fi
 	done
 	mkdir -p "$root/var/etcd" "$root/var/lib/etcd"
+	if etcd_image_has_shell "$v"; then
+		sed -i 's#^root:.*#root:x:0:0:root:/root:/bin/sh#' "$root/etc/passwd"
+		busybox_applets "$root" linuxrc
+	fi
 	imagebuild -rootfs "$root" -tag "$ETCD_IMAGE_REPO:v$v" -cmd /usr/local/bin/etcd \
 		-env "PATH=$DEFAULT_PATH" -workdir / -o "$IMAGES_DIR/etcd-v$v.tar"
-	# No shell may slip in through copied libraries or the base.
-	[[ ! -e $root/bin/sh && ! -e $root/usr/bin/sh ]] || die "etcd image rootfs contains a shell"
+	if etcd_image_has_shell "$v"; then
+		[[ -e $root/bin/sh && -e $root/usr/bin/env ]] || die "etcd $v image rootfs lacks /bin/sh or /usr/bin/env"
+	else
+		# No shell may slip in through copied libraries or the base.
+		[[ ! -e $root/bin/sh && ! -e $root/usr/bin/sh ]] || die "etcd $v image rootfs contains a shell"
+	fi
 }
 
 # CoreDNS runs as root in this cluster: the upstream image instead relies on
@@ -136,11 +168,15 @@ build_images() {
 	local v dir
 	mkdir -p "$IMAGES_DIR"
 	cached_image pause image_pause -- "$TOOLS_DIR/pause"
-	cached_image busybox image_busybox -- "$(command -v busybox)" /usr/bin/dash "$TOOLS_DIR/nslookup"
+	cached_image busybox image_busybox -- "$(busybox_path)" /usr/bin/dash "$TOOLS_DIR/nslookup"
 	cached_image coredns image_coredns -- "$COREDNS_BIN/coredns"
 	for v in "$ETCD_DEBIAN_VERSION" "${ETCD_BUILT_VERSIONS[@]}"; do
 		dir=$(etcd_bin_dir "$v")
-		cached_image "etcd-v$v" image_etcd "$v" -- "$dir"/etcd*
+		if etcd_image_has_shell "$v"; then
+			cached_image "etcd-v$v" image_etcd "$v" -- "$dir"/etcd* "$(busybox_path)"
+		else
+			cached_image "etcd-v$v" image_etcd "$v" -- "$dir"/etcd*
+		fi
 	done
 }
 

@@ -6,8 +6,9 @@
 # images are assembled with hack/imagebuild and imported into containerd
 # (there is no registry: pods must use imagePullPolicy IfNotPresent/Never).
 #
-# Idempotent: on a healthy cluster it only re-imports the project image if
-# that changed and says "already up"; after a failed or partial start it
+# Idempotent: on a healthy cluster it only rebuilds and re-imports the images
+# that changed (the project's, and the cluster's own after a change to
+# images.sh) and says "already up"; after a failed or partial start it
 # cleans up with down.sh and starts again. Stop with down.sh.
 #
 # Environment:
@@ -458,8 +459,9 @@ main() {
 	local t_start=$SECONDS
 
 	if cluster_healthy; then
+		build_images
 		build_project_image
-		import_project_image
+		import_images
 		write_env
 		log "already up (node $NODE_NAME, $NODE_IP)"
 		print_usage

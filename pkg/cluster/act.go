@@ -184,7 +184,7 @@ func (c *Cluster) syncBudget(ctx context.Context, s *snapshot) error {
 // finds the restore operator's hand-over, which sets the phase first.
 func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 	if s.phase == api.ClusterPhaseNone {
-		st := statusOf(s, c.latest.Status, api.ClusterPhaseCreating, c.latest.Generation, assess(s), outcome{})
+		st := statusOf(s, *c.status(), api.ClusterPhaseCreating, c.latest.Generation, assess(s), outcome{})
 		written, err := c.writeStatus(ctx, st)
 		if err != nil || !written {
 			return outcome{err: err, stop: true, requeue: c.cfg.MinPassInterval}

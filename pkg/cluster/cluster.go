@@ -230,6 +230,17 @@ type Cluster struct {
 	recovering   *recovering
 	lastRevision int64
 
+	// unstored is the status the last pass derived when the server answered
+	// its write without storing it: a role without etcdclusters/status on a
+	// CRD that serves the subresource (the original's roles on example/crd),
+	// or a CRD whose schema prunes status. nil while the server holds the
+	// status. The passes keep their progress in the status (the phase, that
+	// the cluster was once available, the members last listed, maintenance
+	// done), and no observation can tell it again: without this record a
+	// new cluster would stay at its first member. The server's status wins
+	// again as soon as it changes or a write is stored.
+	unstored *api.ClusterStatus
+
 	// announced holds the keys of the problems announced with a Warning
 	// event, with when each was last seen.
 	announced map[string]announcement

@@ -23,14 +23,15 @@ import (
 // problems of the snapshot, so that decide can wait and the status say why.
 func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []problem) {
 	var problems []problem
+	st := c.status()
 	s := &snapshot{
 		now:            c.now(),
 		pendingTimeout: c.cfg.PendingTimeout,
-		phase:          c.latest.Status.Phase,
-		everAvailable:  everAvailable(c.latest.Status),
+		phase:          st.Phase,
+		everAvailable:  everAvailable(*st),
 		beingDeleted:   c.latest.DeletionTimestamp != nil,
-		lastMembers:    append(slices.Clone(c.latest.Status.Members.Ready), c.latest.Status.Members.Unready...),
-		status:         *c.latest.Status.DeepCopy(),
+		lastMembers:    append(slices.Clone(st.Members.Ready), st.Members.Unready...),
+		status:         *st.DeepCopy(),
 		created:        c.latest.CreationTimestamp.Time,
 		etcdReadAt:     c.etcdReadAt,
 	}

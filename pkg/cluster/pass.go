@@ -66,11 +66,11 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if !out.stop {
-		phase := c.latest.Status.Phase
+		phase := c.status().Phase
 		if out.phase != "" {
 			phase = out.phase
 		}
-		st := statusOf(s, c.latest.Status, phase, c.latest.Generation, problems, out)
+		st := statusOf(s, *c.status(), phase, c.latest.Generation, problems, out)
 		written, werr := c.writeStatus(ctx, st)
 		if !written && werr == nil {
 			// The object changed under the pass: the next one, soon, starts
@@ -90,7 +90,7 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 	c.announce(problems)
 
 	c.cfg.Metrics.observePass(c.namespace, c.name, c.now().Sub(start))
-	st := c.latest.Status
+	st := c.status()
 	desired := 0
 	if s.spec != nil {
 		desired = s.spec.Spec.Size

@@ -32,6 +32,9 @@ func (c *Cluster) take(cl *api.EtcdCluster) bool {
 	if prev != nil && !equality.Semantic.DeepEqual(cl.Status, prev.Status) {
 		// Someone else wrote the status: the restore operator's hand-over
 		// sets the phase; anything else is overwritten by the next pass.
+		// A status kept in memory gives way to it, as it would have been
+		// overwritten by it had it been stored.
+		c.unstored = nil
 		pass = true
 	}
 	if c.isNewSpec(cl) {
@@ -121,6 +124,7 @@ func (c *Cluster) specInForce() (*api.EtcdCluster, []problem) {
 // startOver forgets everything learnt about a previous object of the name.
 func (c *Cluster) startOver() {
 	c.latest, c.spec, c.specSeen = nil, nil, 0
+	c.unstored = nil
 	c.members.forget()
 	c.tlsConfig = nil
 	c.certs = certCache{}

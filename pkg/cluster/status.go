@@ -295,16 +295,29 @@ func scalingMessage(current, desired int) string {
 // read it: the fresh object is taken (a spec edit, the restore operator's
 // hand-over; take tells a new spec by its generation) and nothing is
 // written; the next pass derives the status again from it.
+//
+// A status the server answers without storing it (see Cluster.unstored) is
+// kept for the next passes, and written again by each of them: the write is
+// what finds the role or the CRD fixed.
 func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(st, c.latest.Status) {
+		c.unstored = nil
 		return true, nil
 	}
+	before := c.latest.Status
 	obj := c.latest.DeepCopy()
 	obj.Status = st
 	out, err := c.cfg.Status.Write(ctx, obj)
 	switch {
 	case err == nil:
 		c.take(out)
+		c.unstored = nil
+		// A server that stores the status may normalize it (times to the
+		// second), so the answer is compared with what it held before, not
+		// with what was written: unchanged means not stored.
+		if equality.Semantic.DeepEqual(out.Status, before) {
+			c.unstored = st.DeepCopy()
+		}
 		return true, nil
 	case apierrors.IsNotFound(err):
 		return false, nil // deleted: the controller stops this goroutine
@@ -320,6 +333,15 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 	}
 	c.take(fresh)
 	return false, nil
+}
+
+// status is the status the passes go on from: the server's, or the one kept
+// in memory while the server does not store it.
+func (c *Cluster) status() *api.ClusterStatus {
+	if c.unstored != nil {
+		return c.unstored
+	}
+	return &c.latest.Status
 }
 
 // announce emits one Warning event per problem the first time it is seen,

@@ -155,6 +155,93 @@ func TestStatusWrites(t *testing.T) {
 		}
 	})
 
+	t.Run("a new cluster grows to its size while its status cannot be stored", func(t *testing.T) {
+		f := newFixture(t, newTestCluster(withPhase(api.ClusterPhaseNone)))
+		statustest.ForbidServedStatus(f.crs, api.EtcdClusterResourcePlural)
+		f.mustPass()
+		seed := f.podActions()
+		if len(seed) != 1 || !strings.HasPrefix(seed[0], "create pods ") {
+			t.Fatalf("pod actions %v, want the seed", seed)
+		}
+		f.showCreatedPods()
+		f.withMembers(strings.TrimPrefix(seed[0], "create pods "))
+		for i := 0; i < 20 && len(f.etcd.names()) < 3; i++ {
+			f.now = f.now.Add(10 * time.Second)
+			f.mustPass()
+			f.showCreatedPods(resolvable)
+			f.mustPass()
+			for _, name := range f.etcd.names() {
+				if obj, ok, _ := f.indexer.GetByKey(testNS + "/" + name); ok && obj.(*corev1.Pod).Status.Phase != corev1.PodRunning {
+					f.setReady(name, true)
+				}
+			}
+		}
+		f.mustPass()
+		if got := f.etcd.names(); len(got) != 3 {
+			t.Errorf("members %v, want 3", got)
+		}
+		if got := f.c.status(); got.Phase != api.ClusterPhaseRunning || len(got.Members.Ready) != 3 {
+			t.Errorf("status kept in memory: phase %q, ready %v; want Running with 3", got.Phase, got.Members.Ready)
+		}
+		stored, err := f.crs.Tracker().Get(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := stored.(*api.EtcdCluster).Status; st.Phase != api.ClusterPhaseNone {
+			t.Errorf("stored phase %q: the fake stored a status it should not", st.Phase)
+		}
+		var warnings []string
+		for _, e := range f.events() {
+			if strings.HasPrefix(e, "Warning "+statusutil.ReasonStatusSubresourceForbidden) {
+				warnings = append(warnings, e)
+			}
+		}
+		if len(warnings) != 1 {
+			t.Errorf("warnings %q, want one naming the rule", warnings)
+		}
+
+		// The rule added: the status kept is stored, and memory gives way.
+		f.crs.ReactionChain = f.crs.ReactionChain[1:]
+		f.now = f.now.Add(statusutil.ReprobeInterval)
+		f.mustPass()
+		stored, err = f.crs.Tracker().Get(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := stored.(*api.EtcdCluster).Status; st.Phase != api.ClusterPhaseRunning || len(st.Members.Ready) != 3 || f.c.unstored != nil {
+			t.Errorf("once the rule is added: stored phase %q, ready %v, kept in memory %v; want Running with 3 stored", st.Phase, st.Members.Ready, f.c.unstored != nil)
+		}
+	})
+
+	t.Run("a status another writer stores wins over the one kept in memory", func(t *testing.T) {
+		f := healthyFixture(t)
+		statustest.ForbidServedStatus(f.crs, api.EtcdClusterResourcePlural)
+		f.mustPass()
+		if f.c.unstored == nil || f.c.status().Size != 3 {
+			t.Fatalf("kept %+v, want the derived status kept", f.c.unstored)
+		}
+		handOver := f.c.latest.DeepCopy()
+		handOver.Status = api.ClusterStatus{Phase: api.ClusterPhaseCreating}
+		f.c.take(handOver)
+		if got := f.c.status().Phase; got != api.ClusterPhaseCreating {
+			t.Errorf("phase %q, want the stored Creating", got)
+		}
+	})
+
+	t.Run("a status the server stores in its own form is not kept in memory", func(t *testing.T) {
+		f := healthyFixture(t)
+		// The apiserver stores times to the second.
+		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			obj := a.(clienttesting.UpdateAction).GetObject().(*api.EtcdCluster).DeepCopy()
+			obj.Status.Reason += " (as stored)"
+			return true, obj, f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), obj, testNS)
+		})
+		f.mustPass()
+		if f.c.unstored != nil {
+			t.Errorf("status kept in memory although the server stored one: %+v", f.c.unstored)
+		}
+	})
+
 	t.Run("a deleted cluster's status write is not an error", func(t *testing.T) {
 		f := healthyFixture(t)
 		if err := f.crs.Tracker().Delete(api.SchemeGroupVersion.WithResource("etcdclusters"), testNS, testName); err != nil {

@@ -66,6 +66,31 @@ func ForbidStatus(c *fake.Clientset, resource string) {
 	})
 }
 
+// ForbidServedStatus makes c answer for resource as an apiserver whose CRD
+// serves the status subresource (example/crd/) to a role written for the
+// original, without <resource>/status: PUT .../status is Forbidden, and an
+// update of the object keeps the stored status, whatever status it carries.
+func ForbidServedStatus(c *fake.Clientset, resource string) {
+	gvr := api.SchemeGroupVersion.WithResource(resource)
+	c.PrependReactor("update", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		meta, err := apimeta.Accessor(u.GetObject())
+		if err != nil {
+			return true, nil, err
+		}
+		if u.GetSubresource() == "status" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: api.GroupName, Resource: resource + "/status"}, meta.GetName(), nil)
+		}
+		old, err := c.Tracker().Get(gvr, meta.GetNamespace(), meta.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		obj := u.GetObject().DeepCopyObject()
+		copyStatus(obj, old)
+		return true, obj, c.Tracker().Update(gvr, obj, meta.GetNamespace())
+	})
+}
+
 // withoutMeta is obj's content but metadata, as the apiserver compares it.
 func withoutMeta(obj runtime.Object) map[string]interface{} {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -100,5 +125,18 @@ func Events(r *record.FakeRecorder) []string {
 		default:
 			return out
 		}
+	}
+}
+
+// copyStatus sets obj's status to from's, as the apiserver keeps the stored
+// status on an update of an object whose CRD serves /status.
+func copyStatus(obj, from runtime.Object) {
+	switch o := obj.(type) {
+	case *api.EtcdCluster:
+		o.Status = *from.(*api.EtcdCluster).Status.DeepCopy()
+	case *api.EtcdBackup:
+		o.Status = *from.(*api.EtcdBackup).Status.DeepCopy()
+	case *api.EtcdRestore:
+		o.Status = *from.(*api.EtcdRestore).Status.DeepCopy()
 	}
 }
