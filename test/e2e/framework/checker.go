@@ -35,6 +35,11 @@ type CheckerPod struct {
 	Settle time.Duration
 	// Rate is each client's operations per second (0: the checker's default).
 	Rate float64
+	// CheckTimeout bounds porcupine's search (0: the checker's default, 5 min).
+	// A history that cannot be linearizable (a restore to an older revision)
+	// with thousands of writes of unknown outcome sends the search through all
+	// their orders: 5 min and 18 GB in one such run.
+	CheckTimeout time.Duration
 	// TLSSecret, for a cluster with client TLS, is the client secret
 	// (spec.TLS.static.operatorSecret's layout) mounted for the checker: it then
 	// talks https and presents that certificate.
@@ -145,6 +150,9 @@ func checkerCommand(name string, p CheckerPod) []string {
 	}
 	if p.Rate > 0 {
 		cmd = append(cmd, fmt.Sprintf("-rate=%g", p.Rate))
+	}
+	if p.CheckTimeout > 0 {
+		cmd = append(cmd, "-check-timeout="+p.CheckTimeout.String())
 	}
 	if p.TLSSecret != "" {
 		// The same files etcdctl is given (ClientTLSArgs), under the checker's
