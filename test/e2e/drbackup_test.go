@@ -98,12 +98,14 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	waitReady(t, ns, name, 3, changeTimeout, pods...)
 	recovered := time.Since(lostAt)
 	t.Logf("restored from the newest backup by EtcdRestore %s and 3/3 ready %.1fs after every member was lost", recovery, recovered.Seconds())
-	// The restore makes the client Service again on its old address: clients
-	// that resolved the name must not be left on an address nothing answers.
+	// The restore keeps the client Service: while it exists its address refuses
+	// connections until a member is ready, and then routes them to it; made
+	// again, it leaves its address routed nowhere in between, and connections
+	// made then stay there.
 	ipAfter := clientIP(t, ns, name)
-	t.Logf("client service %s-client: cluster IP %s before the restore, %s after", name, ipBefore, ipAfter)
+	t.Logf("client service %s-client: %s before the restore, %s after", name, ipBefore, ipAfter)
 	if ipAfter != ipBefore {
-		t.Errorf("the restore moved client service %s-client from %s to %s", name, ipBefore, ipAfter)
+		t.Errorf("the restore replaced client service %s-client (%s) by %s", name, ipBefore, ipAfter)
 	}
 	r := judged(t, scenario, c, checkerWait(d, settle), recovered, func(r checker.Result) error {
 		present := map[string]bool{}
@@ -165,12 +167,13 @@ func listKeys(t *testing.T, ns, cluster, prefix string) []string {
 	return keys
 }
 
-// clientIP is the cluster IP of the cluster's client Service.
+// clientIP is the cluster IP and the UID of the cluster's client Service: the
+// restore keeps that very Service.
 func clientIP(t *testing.T, ns, cluster string) string {
 	t.Helper()
 	svc, err := f.Kube.CoreV1().Services(ns).Get(t.Context(), cluster+"-client", metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
-	return svc.Spec.ClusterIP
+	return fmt.Sprintf("cluster IP %s (uid %s)", svc.Spec.ClusterIP, svc.UID)
 }
