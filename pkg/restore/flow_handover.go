@@ -154,6 +154,9 @@ func (f *Flow) handOver(ctx context.Context, er *api.EtcdRestore, plan *Plan) (s
 // cluster of the same name that is not the planned one (UID precondition).
 func (f *Flow) deleteOld(ctx context.Context, er *api.EtcdRestore, cl *api.EtcdCluster) (string, error) {
 	if cl.DeletionTimestamp == nil {
+		if err := f.keepClientService(ctx, er, cl); err != nil {
+			return "", err
+		}
 		uid := cl.UID
 		err := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(cl.Namespace).Delete(ctx, cl.Name, metav1.DeleteOptions{
 			Preconditions:     &metav1.Preconditions{UID: &uid},
@@ -175,6 +178,39 @@ func (f *Flow) deleteOld(ctx context.Context, er *api.EtcdRestore, cl *api.EtcdC
 		msg += fmt.Sprintf(" (it has finalizers %v that someone else must remove)", extra)
 	}
 	return msg, nil
+}
+
+// keepClientService takes the old cluster's client Service out of what its
+// deletion takes with it: the restored cluster gets it (adoptClientService),
+// same object, same address. A Service deleted and made again leaves its
+// address routed nowhere in between, and a client that connects then is pinned
+// (by the node's connection tracking) to wherever that led, for as long as the
+// connection lives, even once the Service is back: on the test machine a
+// gateway that answers every address took the checker's connections and failed
+// their requests for minutes after the restored cluster served. A Service that
+// stays refuses connections while no member is ready and routes them to the
+// restored members as they become so.
+func (f *Flow) keepClientService(ctx context.Context, er *api.EtcdRestore, cl *api.EtcdCluster) error {
+	services := f.cfg.Kube.CoreV1().Services(cl.Namespace)
+	name := k8sutil.ClientServiceName(cl.Name)
+	svc, err := services.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get service %s/%s: %w", cl.Namespace, name, err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(svc.OwnerReferences), func(r metav1.OwnerReference) bool { return r.UID == cl.UID })
+	if len(kept) == len(svc.OwnerReferences) {
+		return nil // not the old cluster's
+	}
+	svc = svc.DeepCopy()
+	svc.OwnerReferences = kept
+	if _, err := services.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("keep service %s/%s for the restored cluster: %w", cl.Namespace, name, err)
+	}
+	f.logFor(er).WithField("clusterIP", svc.Spec.ClusterIP).Infof("service %s kept for the restored cluster: the old cluster no longer owns it", name)
+	return nil
 }
 
 // oldDependents lists what the old cluster owned and is still there. The garbage

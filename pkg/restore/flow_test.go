@@ -103,14 +103,21 @@ func TestRestoreHappyPath(t *testing.T) {
 	if f.cluster() != nil {
 		t.Fatal("the cluster was re-created while the old one's dependents still existed")
 	}
-	if r := f.restore(testCluster).Status.Reason; !strings.Contains(r, "service example-client") || !strings.Contains(r, "pod example-aaaaaaaaaa") {
+	if r := f.restore(testCluster).Status.Reason; !strings.Contains(r, "service example ") || !strings.Contains(r, "pod example-aaaaaaaaaa") {
 		t.Errorf("status.reason %q does not say what is awaited", r)
+	}
+	// The client Service is not among them: it stays for the restored cluster.
+	if r := f.restore(testCluster).Status.Reason; strings.Contains(r, "example-client") {
+		t.Errorf("status.reason %q: the restore waits for the client Service to go", r)
 	}
 
 	// 3. The garbage collector is done: re-create paused, phase Running, seed, unpause.
 	for _, o := range oldDependents() {
 		m := o.(metav1.Object)
 		var err error
+		if m.GetName() == k8sutil.ClientServiceName(testCluster) {
+			continue // the old cluster no longer owns it
+		}
 		if _, isPod := o.(*corev1.Pod); isPod {
 			err = f.kube.CoreV1().Pods(testNamespace).Delete(context.Background(), m.GetName(), metav1.DeleteOptions{})
 		} else {
@@ -122,10 +129,10 @@ func TestRestoreHappyPath(t *testing.T) {
 	}
 	before := len(f.writesTo("etcdclusters", "services", "pods"))
 	f.mustSync(testCluster)
-	want := []string{"create etcdclusters", "update etcdclusters/status", "create services", "create services", "create pods", "update etcdclusters"}
+	want := []string{"create etcdclusters", "update etcdclusters/status", "create services", "update services", "create pods", "update etcdclusters"}
 	if got := f.writesTo("etcdclusters", "services", "pods")[before:]; !slices.Equal(got, want) {
 		t.Fatalf("writes %v, want %v: created paused, phase Running before the seed (or etcd-operator bootstraps an empty cluster), "+
-			"the peer and client services before the seed (or its DNS check caches a miss), unpaused after it", got, want)
+			"the peer service made and the kept client service given to the cluster before the seed (or its DNS check caches a miss), unpaused after it", got, want)
 	}
 	if _, err := f.kube.CoreV1().Services(testNamespace).Get(context.Background(), testCluster, metav1.GetOptions{}); err != nil {
 		t.Fatalf("no peer service for the seed: %v", err)
@@ -680,6 +687,57 @@ func TestRestoredClientServiceKeepsTheOldClusterIP(t *testing.T) {
 				t.Fatalf("client Service cluster IP %q owned by %v, want %q owned by the restored cluster", svc.Spec.ClusterIP, svc.OwnerReferences, tc.wantIP)
 			}
 		})
+	}
+}
+
+// The old cluster's client Service is not deleted with it: the hand-over takes
+// it out of what the old cluster owns before deleting the cluster, and the
+// restored cluster gets the same object. A Service deleted and made again
+// leaves its address routed nowhere in between, and clients that connect then
+// stay pinned to wherever that led.
+func TestTheClientServiceOutlivesTheOldCluster(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	f := newFixture(t, kubeObjects(), newCluster(), newRestore(testCluster, "good.db", srv))
+	ctx := context.Background()
+	services := f.kube.CoreV1().Services(testNamespace)
+	name := k8sutil.ClientServiceName(testCluster)
+	old, err := services.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.UID = "c0ffee00-0000-4000-8000-000000000001"
+	if old, err = services.Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mustSync(testCluster)
+	if f.cluster() != nil {
+		t.Fatal("the old cluster was not deleted")
+	}
+	// The garbage collector: whatever the old cluster still owns goes.
+	pods, _ := f.kube.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{})
+	for _, p := range pods.Items {
+		if slices.ContainsFunc(p.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == oldUID }) {
+			if err := f.kube.CoreV1().Pods(testNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	svcs, _ := services.List(ctx, metav1.ListOptions{})
+	for _, svc := range svcs.Items {
+		if slices.ContainsFunc(svc.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == oldUID }) {
+			if err := services.Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.mustSync(testCluster)
+	svc, err := services.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the client Service went with the old cluster: %v", err)
+	}
+	if svc.UID != old.UID || !k8sutil.IsOwnedBy(svc, f.cluster()) {
+		t.Errorf("client Service uid %s owned by %v, want the old one (uid %s) owned by the restored cluster", svc.UID, svc.OwnerReferences, old.UID)
 	}
 }
 

@@ -3,6 +3,8 @@ package restore
 import (
 	"crypto/sha256"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -189,9 +191,23 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	return pod
 }
 
+// RevisionBump is how far the restore moves the store's revision past the
+// backup's. The cluster that was lost went on past the backup, and its clients
+// hold revisions from there: a watch that resumes from one (clientv3 resumes
+// every watch by itself after a reconnect) must not silently wait on a
+// restored cluster that counts those numbers again, and then receive other
+// writes under them. It must exceed what the lost cluster wrote after the
+// backup, which no one knows after a disaster: a billion, as etcd's and
+// Kubernetes' restore guides use, leaves room for 9 billion restores in an int64.
+const RevisionBump = 1_000_000_000
+
 // restoreCommand unpacks BackupFile into the data directory as member m. etcdutl
 // took over `snapshot restore` in 3.5 (etcdctl's is deprecated there and gone in
 // 3.6); before 3.5 only etcdctl has it, and 3.2/3.3 need ETCDCTL_API=3 for it.
+// Where the tool can, the revision is bumped past the lost cluster's and every
+// revision up to the bump marked compacted, so that a watch or read from an old
+// revision fails with "compacted" (the client re-lists) instead of seeing
+// revisions go back.
 func restoreCommand(version string, m *etcdutil.Member, token string) ([]string, []corev1.EnvVar) {
 	tool := "/usr/local/bin/etcdutl"
 	var env []corev1.EnvVar
@@ -199,11 +215,43 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 		tool = "/usr/local/bin/etcdctl"
 		env = []corev1.EnvVar{{Name: "ETCDCTL_API", Value: "3"}}
 	}
-	return []string{tool, "snapshot", "restore", BackupFile,
+	cmd := []string{tool, "snapshot", "restore", BackupFile,
 		"--data-dir=" + k8sutil.EtcdDataDir,
 		"--name=" + m.Name,
 		"--initial-cluster=" + fmt.Sprintf("%s=%s", m.Name, m.PeerURL()),
 		"--initial-cluster-token=" + token,
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
-	}, env
+	}
+	if bumpsRevision(version) {
+		cmd = append(cmd, fmt.Sprintf("--bump-revision=%d", RevisionBump), "--mark-compacted")
+	}
+	return cmd, env
+}
+
+// bumpsRevision says whether the restore of a cluster of version moves its
+// revision past the backup's: etcdutl has --bump-revision and --mark-compacted
+// from 3.5.10 on. An unknown flag would fail the restore, so older releases
+// restore the backup's revision as before (3.4's etcdctl got the flags in a
+// later patch release, not relied on here).
+func bumpsRevision(version string) bool {
+	major, minor, err := api.ParseVersion(version)
+	if err != nil {
+		return false
+	}
+	if major != 3 {
+		return major > 3
+	}
+	switch {
+	case minor > 5:
+		return true
+	case minor < 5:
+		return false
+	}
+	// "3.5.10", "v3.5.10-rc.0": the patch is the digits after the second dot.
+	patch := strings.SplitN(api.NormalizeVersion(version), ".", 3)[2]
+	if i := strings.IndexFunc(patch, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		patch = patch[:i]
+	}
+	n, err := strconv.Atoi(patch)
+	return err == nil && n >= 10
 }

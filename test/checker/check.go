@@ -42,6 +42,32 @@ type Result struct {
 	Visualization string `json:"visualization,omitempty"`
 	// CheckSeconds: how long porcupine took.
 	CheckSeconds float64 `json:"checkSeconds"`
+	// Errors: the most frequent errors the operations got, by message.
+	Errors []ErrorCount `json:"errors,omitempty"`
+}
+
+// ErrorCount is how many operations got one error message.
+type ErrorCount struct {
+	Message string `json:"message"`
+	Count   int    `json:"count"`
+}
+
+// maxErrors is how many distinct error messages a result keeps.
+const maxErrors = 5
+
+// topErrors are the most frequent of counts, the most frequent first.
+func topErrors(counts map[string]int) []ErrorCount {
+	var out []ErrorCount
+	for msg, n := range counts {
+		out = append(out, ErrorCount{Message: msg, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Message < out[j].Message
+	})
+	return out[:min(len(out), maxErrors)]
 }
 
 // Passed: linearizable, nothing acknowledged lost or missed by the watch, and the
@@ -58,6 +84,9 @@ func (r Result) String() string {
 	}
 	if r.Visualization != "" {
 		s += " visualization=" + r.Visualization
+	}
+	for _, e := range r.Errors {
+		s += fmt.Sprintf(" error[%q]=%d", e.Message, e.Count)
 	}
 	return s
 }
@@ -107,6 +136,7 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 	}
 	r.ReadBackErr = h.ReadBackErr
 	r.WatchMissed, r.WatchOutOfOrder, r.WatchCompacted = h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted
+	r.Errors = topErrors(h.Errors)
 
 	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, operations(h.Ops), opts.Timeout)

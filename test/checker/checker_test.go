@@ -313,6 +313,38 @@ func TestWriteFailed(t *testing.T) {
 	}
 }
 
+// The result names what the clients were told when they were not served, the
+// most frequent first, one line per message whatever the error's wrapping.
+func TestResultCountsErrorsByMessage(t *testing.T) {
+	w := worker{id: 0, cfg: &Config{Clients: 1}}
+	for _, err := range []error{rpctypes.ErrGRPCNoLeader, rpctypes.ErrNoLeader, context.DeadlineExceeded, nil} {
+		w.noteErr(err)
+	}
+	readBack := worker{id: 1, cfg: &Config{Clients: 1}}
+	readBack.noteErr(rpctypes.ErrGRPCNoLeader)
+	if readBack.errs != nil {
+		t.Errorf("the read-back's retries were counted: %v", readBack.errs)
+	}
+	r, err := Check(&History{Errors: w.errs}, CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ErrorCount{{Message: "etcdserver: no leader", Count: 2}, {Message: "context deadline exceeded", Count: 1}}
+	if fmt.Sprint(r.Errors) != fmt.Sprint(want) {
+		t.Errorf("errors %v, want %v", r.Errors, want)
+	}
+	if !strings.Contains(r.String(), `error["etcdserver: no leader"]=2`) {
+		t.Errorf("the result line %q does not name the errors", r.String())
+	}
+	many := map[string]int{}
+	for i := range 2 * maxErrors {
+		many[fmt.Sprintf("e%d", i)] = i + 1
+	}
+	if got := topErrors(many); len(got) != maxErrors || got[0].Count != 2*maxErrors {
+		t.Errorf("top errors of %d messages: %v, want the %d most frequent", len(many), got, maxErrors)
+	}
+}
+
 func TestLongestGap(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -96,6 +96,9 @@ type History struct {
 	WatchCompacted int `json:"watchCompacted"`
 	// ReadBackErr is set when the cluster did not serve the read-back in time.
 	ReadBackErr string `json:"readBackErr,omitempty"`
+	// Errors counts the workload's operation errors by message: what the
+	// clients were told when they were not served.
+	Errors map[string]int `json:"errors,omitempty"`
 }
 
 // Run drives the workload against cfg.Endpoints for cfg.Duration, then reads every
@@ -151,6 +154,12 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 			h.AppendedRevisions = append(h.AppendedRevisions, w.appendedRevs...)
 			h.AppendsUnknown += w.appendsUnknown
 			h.AppendsFailed += w.appendsFailed
+			for msg, n := range w.errs {
+				if h.Errors == nil {
+					h.Errors = map[string]int{}
+				}
+				h.Errors[msg] += n
+			}
 			mu.Unlock()
 		}()
 	}
@@ -237,6 +246,27 @@ type worker struct {
 	appendsFailed  int
 	// last value this client wrote per key, the usual expectation of its CAS.
 	lastRead map[string]string
+	// errs counts the errors of the workload's operations by message.
+	errs map[string]int
+}
+
+// noteErr counts err by its message; the read-back's retries are not counted.
+func (w *worker) noteErr(err error) {
+	if err == nil || w.id >= w.cfg.Clients {
+		return
+	}
+	if w.errs == nil {
+		w.errs = map[string]int{}
+	}
+	w.errs[errorKey(err)]++
+}
+
+// errorKey is err's message without what differs between occurrences.
+func errorKey(err error) string {
+	if desc := rpctypes.ErrorDesc(err); desc != "" {
+		return desc
+	}
+	return err.Error()
 }
 
 func (w *worker) key(i int) string { return fmt.Sprintf("%sk/%d", w.cfg.Prefix, i) }
@@ -281,6 +311,7 @@ func (w *worker) get(_ context.Context, key string) bool {
 	op := Op{Client: w.id, Kind: Get, Key: key, Call: w.now()}
 	resp, err := w.cli.Get(ctx, key)
 	op.Return = w.now()
+	w.noteErr(err)
 	if err != nil {
 		op.Result = Failed
 	} else {
@@ -311,6 +342,7 @@ func (w *worker) put(_ context.Context, key, value string) {
 	op := Op{Client: w.id, Kind: Put, Key: key, Value: value, Call: w.now()}
 	_, err := w.cli.Put(ctx, key, value)
 	op.Return = w.now()
+	w.noteErr(err)
 	op.Result = OK
 	if err != nil {
 		op.Result = writeFailed(err)
@@ -329,6 +361,7 @@ func (w *worker) cas(_ context.Context, key, expect, value string) {
 		Then(clientv3.OpPut(key, value)).
 		Commit()
 	op.Return = w.now()
+	w.noteErr(err)
 	switch {
 	case err != nil:
 		op.Result = writeFailed(err)
@@ -345,6 +378,7 @@ func (w *worker) append(_ context.Context, key string) {
 	ctx, cancel := w.opCtx()
 	defer cancel()
 	resp, err := w.cli.Put(ctx, key, "1")
+	w.noteErr(err)
 	if err != nil {
 		if writeFailed(err) == Failed {
 			w.appendsFailed++

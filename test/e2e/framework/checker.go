@@ -38,6 +38,11 @@ type CheckerPod struct {
 	// history to judge, for scenarios that run in make test.
 	Rate    float64
 	Clients int
+	// CheckTimeout bounds porcupine's search (0: the checker's default, 5 min).
+	// A history that cannot be linearizable (a restore to an older revision)
+	// with thousands of writes of unknown outcome sends the search through all
+	// their orders: 5 min and 18 GB in one such run.
+	CheckTimeout time.Duration
 	// TLSSecret, for a cluster with client TLS, is the client secret
 	// (spec.TLS.static.operatorSecret's layout) mounted for the checker: it then
 	// talks https and presents that certificate.
@@ -151,6 +156,9 @@ func checkerCommand(name string, p CheckerPod) []string {
 	}
 	if p.Clients > 0 {
 		cmd = append(cmd, fmt.Sprintf("-clients=%d", p.Clients))
+	}
+	if p.CheckTimeout > 0 {
+		cmd = append(cmd, "-check-timeout="+p.CheckTimeout.String())
 	}
 	if p.TLSSecret != "" {
 		// The same files etcdctl is given (ClientTLSArgs), under the checker's

@@ -20,8 +20,12 @@ func TestCheckerCommand(t *testing.T) {
 	if !slices.Contains(plain, "-endpoints=http://c-client:2379") || slices.ContainsFunc(plain, func(a string) bool { return strings.HasPrefix(a, "-cacert") }) {
 		t.Errorf("a cluster without TLS: %q", plain)
 	}
-	secure := checkerCommand("checker-2", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10, Clients: 2})
+	if slices.ContainsFunc(plain, func(a string) bool { return strings.HasPrefix(a, "-check-timeout") }) {
+		t.Errorf("no check timeout asked for, yet one given: %q", plain)
+	}
+	secure := checkerCommand("checker-2", CheckerPod{Cluster: "c", Scenario: "s", Duration: time.Minute, Settle: time.Minute, TLSSecret: "c-client", Rate: 10, Clients: 2, CheckTimeout: 30 * time.Second})
 	for _, want := range []string{
+		"-check-timeout=30s",
 		"-endpoints=https://c-client:2379",
 		"-cacert=" + ClientTLSMountDir + "/etcd-client-ca.crt",
 		"-cert=" + ClientTLSMountDir + "/etcd-client.crt",
