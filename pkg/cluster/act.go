@@ -382,6 +382,7 @@ func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
 	m := s.members[a.member].member
 	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
 		if isNotReadyForChange(err) {
+			c.log.Debugf("etcd refused to promote %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		return outcome{err: etcdError("promote learner "+a.member, err)}
@@ -406,6 +407,7 @@ func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead 
 	c.log.Infof("removing member %s: %s", a.member, a.reason)
 	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
 		if isNotReadyForChange(err) {
+			c.log.Debugf("etcd refused to remove %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		c.members.forget()
