@@ -350,7 +350,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 	if a.learner {
 		add = c.cfg.Etcd.MemberAddAsLearner
 	}
-	added, err := add(ctx, c.clientConfig(s.endpoints()), m.PeerURL())
+	added, err := add(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.PeerURL())
 	if err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to add %s for now: %v", a.member, err)
@@ -380,7 +380,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 // leader, and the loop asks again shortly.
 func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
 	m := s.members[a.member].member
-	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
+	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to promote %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
@@ -405,7 +405,7 @@ func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead 
 		return outcome{err: newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))}
 	}
 	c.log.Infof("removing member %s: %s", a.member, a.reason)
-	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
+	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to remove %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -513,6 +514,65 @@ func TestReconcileMembers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.run(t, newFixture(t, tt.cluster))
+		})
+	}
+}
+
+// A scale-down right after a scale-up: the newest member has been connected
+// to its peers for less than etcd's health interval, and refuses a removal
+// sent to it ("unhealthy cluster"). Every membership change goes to the
+// leader, and the next removal follows one short requeue later, while the
+// pod of the member removed before still terminates.
+func TestScaleDownRemovesOneMemberAPassThroughTheLeader(t *testing.T) {
+	f := newFixture(t, newTestCluster(withSize(3)))
+	f.withMembers(memberA, memberB, memberC, memberD, memberE) // memberA leads
+	for _, m := range []string{memberA, memberB, memberC, memberD, memberE} {
+		f.pod(m)
+	}
+	leader := f.member(memberA).ClientURL()
+	for i, removed := range []string{memberB, memberC} {
+		f.syncEtcdWithPods()
+		requeue, err := f.c.pass(context.Background())
+		if err != nil {
+			t.Fatalf("pass %d: %v", i+1, err)
+		}
+		if requeue != f.c.cfg.MinPassInterval {
+			t.Errorf("pass %d asks for the next pass after %v, want %v", i+1, requeue, f.c.cfg.MinPassInterval)
+		}
+		// The pod goes only after its grace period.
+		f.pod(removed, terminating)
+	}
+	expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberB), removeCall(memberC)})
+	for i, eps := range f.etcd.changedThrough {
+		expect(t, fmt.Sprintf("endpoints of change %d", i+1), eps, []string{leader})
+	}
+}
+
+// The endpoints of a membership change: the leader's when the pass read it,
+// never the changed member's own.
+func TestChangeEndpoints(t *testing.T) {
+	url := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			m := memberTemplate(newTestCluster().WithDefaults())
+			m.Name = n
+			out = append(out, m.ClientURL())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		mods    []snapMod
+		changed string
+		want    []string
+	}{
+		{name: "a change goes to the leader", mods: mods(etcdLeader(memberA)), changed: memberC, want: url(memberA)},
+		{name: "the leader's removal goes to the other members", mods: mods(etcdLeader(memberA)), changed: memberA, want: url(memberB, memberC)},
+		{name: "without etcd read in the pass, every running voter but the changed one", mods: nil, changed: memberB, want: url(memberA, memberC)},
+		{name: "a leader that does not answer is not asked", mods: mods(etcdLeader(memberA, memberA), noPod(memberA)), changed: memberC, want: url(memberB)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, "endpoints", testSnapshot(tc.mods...).changeEndpoints(tc.changed), tc.want)
 		})
 	}
 }
