@@ -556,7 +556,13 @@ func deadMembers(s *snapshot) (action, bool) {
 			return a, true
 		}
 		if m.state == memberGone && s.etcd.answers(m.member.ID) {
-			return wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name)), true
+			// Either the cache lags (the pod's event wakes the loop) or the
+			// pod was deleted at once (kubectl delete --force) and the
+			// kubelet stops its etcd a moment later: no event announces
+			// that, so etcd is asked again soon rather than at the next tick.
+			a := wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name))
+			a.backoff = true
+			return a, true
 		}
 		if r, again := s.replaced[m.cause]; again && m.cause != "" {
 			if next := r.last.Add(replacementBackoff(r)); s.now.Before(next) {

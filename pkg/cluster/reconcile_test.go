@@ -576,3 +576,26 @@ func TestChangeEndpoints(t *testing.T) {
 		})
 	}
 }
+
+// A member pod deleted at once (kubectl delete --force, the measurement's
+// kill) leaves its etcd running a moment longer, and no event comes when it
+// stops: the loop asks again half a second later, not at the next 8 s tick.
+func TestAForceDeletedMemberIsRemovedOnceItStopsAnswering(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA)
+	f.pod(memberB)
+	f.etcd.answering[memberID(memberC)] = true // its pod is gone, its etcd not yet
+	f.syncEtcdWithPods()
+	requeue, err := f.c.pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if requeue <= 0 || requeue > f.c.cfg.MinPassInterval {
+		t.Errorf("next pass after %v, want within %v: nothing else announces that the member stopped", requeue, f.c.cfg.MinPassInterval)
+	}
+	expect(t, "etcd writes while it answers", f.etcdWrites(), nil)
+	delete(f.etcd.answering, memberID(memberC))
+	f.mustPass()
+	expect(t, "etcd writes once it stopped", f.etcdWrites(), []string{removeCall(memberC)})
+}
