@@ -328,6 +328,9 @@ func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outco
 		return outcome{err: err}
 	}
 	members := s.membership.Clone()
+	for _, name := range a.without {
+		members.Remove(name)
+	}
 	members.Add(m)
 	pairs := members.PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, pairs, k8sutil.ClusterStateExisting, "",

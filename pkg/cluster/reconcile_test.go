@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 const (
@@ -595,7 +598,34 @@ func TestAForceDeletedMemberIsRemovedOnceItStopsAnswering(t *testing.T) {
 		t.Errorf("next pass after %v, want within %v: nothing else announces that the member stopped", requeue, f.c.cfg.MinPassInterval)
 	}
 	expect(t, "etcd writes while it answers", f.etcdWrites(), nil)
+	// Meanwhile its successor's pod is made, without it in --initial-cluster.
+	joiner := "example-new0000001"
+	if got, want := k8sutil.InitialCluster(f.createdPod(joiner)), initialCluster(f, memberA, memberB, joiner); !slices.Equal(got, want) {
+		t.Errorf("the successor's --initial-cluster = %q, want %q", got, want)
+	}
+	f.showCreatedPods(resolving)
+	f.mustPass()
+	expect(t, "etcd writes while it still answers", f.etcdWrites(), nil)
 	delete(f.etcd.answering, memberID(memberC))
 	f.mustPass()
 	expect(t, "etcd writes once it stopped", f.etcdWrites(), []string{removeCall(memberC)})
+	// The pod made ahead is the one added once it resolves.
+	obj, _, _ := f.indexer.GetByKey(testNS + "/" + joiner)
+	p := obj.(*corev1.Pod).DeepCopy()
+	resolvable(p)
+	f.setPod(p)
+	f.mustPass()
+	expect(t, "etcd writes once the successor resolves", f.etcdWrites(), []string{removeCall(memberC), f.learnerCall(joiner)})
+	expect(t, "pod actions after it was made", f.podActions(), []string{"delete pods " + memberC})
+}
+
+// initialCluster is the sorted --initial-cluster of the members names.
+func initialCluster(f *fixture, names ...string) []string {
+	set := etcdutil.MemberSet{}
+	for _, n := range names {
+		set.Add(f.member(n))
+	}
+	pairs := set.PeerURLPairs()
+	slices.Sort(pairs)
+	return pairs
 }
