@@ -328,6 +328,9 @@ func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outco
 		return outcome{err: err}
 	}
 	members := s.membership.Clone()
+	for _, name := range a.without {
+		members.Remove(name)
+	}
 	members.Add(m)
 	pairs := members.PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, pairs, k8sutil.ClusterStateExisting, "",
@@ -350,7 +353,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 	if a.learner {
 		add = c.cfg.Etcd.MemberAddAsLearner
 	}
-	added, err := add(ctx, c.clientConfig(s.endpoints()), m.PeerURL())
+	added, err := add(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.PeerURL())
 	if err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to add %s for now: %v", a.member, err)
@@ -380,8 +383,9 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 // leader, and the loop asks again shortly.
 func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
 	m := s.members[a.member].member
-	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
+	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
+			c.log.Debugf("etcd refused to promote %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		return outcome{err: etcdError("promote learner "+a.member, err)}
@@ -404,8 +408,9 @@ func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead 
 		return outcome{err: newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))}
 	}
 	c.log.Infof("removing member %s: %s", a.member, a.reason)
-	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.endpoints()), m.ID); err != nil {
+	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
+			c.log.Debugf("etcd refused to remove %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
 		}
 		c.members.forget()

@@ -121,6 +121,9 @@ type action struct {
 	// the members of an action about several.
 	member  string
 	members []string
+	// without are members a joining pod is made without, in its
+	// --initial-cluster: they are removed before it is added.
+	without []string
 	// version is the etcd version of a seed, a new member or an upgrade.
 	version string
 	// learner adds the member as a learner; force restarts it with

@@ -179,6 +179,11 @@ type Cluster struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+	// ctx is the goroutine's; Stop cancels it, which ends whatever API or
+	// etcd call is in flight (cancelled by Stop itself rather than by a
+	// goroutine of its own per cluster watching stop).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Everything below belongs to the run goroutine (or to a test driving
 	// passes directly); nothing else reads or writes it.
@@ -279,7 +284,10 @@ func New(cfg Config, cl *api.EtcdCluster) *Cluster {
 // passes on it directly.
 func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
 	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cluster{
+		ctx:       ctx,
+		cancel:    cancel,
 		cfg:       cfg,
 		name:      cl.Name,
 		namespace: cl.Namespace,
@@ -332,7 +340,10 @@ func (c *Cluster) Poke() {
 // collection removes a deleted cluster's pods, services and claims through
 // their owner references.
 func (c *Cluster) Stop() {
-	c.stopOnce.Do(func() { close(c.stop) })
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.cancel()
+	})
 }
 
 // Done is closed when the goroutine has exited.
@@ -346,17 +357,8 @@ func (c *Cluster) run() {
 	defer c.cfg.Metrics.forget(c.namespace, c.name)
 	defer c.clients.Close()
 
-	// Stop cancels whatever API or etcd call is in flight.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
+	ctx := c.ctx
+	defer c.cancel()
 	for {
 		err := failure.Safely(c.log, "the cluster's goroutine", func() { c.loop(ctx) })
 		if err == nil {

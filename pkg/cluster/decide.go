@@ -53,7 +53,9 @@ import (
 //     emptyDir, it keeps failing after restarts in place, etcd refuses its
 //     data or raised a CORRUPT alarm for it) is removed from etcd — once its
 //     pod is gone and etcd confirms it does not answer — and a new member
-//     replaces it in step 14.
+//     replaces it in step 14. While a member whose pod is gone still answers
+//     (a pod deleted at once, its etcd stopped a moment later), its
+//     successor's pod is made, without it in --initial-cluster.
 //  13. Learners are promoted once they run.
 //  14. Size: one member is added (its pod first, then MemberAdd once the pod
 //     resolves in DNS and etcd can take the change) or removed (not-ready
@@ -508,7 +510,8 @@ func joinerProblem(s *snapshot, name string) string {
 		// A new member follows the spec in force: one made unschedulable
 		// by the old spec.pod would otherwise wait out the pending timeout.
 		return "spec.pod changed since it was made"
-	case !slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name)):
+	case !slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name)) &&
+		!slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name, leaving(s)...)):
 		return "the membership changed since it was made"
 	}
 	return ""
@@ -518,14 +521,31 @@ func joinerProblem(s *snapshot, name string) string {
 // than its spec, or a member that cannot be upgraded in place is to be
 // replaced (added first, removed once the new one is ready).
 func wantsMember(s *snapshot) bool {
-	n := len(s.members)
+	n := len(s.members) - len(leaving(s))
 	return n < s.spec.Spec.Size || n == s.spec.Spec.Size && len(s.plan.replace) > 0
 }
 
+// leaving are the members that step 12 removes from etcd to replace them:
+// a joining pod may be made for their successors before they are removed,
+// with an --initial-cluster that leaves them out.
+func leaving(s *snapshot) []string {
+	var out []string
+	for _, name := range sortedKeys(s.members) {
+		if s.members[name].repair == repairReplace {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // initialClusterWith is --initial-cluster for member name joining the
-// membership, sorted as k8sutil.InitialCluster returns it.
-func initialClusterWith(s *snapshot, name string) []string {
+// membership once the members without have left, sorted as
+// k8sutil.InitialCluster returns it.
+func initialClusterWith(s *snapshot, name string, without ...string) []string {
 	members := s.membership.Clone()
+	for _, w := range without {
+		members.Remove(w)
+	}
 	m := *s.memberTemplate()
 	m.Name = name
 	members.Add(&m)
@@ -556,7 +576,18 @@ func deadMembers(s *snapshot) (action, bool) {
 			return a, true
 		}
 		if m.state == memberGone && s.etcd.answers(m.member.ID) {
-			return wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name)), true
+			// Either the cache lags (the pod's event wakes the loop) or the
+			// pod was deleted at once (kubectl delete --force) and the
+			// kubelet stops its etcd a moment later: no event announces
+			// that, so etcd is asked again soon rather than at the next tick.
+			// Its successor's pod is made meanwhile, so that its check-dns
+			// runs while this member is confirmed dead and removed.
+			if a, ok := prepareJoiner(s, "ahead of the replacement of "+name); ok {
+				return a, true
+			}
+			a := wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name))
+			a.backoff = true
+			return a, true
 		}
 		if r, again := s.replaced[m.cause]; again && m.cause != "" {
 			if next := r.last.Add(replacementBackoff(r)); s.now.Before(next) {
@@ -651,7 +682,7 @@ func prepareJoiner(s *snapshot, why string) (action, bool) {
 	if len(s.joiners) > 0 || len(s.strayPods) > 0 || len(s.terminating) > 0 || s.plan.refused != nil || !wantsMember(s) {
 		return action{}, false
 	}
-	return action{kind: actCreateJoiner, version: s.plan.newMembers, reason: why}, true
+	return action{kind: actCreateJoiner, version: s.plan.newMembers, without: leaving(s), reason: why}, true
 }
 
 // readyForChange checks what etcd's strict reconfiguration check will before

@@ -37,8 +37,11 @@ func TestDecide(t *testing.T) {
 		mods []snapMod
 		// want is the action as action.String() starts.
 		want string
-		// after, when set, is the wanted time to the next pass.
+		// after, when set, is the wanted time to the next pass; polls, that
+		// the next pass comes after the growing wait backoff (etcd asked
+		// again soon, not at the next tick).
 		after time.Duration
+		polls bool
 	}{
 		// 1. Hands off.
 		{name: "a cluster with no valid spec yet waits", mods: mods(noSpec), want: "wait (no valid spec yet)"},
@@ -147,7 +150,10 @@ func TestDecide(t *testing.T) {
 		{name: "a failed member is removed once etcd confirms it does not answer", mods: mods(podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed and its data was on an emptyDir volume)"},
 		{name: "a member without a pod is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is gone and its data was on an emptyDir volume)"},
 		{name: "a member pending longer than the timeout is removed", mods: mods(podIs(memberC, pendingFor(6*time.Minute)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed"},
-		{name: "a member whose pod the cache lacks but whose etcd answers is not dead", mods: mods(noPod(memberC), etcdLeader(memberA)), want: "wait (member example-c answers etcd although its pod is not seen"},
+		{name: "a member whose pod the cache lacks but whose etcd answers is not dead; its successor's pod is made meanwhile", mods: mods(noPod(memberC), etcdLeader(memberA)), want: "create joiner to " + testVersion + " (ahead of the replacement of example-c)"},
+		{name: "a member whose pod the cache lacks but whose etcd answers is not dead, and is asked about again soon", mods: mods(noPod(memberC), etcdLeader(memberA), joiningPod(joiner, []string{memberA, memberB}, resolving)), want: "wait (member example-c answers etcd although its pod is not seen", polls: true},
+		{name: "a joining pod made ahead of a replacement stays while the dead member is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC), joiningPod(joiner, []string{memberA, memberB}, resolving)), want: "remove dead member example-c"},
+		{name: "a joining pod made ahead of a replacement goes when the member's pod shows up after all", mods: mods(etcdLeader(memberA), joiningPod(joiner, []string{memberA, memberB}, resolving)), want: "delete joiner example-new (no member is to be added any more)"},
 		{name: "a member whose pod is being deleted is replaced only once the pod is gone", mods: mods(terminatingPod(memberC)), want: "wait (pod example-c is being deleted"},
 		{name: "a dead member is removed while another member still starts", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), podIs(memberD, failed), podIs(memberE, pendingFor(time.Minute)), etcdLeader(memberA, memberD, memberE)), want: "remove dead member example-d"},
 
@@ -223,6 +229,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tt.after != 0 && got.after != tt.after {
 				t.Errorf("after = %v, want %v", got.after, tt.after)
+			}
+			if tt.polls && !got.backoff {
+				t.Errorf("the wait does not ask etcd again soon: nothing else would end it before the next tick")
 			}
 		})
 	}

@@ -130,6 +130,9 @@ type fakeEtcd struct {
 	downgrade           string
 	revision            int64
 	calls               []string
+	// changedThrough are the endpoints each membership change (add,
+	// promote, remove) was sent through, in order.
+	changedThrough [][]string
 }
 
 func (f *fakeEtcd) record(call string) {
@@ -176,6 +179,7 @@ func (f *fakeEtcd) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peer
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record("add " + peerURL)
+	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
 	if f.addErr != nil {
 		return nil, f.addErr
 	}
@@ -189,6 +193,7 @@ func (f *fakeEtcd) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientCon
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record("add-learner " + peerURL)
+	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
 	if f.addErr != nil {
 		return nil, f.addErr
 	}
@@ -205,6 +210,7 @@ func (f *fakeEtcd) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record(fmt.Sprintf("promote %x", id))
+	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
 	if f.promoteErr != nil {
 		return f.promoteErr
 	}
@@ -220,6 +226,7 @@ func (f *fakeEtcd) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, i
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record(fmt.Sprintf("remove %x", id))
+	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
 	if f.removeErr != nil {
 		return f.removeErr
 	}

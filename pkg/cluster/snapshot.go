@@ -516,6 +516,37 @@ func (s *snapshot) endpoints() []string {
 	return append(ready, running...)
 }
 
+// changeEndpoints are the client URLs a membership change about member
+// changed is sent through: the leader's alone, when this pass read it and it
+// is not that member, else every running voter but that member.
+//
+// etcd judges a change by the view of the member that receives it. Its strict
+// reconfiguration check counts the voters that member has been connected to
+// for its 5 s health interval: a member that joined a moment ago counts only
+// itself and refuses every removal ("unhealthy cluster"), for instance the
+// first steps of a scale-down right after a scale-up. A member asked to remove
+// itself stops before it answers. The leader is connected to every member and
+// proposes the change itself.
+func (s *snapshot) changeEndpoints(changed string) []string {
+	if s.etcd != nil && s.etcd.err == nil {
+		for _, m := range s.etcd.health.Members {
+			if m.ID == s.etcd.health.LeaderID && m.Err == nil && m.ClientURL != "" && m.Name != changed {
+				return []string{m.ClientURL}
+			}
+		}
+	}
+	var eps []string
+	for _, ep := range s.endpoints() {
+		if v := s.members[changed]; v == nil || ep != v.member.ClientURL() {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return s.endpoints()
+	}
+	return eps
+}
+
 // runningPodEndpoints are the client URLs of every running pod of the
 // cluster, for reading a membership that is not known yet.
 func runningPodEndpoints(template etcdutil.Member, pods map[string]*corev1.Pod) []string {

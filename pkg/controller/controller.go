@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -86,11 +87,18 @@ func New(cfg Config) *Controller {
 	// a minute).
 	// A panic in a handler would end the informer's goroutine and, through
 	// client-go's crash handler, the process: it ends the one event instead.
-	c.clusterIndexer, c.clusterInformer = cache.NewIndexerInformer(lw, &api.EtcdCluster{}, 0, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.safely("the EtcdCluster handler", func() { c.sync(obj) }) },
-		UpdateFunc: func(_, obj interface{}) { c.safely("the EtcdCluster handler", func() { c.sync(obj) }) },
-		DeleteFunc: func(obj interface{}) { c.safely("the EtcdCluster handler", func() { c.onDelete(obj) }) },
-	}, cache.Indexers{})
+	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &api.EtcdCluster{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { c.safely("the EtcdCluster handler", func() { c.sync(obj) }) },
+			UpdateFunc: func(_, obj interface{}) { c.safely("the EtcdCluster handler", func() { c.sync(obj) }) },
+			DeleteFunc: func(obj interface{}) { c.safely("the EtcdCluster handler", func() { c.onDelete(obj) }) },
+		},
+		Indexers:  cache.Indexers{},
+		Transform: dropManagedFields,
+	})
+	c.clusterIndexer, c.clusterInformer = store.(cache.Indexer), informer
 
 	// One shared informer each over every etcd pod, claim and service replaces the
 	// original's LIST per cluster per tick, and their events wake the owning cluster
@@ -98,7 +106,8 @@ func New(cfg Config) *Controller {
 	selector := labels.SelectorFromSet(labels.Set{api.LabelApp: api.LabelAppValue}).String()
 	c.members = informers.NewSharedInformerFactoryWithOptions(cfg.KubeClient, 0,
 		informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
+		informers.WithTransform(dropManagedFields))
 	poke := c.pokeHandler()
 	pods := c.members.Core().V1().Pods()
 	claims := c.members.Core().V1().PersistentVolumeClaims()
@@ -128,6 +137,19 @@ func New(cfg Config) *Controller {
 	// subresource, and whether the role may use it, holds for all of them.
 	c.cfg.Cluster.Status = statusutil.ForClusters(cfg.EtcdClient, cfg.Recorder, c.cfg.Cluster.Log)
 	return c
+}
+
+// dropManagedFields keeps server-side apply's bookkeeping out of the caches:
+// nothing here reads it, and it is a large part of each cached object (a
+// pod's lists every field the kubelet writes in its status). The caches hold
+// a pod, two services, a disruption budget and the EtcdCluster per cluster,
+// so this is memory per cluster. An update of an object without
+// managedFields leaves the server's as they were.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // Run starts the informers, calls synced once every cache is filled (the operator is

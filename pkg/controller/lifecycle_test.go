@@ -191,3 +191,41 @@ func TestClustersGetADisruptionBudgetWhenAllowed(t *testing.T) {
 		}
 	}
 }
+
+// The caches keep no managedFields: they are a large part of every cached
+// object and nothing reads them, and the caches hold several objects per
+// cluster.
+func TestTheCachesKeepNoManagedFields(t *testing.T) {
+	fields := []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}}}
+	cl := runningCluster()
+	cl.ManagedFields = fields
+	pod := runningMemberPod(cl)
+	pod.ManagedFields = fields
+	kube := kubefake.NewSimpleClientset(pod)
+	crs := etcdfake.NewSimpleClientset(cl)
+	ctrl := testController(t, kube, crs, &slowEtcd{entered: make(chan struct{}, 1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced := make(chan struct{})
+	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caches did not sync")
+	}
+	cached, err := ctrl.cfg.Cluster.PodLister.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.ManagedFields) != 0 || cached.Status.Phase != corev1.PodRunning {
+		t.Errorf("cached pod: managedFields %v, phase %q; want none and the pod otherwise as it is", cached.ManagedFields, cached.Status.Phase)
+	}
+	obj, ok, err := ctrl.clusterIndexer.GetByKey(cl.Namespace + "/" + cl.Name)
+	if err != nil || !ok {
+		t.Fatalf("cluster not cached: %v", err)
+	}
+	if got := obj.(*api.EtcdCluster); len(got.ManagedFields) != 0 || got.Spec.Size != 1 {
+		t.Errorf("cached cluster: managedFields %v, size %d; want none and the cluster otherwise as it is", got.ManagedFields, got.Spec.Size)
+	}
+}

@@ -76,7 +76,9 @@ func run(m *testing.M) int {
 	}
 	_, crdErr := f.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, etcdClusterCRD, metav1.GetOptions{})
 	existedBefore := crdErr == nil
-	op, err := f.InstallOperator(ctx, opNS, framework.Install{})
+	// E2E_OPERATOR_LOG_LEVEL=debug logs every pass's wait reasons, for
+	// telling from a measurement where the time went.
+	op, err := f.InstallOperator(ctx, opNS, framework.Install{LogLevel: os.Getenv("E2E_OPERATOR_LOG_LEVEL")})
 	defer teardown(op)
 	if err == nil {
 		err = checkCRDInstalledByOperator(ctx, existedBefore)

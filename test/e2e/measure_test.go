@@ -63,11 +63,26 @@ func TestMeasureLifecycle(t *testing.T) {
 	if runs <= 0 {
 		t.Skip("measurements run only on request: E2E_MEASURE=<runs> go test -tags e2e -run TestMeasureLifecycle ./test/e2e/ -v")
 	}
+	// E2E_MEASURE_ONLY (a list of emptydir, pvc, upgrade) runs only those
+	// scenarios, for a look at one of them.
+	only := strings.Fields(strings.ReplaceAll(os.Getenv("E2E_MEASURE_ONLY"), ",", " "))
+	wanted := func(scenario string) bool { return len(only) == 0 || slices.Contains(only, scenario) }
+	for _, o := range only {
+		if !slices.Contains([]string{"emptydir", "pvc", "upgrade"}, o) {
+			t.Fatalf("E2E_MEASURE_ONLY=%q: %q is none of emptydir, pvc, upgrade", os.Getenv("E2E_MEASURE_ONLY"), o)
+		}
+	}
 	results := map[string][]float64{}
 	for i := range runs {
-		measureEmptyDirLifecycle(t, results)
-		measurePVCReplacement(t, results)
-		measureUpgrade(t, results)
+		if wanted("emptydir") {
+			measureEmptyDirLifecycle(t, results)
+		}
+		if wanted("pvc") {
+			measurePVCReplacement(t, results)
+		}
+		if wanted("upgrade") {
+			measureUpgrade(t, results)
+		}
 		t.Logf("run %d of %d done", i+1, runs)
 	}
 	// E2E_MEASURE_IDLE=0 leaves out the idle figures (7 minutes of waiting),

@@ -34,6 +34,8 @@ type Install struct {
 	// ChaosLevel, when set, is given as --chaos-level: the operator kills its
 	// namespace's etcd pods at random (pkg/chaos).
 	ChaosLevel int
+	// LogLevel, when set, is given as --log-level.
+	LogLevel string
 }
 
 // Operator is an installed etcd-operator.
@@ -77,6 +79,9 @@ func (f *Framework) InstallOperator(ctx context.Context, ns string, in Install) 
 	}
 	if in.ChaosLevel > 0 {
 		sed = append(sed, fmt.Sprintf("s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --chaos-level=%d/", in.ChaosLevel))
+	}
+	if in.LogLevel != "" {
+		sed = append(sed, "s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --log-level="+in.LogLevel+"/")
 	}
 	if f.Env.OperatorImage != "" {
 		sed = append(sed, "s|image: openetcd/etcd-operator:.*|image: "+f.Env.OperatorImage+"|")
