@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ func main() {
 	runs := flag.Int("runs", 3, "backups to time; the first also warms up")
 	storeKind := flag.String("store", "s3", "s3 (in-process, bytes dropped), abs (Azurite) or gcs (fake-gcs-server)")
 	codecs := flag.String("codecs", "none,gzip,zstd,aes,gzip+aes,zstd+aes", "comma-separated ways to store the snapshot: none, gzip, zstd, aes, gzip+aes, zstd+aes")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the backups (not of etcd, nor of etcdctl) to this file")
 	etcdctl := flag.String("etcdctl", defaultEtcdctl(), "etcdctl to measure `etcdctl snapshot save` to local disk with, on the same database (default $ETCDCTL, or etcdctl in $ETCD_BIN_DIR_3_6); \"\" skips it")
 	flag.Parse()
 
@@ -61,7 +63,7 @@ func main() {
 	case "gcs":
 		err = serveGCS(*dir)
 	case "bench":
-		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl)
+		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl, *cpuProfile)
 	default:
 		err = fmt.Errorf("unknown -role %q", *role)
 	}
@@ -260,7 +262,7 @@ func headSize(s backup.Store) func(string) (int64, error) {
 	}
 }
 
-func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl string) error {
+func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl, cpuProfile string) error {
 	codecs, err := parseCodecs(codecList)
 	if err != nil {
 		return err
@@ -325,6 +327,18 @@ func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, 
 		if floor, err = benchEtcdctl(etcdctl, endpoint, runs); err != nil {
 			return err
 		}
+	}
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	type row struct {
