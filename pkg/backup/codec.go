@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,15 @@ type Codec struct {
 
 // IsIdentity tells whether objects are stored exactly as etcd sent them.
 func (c Codec) IsIdentity() bool { return c.Compression == CompressionNone && c.Key == nil }
+
+// KeyIDHex is the hex KeyID of the codec's key, as an encrypted object's header
+// carries it; "" when the codec does not encrypt.
+func (c Codec) KeyIDHex() string {
+	if c.Key == nil {
+		return ""
+	}
+	return hex.EncodeToString(KeyID(c.Key))
+}
 
 // Check refuses settings Encode cannot honour.
 func (c Codec) Check() error {

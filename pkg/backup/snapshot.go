@@ -46,6 +46,10 @@ type Snapshot struct {
 	Size         int64
 	SHA256       string
 	SnapshotSize int64
+	// Compression and KeyID say how the stored bytes were encoded: the codec's
+	// compression, and the hex KeyID of its key ("" when not encrypted).
+	Compression string
+	KeyID       string
 }
 
 // SaveSnapshot streams a snapshot of the most up-to-date reachable member into store,
@@ -131,6 +135,8 @@ func SaveEncodedSnapshot(ctx context.Context, src Source, store Store, codec Cod
 		Size:         size,
 		SHA256:       sum,
 		SnapshotSize: body.n,
+		Compression:  codec.Compression,
+		KeyID:        codec.KeyIDHex(),
 	}, nil
 }
 
