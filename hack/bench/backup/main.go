@@ -343,7 +343,7 @@ func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int,
 		}
 		rows = append(rows, r...)
 	}
-	fmt.Printf("\n%.0f MiB database\n%-6s %-10s %10s %12s %11s %13s %14s\n", float64(status.DbSize)/(1<<20),
+	fmt.Printf("\n%d MiB of values, a %.0f MiB database\n%-6s %-10s %10s %12s %11s %13s %14s\n", sizeMiB, float64(status.DbSize)/(1<<20),
 		"store", "stored as", "best MiB/s", "of etcdctl", "stored MiB", "peak RSS MiB", "peak heap MiB")
 	if floor > 0 {
 		fmt.Printf("%-6s %-10s %10.0f %12s %11s %13s %14s\n", "disk", "etcdctl", floor, "100 %", "-", "-", "-")
