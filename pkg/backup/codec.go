@@ -334,7 +334,9 @@ func newDecryptReader(r *bufio.Reader, key []byte) (*decryptReader, error) {
 		return nil, fmt.Errorf("%w (its header names a chunk size of %d bytes)", ErrTampered, chunkSize)
 	}
 	if !hmac.Equal(rest[6:14], KeyID(key)) {
-		return nil, ErrWrongKey
+		// The ids are what EtcdBackup's status.encoding.keyID shows, so that
+		// the right key can be found among several.
+		return nil, fmt.Errorf("%w: the backup's key id is %x, the given key's %x", ErrWrongKey, rest[6:14], KeyID(key))
 	}
 	aead, err := chunkAEAD(key, rest[14:46])
 	if err != nil {
