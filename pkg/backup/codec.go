@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,15 @@ type Codec struct {
 
 // IsIdentity tells whether objects are stored exactly as etcd sent them.
 func (c Codec) IsIdentity() bool { return c.Compression == CompressionNone && c.Key == nil }
+
+// KeyIDHex is the hex KeyID of the codec's key, as an encrypted object's header
+// carries it; "" when the codec does not encrypt.
+func (c Codec) KeyIDHex() string {
+	if c.Key == nil {
+		return ""
+	}
+	return hex.EncodeToString(KeyID(c.Key))
+}
 
 // Check refuses settings Encode cannot honour.
 func (c Codec) Check() error {
@@ -324,7 +334,9 @@ func newDecryptReader(r *bufio.Reader, key []byte) (*decryptReader, error) {
 		return nil, fmt.Errorf("%w (its header names a chunk size of %d bytes)", ErrTampered, chunkSize)
 	}
 	if !hmac.Equal(rest[6:14], KeyID(key)) {
-		return nil, ErrWrongKey
+		// The ids are what EtcdBackup's status.encoding.keyID shows, so that
+		// the right key can be found among several.
+		return nil, fmt.Errorf("%w: the backup's key id is %x, the given key's %x", ErrWrongKey, rest[6:14], KeyID(key))
 	}
 	aead, err := chunkAEAD(key, rest[14:46])
 	if err != nil {

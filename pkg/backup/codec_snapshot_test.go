@@ -3,6 +3,7 @@ package backup_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"io"
 	"testing"
 
@@ -45,6 +46,14 @@ func TestEncodedBackupsRestoreToTheSnapshot(t *testing.T) {
 			}
 			if form.Compression != c.Compression || form.Encrypted != (c.Key != nil) {
 				t.Errorf("stored as %v", form)
+			}
+			// The result says what the object is, for status.encoding.
+			wantKeyID := ""
+			if c.Key != nil {
+				wantKeyID = hex.EncodeToString(backup.KeyID(c.Key))
+			}
+			if res.Compression != c.Compression || res.KeyID != wantKeyID {
+				t.Errorf("result says compression %q key id %q, want %q %q", res.Compression, res.KeyID, c.Compression, wantKeyID)
 			}
 			if c.Compression != "" && len(stored) >= len(snap) {
 				t.Errorf("compressed to %d bytes from %d", len(stored), len(snap))

@@ -227,6 +227,12 @@ func TestDecodeKeys(t *testing.T) {
 	if _, _, err := decode(encrypted, key[:16]); err == nil {
 		t.Fatal("a 16-byte key was accepted")
 	}
+	// The wrong-key error names both key ids, as status.encoding.keyID shows them.
+	_, _, err := decode(encrypted, other)
+	ids := []string{backup.Codec{Key: key}.KeyIDHex(), backup.Codec{Key: other}.KeyIDHex()}
+	if err == nil || !strings.Contains(err.Error(), "key id is "+ids[0]) || !strings.Contains(err.Error(), ids[1]) {
+		t.Fatalf("wrong key: %v, want the backup's key id %s and the given key's %s", err, ids[0], ids[1])
+	}
 }
 
 func TestDecodeDetectsDamagedCompression(t *testing.T) {

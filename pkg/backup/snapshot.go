@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -45,6 +46,10 @@ type Snapshot struct {
 	Size         int64
 	SHA256       string
 	SnapshotSize int64
+	// Compression and KeyID say how the stored bytes were encoded: the codec's
+	// compression, and the hex KeyID of its key ("" when not encrypted).
+	Compression string
+	KeyID       string
 }
 
 // SaveSnapshot streams a snapshot of the most up-to-date reachable member into store,
@@ -97,7 +102,13 @@ func SaveEncodedSnapshot(ctx context.Context, src Source, store Store, codec Cod
 	key := name(rev)
 	body := &checkedStream{r: stream, check: newTrailerCheck()}
 	encoded := codec.Encode(body)
-	size, sum, err := store.Put(ctx, key, encoded)
+	var upload io.Reader = encoded
+	if codec.IsIdentity() {
+		// body hashes the whole stream for its trailer check anyway: the store
+		// takes the stored bytes' sha256 from it instead of hashing them again.
+		upload = body
+	}
+	size, sum, err := store.Put(ctx, key, upload)
 	if err != nil {
 		_ = stream.Close() // unblocks an encoder waiting on etcd
 	}
@@ -124,6 +135,8 @@ func SaveEncodedSnapshot(ctx context.Context, src Source, store Store, codec Cod
 		Size:         size,
 		SHA256:       sum,
 		SnapshotSize: body.n,
+		Compression:  codec.Compression,
+		KeyID:        codec.KeyIDHex(),
 	}, nil
 }
 
@@ -142,6 +155,9 @@ type checkedStream struct {
 }
 
 func (c *checkedStream) Read(p []byte) (int, error) {
+	if c.damaged != nil {
+		return 0, fmt.Errorf("%w: %v", errDamaged, c.damaged)
+	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	_, _ = c.check.Write(p[:n])
@@ -154,6 +170,10 @@ func (c *checkedStream) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Digest makes checkedStream a DigestReader: its trailer check has hashed
+// every byte but the trailer, and adds the trailer once it has matched.
+func (c *checkedStream) Digest() (int64, string) { return c.n, c.check.sum() }
+
 // trailerCheck checks the sha256 that etcd's Snapshot RPC appends to the database
 // bytes. It hashes everything written to it except the last sha256.Size bytes,
 // which it holds back to compare at the end, so it needs no more memory than that.
@@ -161,6 +181,8 @@ type trailerCheck struct {
 	h    hash.Hash
 	tail [sha256.Size]byte
 	n    int // bytes held in tail
+	// verified: the trailer matched and has been hashed too.
+	verified bool
 }
 
 func newTrailerCheck() *trailerCheck { return &trailerCheck{h: sha256.New()} }
@@ -185,12 +207,29 @@ func (c *trailerCheck) Write(p []byte) (int, error) {
 	return total, nil
 }
 
+// verify compares the trailer with the hash of what came before it; once it has
+// matched, the hash goes on over the trailer, so that sum is of the whole stream.
+// A reader may report io.EOF more than once: the second verify is a no-op.
 func (c *trailerCheck) verify() error {
+	if c.verified {
+		return nil
+	}
 	if c.n < len(c.tail) {
 		return fmt.Errorf("only %d bytes arrived, fewer than its %d-byte sha256 trailer", c.n, len(c.tail))
 	}
 	if !bytes.Equal(c.h.Sum(nil), c.tail[:]) {
 		return errors.New("its trailing sha256 does not match its content")
 	}
+	c.h.Write(c.tail[:])
+	c.verified = true
 	return nil
+}
+
+// sum is the hex sha256 of the whole stream, trailer included, once verify has
+// passed; "" before.
+func (c *trailerCheck) sum() string {
+	if !c.verified {
+		return ""
+	}
+	return hex.EncodeToString(c.h.Sum(nil))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -41,6 +42,14 @@ func TestTrailerCheck(t *testing.T) {
 			if err := c.verify(); err != nil {
 				t.Fatalf("size %d round %d: intact snapshot refused: %v", size, round, err)
 			}
+			// The store takes the stored bytes' sha256 from the check: the
+			// whole stream, trailer included, however often EOF is seen.
+			if err := c.verify(); err != nil {
+				t.Fatalf("size %d: a second verify refused: %v", size, err)
+			}
+			if want := sha256.Sum256(good); c.sum() != hex.EncodeToString(want[:]) {
+				t.Fatalf("size %d: sum %s, want the sha256 of the whole stream %x", size, c.sum(), want)
+			}
 		}
 		for _, flip := range []int{0, len(good) / 2, len(good) - 1} {
 			bad := append([]byte{}, good...)
@@ -49,6 +58,9 @@ func TestTrailerCheck(t *testing.T) {
 			feed(c, bad, rng)
 			if err := c.verify(); err == nil || !strings.Contains(err.Error(), "does not match") {
 				t.Fatalf("size %d, byte %d flipped: got %v, want a mismatch", size, flip, err)
+			}
+			if c.sum() != "" {
+				t.Fatalf("size %d, byte %d flipped: a damaged stream has the sum %s", size, flip, c.sum())
 			}
 		}
 	}

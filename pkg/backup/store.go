@@ -8,7 +8,10 @@ package backup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"hash"
 	"io"
 	"time"
 )
@@ -41,3 +44,38 @@ type ObjectInfo struct {
 	Size         int64
 	LastModified time.Time
 }
+
+// DigestReader is a reader that counts and hashes what it yields itself, so that a
+// Store need not hash it a second time: the snapshot stream already hashes every
+// byte for etcd's trailer check, and one sha256 pass less is a tenth of the CPU
+// a plain backup takes.
+type DigestReader interface {
+	io.Reader
+	// Digest is the size and hex sha256 of everything read so far; a Store asks
+	// only after the reader ended with io.EOF.
+	Digest() (size int64, sha256 string)
+}
+
+// Digesting is how a Store's Put learns the size and sha256 of what it stored: r
+// itself when it is a DigestReader, else a reader that hashes r on the way.
+func Digesting(r io.Reader) DigestReader {
+	if d, ok := r.(DigestReader); ok {
+		return d
+	}
+	return &hashingReader{r: r, h: sha256.New()}
+}
+
+type hashingReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+}
+
+func (h *hashingReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	return n, err
+}
+
+func (h *hashingReader) Digest() (int64, string) { return h.n, hex.EncodeToString(h.h.Sum(nil)) }

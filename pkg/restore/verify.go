@@ -98,7 +98,7 @@ func decodeError(url string, stored *countingReader, err error) error {
 	case errors.Is(err, backup.ErrKeyRequired):
 		return failure.Permanent(fmt.Errorf("backup %s is encrypted: name the Secret holding its key in spec.encryption.keySecret", url))
 	case errors.Is(err, backup.ErrWrongKey):
-		return failure.Permanent(fmt.Errorf("backup %s was encrypted with a different key than the one in spec.encryption.keySecret", url))
+		return failure.Permanent(fmt.Errorf("backup %s was encrypted with a different key than the one in spec.encryption.keySecret (%v; the EtcdBackup's status.encoding.keyID names the key of its latest backup)", url, err))
 	case errors.Is(err, backup.ErrNotEncrypted):
 		return failure.Permanent(fmt.Errorf("backup %s is not encrypted, but spec.encryption names a key: a backup that should be encrypted and is not may have been replaced; remove spec.encryption if it was stored unencrypted", url))
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -87,6 +88,11 @@ func TestEncryptedBackupByNameRestores(t *testing.T) {
 	if !bytes.HasPrefix(stored, []byte("ETCDBKP\x00")) || int64(len(stored)) != st.BackupSize || backuptest.SHA256Hex(stored) != st.SHA256 {
 		t.Fatalf("the stored object (%d bytes, starting %q) is not the encrypted one the status records (%d bytes, sha256 %s)",
 			len(stored), stored[:min(8, len(stored))], st.BackupSize, st.SHA256)
+	}
+	wantEncoding := api.BackupEncoding{Compression: api.BackupCompressionZstd, Encryption: api.BackupEncryptionAESGCM,
+		KeySecret: keySecret.Name, KeyID: hex.EncodeToString(backup.KeyID(key))}
+	if st.Encoding == nil || *st.Encoding != wantEncoding {
+		t.Errorf("status.encoding %+v, want %+v", st.Encoding, wantEncoding)
 	}
 	putKeys(t, ns, name, "/e2e/after/", 50)
 

@@ -1,15 +1,16 @@
 // Command backup measures the operator's backup path on a large database: the
-// throughput of streaming a snapshot from etcd into a store (S3, ABS or GCS), and
-// the memory it takes.
+// throughput of streaming a snapshot from etcd into each store (S3, ABS, GCS),
+// next to `etcdctl snapshot save` to local disk, and the memory it takes.
 //
 // etcd runs in a child process (this binary with -role=etcd): its bbolt file is
 // memory-mapped, and reading it for the snapshot would otherwise count in this
 // process's RSS. The S3 server runs in this process on gofakes3 with a backend that
 // drops the bytes (backuptest.DiscardBackend), so what this process holds at its
 // peak is the backup path's own memory: the etcd client, the upload part buffers
-// and the HTTP client. With -store=abs the store is an Azurite process (from
-// hack/azurite.sh), with -store=gcs fake-gcs-server in a child process (this
-// binary with -role=gcs), both keeping the bytes on disk under TMPDIR.
+// and the HTTP client (and gofakes3's request handling, which shares the CPU).
+// ABS is an Azurite process (from hack/azurite.sh), GCS fake-gcs-server in a
+// child process (this binary with -role=gcs), both keeping the bytes on disk
+// under TMPDIR until each run's object is deleted.
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,8 +51,9 @@ func main() {
 	partMiB := flag.Int("part-mib", s3store.DefaultPartSize>>20, "upload part size")
 	concurrency := flag.Int("concurrency", s3store.DefaultConcurrency, "parts uploaded at once")
 	runs := flag.Int("runs", 3, "backups to time; the first also warms up")
-	storeKind := flag.String("store", "s3", "s3 (in-process, bytes dropped), abs (Azurite) or gcs (fake-gcs-server)")
+	storeKind := flag.String("store", "s3", "comma-separated stores to back up into, in turn: s3 (in-process, bytes dropped), abs (Azurite), gcs (fake-gcs-server)")
 	codecs := flag.String("codecs", "none,gzip,zstd,aes,gzip+aes,zstd+aes", "comma-separated ways to store the snapshot: none, gzip, zstd, aes, gzip+aes, zstd+aes")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the backups (not of etcd, nor of etcdctl) to this file")
 	etcdctl := flag.String("etcdctl", defaultEtcdctl(), "etcdctl to measure `etcdctl snapshot save` to local disk with, on the same database (default $ETCDCTL, or etcdctl in $ETCD_BIN_DIR_3_6); \"\" skips it")
 	flag.Parse()
 
@@ -61,7 +64,7 @@ func main() {
 	case "gcs":
 		err = serveGCS(*dir)
 	case "bench":
-		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl)
+		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl, *cpuProfile)
 	default:
 		err = fmt.Errorf("unknown -role %q", *role)
 	}
@@ -260,7 +263,7 @@ func headSize(s backup.Store) func(string) (int64, error) {
 	}
 }
 
-func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl string) error {
+func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl, cpuProfile string) error {
 	codecs, err := parseCodecs(codecList)
 	if err != nil {
 		return err
@@ -306,17 +309,10 @@ func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, 
 		return err
 	}
 
-	store, storedSize, stopStore, err := openStore(storeKind, partMiB, concurrency)
-	if err != nil {
-		return err
-	}
-	defer stopStore()
-
 	runtime.GC()
-	rssBefore := procStatus("VmRSS")
-	fmt.Printf("store: %s; database: %.1f MiB (Status RPC) at revision %d (etcd %s); upload parts of %d MiB, %d at once\n",
-		storeKind, float64(status.DbSize)/(1<<20), status.Header.Revision, status.Version, partMiB, concurrency)
-	fmt.Printf("RSS before the first backup: %.1f MiB\n", rssBefore/(1<<10))
+	fmt.Printf("database: %.1f MiB (Status RPC) at revision %d (etcd %s); upload parts of %d MiB, %d at once\n",
+		float64(status.DbSize)/(1<<20), status.Header.Revision, status.Version, partMiB, concurrency)
+	fmt.Printf("RSS before the first backup: %.1f MiB\n", procStatus("VmRSS")/(1<<10))
 
 	// The floor: etcd's own client saving the same snapshot to local disk, in
 	// the same run, so that both rates share the machine's state.
@@ -327,10 +323,57 @@ func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, 
 		}
 	}
 
-	type row struct {
-		name                    string
-		best, stored, rss, heap float64
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
+
+	var rows []row
+	for _, kind := range strings.Split(storeKinds, ",") {
+		r, err := benchStore(strings.TrimSpace(kind), endpoint, codecs, partMiB, concurrency, runs)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+	}
+	fmt.Printf("\n%d MiB of values, a %.0f MiB database\n%-6s %-10s %10s %12s %11s %13s %14s\n", sizeMiB, float64(status.DbSize)/(1<<20),
+		"store", "stored as", "best MiB/s", "of etcdctl", "stored MiB", "peak RSS MiB", "peak heap MiB")
+	if floor > 0 {
+		fmt.Printf("%-6s %-10s %10.0f %12s %11s %13s %14s\n", "disk", "etcdctl", floor, "100 %", "-", "-", "-")
+	}
+	for _, r := range rows {
+		pct := "-"
+		if floor > 0 {
+			pct = fmt.Sprintf("%.0f %%", 100*r.best/floor)
+		}
+		fmt.Printf("%-6s %-10s %10.0f %12s %11.1f %13.1f %14.1f\n", r.store, r.name, r.best, pct, r.stored, r.rss, r.heap)
+	}
+	return nil
+}
+
+// row is one way of storing, on one store: its best rate over the runs, and the
+// process's peak RSS and Go heap during them.
+type row struct {
+	store, name             string
+	best, stored, rss, heap float64
+}
+
+// benchStore starts the store of kind and backs the database up runs times per
+// codec into it.
+func benchStore(kind, endpoint string, codecs []namedCodec, partMiB, concurrency, runs int) ([]row, error) {
+	store, storedSize, stopStore, err := openStore(kind, partMiB, concurrency)
+	if err != nil {
+		return nil, err
+	}
+	defer stopStore()
+	fmt.Printf("store: %s\n", kind)
 	var rows []row
 	for _, c := range codecs {
 		resetPeakRSS()
@@ -349,39 +392,32 @@ func bench(storeKind string, sizeMiB, valueKiB, partMiB, concurrency, runs int, 
 			elapsed := time.Since(start)
 			heap := sampler.stop()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			var after runtime.MemStats
 			runtime.ReadMemStats(&after)
 			got, err := storedSize("snap")
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if got != res.Size {
-				return fmt.Errorf("the store received %d bytes, the backup counted %d", got, res.Size)
+				return nil, fmt.Errorf("the store received %d bytes, the backup counted %d", got, res.Size)
+			}
+			// Azurite and fake-gcs-server keep what they are sent on disk.
+			if err := store.Delete(context.Background(), "snap"); err != nil {
+				return nil, err
 			}
 			mibs := float64(res.SnapshotSize) / (1 << 20) / elapsed.Seconds()
-			fmt.Printf("%s run %d: %.1f MiB snapshot, %.1f MiB stored, in %v = %.0f MiB/s; peak Go heap %.1f MiB; allocated %.1f MiB in %d GCs; sha256 %s…\n",
-				c.name, i+1, float64(res.SnapshotSize)/(1<<20), float64(res.Size)/(1<<20), elapsed.Round(time.Millisecond), mibs,
+			fmt.Printf("%s %s run %d: %.1f MiB snapshot, %.1f MiB stored, in %v = %.0f MiB/s; peak Go heap %.1f MiB; allocated %.1f MiB in %d GCs; sha256 %s…\n",
+				kind, c.name, i+1, float64(res.SnapshotSize)/(1<<20), float64(res.Size)/(1<<20), elapsed.Round(time.Millisecond), mibs,
 				float64(heap)/(1<<20), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), after.NumGC-before.NumGC, res.SHA256[:12])
 			best = max(best, mibs)
 			peakHeap = max(peakHeap, heap)
 			stored = res.Size
 		}
-		rows = append(rows, row{c.name, best, float64(stored) / (1 << 20), procStatus("VmHWM") / (1 << 10), float64(peakHeap) / (1 << 20)})
+		rows = append(rows, row{kind, c.name, best, float64(stored) / (1 << 20), procStatus("VmHWM") / (1 << 10), float64(peakHeap) / (1 << 20)})
 	}
-	fmt.Printf("\n%-10s %10s %12s %11s %13s %14s\n", "stored as", "best MiB/s", "of etcdctl", "stored MiB", "peak RSS MiB", "peak heap MiB")
-	if floor > 0 {
-		fmt.Printf("%-10s %10.0f %12s %11s %13s %14s\n", "etcdctl", floor, "100 %", "-", "-", "-")
-	}
-	for _, r := range rows {
-		pct := "-"
-		if floor > 0 {
-			pct = fmt.Sprintf("%.0f %%", 100*r.best/floor)
-		}
-		fmt.Printf("%-10s %10.0f %12s %11.1f %13.1f %14.1f\n", r.name, r.best, pct, r.stored, r.rss, r.heap)
-	}
-	return nil
+	return rows, nil
 }
 
 type namedCodec struct {

@@ -4,11 +4,8 @@ package absstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/url"
 	"strings"
@@ -142,8 +139,8 @@ func (s *Store) Container() string { return s.name }
 // cleanly: if r fails, no block list is committed and an existing blob keeps its
 // content (the staged blocks are dropped by Azure after a week).
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, string, error) {
-	d := &digest{h: sha256.New()}
-	_, err := s.container.NewBlockBlobClient(key).UploadStream(ctx, io.TeeReader(r, d), &blockblob.UploadStreamOptions{
+	d := backup.Digesting(r)
+	_, err := s.container.NewBlockBlobClient(key).UploadStream(ctx, d, &blockblob.UploadStreamOptions{
 		BlockSize:   s.blockSize,
 		Concurrency: s.concurrency,
 		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/octet-stream")},
@@ -151,7 +148,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, string
 	if err != nil {
 		return 0, "", s.describe("put", key, err)
 	}
-	return d.n, hex.EncodeToString(d.h.Sum(nil)), nil
+	n, sum := d.Digest()
+	return n, sum, nil
 }
 
 // Get opens a blob. The SDK retries a broken download from where it stopped.
@@ -218,18 +216,6 @@ func (s *Store) describe(op, key string, err error) error {
 		return fmt.Errorf("%s: the storage account or key is wrong: %w", where, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
-}
-
-// digest counts and hashes what the uploader reads, from one goroutine.
-type digest struct {
-	h hash.Hash
-	n int64
-}
-
-func (d *digest) Write(p []byte) (int, error) {
-	d.h.Write(p)
-	d.n += int64(len(p))
-	return len(p), nil
 }
 
 func deref[T any](p *T) T {

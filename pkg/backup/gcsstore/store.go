@@ -3,12 +3,9 @@ package gcsstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -141,8 +138,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, string
 	w := s.bucket.Object(key).NewWriter(wctx)
 	w.ChunkSize = s.chunkSize
 	w.ContentType = "application/octet-stream"
-	d := &digest{h: sha256.New()}
-	if _, err := io.Copy(w, io.TeeReader(r, d)); err != nil {
+	d := backup.Digesting(r)
+	if _, err := io.Copy(w, d); err != nil {
 		// Cancelling before Close abandons the upload instead of finalizing what
 		// was written so far.
 		cancel()
@@ -152,7 +149,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, string
 	if err := w.Close(); err != nil {
 		return 0, "", s.describe("put", key, err)
 	}
-	return d.n, hex.EncodeToString(d.h.Sum(nil)), nil
+	n, sum := d.Digest()
+	return n, sum, nil
 }
 
 // Get opens an object.
@@ -219,16 +217,4 @@ func (s *Store) describe(op, key string, err error) error {
 		return fmt.Errorf("%s: the credentials are refused: %w", where, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
-}
-
-// digest counts and hashes what the writer is given, from one goroutine.
-type digest struct {
-	h hash.Hash
-	n int64
-}
-
-func (d *digest) Write(p []byte) (int, error) {
-	d.h.Write(p)
-	d.n += int64(len(p))
-	return len(p), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"io"
 	"strings"
 	"testing"
@@ -45,6 +46,12 @@ func TestBackuperCompressesAndEncrypts(t *testing.T) {
 	res, err := b.Backup(context.Background(), eb, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The status records the codec and the id of the key the header carries.
+	wantEncoding := api.BackupEncoding{Compression: api.BackupCompressionZstd, Encryption: api.BackupEncryptionAESGCM,
+		KeySecret: "backup-key", KeyID: hex.EncodeToString(backup.KeyID(key))}
+	if got := encodingStatus(eb, res); got == nil || *got != wantEncoding {
+		t.Errorf("status.encoding %+v, want %+v", got, wantEncoding)
 	}
 	if res.VerifyErr != nil || res.Verified == nil || res.Verified.TotalKeys < keys {
 		t.Fatalf("verification of the compressed and encrypted backup: %+v, %v", res.Verified, res.VerifyErr)

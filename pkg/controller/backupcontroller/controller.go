@@ -492,6 +492,7 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 			BackupPath:      res.Path,
 			BackupSize:      res.Size,
 			SHA256:          res.SHA256,
+			Encoding:        encodingStatus(eb, res),
 			Verified:        keep,
 		}
 	})
@@ -502,6 +503,22 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 			res.Path, res.Verified.Revision, res.Verified.TotalKeys)
 	}
 	return err
+}
+
+// encodingStatus is how res was stored, for status.encoding; nil when it is
+// what etcd sent.
+func encodingStatus(eb *api.EtcdBackup, res *backup.Result) *api.BackupEncoding {
+	if res.Compression == backup.CompressionNone && res.KeyID == "" {
+		return nil
+	}
+	enc := &api.BackupEncoding{Compression: api.BackupCompression(res.Compression), KeyID: res.KeyID}
+	if res.KeyID != "" {
+		enc.Encryption = api.BackupEncryptionAESGCM
+		if eb.Spec.Encryption != nil {
+			enc.KeySecret = eb.Spec.Encryption.KeySecret
+		}
+	}
+	return enc
 }
 
 // recordFailure writes a failure. The fields of the last success stay: they still

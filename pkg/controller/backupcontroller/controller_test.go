@@ -27,7 +27,7 @@ func TestOneShotBackupRunsOnceAndNeverAgain(t *testing.T) {
 
 	st := f.waitStatus("once", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
 	if st.Reason != "" || st.EtcdVersion != "3.5.21" || st.EtcdRevision != 101 || st.BackupPath != "bucket/once" ||
-		st.BackupSize != 1101 || st.SHA256 != strings.Repeat("0", 61)+"101" || st.LastSuccessDate.IsZero() {
+		st.BackupSize != 1101 || st.SHA256 != strings.Repeat("0", 61)+"101" || st.LastSuccessDate.IsZero() || st.Encoding != nil {
 		t.Fatalf("status %+v does not describe the backup", st)
 	}
 	if hasFinalizer(f.get("once")) {
@@ -58,6 +58,28 @@ func TestOneShotBackupRunsOnceAndNeverAgain(t *testing.T) {
 	f.resync("once", func(eb *api.EtcdBackup) bool { return eb.Labels["touched"] == "yes" })
 	if n := f.backups.callCount("once"); n != 1 {
 		t.Fatalf("backup ran %d times, want once", n)
+	}
+}
+
+func TestStatusRecordsHowTheBackupWasEncoded(t *testing.T) {
+	both := newBackup("sealed", 0)
+	both.Spec.Compression = api.BackupCompressionZstd
+	both.Spec.Encryption = &api.BackupEncryption{KeySecret: "backup-key"}
+	gz := newBackup("gzipped", 0)
+	gz.Spec.Compression = api.BackupCompressionGzip
+	enc := newBackup("encrypted", 0)
+	enc.Spec.Encryption = &api.BackupEncryption{KeySecret: "other-key"}
+	f := newFixture(t, []*api.EtcdBackup{both, gz, enc})
+
+	for name, want := range map[string]api.BackupEncoding{
+		"sealed":    {Compression: api.BackupCompressionZstd, Encryption: api.BackupEncryptionAESGCM, KeySecret: "backup-key", KeyID: fakeKeyID},
+		"gzipped":   {Compression: api.BackupCompressionGzip},
+		"encrypted": {Encryption: api.BackupEncryptionAESGCM, KeySecret: "other-key", KeyID: fakeKeyID},
+	} {
+		st := f.waitStatus(name, "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+		if st.Encoding == nil || *st.Encoding != want {
+			t.Errorf("%s: status.encoding %+v, want %+v", name, st.Encoding, want)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package backupcontroller
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,8 +35,8 @@ func readExample(t *testing.T, name string, into any) {
 // the operator then accepts them too, and that the secret example parses.
 func TestExampleBackupsAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))
-	if err != nil || len(files) != 6 {
-		t.Fatalf("example backups %v (%v), want 6", files, err)
+	if err != nil || len(files) != 8 {
+		t.Fatalf("example backups %v (%v), want 8", files, err)
 	}
 	for _, f := range files {
 		var eb api.EtcdBackup
@@ -66,6 +67,39 @@ func TestExampleBackupsAreAccepted(t *testing.T) {
 	}
 	if _, err := s3store.ParseAWSSecret("aws", data); err != nil {
 		t.Errorf("aws-secret.yaml: %v", err)
+	}
+}
+
+// The examples of a backup by cluster name, of a compressed and encrypted backup
+// with its key Secret, and of its restore fit together as the README tells.
+func TestExampleEncryptedBackupAndItsRestore(t *testing.T) {
+	var byName api.EtcdBackup
+	readExample(t, "backup_cr_by_name.yaml", &byName)
+	if byName.Spec.ClusterName != "example-etcd-cluster" || len(byName.Spec.EtcdEndpoints) != 0 || !byName.Spec.IsPeriodic() {
+		t.Errorf("backup_cr_by_name.yaml: %+v, want a periodic backup of example-etcd-cluster by name", byName.Spec)
+	}
+
+	var eb api.EtcdBackup
+	readExample(t, "backup_cr_encrypted.yaml", &eb)
+	if eb.Spec.ClusterName != "example-etcd-cluster" || eb.Spec.Compression != api.BackupCompressionZstd ||
+		eb.Spec.Encryption == nil || eb.Spec.Verify == nil {
+		t.Fatalf("backup_cr_encrypted.yaml: %+v, want a verified zstd-compressed, encrypted backup by cluster name", eb.Spec)
+	}
+	var secret corev1.Secret
+	readExample(t, "backup-key-secret.yaml", &secret)
+	if _, ok := secret.StringData[api.EncryptionKeySecretKey]; !ok || secret.Name != eb.Spec.Encryption.KeySecret {
+		t.Errorf("backup-key-secret.yaml: secret %q with keys %v; the backup reads %q from secret %q",
+			secret.Name, slices.Collect(maps.Keys(secret.StringData)), api.EncryptionKeySecretKey, eb.Spec.Encryption.KeySecret)
+	}
+
+	var er api.EtcdRestore
+	readExample(t, "../etcd-restore-operator/restore_cr_encrypted.yaml", &er)
+	if er.Spec.S3 == nil || er.Spec.S3.Path != eb.Spec.S3.Path || er.Spec.S3.AWSSecret != eb.Spec.S3.AWSSecret {
+		t.Errorf("restore_cr_encrypted.yaml reads %+v; the backup is stored at %+v", er.Spec.S3, eb.Spec.S3)
+	}
+	if er.Spec.Encryption == nil || *er.Spec.Encryption != *eb.Spec.Encryption || er.Name != eb.Spec.ClusterName ||
+		er.Spec.EtcdCluster.Name != eb.Spec.ClusterName {
+		t.Errorf("restore_cr_encrypted.yaml: %s %+v, want the backup's key and cluster %q", er.Name, er.Spec, eb.Spec.ClusterName)
 	}
 }
 

@@ -116,6 +116,9 @@ func (f *fakeBackup) verifyCalls(name string) []bool {
 	return append([]bool(nil), f.verified[name]...)
 }
 
+// fakeKeyID is the key id fakeBackup reports for an encrypted backup.
+const fakeKeyID = "0011223344556677"
+
 func (f *fakeBackup) backup(ctx context.Context, eb *api.EtcdBackup, verify bool) (*backup.Result, error) {
 	f.mu.Lock()
 	n := f.calls[eb.Name]
@@ -141,6 +144,11 @@ func (f *fakeBackup) backup(ctx context.Context, eb *api.EtcdBackup, verify bool
 	res := &backup.Result{
 		Snapshot: backup.Snapshot{Endpoint: "http://etcd:2379", EtcdVersion: "3.5.21", Revision: rev, Key: key, Size: 1000 + rev, SHA256: fmt.Sprintf("%064d", rev)},
 		Path:     key,
+	}
+	// As backup.Run reports the codec it stored with.
+	res.Compression = string(eb.Spec.Compression)
+	if eb.Spec.Encryption != nil {
+		res.KeyID = fakeKeyID
 	}
 	switch {
 	case verify && o.verifyErr != nil:

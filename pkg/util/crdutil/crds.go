@@ -405,6 +405,12 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 		"backupPath":      str(),
 		"backupSize":      integer(),
 		"sha256":          str(),
+		"encoding": object(map[string]schema{
+			"compression": str(),
+			"encryption":  str(),
+			"keySecret":   str(),
+			"keyID":       str(),
+		}),
 		"verified": object(map[string]schema{
 			"time":       dateTime(),
 			"succeeded":  boolean(),

@@ -37,6 +37,27 @@ type BackupEncryption struct {
 	KeySecret string `json:"keySecret"`
 }
 
+// BackupEncoding records how a stored backup was encoded, so that whoever restores
+// it knows which key it needs without reading it: the object itself says the
+// rest (pkg/backup/codec.go).
+type BackupEncoding struct {
+	// Compression is gzip or zstd, the algorithm the snapshot was compressed
+	// with before any encryption; empty when it was not compressed.
+	Compression BackupCompression `json:"compression,omitempty"`
+	// Encryption is AES-256-GCM when the snapshot was encrypted; empty when not.
+	Encryption string `json:"encryption,omitempty"`
+	// KeySecret is the Secret (in the backup's namespace) whose encryption-key
+	// encrypted the snapshot, as the spec named it at the time.
+	KeySecret string `json:"keySecret,omitempty"`
+	// KeyID is the hex key id the encrypted object's header carries, an HMAC of
+	// the key: a key whose id differs cannot decrypt the backup. It identifies
+	// the key without revealing it, and tells a replaced Secret apart.
+	KeyID string `json:"keyID,omitempty"`
+}
+
+// BackupEncryptionAESGCM is BackupEncoding.Encryption of an encrypted backup.
+const BackupEncryptionAESGCM = "AES-256-GCM"
+
 // validateCodec checks the compression and encryption fields of a backup spec.
 func validateCodec(p *field.Path, comp BackupCompression, enc *BackupEncryption) field.ErrorList {
 	var errs field.ErrorList

@@ -130,6 +130,9 @@ type BackupStatus struct {
 	BackupSize int64 `json:"backupSize,omitempty"`
 	// SHA256 is the hex digest of the latest stored snapshot.
 	SHA256 string `json:"sha256,omitempty"`
+	// Encoding is how the latest stored snapshot was compressed and encrypted;
+	// absent when it is byte for byte what etcd sent.
+	Encoding *BackupEncoding `json:"encoding,omitempty"`
 	// Verified is what reading the latest verified backup back found.
 	Verified *BackupVerification `json:"verified,omitempty"`
 }
