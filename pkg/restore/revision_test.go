@@ -1,17 +1,14 @@
 package restore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,48 +17,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
-
-// etcd36Version is the release hack/etcd-binaries.sh builds (the local
-// cluster's, hack/local-cluster/lib.sh).
-const etcd36Version = "3.6.6"
-
-// etcd36Dir is the directory with etcd and etcdutl 3.6: $ETCD_BIN_DIR_3_6
-// (make unit sets it), else the local cluster's binary cache. Missing, the test
-// fails with the way to get it.
-func etcd36Dir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ETCD_BIN_DIR_3_6")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "etcd-operator-local", "bin", "etcd-v"+etcd36Version)
-	}
-	for _, b := range []string{"etcd", "etcdutl"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Fatalf("the restore is tested with the real etcd and etcdutl %s, and %s is missing: run `bash hack/etcd-binaries.sh` (make unit does) or set ETCD_BIN_DIR_3_6",
-				etcd36Version, filepath.Join(dir, b))
-		}
-	}
-	return dir
-}
 
 // etcdProcess is one single-member etcd server on loopback ports.
 type etcdProcess struct {
 	clientURL string
 	cmd       *exec.Cmd
-	out       *lockedOutput
+	out       *etcdtest.Output
 	done      chan struct{}
 }
 
 func startEtcdProcess(t *testing.T, bin, name, dataDir string) *etcdProcess {
 	t.Helper()
-	peer, client := "http://"+freeAddr(t), "http://"+freeAddr(t)
-	p := &etcdProcess{clientURL: client, out: &lockedOutput{}, done: make(chan struct{})}
+	peer, client := "http://"+etcdtest.FreeAddr(t), "http://"+etcdtest.FreeAddr(t)
+	p := &etcdProcess{clientURL: client, out: &etcdtest.Output{}, done: make(chan struct{})}
 	// On a data directory that exists (a restored one) etcd ignores the
 	// --initial-* flags: the membership is the one the restore wrote.
 	p.cmd = exec.Command(bin, "--name="+name, "--data-dir="+dataDir,
@@ -122,7 +93,7 @@ func (p *etcdProcess) client(t *testing.T) *clientv3.Client {
 // compacted, instead of waiting for revisions the restored cluster counts again
 // and then receiving other writes under them.
 func TestRestoredRevisionsGoPastTheLostCluster(t *testing.T) {
-	dir := etcd36Dir(t)
+	dir := etcdtest.BinDir36(t, "the restore is tested with the real etcd and etcdutl "+etcdtest.Version36, "etcd", "etcdutl")
 	ctx := t.Context()
 
 	old := startEtcdProcess(t, filepath.Join(dir, "etcd"), "old", filepath.Join(t.TempDir(), "old"))
@@ -158,7 +129,7 @@ func TestRestoredRevisionsGoPastTheLostCluster(t *testing.T) {
 
 	// The seed's restore step, as the pod runs it, on this machine's paths.
 	m := &etcdutil.Member{Name: "example-seed", Namespace: "ns", ClusterName: "example"}
-	cmd, _ := restoreCommand(etcd36Version, m, "token")
+	cmd, _ := restoreCommand(etcdtest.Version36, m, "token")
 	restored := filepath.Join(t.TempDir(), "restored")
 	for i, arg := range cmd {
 		switch {
@@ -226,32 +197,4 @@ func TestRestoreBumpsTheRevisionWhereTheToolCan(t *testing.T) {
 			t.Errorf("%s: restore %q: bump %v, mark compacted %v; want both %v", version, args, bumps, marks, want)
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-// lockedOutput collects a process's output for a failure message.
-type lockedOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedOutput) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedOutput) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

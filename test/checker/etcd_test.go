@@ -1,52 +1,26 @@
 package checker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
-
-// etcdVersion is the release the local cluster builds and hack/etcd-binaries.sh
-// puts in its cache.
-const etcdVersion = "3.6.6"
-
-// etcdBinary finds the etcd server: $ETCD_BIN_DIR_3_6 (make unit sets it), else
-// the local cluster's binary cache. Missing, the test fails with how to get it.
-func etcdBinary(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ETCD_BIN_DIR_3_6")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "etcd-operator-local", "bin", "etcd-v"+etcdVersion)
-	}
-	bin := filepath.Join(dir, "etcd")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the checker is tested against a real etcd and %s is missing: run `bash hack/etcd-binaries.sh` (make unit does) or set ETCD_BIN_DIR_3_6", bin)
-	}
-	return bin
-}
 
 // member is one etcd server process on loopback ports.
 type member struct {
 	name, peerURL, clientURL string
 	args                     []string
 	cmd                      *exec.Cmd
-	out                      *syncBuffer
+	out                      *etcdtest.Output
 	done                     chan struct{}
 }
 
@@ -57,11 +31,11 @@ type etcdCluster struct {
 // startEtcd starts an n-member cluster and waits until every member serves.
 func startEtcd(t *testing.T, n int) *etcdCluster {
 	t.Helper()
-	bin := etcdBinary(t)
+	bin := filepath.Join(etcdtest.BinDir36(t, "the checker is tested against a real etcd", "etcd"), "etcd")
 	c := &etcdCluster{}
 	var initial []string
 	for i := range n {
-		m := &member{name: fmt.Sprintf("m%d", i), peerURL: "http://" + freeAddr(t), clientURL: "http://" + freeAddr(t)}
+		m := &member{name: fmt.Sprintf("m%d", i), peerURL: "http://" + etcdtest.FreeAddr(t), clientURL: "http://" + etcdtest.FreeAddr(t)}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+m.peerURL)
 	}
@@ -136,7 +110,7 @@ func (c *etcdCluster) leader(t *testing.T) *member {
 // start runs the member's etcd, again on the same data after a kill.
 func (m *member) start(t *testing.T) {
 	t.Helper()
-	m.out = &syncBuffer{}
+	m.out = &etcdtest.Output{}
 	m.cmd = exec.Command(m.args[0], m.args[1:]...)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	if err := m.cmd.Start(); err != nil {
@@ -152,31 +126,4 @@ func (m *member) kill() {
 		_ = m.cmd.Process.Kill()
 		<-m.done
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

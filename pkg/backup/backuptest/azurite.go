@@ -1,19 +1,18 @@
 package backuptest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
 
 // Azurite's well-known development account, the same in every installation.
@@ -41,7 +40,7 @@ type Azurite struct {
 	// URL is the account's blob service URL.
 	URL string
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *etcdtest.Output
 
 	done    chan struct{}
 	waitErr error
@@ -80,7 +79,7 @@ func startAzurite(ctx context.Context, bin, host, dir string) (*Azurite, error) 
 		return nil, err
 	}
 	addr := net.JoinHostPort(host, fmt.Sprint(ports[0]))
-	a := &Azurite{URL: "http://" + addr + "/" + AzuriteAccount, out: &syncBuffer{}, done: make(chan struct{})}
+	a := &Azurite{URL: "http://" + addr + "/" + AzuriteAccount, out: &etcdtest.Output{}, done: make(chan struct{})}
 	// --skipApiVersionCheck: the SDK may speak a newer API version than this
 	// Azurite knows; the operations the store uses are old.
 	a.cmd = exec.Command(bin, "--blobHost", host, "--blobPort", fmt.Sprint(ports[0]),
@@ -154,22 +153,4 @@ func (a *Azurite) Close() {
 		_ = a.cmd.Process.Kill()
 	}
 	<-a.done
-}
-
-// syncBuffer collects a process's output while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

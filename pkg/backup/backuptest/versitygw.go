@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
 
 // VersityGWVersion is what hack/versitygw.sh builds by default (and the e2e suite).
@@ -37,7 +38,7 @@ type VersityGW struct {
 	URL    string
 	Client *s3.Client
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *etcdtest.Output
 	done   chan struct{}
 	err    error
 }
@@ -60,7 +61,7 @@ func startVersityGW(ctx context.Context, bin, dir string) (*VersityGW, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	v := &VersityGW{URL: "http://" + addr, out: &syncBuffer{}, done: make(chan struct{})}
+	v := &VersityGW{URL: "http://" + addr, out: &etcdtest.Output{}, done: make(chan struct{})}
 	v.cmd = exec.Command(bin, "--access", AccessKeyID, "--secret", SecretAccessKey, "--region", Region, "--port", addr, "posix", dir)
 	v.cmd.Stdout, v.cmd.Stderr = v.out, v.out
 	if err := v.cmd.Start(); err != nil {

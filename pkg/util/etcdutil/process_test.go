@@ -1,47 +1,21 @@
 package etcdutil
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
-
-// etcd36Version is the etcd 3.6 release the process tests run: the one the
-// local cluster builds (hack/local-cluster/lib.sh, ETCD_BUILT_VERSIONS).
-const etcd36Version = "3.6.6"
-
-// etcd36Binary finds the etcd 3.6 server binary: $ETCD_BIN_DIR_3_6 (set by
-// `make unit` and the local cluster's env file), else the local cluster's
-// binary cache. A missing binary fails the test with the way to build it.
-func etcd36Binary(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ETCD_BIN_DIR_3_6")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "etcd-operator-local", "bin", "etcd-v"+etcd36Version)
-	}
-	bin := filepath.Join(dir, "etcd")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("etcd %s is needed to test what only a 3.6 cluster does, and %s is missing: run `bash hack/etcd-binaries.sh` (make unit does) or set ETCD_BIN_DIR_3_6", etcd36Version, bin)
-	}
-	return bin
-}
 
 // processMember is one etcd server running as a child process.
 type processMember struct {
 	name, peerURL, clientURL, dir string
 	cmd                           *exec.Cmd
-	log                           *lockedBuffer
+	log                           *etcdtest.Output
 	done                          chan struct{}
 }
 
@@ -85,7 +59,7 @@ func startProcessCluster(t *testing.T, bin string, n int) *processCluster {
 
 func (c *processCluster) start(m *processMember, initialCluster string) {
 	c.t.Helper()
-	m.log = &lockedBuffer{}
+	m.log = &etcdtest.Output{}
 	m.cmd = exec.Command(c.bin,
 		"--name="+m.name, "--data-dir="+m.dir,
 		"--listen-peer-urls="+m.peerURL, "--initial-advertise-peer-urls="+m.peerURL,
@@ -121,7 +95,7 @@ func (c *processCluster) waitServing(m *processMember) {
 	poll(c.t, startTimeout, m.name+" serves clients", func() (bool, string) {
 		select {
 		case <-m.done:
-			c.t.Fatalf("%s exited: %s", m.name, m.log.tail())
+			c.t.Fatalf("%s exited: %s", m.name, m.log.Tail(2000))
 		default:
 		}
 		_, err := EndpointStatus(c.t.Context(), ClientConfig{DialTimeout: shortDial, RequestTimeout: shortRequest}, m.clientURL)
@@ -137,28 +111,6 @@ func (c *processCluster) endpoints() []string {
 	return eps
 }
 
-// lockedBuffer collects a process's output for a failure message.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) tail() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > 2000 {
-		s = s[len(s)-2000:]
-	}
-	return s
-}
-
 // waitFor polls a cluster-wide condition with a generous deadline.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -172,7 +124,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 // ends by itself when the last 3.6 member is gone.
 func TestDowngradeFrom36(t *testing.T) {
 	t.Parallel()
-	c := startProcessCluster(t, etcd36Binary(t), 3)
+	c := startProcessCluster(t, filepath.Join(etcdtest.BinDir36(t, "etcd "+etcdtest.Version36+" is needed to test what only a 3.6 cluster does", "etcd"), "etcd"), 3)
 	ctx := t.Context()
 	cfg := ClientConfig{Endpoints: c.endpoints()}
 	waitHealthy(t, cfg, 3)

@@ -1,14 +1,12 @@
 package framework
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -16,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 	"github.com/openetcd/etcd-operator/test/checker"
 )
 
@@ -247,7 +246,7 @@ func (c *Checker) Delete() {
 // kube-proxy rules route it.
 type LocalChecker struct {
 	done chan struct{}
-	log  syncBuffer
+	log  etcdtest.Output
 	res  checker.Result
 	err  error
 	stop context.CancelFunc
@@ -312,24 +311,6 @@ func (c *LocalChecker) Wait(ctx context.Context, timeout time.Duration) (checker
 
 // Delete stops a run still going; it does not wait for the run's last steps.
 func (c *LocalChecker) Delete() { c.stop() }
-
-// syncBuffer is a log buffer written by the run and read by Wait.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // checkerPrefix is where the checker pod name writes.
 func checkerPrefix(name string) string { return "/etcd-checker/" + name + "/" }
