@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -213,6 +214,27 @@ func (p *Plugin) DisarmNoSpace(ctx context.Context, w io.Writer, namespace, name
 	disarmed, err := etcdutil.DisarmNoSpace(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	// The followers apply the disarm a moment after the leader, and a member
+	// whose own write went over the quota just before raises its alarm a
+	// moment later: until no member reports a NOSPACE alarm (5 s at most), ask
+	// again and disarm what was raised meanwhile, so that the status the user
+	// reads next is true.
+	for deadline := time.Now().Add(5 * time.Second); len(disarmed) > 0 && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		s.refresh(ctx)
+		if !slices.ContainsFunc(s.health().Alarms, func(a etcdutil.Alarm) bool { return a.Type == etcdutil.AlarmNoSpace }) {
+			break
+		}
+		more, err := etcdutil.DisarmNoSpace(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		disarmed = append(disarmed, more...)
 	}
 	if len(disarmed) == 0 {
 		fmt.Fprintln(w, "no NOSPACE alarm to disarm")
