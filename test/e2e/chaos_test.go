@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
@@ -212,18 +214,26 @@ func TestChaosScaleUnderLoad(t *testing.T) {
 func TestChaosUpgradeUnderLoad(t *testing.T) {
 	t.Parallel()
 	name := framework.UniqueName("chaos-upgrade")
-	createCluster(t, framework.NewCluster(name, 3, "3.4.23"))
+	cl := framework.NewCluster(name, 3, "3.4.23")
+	// Snapshots every 10 entries, so that the move to 3.6 finds the v2 entries
+	// of 3.4 and 3.5 behind one (see TestRollingUpgradeAcrossThreeMinorVersions).
+	cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{{Name: "ETCD_SNAPSHOT_COUNT", Value: "10"}}}
+	createCluster(t, cl)
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	underLoad(t, opNS, name, "upgrade-3.4-3.5", 90*time.Second, func(ctx context.Context) {
-		const version = "3.5.35"
-		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
-			t.Fatal(err)
-		}
-		image := framework.EtcdImage(version)
-		err := framework.WaitFor(ctx, upgradeTimeout, framework.Poll, "every member on "+image,
-			framework.Both(f.PodsOnImage(opNS, name, image, 3), currentVersion(opNS, name, version), f.ReadyMembers(opNS, name, 3)))
-		if err != nil {
-			t.Fatal(err)
+	underLoad(t, opNS, name, "upgrade-3.4-3.5-3.6", 2*time.Minute, func(ctx context.Context) {
+		for _, version := range []string{"3.5.35", "3.6.6"} {
+			if version == "3.6.6" {
+				readyForThreeSix(t, opNS, name)
+			}
+			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
+				t.Fatal(err)
+			}
+			image := framework.EtcdImage(version)
+			err := framework.WaitFor(ctx, upgradeTimeout, framework.Poll, "every member on "+image,
+				framework.Both(f.PodsOnImage(opNS, name, image, 3), currentVersion(opNS, name, version), f.ReadyMembers(opNS, name, 3)))
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

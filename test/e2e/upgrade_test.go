@@ -41,24 +41,7 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 
 	for _, version := range []string{"3.5.35", "3.6.6"} {
 		if version == "3.6.6" {
-			waitClusterVersion(t, opNS, name, "3.5.0")
-			// The operator knows where the v2 entries end once it has seen
-			// every member on 3.5; until then it counts every entry, these
-			// writes too, as possibly v2.
-			err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the operator to know where the v2 entries of "+name+" end", func(ctx context.Context) (bool, string, error) {
-				cl, err := f.GetCluster(ctx, opNS, name)
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				m := cl.Status.Maintenance
-				return m != nil && m.V2EntriesUntilIndex > 0 && !m.V2EntriesPending, fmt.Sprintf("status.maintenance %+v", m), nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Twenty transactions: every member snapshots after the 3.5 cluster
-			// version entry, the last v2 entry of its log.
-			putKeys(t, opNS, name, "/e2e/snapshot/", 20*putsPerTxn)
+			readyForThreeSix(t, opNS, name)
 		}
 		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
 			t.Fatal(err)
@@ -80,6 +63,32 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 			t.Fatalf("after the upgrade to %s: %v", version, err)
 		}
 	}
+}
+
+// readyForThreeSix waits until a cluster upgraded from 3.4 to 3.5, with
+// ETCD_SNAPSHOT_COUNT=10, may move to 3.6: every member on 3.5, the operator
+// knowing where the v2 entries of its log end, and a snapshot past them.
+func readyForThreeSix(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := t.Context()
+	waitClusterVersion(t, ns, name, "3.5.0")
+	// The operator knows where the v2 entries end once it has seen every
+	// member on 3.5; until then it counts every entry, these writes too, as
+	// possibly v2.
+	err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the operator to know where the v2 entries of "+name+" end", func(ctx context.Context) (bool, string, error) {
+		cl, err := f.GetCluster(ctx, ns, name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		m := cl.Status.Maintenance
+		return m != nil && m.V2EntriesUntilIndex > 0 && !m.V2EntriesPending, fmt.Sprintf("status.maintenance %+v", m), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twenty transactions: every member snapshots after the 3.5 cluster
+	// version entry, the last v2 entry of its log.
+	putKeys(t, ns, name, "/e2e/snapshot/", 20*putsPerTxn)
 }
 
 // waitClusterVersion waits until every member reports the given cluster version on
