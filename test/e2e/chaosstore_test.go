@@ -114,11 +114,19 @@ func TestChaosLongNoSpaceUnderLoad(t *testing.T) {
 	t.Parallel()
 	name := framework.UniqueName("chaos-nospace")
 	cl := framework.NewCluster(name, 3, "3.5.21")
-	quota := resource.MustParse("2Mi")
-	cl.Spec.Maintenance = &api.MaintenancePolicy{Quota: &quota}
+	// A tiny claim: the operator derives etcd's quota from the claim's size
+	// (8 MiB gives 2 MiB, api.QuotaForClaim), so the database fills it as a
+	// full disk would, and etcd raises NOSPACE. The local volumes are host
+	// directories whose size nothing enforces; the quota is what etcd obeys.
+	group := "e2e-" + name
+	createHostPathPVs(t, group, 4)
+	claim := claimSpec(group)
+	claim.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("8Mi")
+	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: claim}
 	createCluster(t, cl)
+	logVolumesOnFailure(t, group)
 	_, pods := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	p := framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "nospace-quota-exhausted", Duration: 150 * time.Second, Rate: 10}
+	p := framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "nospace-tiny-claim", Duration: 150 * time.Second, Rate: 10}
 	var recoveredAfter time.Duration
 	underLoadPod(t, p, func(ctx context.Context) {
 		fillUntilNoSpace(t, opNS, pods[0])
