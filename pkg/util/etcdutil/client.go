@@ -71,12 +71,6 @@ func (c ClientConfig) withEndpoints(eps ...string) ClientConfig {
 	return c
 }
 
-// NewClient is NewClientContext without a caller context; DialTimeout still
-// bounds it.
-func NewClient(cfg ClientConfig) (*clientv3.Client, error) {
-	return NewClientContext(context.Background(), cfg)
-}
-
 // NewClientContext returns a client that has already been answered by at
 // least one endpoint, or an error within DialTimeout. The etcd client alone
 // connects lazily, so a client to dead endpoints would look fine and only

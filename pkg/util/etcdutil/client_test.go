@@ -105,19 +105,19 @@ func TestSingleMember(t *testing.T) {
 
 	t.Run("a client to a dead endpoint fails within the dial timeout", func(t *testing.T) {
 		start := time.Now()
-		cli, err := NewClient(ClientConfig{Endpoints: []string{deadEndpoint(t)}, DialTimeout: shortDial})
+		cli, err := NewClientContext(t.Context(), ClientConfig{Endpoints: []string{deadEndpoint(t)}, DialTimeout: shortDial})
 		if err == nil {
 			_ = cli.Close()
-			t.Fatal("NewClient to a dead endpoint succeeded")
+			t.Fatal("NewClientContext to a dead endpoint succeeded")
 		}
 		if d := time.Since(start); d > shortDial+3*time.Second {
-			t.Errorf("NewClient took %v with a %v dial timeout", d, shortDial)
+			t.Errorf("NewClientContext took %v with a %v dial timeout", d, shortDial)
 		}
 	})
 
 	t.Run("a client without endpoints is refused", func(t *testing.T) {
-		if _, err := NewClient(ClientConfig{}); err == nil {
-			t.Fatal("NewClient without endpoints succeeded")
+		if _, err := NewClientContext(t.Context(), ClientConfig{}); err == nil {
+			t.Fatal("NewClientContext without endpoints succeeded")
 		}
 	})
 
