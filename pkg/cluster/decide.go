@@ -686,13 +686,13 @@ func prepareJoiner(s *snapshot, why string) (action, bool) {
 }
 
 // readyForChange checks what etcd's strict reconfiguration check will before
-// a member is added or patched: every member's pod Ready, every member
-// connected for etcd's health interval, a leader, a working quorum, and every
-// member answering. The original tried anyway and lost a tick per member to
-// etcd's refusal.
+// a member is added: every member's pod Ready, every member connected for
+// etcd's health interval, a leader, a working quorum, and every member
+// answering. The original tried anyway and lost a tick per member to etcd's
+// refusal.
 func readyForChange(s *snapshot, what string) (action, bool) {
-	if ready := len(s.readyNames()); ready < len(s.members) {
-		return wait(fmt.Sprintf("%d of %d members are ready; every member must be to %s", ready, len(s.members), what)), true
+	if a, ok := everyMemberReady(s, what); ok {
+		return a, true
 	}
 	if d := untilConnectedLongEnough(s); d > 0 {
 		a := wait("the newest member has not been connected for etcd's health interval")
@@ -702,6 +702,55 @@ func readyForChange(s *snapshot, what string) (action, bool) {
 	if a, ok := needEtcd(s, what); ok {
 		return a, true
 	}
+	return everyMemberAnswers(s)
+}
+
+// readyForUpgrade checks what taking the next member down for its upgrade
+// needs of the others: every pod Ready, a leader, a working quorum, and every
+// member answering, following that leader and caught up with its log. A
+// patch is no membership change, so etcd's health interval does not apply:
+// a member restarted a moment ago that has caught up is what the next
+// restart needs, and it gets there within a second or two, not five.
+func readyForUpgrade(s *snapshot) (action, bool) {
+	const what = "upgrade a member"
+	if a, ok := everyMemberReady(s, what); ok {
+		return a, true
+	}
+	if a, ok := needEtcd(s, what); ok {
+		return a, true
+	}
+	if a, ok := everyMemberAnswers(s); ok {
+		return a, true
+	}
+	h := s.etcd.health
+	leader, ok := h.Member(h.LeaderID)
+	if !ok {
+		a := wait(fmt.Sprintf("the leader %x is not in the member list", h.LeaderID))
+		a.backoff = true
+		return a, true
+	}
+	for _, m := range h.Members {
+		if m.ID == leader.ID {
+			continue
+		}
+		if m.Leader != leader.ID || leader.RaftIndex > m.RaftAppliedIndex+etcdutil.MaxTransfereeLag {
+			a := wait(fmt.Sprintf("member %s (%x) has not caught up with leader %s: it follows %x and applied %d of %d",
+				m.Name, m.ID, leader.Name, m.Leader, m.RaftAppliedIndex, leader.RaftIndex))
+			a.backoff = true
+			return a, true
+		}
+	}
+	return action{}, false
+}
+
+func everyMemberReady(s *snapshot, what string) (action, bool) {
+	if ready := len(s.readyNames()); ready < len(s.members) {
+		return wait(fmt.Sprintf("%d of %d members are ready; every member must be to %s", ready, len(s.members), what)), true
+	}
+	return action{}, false
+}
+
+func everyMemberAnswers(s *snapshot) (action, bool) {
 	for _, m := range s.etcd.health.Members {
 		if m.Err != nil {
 			a := wait(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
@@ -817,7 +866,7 @@ func version(s *snapshot) (action, bool) {
 			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "it is not ready"}, true
 		}
 	}
-	if a, ok := readyForChange(s, "upgrade a member"); ok {
+	if a, ok := readyForUpgrade(s); ok {
 		return a, true
 	}
 	if mv := s.versionMove; mv != nil {

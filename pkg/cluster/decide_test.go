@@ -186,6 +186,11 @@ func TestDecide(t *testing.T) {
 		{name: "an upgrade patches a follower first", mods: mods(specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
 		{name: "an upgrade moves leadership away before patching the leader", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "move leader to example-b (moving leadership from example-a to example-b first)"},
 		{name: "an upgrade patches the last member once leadership has moved away", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberB)), want: "upgrade member example-a to 3.5.22 (a follower)"},
+		{name: "an upgrade patches the next member as soon as the restarted one has caught up, without etcd's health interval", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA)), want: "upgrade member example-c to 3.5.22 (a follower)"},
+		{name: "an upgrade waits for the restarted member to catch up with the leader's log", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA), appliedUpTo(memberB, 10, 5000)), want: "wait (member example-b (", polls: true},
+		{name: "an upgrade waits for the restarted member to follow the leader", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA), followsNoLeader(memberB)), want: "wait (member example-b (", polls: true},
+		{name: "an upgrade waits for a restarted member whose pod is not ready yet", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), notReady), etcdLeader(memberA)), want: "wait (2 of 3 members are ready; every member must be to upgrade a member)"},
+		{name: "an upgrade waits for every member to answer etcd", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), etcdLeader(memberA, memberB)), want: "wait (member example-b (", polls: true},
 		{name: "an upgrade patches the only member, the leader, without a handoff", mods: mods(specSize(1), members(memberA), onlyPods(memberA), specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
 		{name: "a move to 3.6 from a 3.5 release etcd's guide does not allow is refused", mods: mods(specVersion("3.6.6"), etcdLeader(memberA)), want: "wait (upgrade refused: "},
 		{name: "a downgrade from 3.6 to 3.5 enables etcd's downgrade first", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0")), want: "enable downgrade to 3.5"},
@@ -458,6 +463,33 @@ func etcdLeader(leader string, down ...string) snapMod {
 			h.Members = append(h.Members, mh)
 		}
 		s.etcd = &etcdView{health: h, confirmed: true, clusterVersion: "3.5.0"}
+	}
+}
+
+// appliedUpTo makes member name report its applied index and the leader its
+// raft index; etcdLeader goes before it.
+func appliedUpTo(name string, applied, leaderIndex uint64) snapMod {
+	return func(s *snapshot) {
+		for i, m := range s.etcd.health.Members {
+			if m.ID == memberID(name) {
+				s.etcd.health.Members[i].RaftAppliedIndex = applied
+			}
+			if m.ID == s.etcd.health.LeaderID {
+				s.etcd.health.Members[i].RaftIndex = leaderIndex
+			}
+		}
+	}
+}
+
+// followsNoLeader makes member name report no leader; etcdLeader goes
+// before it.
+func followsNoLeader(name string) snapMod {
+	return func(s *snapshot) {
+		for i, m := range s.etcd.health.Members {
+			if m.ID == memberID(name) {
+				s.etcd.health.Members[i].Leader = 0
+			}
+		}
 	}
 }
 
