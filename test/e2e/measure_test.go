@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
@@ -63,13 +64,13 @@ func TestMeasureLifecycle(t *testing.T) {
 	if runs <= 0 {
 		t.Skip("measurements run only on request: E2E_MEASURE=<runs> go test -tags e2e -run TestMeasureLifecycle ./test/e2e/ -v")
 	}
-	// E2E_MEASURE_ONLY (a list of emptydir, pvc, upgrade) runs only those
+	// E2E_MEASURE_ONLY (a list of emptydir, pvc, whole, upgrade) runs only those
 	// scenarios, for a look at one of them.
 	only := strings.Fields(strings.ReplaceAll(os.Getenv("E2E_MEASURE_ONLY"), ",", " "))
 	wanted := func(scenario string) bool { return len(only) == 0 || slices.Contains(only, scenario) }
 	for _, o := range only {
-		if !slices.Contains([]string{"emptydir", "pvc", "upgrade"}, o) {
-			t.Fatalf("E2E_MEASURE_ONLY=%q: %q is none of emptydir, pvc, upgrade", os.Getenv("E2E_MEASURE_ONLY"), o)
+		if !slices.Contains([]string{"emptydir", "pvc", "whole", "upgrade"}, o) {
+			t.Fatalf("E2E_MEASURE_ONLY=%q: %q is none of emptydir, pvc, whole, upgrade", os.Getenv("E2E_MEASURE_ONLY"), o)
 		}
 	}
 	results := map[string][]float64{}
@@ -79,6 +80,9 @@ func TestMeasureLifecycle(t *testing.T) {
 		}
 		if wanted("pvc") {
 			measurePVCReplacement(t, results)
+		}
+		if wanted("whole") {
+			measureWholeClusterRestart(t, results)
 		}
 		if wanted("upgrade") {
 			measureUpgrade(t, results)
@@ -130,6 +134,75 @@ func measurePVCReplacement(t *testing.T, results map[string][]float64) {
 		return statusReady(3)(cl, pods) && podsReady(3)(cl, pods)
 	}}))
 	deleteAndWait(t, name)
+}
+
+// measureWholeClusterRestart: every pod of a cluster on claims killed at
+// once; the members come back in place, on their claims, together.
+func measureWholeClusterRestart(t *testing.T, results map[string][]float64) {
+	ctx := t.Context()
+	name, _ := pvcCluster(t, opNS, "measure-whole")
+	pods, err := f.ClusterPods(ctx, opNS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, p := range pods {
+		if err := f.KillPod(ctx, opNS, p.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(results, measure(t, name, start, nil, probe{"b3 whole-cluster restart, PVC (all 3 pods killed)", func(cl *api.EtcdCluster, got []corev1.Pod) bool {
+		return statusReady(3)(cl, got) && podsReady(3)(cl, got) && newPods(got, pods...)
+	}}))
+	logContainerStarts(t, name, start)
+	deleteAndWait(t, name)
+}
+
+// logContainerStarts logs when each container of the cluster's pods started
+// and ended, counted from start, and how often it restarted: where a
+// measured time went between the pod's creation and its readiness.
+func logContainerStarts(t *testing.T, name string, start time.Time) {
+	pods, err := f.ClusterPods(t.Context(), opNS, name)
+	if err != nil {
+		t.Logf("list pods of %s: %v", name, err)
+		return
+	}
+	since := func(m metav1.Time) string { return fmt.Sprintf("%.1fs", m.Sub(start).Seconds()) }
+	for _, p := range pods {
+		line := fmt.Sprintf("pod %s created %s", p.Name, since(p.CreationTimestamp))
+		for _, st := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+			line += fmt.Sprintf("; %s restarts=%d", st.Name, st.RestartCount)
+			if r := st.State.Running; r != nil {
+				line += " running since " + since(r.StartedAt)
+			}
+			if e := st.State.Terminated; e != nil {
+				line += fmt.Sprintf(" ran %s–%s (exit %d)", since(e.StartedAt), since(e.FinishedAt), e.ExitCode)
+			}
+			if e := st.LastTerminationState.Terminated; e != nil {
+				line += fmt.Sprintf(", before: ran %s–%s (exit %d %s: %q)", since(e.StartedAt), since(e.FinishedAt), e.ExitCode, e.Reason, lastLine(e.Message))
+			}
+		}
+		// A peer etcd cannot dial (its name unknown to cluster DNS yet, or
+		// still answered with the address of its pod before) keeps it
+		// from its quorum: how long that lasted is in etcd's log.
+		// E2E_MEASURE_ETCD_LOG=1 logs the whole log.
+		raw, err := f.Kube.CoreV1().Pods(opNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: "etcd"}).DoRaw(t.Context())
+		if err == nil {
+			if os.Getenv("E2E_MEASURE_ETCD_LOG") != "" {
+				t.Logf("etcd log of %s:\n%s", p.Name, raw)
+			}
+			var undialled []string
+			for l := range strings.Lines(string(raw)) {
+				if strings.Contains(l, "dial tcp") {
+					undialled = append(undialled, l)
+				}
+			}
+			if len(undialled) > 0 {
+				line += fmt.Sprintf("; %d etcd log lines with \"dial tcp\", the last: %.400s", len(undialled), undialled[len(undialled)-1])
+			}
+		}
+		t.Log(line)
+	}
 }
 
 // measureEmptyDirLifecycle: bootstrap of 3.5.21, replacement of a killed member,
