@@ -420,7 +420,7 @@ func (c *Cluster) loop(ctx context.Context) {
 				continue
 			}
 			pctx, cancelPass := context.WithTimeout(ctx, passTimeout)
-			requeue, err := c.safePass(pctx)
+			requeue, err := c.passAside(pctx)
 			cancelPass()
 			if ctx.Err() != nil {
 				return
@@ -454,6 +454,27 @@ func tickAfter(cur time.Duration, atRest bool, cfg Config) time.Duration {
 		return cfg.ReconcileInterval
 	}
 	return min(max(2*cur, cfg.ReconcileInterval), cfg.MaxIdleInterval)
+}
+
+// passAside runs a pass on a goroutine of its own and waits for it, so that
+// the pass still has the cluster to itself. A pass grows its goroutine's
+// stack to what its deepest call needs (an etcd dial through gRPC, a status
+// write through client-go), and Go keeps a grown stack until garbage
+// collections halve it again, one halving each: on the long-lived goroutine
+// an idle cluster would keep most of that between passes many seconds apart.
+// The helper's stack goes with it.
+func (c *Cluster) passAside(ctx context.Context) (time.Duration, error) {
+	type result struct {
+		requeue time.Duration
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		requeue, err := c.safePass(ctx)
+		done <- result{requeue, err}
+	}()
+	r := <-done
+	return r.requeue, r.err
 }
 
 // safePass runs a pass and turns a panic into a reported problem, retried
