@@ -71,6 +71,8 @@ type Config struct {
 	// PersistentVolumeClaims and services from the controller's shared
 	// informers (label app=etcd). Their caches must have synced before New
 	// is called: an empty cache looks like a cluster that lost its pods.
+	// ServiceLister's services may hold their metadata only (the
+	// controller's cache keeps no more): observeServices reads no more.
 	PodLister     corelisters.PodLister
 	ClaimLister   corelisters.PersistentVolumeClaimLister
 	ServiceLister corelisters.ServiceLister

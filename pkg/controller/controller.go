@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -107,7 +108,7 @@ func New(cfg Config) *Controller {
 	c.members = informers.NewSharedInformerFactoryWithOptions(cfg.KubeClient, 0,
 		informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(trimMember))
 	poke := c.pokeHandler()
 	pods := c.members.Core().V1().Pods()
 	claims := c.members.Core().V1().PersistentVolumeClaims()
@@ -150,6 +151,19 @@ func dropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// trimMember is the transform of the caches of what clusters are made of:
+// without managedFields, and a service without its spec and status. A
+// cluster reads only a service's metadata (whose it is: observeServices) and
+// never writes a cached service back, so the cache need not hold the rest,
+// which is most of a service.
+func trimMember(obj any) (any, error) {
+	obj, err := dropManagedFields(obj)
+	if svc, ok := obj.(*corev1.Service); ok {
+		svc.Spec, svc.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+	}
+	return obj, err
 }
 
 // Run starts the informers, calls synced once every cache is filled (the operator is

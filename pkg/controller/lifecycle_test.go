@@ -229,3 +229,37 @@ func TestTheCachesKeepNoManagedFields(t *testing.T) {
 		t.Errorf("cached cluster: managedFields %v, size %d; want none and the cluster otherwise as it is", got.ManagedFields, got.Spec.Size)
 	}
 }
+
+// The service cache keeps a service's metadata only, which is all a cluster
+// reads of it (whose it is); its spec is most of it.
+func TestTheServiceCacheKeepsMetadataOnly(t *testing.T) {
+	cl := runningCluster()
+	svc := k8sutil.NewClientService(cl)
+	svc.Spec.ClusterIP = "10.96.0.10"
+	kube := kubefake.NewSimpleClientset(svc)
+	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(), &slowEtcd{entered: make(chan struct{}, 1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced := make(chan struct{})
+	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caches did not sync")
+	}
+	cached, err := ctrl.cfg.Cluster.ServiceLister.Services(svc.Namespace).Get(svc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.Spec.Ports) != 0 || cached.Spec.ClusterIP != "" {
+		t.Errorf("cached service spec %+v, want none", cached.Spec)
+	}
+	if len(cached.OwnerReferences) != 1 || cached.OwnerReferences[0].UID != cl.UID || cached.Labels[api.LabelClusterName] != cl.Name {
+		t.Errorf("cached service metadata %+v, want the owner and labels as they are", cached.ObjectMeta)
+	}
+	// The API still holds the whole service.
+	got, err := kube.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	if err != nil || got.Spec.ClusterIP != "10.96.0.10" {
+		t.Errorf("service in the API: %+v, %v", got, err)
+	}
+}
