@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -113,8 +114,7 @@ func measureIdleClusters(b *testing.B, n int, realEndpoint, profile string) idle
 		}
 		clusters = append(clusters, cl)
 		members = append(members, servedMemberPod(cl, idleMemberName(cl.Name)))
-		// The services exist already: the fake clientset's watchers hold
-		// 100 events, fewer than a burst of creations.
+		// The services exist already, as those of clusters at rest do.
 		for j, svc := range []*corev1.Service{k8sutil.NewClientService(cl), k8sutil.NewPeerService(cl)} {
 			svc.UID = types.UID(fmt.Sprintf("svc-%d-%s", j, cl.UID))
 			svc.ResourceVersion, svc.CreationTimestamp = "1", metav1.Now()
@@ -131,6 +131,8 @@ func measureIdleClusters(b *testing.B, n int, realEndpoint, profile string) idle
 	}
 	kube := kubefake.NewSimpleClientset(members...)
 	crs := etcdfake.NewSimpleClientset(clusters...)
+	spacedWrites(&kube.Fake)
+	spacedWrites(&crs.Fake)
 	etcd := &idleEtcd{real: realEndpoint}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
@@ -144,7 +146,7 @@ func measureIdleClusters(b *testing.B, n int, realEndpoint, profile string) idle
 			// Short ticks so that every cluster comes to rest within the
 			// benchmark; each tick is a pass as in production.
 			ReconcileInterval: 50 * time.Millisecond,
-			MaxIdleInterval:   200 * time.Millisecond,
+			MaxIdleInterval:   5 * time.Second,
 			MinPassInterval:   10 * time.Millisecond,
 			Etcd:              etcd,
 			MembershipWait:    k8sutil.MembershipWait{Image: "op:test"},
@@ -170,8 +172,9 @@ func measureIdleClusters(b *testing.B, n int, realEndpoint, profile string) idle
 		cancel()
 		b.Fatalf("%d clusters did not all come to rest: %v", n, err)
 	}
-	// A few idle passes each: ticks at their longest, etcd's view kept.
-	time.Sleep(time.Second)
+	// A few idle passes each, until the ticks are seconds apart: few passes
+	// are under way when the memory is read.
+	time.Sleep(4 * time.Second)
 	running := readMemory()
 	if profile != "" {
 		f, err := os.Create(profile)
@@ -274,6 +277,18 @@ func servedMemberPod(cl *api.EtcdCluster, name string) *corev1.Pod {
 			Running: &corev1.ContainerStateRunning{StartedAt: started}}, true))
 	}
 	return p
+}
+
+// spacedWrites spaces a fake clientset's writes out by a millisecond or
+// two (the fake runs one call at a time): its watchers hold 100 events and
+// panic when full, fewer than a burst of a status write per cluster.
+func spacedWrites(fake *clienttesting.Fake) {
+	for _, verb := range []string{"create", "update", "patch", "delete"} {
+		fake.PrependReactor(verb, "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+			time.Sleep(2 * time.Millisecond)
+			return false, nil, nil
+		})
+	}
 }
 
 // idleEtcd answers every idle cluster's reads as its healthy one-member
