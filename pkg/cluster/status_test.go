@@ -16,6 +16,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
@@ -383,5 +384,36 @@ etcd_operator_cluster_quorum{name=%q,namespace=%q} %v
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A newer object with the same spec (the status written, say) becomes the
+// spec in force: the goroutine keeps no older copy of the object beside the
+// informer's. A new spec is still judged as one.
+func TestTheSpecInForceIsTheNewestObjectWithIt(t *testing.T) {
+	c := newCluster(Config{MembershipWait: k8sutil.MembershipWait{Image: "op:test"}}, newTestCluster())
+	written := newTestCluster(func(cl *api.EtcdCluster) {
+		cl.ResourceVersion = "2"
+		cl.Status.Size = 3
+	})
+	c.take(written)
+	if c.spec != written {
+		t.Errorf("spec in force is the first object, want the newest with the same spec")
+	}
+	scaled := newTestCluster(func(cl *api.EtcdCluster) {
+		cl.ResourceVersion, cl.Generation, cl.Spec.Size = "3", 2, 5
+	})
+	if !c.take(scaled) || c.spec != scaled {
+		t.Errorf("a new spec was not put in force")
+	}
+	invalid := newTestCluster(func(cl *api.EtcdCluster) {
+		cl.ResourceVersion, cl.Generation, cl.Spec.Size = "4", 3, -1
+	})
+	c.take(invalid)
+	again := invalid.DeepCopy()
+	again.ResourceVersion = "5"
+	c.take(again)
+	if c.spec != scaled {
+		t.Errorf("spec in force %v, want the last valid one (generation 2)", c.spec.Generation)
 	}
 }
