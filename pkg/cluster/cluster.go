@@ -71,6 +71,8 @@ type Config struct {
 	// PersistentVolumeClaims and services from the controller's shared
 	// informers (label app=etcd). Their caches must have synced before New
 	// is called: an empty cache looks like a cluster that lost its pods.
+	// ServiceLister's services may hold their metadata only (the
+	// controller's cache keeps no more): observeServices reads no more.
 	PodLister     corelisters.PodLister
 	ClaimLister   corelisters.PersistentVolumeClaimLister
 	ServiceLister corelisters.ServiceLister
@@ -353,26 +355,35 @@ func (c *Cluster) Done() <-chan struct{} { return c.done }
 // reported like one inside, and the loop starts again after the error
 // backoff from what it observes, so that the cluster stays looked after.
 func (c *Cluster) run() {
-	defer close(c.done)
-	defer c.cfg.Metrics.forget(c.namespace, c.name)
-	defer c.clients.Close()
-
-	ctx := c.ctx
-	defer c.cancel()
+	defer c.exited()
 	for {
-		err := failure.Safely(c.log, "the cluster's goroutine", func() { c.loop(ctx) })
-		if err == nil {
+		err := failure.Safely(c.log, "the cluster's goroutine", func() { c.loop(c.ctx) })
+		if err == nil || !c.backOffAfterPanic(err) {
 			return // stopped
 		}
-		c.recovered(err)
-		t := time.NewTimer(c.errBackoff.Next())
-		select {
-		case <-c.stop:
-			t.Stop()
-			return
-		case <-t.C:
-		}
 	}
+}
+
+// backOffAfterPanic reports a panic of the loop and waits out the error
+// backoff; false means the goroutine was stopped meanwhile.
+func (c *Cluster) backOffAfterPanic(err error) bool {
+	c.recovered(err)
+	t := time.NewTimer(c.errBackoff.Next())
+	defer t.Stop()
+	select {
+	case <-c.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// exited ends what the goroutine held, and says it has exited.
+func (c *Cluster) exited() {
+	c.cancel()
+	c.clients.Close()
+	c.cfg.Metrics.forget(c.namespace, c.name)
+	close(c.done)
 }
 
 // loop runs passes until the goroutine is stopped. Passes are scheduled
@@ -386,74 +397,141 @@ func (c *Cluster) run() {
 // clusters then cost a few passes a minute each, and any event or spec change
 // brings the tick back at once.
 func (c *Cluster) loop(ctx context.Context) {
-	interval := c.cfg.ReconcileInterval
-	ticker := time.NewTimer(interval)
-	defer ticker.Stop()
-	busy := func() {
-		if next := tickAfter(interval, false, c.cfg); next != interval {
-			interval = next
-			ticker.Reset(interval)
-		}
-	}
-	s := scheduler{timer: time.NewTimer(time.Hour)}
-	defer s.timer.Stop()
-	p := pacer{minInterval: c.cfg.MinPassInterval}
-	s.at(c.now(), c.now()) // the first pass runs at once
+	// The loop's state lives on the heap and each signal is handled in a
+	// call of its own: the goroutine spends its life parked in the select
+	// below, and the less its frames take there, the smaller the stack it
+	// keeps (the runtime halves a stack only while a quarter of it is
+	// unused: under about 1.2 KiB parked for 4 KiB instead of 8 KiB).
+	l := c.newLoop()
+	defer l.stop()
 
 	for {
 		select {
 		case <-c.stop:
 			return
 		case cl := <-c.updates:
-			if c.take(cl) {
-				busy()
-				s.at(p.earliest(c.now(), false), c.now())
-			}
+			c.updated(l, cl)
 		case <-c.pokes:
-			busy()
-			s.at(p.earliest(c.now(), true), c.now())
-		case <-ticker.C:
-			ticker.Reset(interval)
-			s.at(p.earliest(c.now(), true), c.now())
-		case <-s.timer.C:
-			if !s.fire(c.now()) {
-				continue
-			}
-			pctx, cancelPass := context.WithTimeout(ctx, passTimeout)
-			requeue, err := c.safePass(pctx)
-			cancelPass()
-			if ctx.Err() != nil {
+			c.poked(l)
+		case <-l.ticker.C:
+			c.ticked(l)
+		case <-l.timer.C:
+			if c.due(ctx, l) {
 				return
-			}
-			now := c.now()
-			p.lastPass = now
-			if err != nil {
-				busy()
-				p.backoffUntil = now.Add(c.errBackoff.Next())
-				s.at(p.backoffUntil, now)
-				continue
-			}
-			c.errBackoff.Reset()
-			p.backoffUntil = time.Time{}
-			if requeue > 0 {
-				s.at(now.Add(requeue), now)
-			}
-			if next := tickAfter(interval, c.atRest && requeue == 0, c.cfg); next != interval {
-				interval = next
-				ticker.Reset(interval)
 			}
 		}
 	}
 }
 
+// loopState is what loop keeps between signals: the tick, the time of the
+// next pass and what paces passes.
+type loopState struct {
+	interval time.Duration
+	ticker   *time.Timer
+	scheduler
+	pacer
+}
+
+// newLoop is the state of a loop whose first pass runs at once.
+func (c *Cluster) newLoop() *loopState {
+	l := &loopState{interval: c.cfg.ReconcileInterval, pacer: pacer{minInterval: c.cfg.MinPassInterval}}
+	l.ticker = time.NewTimer(l.interval)
+	l.timer = time.NewTimer(time.Hour)
+	l.at(c.now(), c.now())
+	return l
+}
+
+func (l *loopState) stop() {
+	l.ticker.Stop()
+	l.timer.Stop()
+}
+
+// busy brings the tick back to ReconcileInterval.
+func (l *loopState) busy(cfg *Config) {
+	if next := tickAfter(l.interval, false, cfg); next != l.interval {
+		l.interval = next
+		l.ticker.Reset(l.interval)
+	}
+}
+
+func (c *Cluster) updated(l *loopState, cl *api.EtcdCluster) {
+	if c.take(cl) {
+		l.busy(&c.cfg)
+		l.at(l.earliest(c.now(), false), c.now())
+	}
+}
+
+func (c *Cluster) poked(l *loopState) {
+	l.busy(&c.cfg)
+	l.at(l.earliest(c.now(), true), c.now())
+}
+
+func (c *Cluster) ticked(l *loopState) {
+	l.ticker.Reset(l.interval)
+	l.at(l.earliest(c.now(), true), c.now())
+}
+
+// due runs the pass whose time has come, if one has, and schedules the
+// next; it tells whether the goroutine was stopped meanwhile.
+func (c *Cluster) due(ctx context.Context, l *loopState) (stopped bool) {
+	if !l.fire(c.now()) {
+		return false
+	}
+	pctx, cancelPass := context.WithTimeout(ctx, passTimeout)
+	requeue, err := c.passAside(pctx)
+	cancelPass()
+	if ctx.Err() != nil {
+		return true
+	}
+	now := c.now()
+	l.lastPass = now
+	if err != nil {
+		l.busy(&c.cfg)
+		l.backoffUntil = now.Add(c.errBackoff.Next())
+		l.at(l.backoffUntil, now)
+		return false
+	}
+	c.errBackoff.Reset()
+	l.backoffUntil = time.Time{}
+	if requeue > 0 {
+		l.at(now.Add(requeue), now)
+	}
+	if next := tickAfter(l.interval, c.atRest && requeue == 0, &c.cfg); next != l.interval {
+		l.interval = next
+		l.ticker.Reset(l.interval)
+	}
+	return false
+}
+
 // tickAfter is the tick that follows one of cur: doubled after a pass that
 // found the cluster at rest, up to MaxIdleInterval; ReconcileInterval as soon
 // as anything happens.
-func tickAfter(cur time.Duration, atRest bool, cfg Config) time.Duration {
+func tickAfter(cur time.Duration, atRest bool, cfg *Config) time.Duration {
 	if !atRest {
 		return cfg.ReconcileInterval
 	}
 	return min(max(2*cur, cfg.ReconcileInterval), cfg.MaxIdleInterval)
+}
+
+// passAside runs a pass on a goroutine of its own and waits for it, so that
+// the pass still has the cluster to itself. A pass grows its goroutine's
+// stack to what its deepest call needs (an etcd dial through gRPC, a status
+// write through client-go), and Go keeps a grown stack until garbage
+// collections halve it again, one halving each: on the long-lived goroutine
+// an idle cluster would keep most of that between passes many seconds apart.
+// The helper's stack goes with it.
+func (c *Cluster) passAside(ctx context.Context) (time.Duration, error) {
+	type result struct {
+		requeue time.Duration
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		requeue, err := c.safePass(ctx)
+		done <- result{requeue, err}
+	}()
+	r := <-done
+	return r.requeue, r.err
 }
 
 // safePass runs a pass and turns a panic into a reported problem, retried

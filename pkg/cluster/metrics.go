@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,19 +16,18 @@ import (
 // two clusters of the same name in different namespaces shared a series), and
 // a cluster's series are deleted when its goroutine stops, so deleted clusters
 // do not linger on dashboards. A nil *Metrics records nothing.
+//
+// The figures of each cluster are kept as plain numbers and turned into
+// series only when scraped. A client_golang vector keeps every series as an
+// object of its own, with its label pairs and, for a histogram, two sets of
+// buckets: about 6 KiB for the 10 series of a cluster at rest, a quarter of
+// what the operator keeps per idle cluster (BenchmarkIdleClusterMemory).
 type Metrics struct {
-	reconcileDuration *prometheus.HistogramVec
-	reconcileFailed   *prometheus.CounterVec
-	desiredSize       *prometheus.GaugeVec
-	members           *prometheus.GaugeVec
-	readyMembers      *prometheus.GaugeVec
-	phase             *prometheus.GaugeVec
-	// The same in Prometheus's naming conventions (unit and _total suffixes),
-	// beside the original's names that existing dashboards query.
-	passSeconds   *prometheus.HistogramVec
-	failuresTotal *prometheus.CounterVec
-	quorum        *prometheus.GaugeVec
+	c *clusterCollector
 }
+
+// passBuckets are the upper bounds of the pass duration histograms.
+var passBuckets = prometheus.ExponentialBuckets(0.1, 2, 10)
 
 // phaseLabels are the values of the phase label; "" is shown as "None", the
 // name the original gave the empty phase.
@@ -42,91 +43,36 @@ func phaseLabel(p api.ClusterPhase) string {
 // NewMetrics registers the cluster metrics on reg (see promutil.Register); a
 // nil reg registers nothing.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	clusterLabels := []string{"namespace", "name"}
-	m := &Metrics{
-		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "reconcile_duration",
-			Help:      "Time of one reconcile pass of a cluster, in seconds.",
-			Buckets:   prometheus.ExponentialBuckets(0.1, 2, 10),
-		}, clusterLabels),
-		reconcileFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "reconcile_failed",
-			Help:      "Reconcile passes that ended with a problem, by problem code (Reason).",
-		}, append(clusterLabels, "Reason")),
-		desiredSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "desired_size",
-			Help:      "spec.size of the cluster.",
-		}, clusterLabels),
-		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "members",
-			Help:      "Members of the cluster known to the operator.",
-		}, clusterLabels),
-		readyMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "ready_members",
-			Help:      "Members whose pod is Ready.",
-		}, clusterLabels),
-		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "phase",
-			Help:      "1 for the cluster's current phase, 0 for the others.",
-		}, append(clusterLabels, "phase")),
-		passSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "reconcile_duration_seconds",
-			Help:      "Time of one reconcile pass of a cluster (reconcile_duration, named by convention).",
-			Buckets:   prometheus.ExponentialBuckets(0.1, 2, 10),
-		}, clusterLabels),
-		failuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "reconcile_failures_total",
-			Help:      "Reconcile passes that ended with a problem, by problem code (reconcile_failed, named by convention).",
-		}, append(clusterLabels, "reason")),
-		quorum: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "etcd_operator",
-			Subsystem: "cluster",
-			Name:      "quorum",
-			Help:      "1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise.",
-		}, clusterLabels),
-	}
-	m.reconcileDuration = promutil.Register(reg, m.reconcileDuration)
-	m.passSeconds = promutil.Register(reg, m.passSeconds)
-	m.failuresTotal = promutil.Register(reg, m.failuresTotal)
-	m.quorum = promutil.Register(reg, m.quorum)
-	m.reconcileFailed = promutil.Register(reg, m.reconcileFailed)
-	m.desiredSize = promutil.Register(reg, m.desiredSize)
-	m.members = promutil.Register(reg, m.members)
-	m.readyMembers = promutil.Register(reg, m.readyMembers)
-	m.phase = promutil.Register(reg, m.phase)
-	return m
+	return &Metrics{c: promutil.Register(reg, newClusterCollector())}
 }
 
 func (m *Metrics) observePass(ns, name string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.reconcileDuration.WithLabelValues(ns, name).Observe(d.Seconds())
-	m.passSeconds.WithLabelValues(ns, name).Observe(d.Seconds())
+	m.c.update(ns, name, func(s *clusterSeries) {
+		v := d.Seconds()
+		// Prometheus counts a value in the first bucket whose upper bound
+		// is at least the value.
+		i := sort.SearchFloat64s(passBuckets, v)
+		if i < len(s.buckets) {
+			s.buckets[i]++
+		}
+		s.passes++
+		s.passSeconds += v
+	})
 }
 
 func (m *Metrics) failed(ns, name, reason string) {
 	if m == nil {
 		return
 	}
-	m.reconcileFailed.WithLabelValues(ns, name, reason).Inc()
-	m.failuresTotal.WithLabelValues(ns, name, reason).Inc()
+	m.c.update(ns, name, func(s *clusterSeries) {
+		if s.failures == nil {
+			s.failures = map[string]uint64{}
+		}
+		s.failures[reason]++
+	})
 }
 
 // setState records the cluster's gauges after a pass.
@@ -134,21 +80,9 @@ func (m *Metrics) setState(ns, name string, desired, members, ready int, phase a
 	if m == nil {
 		return
 	}
-	m.desiredSize.WithLabelValues(ns, name).Set(float64(desired))
-	m.members.WithLabelValues(ns, name).Set(float64(members))
-	m.readyMembers.WithLabelValues(ns, name).Set(float64(ready))
-	quorum := 0.0
-	if members > 0 && ready > members/2 {
-		quorum = 1
-	}
-	m.quorum.WithLabelValues(ns, name).Set(quorum)
-	for _, p := range phaseLabels {
-		v := 0.0
-		if p == phase {
-			v = 1
-		}
-		m.phase.WithLabelValues(ns, name, phaseLabel(p)).Set(v)
-	}
+	m.c.update(ns, name, func(s *clusterSeries) {
+		s.state = &clusterState{desired: int32(desired), members: int32(members), ready: int32(ready), phase: phase}
+	})
 }
 
 // forget deletes every series of a cluster whose goroutine stopped.
@@ -156,14 +90,125 @@ func (m *Metrics) forget(ns, name string) {
 	if m == nil {
 		return
 	}
-	l := prometheus.Labels{"namespace": ns, "name": name}
-	m.reconcileDuration.DeletePartialMatch(l)
-	m.reconcileFailed.DeletePartialMatch(l)
-	m.desiredSize.DeletePartialMatch(l)
-	m.members.DeletePartialMatch(l)
-	m.readyMembers.DeletePartialMatch(l)
-	m.phase.DeletePartialMatch(l)
-	m.passSeconds.DeletePartialMatch(l)
-	m.failuresTotal.DeletePartialMatch(l)
-	m.quorum.DeletePartialMatch(l)
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	delete(m.c.clusters, clusterKey{ns, name})
+}
+
+type clusterKey struct{ namespace, name string }
+
+// clusterSeries is what the series of one cluster are made of.
+type clusterSeries struct {
+	// buckets count the passes per bucket of passBuckets (not cumulated);
+	// passes is 0 until the first pass is observed, and there is no
+	// histogram series until then.
+	buckets     [10]uint64
+	passes      uint64
+	passSeconds float64
+	// failures count the failed passes by problem code.
+	failures map[string]uint64
+	// state is nil until the first pass set the gauges.
+	state *clusterState
+}
+
+type clusterState struct {
+	desired, members, ready int32
+	phase                   api.ClusterPhase
+}
+
+// clusterCollector makes the series of every cluster when scraped.
+type clusterCollector struct {
+	reconcileDuration, passSeconds *prometheus.Desc
+	reconcileFailed, failuresTotal *prometheus.Desc
+	desiredSize, members, ready    *prometheus.Desc
+	phase, quorum                  *prometheus.Desc
+
+	mu       sync.Mutex
+	clusters map[clusterKey]*clusterSeries
+}
+
+func newClusterCollector() *clusterCollector {
+	clusterLabels := []string{"namespace", "name"}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName("etcd_operator", "cluster", name), help, append(clusterLabels, labels...), nil)
+	}
+	return &clusterCollector{
+		reconcileDuration: desc("reconcile_duration", "Time of one reconcile pass of a cluster, in seconds."),
+		reconcileFailed:   desc("reconcile_failed", "Reconcile passes that ended with a problem, by problem code (Reason).", "Reason"),
+		desiredSize:       desc("desired_size", "spec.size of the cluster."),
+		members:           desc("members", "Members of the cluster known to the operator."),
+		ready:             desc("ready_members", "Members whose pod is Ready."),
+		phase:             desc("phase", "1 for the cluster's current phase, 0 for the others.", "phase"),
+		// The same in Prometheus's naming conventions (unit and _total
+		// suffixes), beside the original's names that existing dashboards
+		// query.
+		passSeconds:   desc("reconcile_duration_seconds", "Time of one reconcile pass of a cluster (reconcile_duration, named by convention)."),
+		failuresTotal: desc("reconcile_failures_total", "Reconcile passes that ended with a problem, by problem code (reconcile_failed, named by convention).", "reason"),
+		quorum:        desc("quorum", "1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise."),
+		clusters:      map[clusterKey]*clusterSeries{},
+	}
+}
+
+func (c *clusterCollector) update(ns, name string, f func(*clusterSeries)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := clusterKey{ns, name}
+	s := c.clusters[k]
+	if s == nil {
+		s = &clusterSeries{}
+		c.clusters[k] = s
+	}
+	f(s)
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.reconcileDuration, c.passSeconds, c.reconcileFailed, c.failuresTotal,
+		c.desiredSize, c.members, c.ready, c.phase, c.quorum} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, s := range c.clusters {
+		ns, name := k.namespace, k.name
+		if s.passes > 0 {
+			buckets := make(map[float64]uint64, len(passBuckets))
+			var cum uint64
+			for i, le := range passBuckets {
+				cum += s.buckets[i]
+				buckets[le] = cum
+			}
+			for _, d := range []*prometheus.Desc{c.reconcileDuration, c.passSeconds} {
+				ch <- prometheus.MustNewConstHistogram(d, s.passes, s.passSeconds, buckets, ns, name)
+			}
+		}
+		for reason, n := range s.failures {
+			ch <- prometheus.MustNewConstMetric(c.reconcileFailed, prometheus.CounterValue, float64(n), ns, name, reason)
+			ch <- prometheus.MustNewConstMetric(c.failuresTotal, prometheus.CounterValue, float64(n), ns, name, reason)
+		}
+		st := s.state
+		if st == nil {
+			continue
+		}
+		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{ns, name}, extra...)...)
+		}
+		gauge(c.desiredSize, float64(st.desired))
+		gauge(c.members, float64(st.members))
+		gauge(c.ready, float64(st.ready))
+		quorum := 0.0
+		if st.members > 0 && st.ready > st.members/2 {
+			quorum = 1
+		}
+		gauge(c.quorum, quorum)
+		for _, p := range phaseLabels {
+			v := 0.0
+			if p == st.phase {
+				v = 1
+			}
+			gauge(c.phase, v, phaseLabel(p))
+		}
+	}
 }

@@ -185,7 +185,7 @@ func TestTickSlowsDownAtRestAndComesBackOnAnyEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tickAfter(tt.cur, tt.atRest, cfg); got != tt.want {
+			if got := tickAfter(tt.cur, tt.atRest, &cfg); got != tt.want {
 				t.Errorf("tickAfter(%v, %v) = %v, want %v", tt.cur, tt.atRest, got, tt.want)
 			}
 		})

@@ -37,9 +37,18 @@ func (c *Cluster) take(cl *api.EtcdCluster) bool {
 		c.unstored = nil
 		pass = true
 	}
-	if c.isNewSpec(cl) {
+	switch {
+	case c.isNewSpec(cl):
 		c.acceptSpec(cl)
 		pass = true
+	case c.spec != nil && c.spec != cl && cl.UID == c.spec.UID && cl.Generation == c.spec.Generation &&
+		equality.Semantic.DeepEqual(cl.Spec, c.spec.Spec):
+		// The spec in force came in a newer object (after a status
+		// write, say): keep that one, which the informer's cache holds
+		// anyway, rather than a second object per cluster. Of the spec in
+		// force only its spec, name, namespace, UID and generation are
+		// read, all the same in both.
+		c.spec = cl
 	}
 	return pass
 }

@@ -2,18 +2,21 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
@@ -296,11 +299,11 @@ etcd_operator_cluster_quorum{name="example",namespace="ns"} 0
 		"etcd_operator_cluster_reconcile_failures_total", "etcd_operator_cluster_quorum"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m.reconcileDuration); n != 1 {
-		t.Errorf("%d duration series, want 1", n)
+	if n, err := testutil.GatherAndCount(reg, "etcd_operator_cluster_reconcile_duration"); n != 1 || err != nil {
+		t.Errorf("%d duration series (%v), want 1", n, err)
 	}
-	if n := testutil.CollectAndCount(m.passSeconds); n != 1 {
-		t.Errorf("%d reconcile_duration_seconds series, want 1", n)
+	if n, err := testutil.GatherAndCount(reg, "etcd_operator_cluster_reconcile_duration_seconds"); n != 1 || err != nil {
+		t.Errorf("%d reconcile_duration_seconds series (%v), want 1", n, err)
 	}
 	m.forget(testNS, testName)
 	if n := testutil.CollectAndCount(reg); n != 0 {
@@ -308,6 +311,52 @@ etcd_operator_cluster_quorum{name="example",namespace="ns"} 0
 	}
 	var nilMetrics *Metrics
 	nilMetrics.observePass(testNS, testName, time.Second) // a nil *Metrics records nothing, and does not panic
+}
+
+// The pass durations are exposed as client_golang's own histogram with the
+// same buckets would expose them: the same buckets, count and sum under both
+// names, for each cluster apart.
+func TestPassDurationsAreTheHistogramsOfClientGolang(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	ref := prometheus.NewRegistry()
+	vecs := map[string]*prometheus.HistogramVec{}
+	for _, name := range []string{"reconcile_duration", "reconcile_duration_seconds"} {
+		vecs[name] = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "etcd_operator", Subsystem: "cluster", Name: name,
+			Help: map[string]string{
+				"reconcile_duration":         "Time of one reconcile pass of a cluster, in seconds.",
+				"reconcile_duration_seconds": "Time of one reconcile pass of a cluster (reconcile_duration, named by convention).",
+			}[name],
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 10),
+		}, []string{"namespace", "name"})
+		ref.MustRegister(vecs[name])
+	}
+	observe := func(ns, name string, d time.Duration) {
+		m.observePass(ns, name, d)
+		for _, v := range vecs {
+			v.WithLabelValues(ns, name).Observe(d.Seconds())
+		}
+	}
+	// On a bound, just past one, in the first and past the last bucket.
+	for _, d := range []time.Duration{0, 100 * time.Millisecond, 101 * time.Millisecond, 400 * time.Millisecond, 3 * time.Second, 51200 * time.Millisecond, time.Minute} {
+		observe(testNS, testName, d)
+	}
+	observe("other", testName, 2*time.Second)
+	names := []string{"etcd_operator_cluster_reconcile_duration", "etcd_operator_cluster_reconcile_duration_seconds"}
+	want, err := ref.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, mf := range want {
+		if _, err := expfmt.MetricFamilyToText(&text, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(text.String()), names...); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestQuorumGaugeIsAMajorityOfMembersReady(t *testing.T) {
@@ -323,11 +372,48 @@ func TestQuorumGaugeIsAMajorityOfMembersReady(t *testing.T) {
 		{"a cluster without members has none", 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics(prometheus.NewRegistry())
+			reg := prometheus.NewRegistry()
+			m := NewMetrics(reg)
 			m.setState(testNS, testName, tc.members, tc.members, tc.ready, api.ClusterPhaseRunning)
-			if got := testutil.ToFloat64(m.quorum.WithLabelValues(testNS, testName)); got != tc.want {
-				t.Fatalf("quorum = %v, want %v", got, tc.want)
+			want := fmt.Sprintf(`
+# HELP etcd_operator_cluster_quorum 1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise.
+# TYPE etcd_operator_cluster_quorum gauge
+etcd_operator_cluster_quorum{name=%q,namespace=%q} %v
+`, testName, testNS, tc.want)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "etcd_operator_cluster_quorum"); err != nil {
+				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A newer object with the same spec (the status written, say) becomes the
+// spec in force: the goroutine keeps no older copy of the object beside the
+// informer's. A new spec is still judged as one.
+func TestTheSpecInForceIsTheNewestObjectWithIt(t *testing.T) {
+	c := newCluster(Config{MembershipWait: k8sutil.MembershipWait{Image: "op:test"}}, newTestCluster())
+	written := newTestCluster(func(cl *api.EtcdCluster) {
+		cl.ResourceVersion = "2"
+		cl.Status.Size = 3
+	})
+	c.take(written)
+	if c.spec != written {
+		t.Errorf("spec in force is the first object, want the newest with the same spec")
+	}
+	scaled := newTestCluster(func(cl *api.EtcdCluster) {
+		cl.ResourceVersion, cl.Generation, cl.Spec.Size = "3", 2, 5
+	})
+	if !c.take(scaled) || c.spec != scaled {
+		t.Errorf("a new spec was not put in force")
+	}
+	invalid := newTestCluster(func(cl *api.EtcdCluster) {
+		cl.ResourceVersion, cl.Generation, cl.Spec.Size = "4", 3, -1
+	})
+	c.take(invalid)
+	again := invalid.DeepCopy()
+	again.ResourceVersion = "5"
+	c.take(again)
+	if c.spec != scaled {
+		t.Errorf("spec in force %v, want the last valid one (generation 2)", c.spec.Generation)
 	}
 }

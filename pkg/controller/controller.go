@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -107,7 +108,7 @@ func New(cfg Config) *Controller {
 	c.members = informers.NewSharedInformerFactoryWithOptions(cfg.KubeClient, 0,
 		informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(trimMember))
 	poke := c.pokeHandler()
 	pods := c.members.Core().V1().Pods()
 	claims := c.members.Core().V1().PersistentVolumeClaims()
@@ -150,6 +151,57 @@ func dropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// trimMember is the transform of the caches of what clusters are made of:
+// without managedFields, and without what a cluster never reads of a pod or
+// a service, which is most of them. These caches hold a pod and two services
+// per member, so this is memory per cluster. A cluster never writes a cached
+// object back (pods are patched field by field, services never changed), so
+// what the caches leave out is never lost.
+func trimMember(obj any) (any, error) {
+	obj, err := dropManagedFields(obj)
+	switch o := obj.(type) {
+	case *corev1.Service:
+		// A cluster reads whose a service is (observeServices).
+		o.Spec, o.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+	case *corev1.Pod:
+		trimPod(o)
+	}
+	return obj, err
+}
+
+// trimPod leaves out of a cached pod what the cluster package and the
+// k8sutil pod predicates it calls never read: where the pod runs and with
+// what volumes, ports, variables, resources and security settings, and what
+// the kubelet says of the containers beyond their state, restarts and image.
+// Kept: the metadata, the containers' names, images, commands, arguments and
+// probes, the anti-affinity, the phase, conditions, pod IP and the
+// containers' states.
+func trimPod(p *corev1.Pod) {
+	spec := &p.Spec
+	spec.Volumes, spec.Tolerations, spec.NodeSelector = nil, nil, nil
+	spec.TopologySpreadConstraints, spec.SecurityContext = nil, nil
+	spec.ImagePullSecrets, spec.HostAliases, spec.DNSConfig, spec.ReadinessGates = nil, nil, nil, nil
+	spec.Overhead, spec.SchedulingGates, spec.ResourceClaims, spec.Resources = nil, nil, nil, nil
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			c.Ports, c.Env, c.EnvFrom, c.VolumeMounts, c.VolumeDevices = nil, nil, nil, nil, nil
+			c.Resources, c.ResizePolicy, c.SecurityContext = corev1.ResourceRequirements{}, nil, nil
+			c.TerminationMessagePath = ""
+		}
+	}
+	spec.EphemeralContainers = nil
+	st := &p.Status
+	st.HostIPs, st.PodIPs, st.ResourceClaimStatuses = nil, nil, nil
+	for _, cs := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses, st.EphemeralContainerStatuses} {
+		for i := range cs {
+			c := &cs[i]
+			c.ImageID, c.ContainerID = "", ""
+			c.AllocatedResources, c.Resources, c.VolumeMounts, c.User, c.AllocatedResourcesStatus = nil, nil, nil, nil, nil
+		}
+	}
 }
 
 // Run starts the informers, calls synced once every cache is filled (the operator is

@@ -3,16 +3,19 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -227,5 +230,91 @@ func TestTheCachesKeepNoManagedFields(t *testing.T) {
 	}
 	if got := obj.(*api.EtcdCluster); len(got.ManagedFields) != 0 || got.Spec.Size != 1 {
 		t.Errorf("cached cluster: managedFields %v, size %d; want none and the cluster otherwise as it is", got.ManagedFields, got.Spec.Size)
+	}
+}
+
+// The service cache keeps a service's metadata only, which is all a cluster
+// reads of it (whose it is); its spec is most of it.
+func TestTheServiceCacheKeepsMetadataOnly(t *testing.T) {
+	cl := runningCluster()
+	svc := k8sutil.NewClientService(cl)
+	svc.Spec.ClusterIP = "10.96.0.10"
+	kube := kubefake.NewSimpleClientset(svc)
+	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(), &slowEtcd{entered: make(chan struct{}, 1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced := make(chan struct{})
+	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caches did not sync")
+	}
+	cached, err := ctrl.cfg.Cluster.ServiceLister.Services(svc.Namespace).Get(svc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.Spec.Ports) != 0 || cached.Spec.ClusterIP != "" {
+		t.Errorf("cached service spec %+v, want none", cached.Spec)
+	}
+	if len(cached.OwnerReferences) != 1 || cached.OwnerReferences[0].UID != cl.UID || cached.Labels[api.LabelClusterName] != cl.Name {
+		t.Errorf("cached service metadata %+v, want the owner and labels as they are", cached.ObjectMeta)
+	}
+	// The API still holds the whole service.
+	got, err := kube.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	if err != nil || got.Spec.ClusterIP != "10.96.0.10" {
+		t.Errorf("service in the API: %+v, %v", got, err)
+	}
+}
+
+// The pod cache keeps what a cluster reads of a pod (the containers' names,
+// images, commands and probes, the anti-affinity, the phase, conditions, pod
+// IP and containers' states), and leaves out the rest.
+func TestThePodCacheKeepsWhatClustersRead(t *testing.T) {
+	cl := runningCluster()
+	pod := servedMemberPod(cl, "example-a")
+	pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}}}}
+	kube := kubefake.NewSimpleClientset(pod.DeepCopy())
+	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(), &slowEtcd{entered: make(chan struct{}, 1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced := make(chan struct{})
+	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caches did not sync")
+	}
+	cached, err := ctrl.cfg.Cluster.PodLister.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pod.DeepCopy()
+	trimPod(want)
+	if !equality.Semantic.DeepEqual(cached, want) {
+		t.Errorf("cached pod differs from the trimmed one:\n%s", cmp.Diff(want, cached))
+	}
+	// What is kept.
+	etcd, wantEtcd := cached.Spec.Containers[0], pod.Spec.Containers[0]
+	if etcd.Name != wantEtcd.Name || etcd.Image != wantEtcd.Image || !slices.Equal(etcd.Command, wantEtcd.Command) ||
+		!equality.Semantic.DeepEqual(etcd.ReadinessProbe, wantEtcd.ReadinessProbe) || !equality.Semantic.DeepEqual(etcd.LivenessProbe, wantEtcd.LivenessProbe) {
+		t.Errorf("cached etcd container %+v, want its name, image, command and probes", etcd)
+	}
+	if len(cached.Spec.InitContainers) != len(pod.Spec.InitContainers) || !equality.Semantic.DeepEqual(cached.Spec.Affinity, pod.Spec.Affinity) ||
+		!equality.Semantic.DeepEqual(cached.ObjectMeta, pod.ObjectMeta) {
+		t.Errorf("cached pod lost its init containers, affinity or metadata")
+	}
+	st, wantSt := cached.Status, pod.Status
+	if st.Phase != wantSt.Phase || st.PodIP != wantSt.PodIP || !equality.Semantic.DeepEqual(st.Conditions, wantSt.Conditions) ||
+		st.ContainerStatuses[0].Image != wantSt.ContainerStatuses[0].Image ||
+		!equality.Semantic.DeepEqual(st.ContainerStatuses[0].State, wantSt.ContainerStatuses[0].State) ||
+		!equality.Semantic.DeepEqual(st.InitContainerStatuses[0].State, wantSt.InitContainerStatuses[0].State) {
+		t.Errorf("cached pod status %+v, want the phase, pod IP, conditions and containers' states", st)
+	}
+	// What is left out.
+	if cached.Spec.Volumes != nil || cached.Spec.Tolerations != nil || etcd.Ports != nil || etcd.SecurityContext != nil ||
+		st.ContainerStatuses[0].ImageID != "" || st.PodIPs != nil {
+		t.Errorf("cached pod keeps volumes, tolerations, ports, security context, image IDs or pod IPs")
 	}
 }
