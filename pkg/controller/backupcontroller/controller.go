@@ -478,6 +478,14 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 	if verified != nil {
 		log.Infof("read back and verified: revision %d, %d keys", verified.Revision, verified.TotalKeys)
 	}
+	// Reported before it is written, as failures are: whoever reads the
+	// status finds the events that go with it.
+	c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupSucceeded, "stored revision %d (etcd %s, %d bytes, sha256 %s) at %s",
+		res.Revision, res.EtcdVersion, res.Size, res.SHA256, res.Path)
+	if res.Verified != nil {
+		c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupVerified, "read %s back: an intact etcd snapshot at revision %d with %d keys",
+			res.Path, res.Verified.Revision, res.Verified.TotalKeys)
+	}
 	err := c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
 		keep := verified
 		if keep == nil {
@@ -496,12 +504,6 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 			Verified:        keep,
 		}
 	})
-	c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupSucceeded, "stored revision %d (etcd %s, %d bytes, sha256 %s) at %s",
-		res.Revision, res.EtcdVersion, res.Size, res.SHA256, res.Path)
-	if res.Verified != nil {
-		c.recorder.Eventf(eb, corev1.EventTypeNormal, ReasonBackupVerified, "read %s back: an intact etcd snapshot at revision %d with %d keys",
-			res.Path, res.Verified.Revision, res.Verified.TotalKeys)
-	}
 	return err
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
@@ -20,6 +22,26 @@ import (
 
 func hasFinalizer(eb *api.EtcdBackup) bool {
 	return slices.Contains(eb.Finalizers, api.BackupPeriodicFinalizer)
+}
+
+// Whoever sees status.succeeded finds the BackupSucceeded event already
+// there, as a failure's event comes before its status.
+func TestTheSuccessEventComesBeforeTheStatusSaysSo(t *testing.T) {
+	var statusFirst atomic.Bool
+	f := newFixture(t, []*api.EtcdBackup{newBackup("once", 0)}, func(f *fixture, _ *Config) {
+		f.client.PrependReactor("update", "etcdbackups", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+			if u, ok := a.(clienttesting.UpdateAction); ok {
+				if eb, ok := u.GetObject().(*api.EtcdBackup); ok && eb.Status.Succeeded && f.events.count("Normal BackupSucceeded") == 0 {
+					statusFirst.Store(true)
+				}
+			}
+			return false, nil, nil
+		})
+	})
+	f.waitStatus("once", "succeeded", func(s api.BackupStatus) bool { return s.Succeeded })
+	if statusFirst.Load() {
+		t.Errorf("the status said succeeded before the BackupSucceeded event was recorded; events: %v", f.events.list())
+	}
 }
 
 func TestOneShotBackupRunsOnceAndNeverAgain(t *testing.T) {
