@@ -208,15 +208,7 @@ func TestTheCachesKeepNoManagedFields(t *testing.T) {
 	kube := kubefake.NewSimpleClientset(pod)
 	crs := etcdfake.NewSimpleClientset(cl)
 	ctrl := testController(t, kube, crs, &slowEtcd{entered: make(chan struct{}, 1)})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	synced := make(chan struct{})
-	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
-	select {
-	case <-synced:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the caches did not sync")
-	}
+	runUntilSynced(t, ctrl)
 	cached, err := ctrl.cfg.Cluster.PodLister.Pods(pod.Namespace).Get(pod.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -241,15 +233,7 @@ func TestTheServiceCacheKeepsMetadataOnly(t *testing.T) {
 	svc.Spec.ClusterIP = "10.96.0.10"
 	kube := kubefake.NewSimpleClientset(svc)
 	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(), &slowEtcd{entered: make(chan struct{}, 1)})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	synced := make(chan struct{})
-	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
-	select {
-	case <-synced:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the caches did not sync")
-	}
+	ctx := runUntilSynced(t, ctrl)
 	cached, err := ctrl.cfg.Cluster.ServiceLister.Services(svc.Namespace).Get(svc.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -277,15 +261,7 @@ func TestThePodCacheKeepsWhatClustersRead(t *testing.T) {
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}}}}
 	kube := kubefake.NewSimpleClientset(pod.DeepCopy())
 	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(), &slowEtcd{entered: make(chan struct{}, 1)})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	synced := make(chan struct{})
-	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
-	select {
-	case <-synced:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the caches did not sync")
-	}
+	runUntilSynced(t, ctrl)
 	cached, err := ctrl.cfg.Cluster.PodLister.Pods(pod.Namespace).Get(pod.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -317,4 +293,19 @@ func TestThePodCacheKeepsWhatClustersRead(t *testing.T) {
 		st.ContainerStatuses[0].ImageID != "" || st.PodIPs != nil {
 		t.Errorf("cached pod keeps volumes, tolerations, ports, security context, image IDs or pod IPs")
 	}
+}
+
+// runUntilSynced runs ctrl until the test ends and returns once its caches
+// are filled, with the test's context.
+func runUntilSynced(t *testing.T, ctrl *Controller) context.Context {
+	t.Helper()
+	ctx := t.Context()
+	synced := make(chan struct{})
+	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caches did not sync")
+	}
+	return ctx
 }

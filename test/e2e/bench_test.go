@@ -334,7 +334,6 @@ func benchBootstrap5(t *testing.T, results map[string][]float64) {
 // benchPVC: a cluster on claims (hostPath volumes), one member killed and
 // restarted in place, then every pod killed at once.
 func benchPVC(t *testing.T, results map[string][]float64) {
-	ctx := t.Context()
 	name := framework.UniqueName("benchpv")
 	group := "e2e-" + name
 	createHostPathPVs(t, group, 4)
@@ -344,21 +343,29 @@ func benchPVC(t *testing.T, results map[string][]float64) {
 	logVolumesOnFailure(t, group)
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	record(results, benchReplace(t, name, replPVC, true))
+	m, _ := killEveryPod(t, name, restartPVC)
+	record(results, m)
+	deleteAndWait(t, name)
+}
 
-	pods, err := f.ClusterPods(ctx, opNS, name)
+// killEveryPod kills every pod of cluster name at once and measures, as
+// label, until the cluster is back with new pods, all ready. It returns
+// when it is, and the time it started.
+func killEveryPod(t *testing.T, name, label string) (map[string]float64, time.Time) {
+	t.Helper()
+	pods, err := f.ClusterPods(t.Context(), opNS, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	for _, p := range pods {
-		if err := f.KillPod(ctx, opNS, p.Name); err != nil {
+		if err := f.KillPod(t.Context(), opNS, p.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	record(results, measure(t, name, start, nil, probe{restartPVC, func(cl *api.EtcdCluster, got []corev1.Pod) bool {
-		return statusReady(3)(cl, got) && podsReady(3)(cl, got) && newPods(got, pods...)
-	}}))
-	deleteAndWait(t, name)
+	return measure(t, name, start, nil, probe{label, func(cl *api.EtcdCluster, got []corev1.Pod) bool {
+		return statusReady(len(pods))(cl, got) && podsReady(len(pods))(cl, got) && newPods(got, pods...)
+	}}), start
 }
 
 func newBenchRow(scenario, unit string, samples []float64) benchRow {

@@ -139,21 +139,9 @@ func measurePVCReplacement(t *testing.T, results map[string][]float64) {
 // measureWholeClusterRestart: every pod of a cluster on claims killed at
 // once; the members come back in place, on their claims, together.
 func measureWholeClusterRestart(t *testing.T, results map[string][]float64) {
-	ctx := t.Context()
 	name, _ := pvcCluster(t, opNS, "measure-whole")
-	pods, err := f.ClusterPods(ctx, opNS, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	for _, p := range pods {
-		if err := f.KillPod(ctx, opNS, p.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	record(results, measure(t, name, start, nil, probe{"b3 whole-cluster restart, PVC (all 3 pods killed)", func(cl *api.EtcdCluster, got []corev1.Pod) bool {
-		return statusReady(3)(cl, got) && podsReady(3)(cl, got) && newPods(got, pods...)
-	}}))
+	m, start := killEveryPod(t, name, "b3 whole-cluster restart, PVC (all 3 pods killed)")
+	record(results, m)
 	logContainerStarts(t, name, start)
 	deleteAndWait(t, name)
 }
