@@ -27,7 +27,9 @@ type Metrics struct {
 }
 
 // passBuckets are the upper bounds of the pass duration histograms.
-var passBuckets = prometheus.ExponentialBuckets(0.1, 2, 10)
+var passBuckets = prometheus.ExponentialBuckets(0.1, 2, passBucketCount)
+
+const passBucketCount = 10
 
 // phaseLabels are the values of the phase label; "" is shown as "None", the
 // name the original gave the empty phase.
@@ -55,7 +57,7 @@ func (m *Metrics) observePass(ns, name string, d time.Duration) {
 		// Prometheus counts a value in the first bucket whose upper bound
 		// is at least the value.
 		i := sort.SearchFloat64s(passBuckets, v)
-		if i < len(s.buckets) {
+		if i < passBucketCount {
 			s.buckets[i]++
 		}
 		s.passes++
@@ -102,7 +104,7 @@ type clusterSeries struct {
 	// buckets count the passes per bucket of passBuckets (not cumulated);
 	// passes is 0 until the first pass is observed, and there is no
 	// histogram series until then.
-	buckets     [10]uint64
+	buckets     [passBucketCount]uint64
 	passes      uint64
 	passSeconds float64
 	// failures count the failed passes by problem code.
