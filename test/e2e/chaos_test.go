@@ -222,16 +222,7 @@ func TestChaosUpgradeUnderLoad(t *testing.T) {
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	underLoad(t, opNS, name, "upgrade-3.4-3.5-3.6", 2*time.Minute, func(ctx context.Context) {
 		for _, version := range []string{"3.5.35", "3.6.6"} {
-			if version == "3.6.6" {
-				readyForThreeSix(t, opNS, name)
-			}
-			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
-				t.Fatal(err)
-			}
-			image := framework.EtcdImage(version)
-			err := framework.WaitFor(ctx, upgradeTimeout, framework.Poll, "every member on "+image,
-				framework.Both(f.PodsOnImage(opNS, name, image, 3), currentVersion(opNS, name, version), f.ReadyMembers(opNS, name, 3)))
-			if err != nil {
+			if err := rollThreeMembersTo(ctx, t, name, version); err != nil {
 				t.Fatal(err)
 			}
 		}

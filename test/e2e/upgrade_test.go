@@ -40,17 +40,8 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 	}
 
 	for _, version := range []string{"3.5.35", "3.6.6"} {
-		if version == "3.6.6" {
-			readyForThreeSix(t, opNS, name)
-		}
-		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
-			t.Fatal(err)
-		}
-		image := framework.EtcdImage(version)
 		sampler := &readinessSampler{ns: opNS, name: name, minPods: 3, minStatus: 3}
-		err := framework.WaitFor(ctx, upgradeTimeout, framework.Poll,
-			fmt.Sprintf("every member of %s on %s and status.currentVersion %s", name, image, version),
-			framework.Both(sampler.cond(), f.PodsOnImage(opNS, name, image, 3), currentVersion(opNS, name, version), f.ReadyMembers(opNS, name, 3)))
+		err := rollThreeMembersTo(ctx, t, name, version, sampler.cond())
 		t.Logf("upgrade to %s: lowest Ready pods seen %d of 3, lowest status.members.ready %d (%d samples)",
 			version, sampler.minPods, sampler.minStatus, sampler.samples)
 		if err != nil {
@@ -63,6 +54,24 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 			t.Fatalf("after the upgrade to %s: %v", version, err)
 		}
 	}
+}
+
+// rollThreeMembersTo sets spec.version of a 3-member cluster upgraded from
+// 3.4 with ETCD_SNAPSHOT_COUNT=10 (waiting first for what 3.6 needs, see
+// readyForThreeSix) and waits until every member runs it, ready, with
+// status.currentVersion saying so, and until also holds.
+func rollThreeMembersTo(ctx context.Context, t *testing.T, name, version string, also ...framework.Condition) error {
+	t.Helper()
+	if version == "3.6.6" {
+		readyForThreeSix(t, opNS, name)
+	}
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": version}); err != nil {
+		return err
+	}
+	image := framework.EtcdImage(version)
+	conds := append(also, f.PodsOnImage(opNS, name, image, 3), currentVersion(opNS, name, version), f.ReadyMembers(opNS, name, 3))
+	return framework.WaitFor(ctx, upgradeTimeout, framework.Poll,
+		fmt.Sprintf("every member of %s on %s and status.currentVersion %s", name, image, version), framework.Both(conds...))
 }
 
 // readyForThreeSix waits until a cluster upgraded from 3.4 to 3.5, with
