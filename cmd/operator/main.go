@@ -38,6 +38,7 @@ type options struct {
 	reconcileInterval time.Duration
 	pendingTimeout    time.Duration
 	joinImage         string
+	profiling         bool
 }
 
 // parseFlags reads the original's flags (single or double dash) plus the new ones.
@@ -59,6 +60,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 8*time.Second, "tick of each cluster's reconcile loop; pod events wake it earlier")
 	fs.DurationVar(&o.pendingTimeout, "pending-timeout", 5*time.Minute, "a member pod Pending for longer is replaced")
 	fs.StringVar(&o.joinImage, "join-image", "", "image with the etcd-operator binary, for the init container that holds a joining member back until it is added (default: this operator's own image, read from its pod)")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's runtime profiles (go tool pprof) under /debug/pprof/ on -listen-addr; they show the process's internals to whoever reaches the port")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -116,6 +118,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	}
 	defer base.Stop()
 	clients, srv, proc, recorder := base.Clients, base.Server, base.Process, base.Recorder
+	if opts.profiling {
+		srv.ServeProfiles()
+	}
 	base.ReportLackingPermissions(ctx, needs(id.Namespace, opts))
 	join, err := joinImage(ctx, clients, id, opts.joinImage, log)
 	if err != nil {

@@ -20,10 +20,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults are the original's", args: nil, check: func(o options) bool {
 			return o.listenAddr == "0.0.0.0:8080" && o.createCRD && !o.clusterWide && o.chaosLevel == -1 &&
 				o.gcInterval == 10*time.Minute && o.reconcileInterval == 8*time.Second && o.pendingTimeout == 5*time.Minute &&
-				o.logLevel.Level == logrus.InfoLevel && o.joinImage == ""
+				o.logLevel.Level == logrus.InfoLevel && o.joinImage == "" && !o.profiling
 		}},
 		{name: "debug logs", args: []string{"-log-level=debug"}, check: func(o options) bool { return o.logLevel.Level == logrus.DebugLevel }},
 		{name: "a join image", args: []string{"-join-image=reg/op:1"}, check: func(o options) bool { return o.joinImage == "reg/op:1" }},
+		{name: "profiles served on request", args: []string{"--profiling"}, check: func(o options) bool { return o.profiling }},
 		{name: "an unknown log level is refused", args: []string{"-log-level=trace"}, wantErr: "unknown log level"},
 		{name: "JSON logs", args: []string{"-log-format=json"}, check: func(o options) bool { return o.logFormat.String() == "json" }},
 		{name: "an unknown log format is refused", args: []string{"-log-format=xml"}, wantErr: "unknown log format"},

@@ -18,6 +18,8 @@
 #   BENCH_BURST        clusters created at once among them (default 20)
 #   BENCH_WINDOW       seconds of each idle window (default 60)
 #   BENCH_ONLY         speed or scale: run only that part
+#   BENCH_PROFILE      seconds of a CPU profile of the operator taken after the
+#                      last idle window (default: none), left under _output/bench/
 # and hack/e2e.sh's (E2E_SKIP_BUILD=1, LOCAL_CLUSTER_STATE_DIR, E2E_TIMEOUT).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -27,6 +29,7 @@ export E2E_BENCH_RESTORE_MIB=${BENCH_RESTORE_MIB:-1024}
 export E2E_BENCH_SCALE=${BENCH_SCALE:-10 50 100}
 export E2E_BENCH_BURST=${BENCH_BURST:-20}
 export E2E_BENCH_WINDOW=${BENCH_WINDOW:-60}
+export E2E_BENCH_PROFILE=${BENCH_PROFILE:-}
 export E2E_TIMEOUT=${E2E_TIMEOUT:-150m}
 case ${BENCH_ONLY:-} in
 '') run='^TestMeasure(Speed|Scale)$' ;;

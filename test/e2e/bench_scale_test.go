@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,7 +95,7 @@ func TestMeasureScale(t *testing.T) {
 	ctx := t.Context()
 
 	ns := newNamespace(t, "bench-scale")
-	installOperator(t, ns, framework.Install{})
+	installOperator(t, ns, framework.Install{Profiling: true})
 	checkPodCapacity(t, most+3+burst)
 	// Registered after the operator: it runs first, while the operator still
 	// runs. The idle clusters are many, so they are deleted together rather
@@ -130,6 +131,9 @@ func TestMeasureScale(t *testing.T) {
 		t.Logf("%d idle clusters: RSS %.1f MiB, heap %.1f MiB, CPU %.3f%% of a core, %.1f requests/min %v",
 			n, p.RSSMiB, p.HeapMiB, p.CPUPercent, p.RequestsPerMin, p.Requests)
 		res.Points = append(res.Points, p)
+	}
+	if secs, ok := os.LookupEnv("E2E_BENCH_PROFILE"); ok && secs != "" {
+		profileOperator(t, ns, time.Duration(envInt(t, "E2E_BENCH_PROFILE", 60))*time.Second, most)
 	}
 
 	res.ReplaceAmong = benchReplaceIn(t, ns, busy, "replace", false)["replace"]
@@ -303,6 +307,28 @@ func scrapeOperator(t *testing.T, ns string) operatorMetrics {
 		m.series[line[:i]] = v
 	}
 	return m
+}
+
+// profileOperator takes a CPU profile of the operator over d, after the
+// measured windows so that it does not weigh on them, and leaves it as
+// _output/bench/operator-cpu-<clusters>-<time>.pprof for `go tool pprof`.
+func profileOperator(t *testing.T, ns string, d time.Duration, clusters int) {
+	t.Helper()
+	pods, err := f.DeploymentPods(t.Context(), ns, framework.OperatorDeployment)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("operator pods in %s: %d, %v", ns, len(pods), err)
+	}
+	raw, err := f.Kube.CoreV1().RESTClient().Get().
+		AbsPath("/api/v1/namespaces", ns, "pods", pods[0].Name+":8080", "proxy", "debug", "pprof", "profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("the operator's CPU profile: %v", err)
+	}
+	file := filepath.Join(f.Env.RepoRoot, "_output", "bench", fmt.Sprintf("operator-cpu-%d-%s.pprof", clusters, time.Now().UTC().Format("20060102-150405")))
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the operator's CPU profile over %s with %d idle clusters: %s (go tool pprof -top %s)", d, clusters, file, file)
 }
 
 // benchBurst creates res.Burst one-member clusters at once and times the first

@@ -95,6 +95,30 @@ func TestServerReadiness(t *testing.T) {
 	}
 }
 
+func TestServerServesProfilesOnlyWhenAsked(t *testing.T) {
+	for _, asked := range []bool{false, true} {
+		srv, err := NewServer("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asked {
+			srv.ServeProfiles()
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- srv.Run(ctx) }()
+		code, body := get(t, "http://"+srv.Addr()+"/debug/pprof/goroutine?debug=1")
+		served := code == http.StatusOK && strings.Contains(body, "goroutine profile")
+		if served != asked {
+			t.Errorf("profiles asked for: %v; /debug/pprof/goroutine = %d %.80q", asked, code, body)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestServerReportsAPortInUse(t *testing.T) {
 	srv, err := NewServer("127.0.0.1:0")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ type Server struct {
 	why      atomic.Pointer[string]
 	Registry *prometheus.Registry
 	srv      *http.Server
+	mux      *http.ServeMux
 	listener net.Listener
 }
 
@@ -53,7 +55,19 @@ func NewServer(addr string) (*Server, error) {
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.mux = mux
 	return s, nil
+}
+
+// ServeProfiles adds Go's runtime profiles under /debug/pprof/ (what `go tool
+// pprof` reads). They are off unless asked for: they show the process's
+// internals to whoever reaches the port, and a CPU profile costs while it runs.
+func (s *Server) ServeProfiles() {
+	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // Addr is the address the server listens on.

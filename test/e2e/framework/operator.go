@@ -36,6 +36,9 @@ type Install struct {
 	ChaosLevel int
 	// LogLevel, when set, is given as --log-level.
 	LogLevel string
+	// Profiling runs the operator with --profiling: /debug/pprof/ on its
+	// metrics port.
+	Profiling bool
 }
 
 // Operator is an installed etcd-operator.
@@ -82,6 +85,9 @@ func (f *Framework) InstallOperator(ctx context.Context, ns string, in Install) 
 	}
 	if in.LogLevel != "" {
 		sed = append(sed, "s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --log-level="+in.LogLevel+"/")
+	}
+	if in.Profiling {
+		sed = append(sed, "s/^\\( *\\)- --create-crd=.*$/&\\n\\1- --profiling/")
 	}
 	if f.Env.OperatorImage != "" {
 		sed = append(sed, "s|image: openetcd/etcd-operator:.*|image: "+f.Env.OperatorImage+"|")
