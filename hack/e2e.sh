@@ -111,11 +111,37 @@ summary() {
 	fi
 	if [[ -n $failed ]]; then
 		log "FAILED scenarios: $(echo "$failed" | tr '\n' ' ')"
+		last_words "$log" $failed >&2
 		log "their dumps: _output/e2e/artifacts/<test>/; full log: $log"
 	fi
 	if [[ $rc -ne 0 && -z $failed ]]; then
 		log "the suite failed outside any test (setup?): see the lines starting with 'e2e:', 'FAIL' or 'panic:' in $log"
 	fi
+}
+
+# last_words LOG TEST...: each failed test's last lines before its failure dump,
+# where its t.Error or t.Fatal is: the end of the suite's output is what a CI
+# shows, and there the dumps would hide why the test failed. go test -v marks
+# whose lines follow with "=== RUN|CONT|NAME|PAUSE <test>"; the dump begins
+# with a "======== " line.
+last_words() {
+	local log=$1
+	shift
+	awk -v tests="$*" -v keep=25 '
+	BEGIN { n = split(tests, t, " "); for (i = 1; i <= n; i++) want[t[i]] = 1 }
+	/^=== (RUN|CONT|NAME|PAUSE) / { split($3, p, "/"); cur = p[1]; next }
+	/^(--- |FAIL|PASS|ok )/ { next }
+	cur in want && !(cur in dumped) {
+		if (index($0, "======== ")) { dumped[cur] = 1; next }
+		line[cur, count[cur]++ % keep] = $0
+	}
+	END {
+		for (i = 1; i <= n; i++) {
+			name = t[i]; c = count[name]
+			print "[e2e] " name ", its last lines before its dump:"
+			for (j = (c > keep ? c - keep : 0); j < c; j++) print "  " line[name, j % keep]
+		}
+	}' "$log"
 }
 
 run_suite() {
