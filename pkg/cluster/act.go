@@ -353,7 +353,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 	if a.learner {
 		add = c.cfg.Etcd.MemberAddAsLearner
 	}
-	added, err := add(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.PeerURL())
+	added, err := add(ctx, c.clientConfig(s, s.changeEndpoints(a.member)), m.PeerURL())
 	if err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to add %s for now: %v", a.member, err)
@@ -383,7 +383,7 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 // leader, and the loop asks again shortly.
 func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
 	m := s.members[a.member].member
-	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.ID); err != nil {
+	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s, s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to promote %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
@@ -408,7 +408,7 @@ func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead 
 		return outcome{err: newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))}
 	}
 	c.log.Infof("removing member %s: %s", a.member, a.reason)
-	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s.changeEndpoints(a.member)), m.ID); err != nil {
+	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s, s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to remove %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
@@ -493,7 +493,7 @@ func (c *Cluster) patchMemberPod(ctx context.Context, pod *corev1.Pod, version, 
 // maintain carries out a step of day-2 care. Each is said in an event: they
 // are what a user would otherwise have done by hand with etcdctl.
 func (c *Cluster) maintain(ctx context.Context, s *snapshot, a action) outcome {
-	cc := c.clientConfig(s.endpoints())
+	cc := c.clientConfig(s, s.endpoints())
 	c.log.Infof("%s", a)
 	switch a.kind {
 	case actEnableDowngrade:

@@ -645,6 +645,22 @@ func (s *snapshot) memberTemplate() *etcdutil.Member {
 	return &m
 }
 
-func (c *Cluster) clientConfig(endpoints []string) etcdutil.ClientConfig {
-	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig, Cache: c.clients}
+// clientConfig reaches the cluster's etcd at endpoints, connecting to each
+// member at its pod's address in the cache rather than through DNS.
+func (c *Cluster) clientConfig(s *snapshot, endpoints []string) etcdutil.ClientConfig {
+	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig, Cache: c.clients, Addresses: podAddresses(s)}
+}
+
+// podAddresses map each member's DNS name to its pod's IP address.
+func podAddresses(s *snapshot) map[string]string {
+	tmpl := memberTemplate(s.spec)
+	out := make(map[string]string, len(s.pods))
+	for name, p := range s.pods {
+		if p.Status.PodIP != "" {
+			m := tmpl
+			m.Name = name
+			out[m.Addr()] = p.Status.PodIP
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 )
@@ -164,5 +166,29 @@ func TestEtcdAPIAgainstRealEtcd(t *testing.T) {
 	}
 	if err := etcd.MemberRemove(ctx, cc, added.ID); err != nil {
 		t.Errorf("removing a member that is gone: %v", err)
+	}
+}
+
+// TestEtcdIsReachedAtThePodsAddresses: a pass connects to each member at its
+// pod's address in the cache, without looking its name up (which walks the
+// pod's DNS search list on every dial); a pod without an address yet is left
+// to DNS.
+func TestEtcdIsReachedAtThePodsAddresses(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	f.withMembers(memberA, memberB, memberC)
+	ips := map[string]string{memberA: "10.244.0.11", memberB: "10.244.0.12", memberC: ""}
+	for name, ip := range ips {
+		f.pod(name, func(p *corev1.Pod) { p.Status.PodIP = ip })
+	}
+	f.now = f.now.Add(2 * time.Minute) // time for the day-2 look at etcd
+	f.mustPass()
+	want := map[string]string{}
+	for name, ip := range ips {
+		if ip != "" {
+			want[f.member(name).Addr()] = ip
+		}
+	}
+	if got := f.etcd.healthAddresses; !maps.Equal(got, want) {
+		t.Errorf("etcd was asked with addresses %v, want %v", got, want)
 	}
 }

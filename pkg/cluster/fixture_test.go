@@ -133,6 +133,9 @@ type fakeEtcd struct {
 	// changedThrough are the endpoints each membership change (add,
 	// promote, remove) was sent through, in order.
 	changedThrough [][]string
+	// healthAddresses are the addresses the last health read was given
+	// for the members' names.
+	healthAddresses map[string]string
 }
 
 func (f *fakeEtcd) record(call string) {
@@ -251,6 +254,7 @@ func (f *fakeEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record("health")
+	f.healthAddresses = cc.Addresses
 	if f.healthErr != nil {
 		return etcdutil.Health{}, f.healthErr
 	}

@@ -208,7 +208,7 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 	if len(endpoints) == 0 {
 		return &etcdView{err: fmt.Errorf("no member pod runs")}
 	}
-	h, err := c.cfg.Etcd.ClusterHealth(ctx, c.clientConfig(endpoints))
+	h, err := c.cfg.Etcd.ClusterHealth(ctx, c.clientConfig(s, endpoints))
 	if err != nil {
 		// The operator secret may have been rotated: read it again.
 		c.tlsConfig = nil
@@ -234,7 +234,7 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 		}
 		return view
 	}
-	list, err := c.cfg.Etcd.MemberList(ctx, c.clientConfig([]string{leaderURL}))
+	list, err := c.cfg.Etcd.MemberList(ctx, c.clientConfig(s, []string{leaderURL}))
 	if err != nil {
 		return &etcdView{err: fmt.Errorf("read the membership from the leader: %w", err)}
 	}
@@ -248,7 +248,7 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 	c.members.learn(ms)
 	s.membership = ms
 	view.confirmed = true
-	if v, err := c.cfg.Etcd.ClusterVersion(ctx, c.clientConfig([]string{leaderURL})); err == nil {
+	if v, err := c.cfg.Etcd.ClusterVersion(ctx, c.clientConfig(s, []string{leaderURL})); err == nil {
 		view.clusterVersion = v
 	}
 	return view

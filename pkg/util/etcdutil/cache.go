@@ -61,7 +61,7 @@ func (cc *ClientCache) Close() {
 
 // get returns the cache's client for cfg, dialling one if it has none.
 func (cc *ClientCache) get(ctx context.Context, cfg ClientConfig) (*clientv3.Client, error) {
-	key := strings.Join(cfg.Endpoints, ",")
+	key := strings.Join(cfg.Endpoints, ",") + " " + cfg.addressesKey()
 	cc.mu.Lock()
 	for i, c := range cc.clients {
 		if c.endpoints == key && c.tls == cfg.TLS {

@@ -505,3 +505,44 @@ func TestHealthDoesNotWaitForAMemberThatIsGone(t *testing.T) {
 		t.Errorf("two of three members answer: want a healthy cluster, got %+v", h)
 	}
 }
+
+// TestAddressesAreDialledInsteadOfTheNames: an endpoint whose host has an
+// address in ClientConfig.Addresses is reached there without a lookup, and
+// over TLS the certificate is still checked against the name.
+func TestAddressesAreDialledInsteadOfTheNames(t *testing.T) {
+	t.Parallel()
+	const name = "m0.nowhere.invalid" // .invalid never resolves (RFC 2606)
+	port := func(c *testCluster) string {
+		u := mustURL(t, c.members[0].clientURL)
+		return u.Port()
+	}
+
+	plain := startCluster(t, 1, nil)
+	endpoint := "http://" + name + ":" + port(plain)
+	if _, err := ListMembers(t.Context(), ClientConfig{Endpoints: []string{endpoint}, DialTimeout: shortDial, RequestTimeout: shortRequest}); err == nil {
+		t.Fatalf("%s was reached without an address", endpoint)
+	}
+	resp, err := ListMembers(t.Context(), ClientConfig{Endpoints: []string{endpoint}, Addresses: map[string]string{name: "127.0.0.1"}})
+	if err != nil || len(resp.Members) != 1 {
+		t.Fatalf("%s at 127.0.0.1: %v, %v", endpoint, resp, err)
+	}
+
+	p := newTestPKI(t)
+	secure := startCluster(t, 1, p.serverTLSInfo(t))
+	tlsCfg, err := NewTLSConfig(p.clientCertPEM, p.clientKeyPEM, p.caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's certificate names localhost: reached as localhost at
+	// 127.0.0.1 it is trusted, reached under another name at the same
+	// address it is not.
+	good := ClientConfig{Endpoints: []string{"https://localhost:" + port(secure)}, TLS: tlsCfg, Addresses: map[string]string{"localhost": "127.0.0.1"}}
+	if _, err := ListMembers(t.Context(), good); err != nil {
+		t.Fatalf("localhost at 127.0.0.1 over TLS: %v", err)
+	}
+	bad := ClientConfig{Endpoints: []string{"https://" + name + ":" + port(secure)}, TLS: tlsCfg, Addresses: map[string]string{name: "127.0.0.1"},
+		DialTimeout: shortDial, RequestTimeout: shortRequest}
+	if _, err := ListMembers(t.Context(), bad); err == nil {
+		t.Fatalf("a certificate for localhost was trusted as %s", name)
+	}
+}
