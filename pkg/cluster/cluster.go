@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -67,14 +68,16 @@ const passTimeout = 2 * time.Minute
 type Config struct {
 	KubeClient kubernetes.Interface
 	EtcdClient versioned.Interface
-	// PodLister, ClaimLister and ServiceLister read the cluster's pods,
+	// Pods, Claims and ServiceLister read the cluster's pods,
 	// PersistentVolumeClaims and services from the controller's shared
-	// informers (label app=etcd). Their caches must have synced before New
-	// is called: an empty cache looks like a cluster that lost its pods.
+	// informers (label app=etcd); Pods and Claims are indexed by
+	// k8sutil.IndexByCluster, so that a pass reads its cluster's objects
+	// only. Their caches must have synced before New is called: an empty
+	// cache looks like a cluster that lost its pods. Claims may be nil.
 	// ServiceLister's services may hold their metadata only (the
 	// controller's cache keeps no more): observeServices reads no more.
-	PodLister     corelisters.PodLister
-	ClaimLister   corelisters.PersistentVolumeClaimLister
+	Pods          cache.Indexer
+	Claims        cache.Indexer
 	ServiceLister corelisters.ServiceLister
 	// BudgetLister reads the clusters' PodDisruptionBudgets; nil when the
 	// operator may not manage them (they are then not made).
@@ -101,7 +104,7 @@ type Config struct {
 	// events or ticks (spec changes are only held by this, not by backoff).
 	MinPassInterval time.Duration
 	// ExpectationTimeout is how long to wait for a created pod to appear in
-	// PodLister before treating it as missing.
+	// Pods before treating it as missing.
 	ExpectationTimeout time.Duration
 	// MembershipWait is the init container that holds a joining member back
 	// until it is added (join.go). Its Image, the operator's own, is

@@ -410,8 +410,8 @@ func newFixture(t testing.TB, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 	f.c = newCluster(Config{
 		KubeClient:     f.kube,
 		EtcdClient:     f.crs,
-		PodLister:      corelisters.NewPodLister(f.indexer),
-		ClaimLister:    corelisters.NewPersistentVolumeClaimLister(f.claims),
+		Pods:           f.indexer,
+		Claims:         f.claims,
 		ServiceLister:  corelisters.NewServiceLister(f.services),
 		Recorder:       f.recorder,
 		Metrics:        NewMetrics(nil),
@@ -437,7 +437,7 @@ func newFixture(t testing.TB, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 }
 
 func newIndexer() cache.Indexer {
-	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, k8sutil.ClusterIndex: k8sutil.IndexByCluster})
 }
 
 // addService puts a service in the lister and in the fake API.

@@ -91,7 +91,7 @@ func everAvailable(st api.ClusterStatus) bool {
 func (c *Cluster) observePods(s *snapshot) error {
 	s.pods, s.terminating = map[string]*corev1.Pod{}, map[string]*corev1.Pod{}
 	s.claims = map[string]*corev1.PersistentVolumeClaim{}
-	pods, err := c.cfg.PodLister.Pods(c.namespace).List(k8sutil.ClusterSelector(c.name))
+	pods, err := k8sutil.ClusterObjects[*corev1.Pod](c.cfg.Pods, c.namespace, c.name)
 	if err != nil {
 		return kubeError("list pods from the cache", err)
 	}
@@ -105,10 +105,10 @@ func (c *Cluster) observePods(s *snapshot) error {
 			s.pods[p.Name] = p
 		}
 	}
-	if c.cfg.ClaimLister == nil {
+	if c.cfg.Claims == nil {
 		return nil
 	}
-	claims, err := c.cfg.ClaimLister.PersistentVolumeClaims(c.namespace).List(k8sutil.ClusterSelector(c.name))
+	claims, err := k8sutil.ClusterObjects[*corev1.PersistentVolumeClaim](c.cfg.Claims, c.namespace, c.name)
 	if err != nil {
 		return kubeError("list claims from the cache", err)
 	}

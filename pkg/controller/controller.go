@@ -116,11 +116,15 @@ func New(cfg Config) *Controller {
 	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), claims.Informer(), services.Informer()} {
 		_, _ = inf.AddEventHandler(poke)
 	}
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), claims.Informer()} {
+		// Added before the informers start, so it cannot fail.
+		_ = inf.AddIndexers(cache.Indexers{k8sutil.ClusterIndex: k8sutil.IndexByCluster})
+	}
 
 	c.cfg.Cluster.KubeClient = cfg.KubeClient
 	c.cfg.Cluster.EtcdClient = cfg.EtcdClient
-	c.cfg.Cluster.PodLister = pods.Lister()
-	c.cfg.Cluster.ClaimLister = claims.Lister()
+	c.cfg.Cluster.Pods = pods.Informer().GetIndexer()
+	c.cfg.Cluster.Claims = claims.Informer().GetIndexer()
 	c.cfg.Cluster.ServiceLister = services.Lister()
 	c.cfg.Cluster.Recorder = cfg.Recorder
 	// One limit for every cluster's etcd calls: a cluster whose etcd hangs

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -209,7 +210,7 @@ func TestTheCachesKeepNoManagedFields(t *testing.T) {
 	crs := etcdfake.NewSimpleClientset(cl)
 	ctrl := testController(t, kube, crs, &slowEtcd{entered: make(chan struct{}, 1)})
 	runUntilSynced(t, ctrl)
-	cached, err := ctrl.cfg.Cluster.PodLister.Pods(pod.Namespace).Get(pod.Name)
+	cached, err := corelisters.NewPodLister(ctrl.cfg.Cluster.Pods).Pods(pod.Namespace).Get(pod.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestThePodCacheKeepsWhatClustersRead(t *testing.T) {
 	kube := kubefake.NewSimpleClientset(pod.DeepCopy())
 	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(), &slowEtcd{entered: make(chan struct{}, 1)})
 	runUntilSynced(t, ctrl)
-	cached, err := ctrl.cfg.Cluster.PodLister.Pods(pod.Namespace).Get(pod.Name)
+	cached, err := corelisters.NewPodLister(ctrl.cfg.Cluster.Pods).Pods(pod.Namespace).Get(pod.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package k8sutil
 import (
 	"maps"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -17,6 +18,45 @@ func ClusterLabels(clusterName string) map[string]string {
 		v1beta2.LabelApp:         v1beta2.LabelAppValue,
 		v1beta2.LabelClusterName: clusterName,
 	}
+}
+
+// ClusterIndex names the index of a cache of pods or claims by cluster
+// (IndexByCluster): a cluster's pass reads its own objects from it, not
+// those of every cluster of the namespace.
+const ClusterIndex = "etcd-cluster"
+
+// IndexByCluster indexes an object with the operator's labels (app=etcd and
+// etcd_cluster) by "namespace/cluster"; others are not indexed.
+func IndexByCluster(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	l := m.GetLabels()
+	if l[v1beta2.LabelApp] != v1beta2.LabelAppValue || l[v1beta2.LabelClusterName] == "" {
+		return nil, nil
+	}
+	return []string{clusterIndexKey(m.GetNamespace(), l[v1beta2.LabelClusterName])}, nil
+}
+
+func clusterIndexKey(namespace, cluster string) string { return namespace + "/" + cluster }
+
+// ClusterObjects are the objects of cache indexed by IndexByCluster that
+// carry the labels of cluster in namespace.
+func ClusterObjects[T any](cache interface {
+	ByIndex(index, key string) ([]any, error)
+}, namespace, cluster string) ([]T, error) {
+	objs, err := cache.ByIndex(ClusterIndex, clusterIndexKey(namespace, cluster))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // ClusterSelector selects the pods (and PVCs) of one cluster, for listers and

@@ -2,10 +2,13 @@ package k8sutil
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
@@ -111,5 +114,41 @@ func TestIsOwnedBy(t *testing.T) {
 				t.Errorf("IsOwnedBy() = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestClusterObjectsAreTheClustersOwn: the cluster index finds a cluster's
+// pods and nothing else: not a cluster of the same name in another
+// namespace, not one whose name starts the same, not a pod without the
+// app=etcd label.
+func TestClusterObjectsAreTheClustersOwn(t *testing.T) {
+	pod := func(ns, name string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	}
+	cl := &v1beta2.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "example"}}
+	other := &v1beta2.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "example-2"}}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{ClusterIndex: IndexByCluster})
+	for _, p := range []*corev1.Pod{
+		pod("a", "example-m1", MemberLabels(cl, "example-m1")),
+		pod("a", "example-m2", MemberLabels(cl, "example-m2")),
+		pod("b", "example-m1", ClusterLabels("example")),
+		pod("a", "example-2-m1", MemberLabels(other, "example-2-m1")),
+		pod("a", "stray", map[string]string{v1beta2.LabelClusterName: "example"}),
+	} {
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ClusterObjects[*corev1.Pod](idx, "a", "example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"a/example-m1", "a/example-m2"}; !slices.Equal(names, want) {
+		t.Errorf("the pods of a/example are %v, want %v", names, want)
 	}
 }
