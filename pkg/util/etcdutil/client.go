@@ -515,7 +515,7 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 		look.Stop()
 	case <-look.C:
 		dctx, dcancel := context.WithTimeout(sctx, diagnoseTimeout)
-		cause := DiagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS)
+		cause := diagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS, cfg.Addresses)
 		dcancel()
 		if cause != "" {
 			// Not waited for: clientv3 dials a member's endpoint for its
@@ -531,7 +531,7 @@ func fillStatus(ctx context.Context, c *clientv3.Client, cfg ClientConfig, mh *M
 	if err != nil {
 		if isTimeout(err) {
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
-			cause := DiagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS)
+			cause := diagnoseEndpoint(dctx, mh.ClientURL, cfg.TLS, cfg.Addresses)
 			dcancel()
 			if cause != "" {
 				err = &TimeoutError{Err: err, Causes: []string{cause}}

@@ -83,7 +83,7 @@ func diagnoseEndpoints(ctx context.Context, cfg ClientConfig) []string {
 	out := make([]string, len(cfg.Endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range cfg.Endpoints {
-		wg.Go(func() { out[i] = DiagnoseEndpoint(ctx, ep, cfg.TLS) })
+		wg.Go(func() { out[i] = diagnoseEndpoint(ctx, ep, cfg.TLS, cfg.Addresses) })
 	}
 	wg.Wait()
 	var causes []string
@@ -99,6 +99,13 @@ func diagnoseEndpoints(ctx context.Context, cfg ClientConfig) []string {
 // ep, "" when its name resolves, its port accepts connections and, for https,
 // the TLS handshake succeeds with tlsConfig.
 func DiagnoseEndpoint(ctx context.Context, ep string, tlsConfig *tls.Config) string {
+	return diagnoseEndpoint(ctx, ep, tlsConfig, nil)
+}
+
+// diagnoseEndpoint is DiagnoseEndpoint for a client that connects to the
+// hosts that addresses map at those addresses (ClientConfig.Addresses):
+// their names are not looked up.
+func diagnoseEndpoint(ctx context.Context, ep string, tlsConfig *tls.Config, addresses map[string]string) string {
 	u, err := url.Parse(ep)
 	if err != nil {
 		return fmt.Sprintf("endpoint %q is not a URL: %v", ep, err)
@@ -110,13 +117,16 @@ func DiagnoseEndpoint(ctx context.Context, ep string, tlsConfig *tls.Config) str
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	if net.ParseIP(host) == nil {
+	dialHost := host
+	if ip := addresses[host]; ip != "" {
+		dialHost = ip
+	} else if net.ParseIP(host) == nil {
 		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
 			return fmt.Sprintf("%s: the name %s does not resolve (%v); the member's pod may not exist or not be ready, or the cluster domain is wrong", ep, host, err)
 		}
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(dialHost, port))
 	if err != nil {
 		var oe *net.OpError
 		if errors.As(err, &oe) && strings.Contains(err.Error(), "refused") {
