@@ -278,18 +278,19 @@ func (m *membershipCache) known() etcdutil.MemberSet {
 	return m.set.Clone()
 }
 
-// New starts the goroutine of a cluster.
-func New(cfg Config, cl *api.EtcdCluster) *Cluster {
-	c := newCluster(cfg, cl)
+// New starts the goroutine of a cluster. Its calls end when ctx (the
+// controller's) ends or when it is stopped.
+func New(ctx context.Context, cfg Config, cl *api.EtcdCluster) *Cluster {
+	c := newCluster(ctx, cfg, cl)
 	go c.run()
 	return c
 }
 
 // newCluster builds a Cluster without starting its goroutine; tests drive
 // passes on it directly.
-func newCluster(cfg Config, cl *api.EtcdCluster) *Cluster {
+func newCluster(ctx context.Context, cfg Config, cl *api.EtcdCluster) *Cluster {
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	c := &Cluster{
 		ctx:       ctx,
 		cancel:    cancel,

@@ -407,7 +407,7 @@ func newFixture(t testing.TB, cl *api.EtcdCluster, objs ...runtime.Object) *fixt
 		log.SetOutput(testWriter{t})
 		log.SetLevel(logrus.DebugLevel)
 	}
-	f.c = newCluster(Config{
+	f.c = newCluster(t.Context(), Config{
 		KubeClient:     f.kube,
 		EtcdClient:     f.crs,
 		Pods:           f.indexer,

@@ -91,7 +91,7 @@ func TestGoroutine(t *testing.T) {
 	cfg := f.c.cfg
 	cfg.Metrics = NewMetrics(reg)
 	cfg.ReconcileInterval = time.Hour // only events can trigger passes here
-	c := New(cfg, f.cl)
+	c := New(t.Context(), cfg, f.cl)
 	t.Cleanup(c.Stop)
 
 	waitFor(t, "the first pass", func() bool { return passCount(t, reg) == 1 })
@@ -155,7 +155,7 @@ func TestDeleteCancelsAPassInFlight(t *testing.T) {
 	cfg := f.c.cfg
 	b := blockingEtcd{fakeEtcd: f.etcd, entered: make(chan struct{})}
 	cfg.Etcd = b
-	c := New(cfg, f.cl)
+	c := New(t.Context(), cfg, f.cl)
 	select {
 	case <-b.entered:
 	case <-time.After(10 * time.Second):
@@ -258,7 +258,7 @@ func TestAPanicInAPassIsReportedAndRetried(t *testing.T) {
 	etcd := &panickyEtcd{fakeEtcd: f.etcd}
 	cfg.Etcd = etcd
 	cfg.MinBackoff = time.Millisecond
-	c := New(cfg, f.cl)
+	c := New(t.Context(), cfg, f.cl)
 	t.Cleanup(c.Stop)
 	waitFor(t, "the pass after the panic asks etcd again", func() bool { return etcd.calls.Load() >= 2 })
 	var warned bool
@@ -285,7 +285,7 @@ func TestAPanicOutsideAPassRestartsTheLoop(t *testing.T) {
 	f.pod(memberC)
 	cfg := f.c.cfg
 	cfg.MinBackoff = time.Millisecond
-	c := New(cfg, f.cl)
+	c := New(t.Context(), cfg, f.cl)
 	t.Cleanup(c.Stop)
 	waitFor(t, "the first pass writes the status", func() bool { return f.statusWrites() >= 1 })
 	c.Update(nil)

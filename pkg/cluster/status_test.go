@@ -391,7 +391,7 @@ etcd_operator_cluster_quorum{name=%q,namespace=%q} %v
 // spec in force: the goroutine keeps no older copy of the object beside the
 // informer's. A new spec is still judged as one.
 func TestTheSpecInForceIsTheNewestObjectWithIt(t *testing.T) {
-	c := newCluster(Config{MembershipWait: k8sutil.MembershipWait{Image: "op:test"}}, newTestCluster())
+	c := newCluster(t.Context(), Config{MembershipWait: k8sutil.MembershipWait{Image: "op:test"}}, newTestCluster())
 	written := newTestCluster(func(cl *api.EtcdCluster) {
 		cl.ResourceVersion = "2"
 		cl.Status.Size = 3

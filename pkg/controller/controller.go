@@ -63,6 +63,11 @@ type Controller struct {
 	stopped []*cluster.Cluster
 	// scope says why clusters of the other scope are left alone.
 	scope *k8sutil.ScopeNotices
+	// runCtx is Run's context, set before any informer starts: the
+	// EtcdCluster informer's list and watch calls and the clusters'
+	// goroutines are bound to it (informer handlers and client-go v0.32's
+	// ListWatch take no context of their own).
+	runCtx context.Context
 }
 
 // New wires the informers; nothing runs until Run.
@@ -77,10 +82,10 @@ func New(cfg Config) *Controller {
 	clusters := cfg.EtcdClient.EtcdV1beta2().EtcdClusters(ns)
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			return clusters.List(context.Background(), o)
+			return clusters.List(c.runCtx, o)
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			return clusters.Watch(context.Background(), o)
+			return clusters.Watch(c.runCtx, o)
 		},
 	}
 	// Handlers only hand objects to goroutines without waiting on them, so a slow
@@ -216,6 +221,7 @@ func trimPod(p *corev1.Pod) {
 // that no cluster goroutine ever runs a pass on an empty cache: it would report
 // healthy clusters as having no member pod, or take a running member for a dead one.
 func (c *Controller) Run(ctx context.Context, synced func()) error {
+	c.runCtx = ctx
 	if c.mayManageBudgets(ctx) {
 		c.cfg.Cluster.BudgetLister = c.members.Policy().V1().PodDisruptionBudgets().Lister()
 		_, _ = c.members.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(c.pokeHandler())
@@ -315,7 +321,7 @@ func (c *Controller) sync(obj interface{}) {
 		return
 	}
 	c.reapLocked()
-	c.clusters[key] = cluster.New(c.cfg.Cluster, cl)
+	c.clusters[key] = cluster.New(c.runCtx, c.cfg.Cluster, cl)
 	c.metrics.created.Inc()
 	c.metrics.clusters.Set(float64(len(c.clusters)))
 	log.Info("managing cluster")

@@ -87,7 +87,8 @@ func (s *Server) SetUnreadyReason(why string) {
 func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// ctx is done: the shutdown gets time of its own.
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = s.srv.Shutdown(shutdownCtx)
 	}()
