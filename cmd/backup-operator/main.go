@@ -77,7 +77,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 }
 
 func main() {
-	ctx, cancel := operatorrun.SignalContext()
+	ctx, cancel := operatorrun.SignalContext(context.Background())
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, operatorrun.NewLogger(binary))
 	cancel()
 	os.Exit(code)

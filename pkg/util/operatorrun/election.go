@@ -159,10 +159,10 @@ func (cfg LeaderConfig) event(ctx context.Context, typ, reason, msg string) {
 	podEvent(ctx, cfg.Kube, cfg.Recorder, Identity{Namespace: cfg.Namespace, PodName: cfg.PodName}, typ, reason, msg)
 }
 
-// SignalContext is cancelled on SIGTERM or SIGINT, so a pod being deleted shuts down
-// cleanly and hands its Lease over.
-func SignalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// SignalContext is parent, also cancelled on SIGTERM or SIGINT, so a pod being
+// deleted shuts down cleanly and hands its Lease over.
+func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 }
 
 // NewLogger is the logrus entry a binary logs through.
