@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -327,10 +328,7 @@ func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outco
 	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
 		return outcome{err: err}
 	}
-	members := s.membership.Clone()
-	for _, name := range a.without {
-		members.Remove(name)
-	}
+	members := joiningMembership(s, a.behind, a.without)
 	members.Add(m)
 	pairs := members.PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, pairs, k8sutil.ClusterStateExisting, "",
@@ -341,7 +339,11 @@ func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outco
 		}
 		return outcome{err: err}
 	}
-	c.log.Infof("created pod %s for a new member on %s; it is added to etcd once the pod resolves in DNS", m.Name, a.version)
+	behind := ""
+	if len(a.behind) > 0 {
+		behind = ", after " + strings.Join(a.behind, ", ")
+	}
+	c.log.Infof("created pod %s for a new member on %s; it is added to etcd%s once the pod resolves in DNS", m.Name, a.version, behind)
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -124,6 +125,9 @@ type action struct {
 	// without are members a joining pod is made without, in its
 	// --initial-cluster: they are removed before it is added.
 	without []string
+	// behind are joining members not added yet that a joining pod is made
+	// behind: its --initial-cluster names them, and they are added first.
+	behind []string
 	// version is the etcd version of a seed, a new member or an upgrade.
 	version string
 	// learner adds the member as a learner; force restarts it with
@@ -150,6 +154,9 @@ func (a action) String() string {
 	}
 	if a.version != "" {
 		s += " to " + a.version
+	}
+	if len(a.behind) > 0 {
+		s += " behind " + strings.Join(a.behind, ", ")
 	}
 	if a.learner {
 		s += " as learner"

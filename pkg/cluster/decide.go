@@ -479,18 +479,14 @@ func cleanUp(s *snapshot) (action, bool) {
 
 // unusableJoiner says why a joining pod can never be added, "" when it can.
 // Its member was never added, so etcd knows nothing of it and the pod and its
-// claim may go at any time. Of several usable ones, the first by name is kept.
+// claim may go at any time. Of several usable ones, those of joinChain are
+// kept.
 func unusableJoiner(s *snapshot, name string) string {
 	if why := joinerProblem(s, name); why != "" {
 		return why
 	}
-	for _, other := range sortedKeys(s.joiners) {
-		if other == name {
-			return ""
-		}
-		if joinerProblem(s, other) == "" {
-			return "another joining pod is used"
-		}
+	if !slices.Contains(joinChain(s), name) {
+		return "another joining pod is used"
 	}
 	return ""
 }
@@ -510,11 +506,104 @@ func joinerProblem(s *snapshot, name string) string {
 		// A new member follows the spec in force: one made unschedulable
 		// by the old spec.pod would otherwise wait out the pending timeout.
 		return "spec.pod changed since it was made"
-	case !slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name)) &&
-		!slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name, leaving(s)...)):
+	}
+	ahead := joinersAhead(s, name)
+	if len(ahead) > 0 && !usableAhead(s, name, ahead) ||
+		!slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name, ahead, nil)) &&
+			!slices.Equal(k8sutil.InitialCluster(pod), initialClusterWith(s, name, ahead, leaving(s))) {
 		return "the membership changed since it was made"
 	}
 	return ""
+}
+
+// joinersAhead are the members a joining pod's --initial-cluster names that
+// etcd does not list yet: the joining members made before it, to be added
+// before it (prepareJoiner).
+func joinersAhead(s *snapshot, name string) []string {
+	var ahead []string
+	for _, pair := range k8sutil.InitialCluster(s.joiners[name]) {
+		other, _, _ := strings.Cut(pair, "=")
+		if _, member := s.members[other]; !member && other != name {
+			ahead = append(ahead, other)
+		}
+	}
+	return ahead
+}
+
+// usableAhead tells whether the joining pods a joining pod was made behind
+// can still be added before it: each one usable and itself first in line,
+// with room among etcd's learners for all of them.
+func usableAhead(s *snapshot, name string, ahead []string) bool {
+	if len(ahead) >= learnerSlots(s) {
+		return false
+	}
+	for _, other := range ahead {
+		if _, ok := s.joiners[other]; !ok || other == name || len(joinersAhead(s, other)) > 0 || joinerProblem(s, other) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// joinChain are the joining pods to be added, in the order of their adds:
+// the first usable one (by name) that names only members, then the one
+// made behind it, as far as etcd's learners (learnerSlots) and spec.size
+// leave room.
+func joinChain(s *snapshot) []string {
+	if !wantsMember(s) {
+		return nil
+	}
+	room := max(1, s.spec.Spec.Size-(len(s.members)-len(leaving(s))))
+	var chain []string
+	for len(chain) < min(room, learnerSlots(s)) {
+		next := ""
+		for _, name := range sortedKeys(s.joiners) {
+			if !slices.Contains(chain, name) && slices.Equal(joinersAhead(s, name), chain) && joinerProblem(s, name) == "" {
+				next = name
+				break
+			}
+		}
+		if next == "" {
+			break
+		}
+		chain = append(chain, next)
+	}
+	return chain
+}
+
+// learnerSlots is how many learners etcd takes in the membership at once.
+// Every member checks the count as it applies an add, so it is the least
+// any member's etcd allows, counting the new members' too: etcd's default of
+// one unless every member runs etcd 3.6 or later with ETCD_MAX_LEARNERS
+// (k8sutil.MaxLearners), which the operator sets on the members it makes.
+func learnerSlots(s *snapshot) int {
+	if !atLeast36(s.plan.newMembers) {
+		return 1
+	}
+	slots := k8sutil.MaxLearners
+	pods := make([]*corev1.Pod, 0, len(s.members)+len(s.joiners))
+	for _, m := range s.members {
+		pods = append(pods, m.pod)
+	}
+	for _, pod := range s.joiners {
+		pods = append(pods, pod)
+	}
+	for _, pod := range pods {
+		if pod == nil || !atLeast36(podVersion(pod)) {
+			return 1
+		}
+		// A member being patched from an older version may still run it.
+		if v := runningVersion(pod); v != "" && !atLeast36(v) {
+			return 1
+		}
+		slots = min(slots, k8sutil.PodMaxLearners(pod))
+	}
+	return slots
+}
+
+func atLeast36(version string) bool {
+	major, minor, err := api.ParseVersion(version)
+	return err == nil && (major > 3 || major == 3 && minor >= 6)
 }
 
 // wantsMember tells whether a member is to be added: the cluster is smaller
@@ -539,19 +628,27 @@ func leaving(s *snapshot) []string {
 }
 
 // initialClusterWith is --initial-cluster for member name joining the
-// membership once the members without have left, sorted as
-// k8sutil.InitialCluster returns it.
-func initialClusterWith(s *snapshot, name string, without ...string) []string {
+// membership once the joining members ahead have been added and the members
+// without have left, sorted as k8sutil.InitialCluster returns it.
+func initialClusterWith(s *snapshot, name string, ahead, without []string) []string {
+	pairs := joiningMembership(s, append(slices.Clone(ahead), name), without).PeerURLPairs()
+	slices.Sort(pairs)
+	return pairs
+}
+
+// joiningMembership is the membership once the members joining are added
+// and the members without removed.
+func joiningMembership(s *snapshot, joining, without []string) etcdutil.MemberSet {
 	members := s.membership.Clone()
 	for _, w := range without {
 		members.Remove(w)
 	}
-	m := *s.memberTemplate()
-	m.Name = name
-	members.Add(&m)
-	pairs := members.PeerURLPairs()
-	slices.Sort(pairs)
-	return pairs
+	for _, name := range joining {
+		m := *s.memberTemplate()
+		m.Name = name
+		members.Add(&m)
+	}
+	return members
 }
 
 // 12.
@@ -617,21 +714,33 @@ func replaceReason(m *memberView) string {
 
 // 13.
 func learners(s *snapshot) (action, bool) {
-	for _, name := range s.membership.Learners() {
-		if s.members[name].state != memberRunning {
-			if a, ok := prepareJoiner(s, "while learner "+name+" starts"); ok {
-				if b, ok := needEtcd(s, "create a joining pod"); ok {
-					return b, true
-				}
-				return a, true
-			}
-			return wait(fmt.Sprintf("learner %s does not run yet", name)), true
-		}
-		// A learner is a join not finished: nothing else changes before it
-		// votes. etcd refuses the promotion until it has caught up.
-		return action{kind: actPromoteLearner, member: name}, true
+	names := s.membership.Learners()
+	if len(names) == 0 {
+		return action{}, false
 	}
-	return action{}, false
+	// Where etcd takes another learner, the next one is added before any
+	// promotion: once a learner votes, etcd refuses adds until it has been
+	// connected to it for its health interval.
+	if chain := joinChain(s); len(names) < learnerSlots(s) && len(chain) > 0 && k8sutil.HasPassedDNSCheck(s.joiners[chain[0]]) {
+		return addMember(s)
+	}
+	// A learner is a join not finished: nothing else changes before it
+	// votes. etcd refuses the promotion until it has caught up.
+	for _, name := range names {
+		if s.members[name].state == memberRunning {
+			return action{kind: actPromoteLearner, member: name}, true
+		}
+	}
+	if a, ok := prepareJoiner(s, "while learner "+names[0]+" starts"); ok {
+		if b, ok := needEtcd(s, "create a joining pod"); ok {
+			return b, true
+		}
+		return a, true
+	}
+	if len(names) > 1 {
+		return wait(fmt.Sprintf("learners %s do not run yet", strings.Join(names, ", "))), true
+	}
+	return wait(fmt.Sprintf("learner %s does not run yet", names[0])), true
 }
 
 // 14.
@@ -647,19 +756,22 @@ func size(s *snapshot) (action, bool) {
 }
 
 func addMember(s *snapshot) (action, bool) {
-	var joiner *corev1.Pod
-	for _, name := range sortedKeys(s.joiners) {
-		joiner = s.joiners[name]
-		break
-	}
-	if joiner == nil {
+	chain := joinChain(s)
+	if len(chain) == 0 {
 		// Its --initial-cluster names the membership: it has to be etcd's.
 		if a, ok := needEtcd(s, "create a joining pod"); ok {
 			return a, true
 		}
 		return action{kind: actCreateJoiner, version: s.plan.newMembers}, true
 	}
+	joiner := s.joiners[chain[0]]
 	if !k8sutil.HasPassedDNSCheck(joiner) {
+		if a, ok := prepareJoiner(s, "while "+joiner.Name+" starts"); ok {
+			if b, ok := needEtcd(s, "create a joining pod"); ok {
+				return b, true
+			}
+			return a, true
+		}
 		return wait(fmt.Sprintf("the pod of joining member %s does not resolve in DNS yet", joiner.Name)), true
 	}
 	if a, ok := readyForChange(s, "add member "+joiner.Name); ok {
@@ -675,24 +787,39 @@ func addMember(s *snapshot) (action, bool) {
 // prepareJoiner makes the next joining pod ahead of its turn, while the
 // change before it completes, so that its check-dns runs meanwhile and only
 // MemberAdd and the promotion stay serial. Nothing changes in etcd: the
-// member is added in step 14 once the change before it is done and etcd's
-// leader has confirmed the membership, and a pod that no longer matches the
-// membership by then is deleted in step 11.
+// member is added in step 13 or 14 once the change before it is done and
+// etcd's leader has confirmed the membership, and a pod that no longer
+// matches the membership by then is deleted in step 11. Where etcd takes
+// more than one learner, a pod is also made behind the joining pods not
+// added yet, its --initial-cluster naming them, as many as etcd will take
+// as learners at once.
 func prepareJoiner(s *snapshot, why string) (action, bool) {
-	if len(s.joiners) > 0 || len(s.strayPods) > 0 || len(s.terminating) > 0 || s.plan.refused != nil || !wantsMember(s) {
+	if len(s.strayPods) > 0 || len(s.terminating) > 0 || s.plan.refused != nil || !wantsMember(s) {
 		return action{}, false
 	}
-	return action{kind: actCreateJoiner, version: s.plan.newMembers, without: leaving(s), reason: why}, true
+	chain := joinChain(s)
+	switch {
+	case len(chain) != len(s.joiners):
+		return action{}, false // the unusable ones go first (step 11)
+	case len(chain) == 0:
+		return action{kind: actCreateJoiner, version: s.plan.newMembers, without: leaving(s), reason: why}, true
+	case len(chain) >= learnerSlots(s) || len(leaving(s)) > 0 ||
+		len(s.members)+len(chain) >= s.spec.Spec.Size:
+		return action{}, false
+	}
+	return action{kind: actCreateJoiner, version: s.plan.newMembers, behind: chain, reason: why}, true
 }
 
 // readyForChange checks what etcd's strict reconfiguration check will before
-// a member is added: every member's pod Ready, every member connected for
-// etcd's health interval, a leader, a working quorum, and every member
-// answering. The original tried anyway and lost a tick per member to etcd's
-// refusal.
+// a member is added: every voting member's pod Ready, every voting member
+// connected for etcd's health interval, a leader, a working quorum, and
+// every voting member answering. The original tried anyway and lost a tick
+// per member to etcd's refusal. Learners are left out, as etcd leaves them
+// out: they count towards no quorum, and where etcd takes two, one still
+// starting does not hold the next add back.
 func readyForChange(s *snapshot, what string) (action, bool) {
-	if a, ok := everyMemberReady(s, what); ok {
-		return a, true
+	if q := s.quorum; q.ready < q.voters {
+		return wait(fmt.Sprintf("%d of %d voting members are ready; every one must be to %s", q.ready, q.voters, what)), true
 	}
 	if d := untilConnectedLongEnough(s); d > 0 {
 		a := wait("the newest member has not been connected for etcd's health interval")
@@ -702,7 +829,14 @@ func readyForChange(s *snapshot, what string) (action, bool) {
 	if a, ok := needEtcd(s, what); ok {
 		return a, true
 	}
-	return everyMemberAnswers(s)
+	for _, m := range s.etcd.health.Members {
+		if m.Err != nil && !m.IsLearner {
+			a := wait(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
+			a.backoff = true
+			return a, true
+		}
+	}
+	return action{}, false
 }
 
 // readyForUpgrade checks what taking the next member down for its upgrade
@@ -761,17 +895,18 @@ func everyMemberAnswers(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// untilConnectedLongEnough is how long until every member's etcd has run for
-// etcdHealthInterval, counted from its container's start (a little before it
-// connects, so an add may still be refused once, and is then retried).
+// untilConnectedLongEnough is how long until every voting member's etcd has
+// run for etcdHealthInterval, counted from its container's start (a little
+// before it connects, so an add may still be refused once, and is then
+// retried).
 func untilConnectedLongEnough(s *snapshot) time.Duration {
-	if len(s.members) <= 1 {
+	if s.quorum.voters <= 1 {
 		// etcd counts itself as connected: a single member takes an add at once.
 		return 0
 	}
 	var longest time.Duration
 	for _, m := range s.members {
-		if m.pod == nil {
+		if m.pod == nil || m.member.IsLearner {
 			continue
 		}
 		st := etcdContainerStatus(m.pod)

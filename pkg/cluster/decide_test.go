@@ -165,11 +165,27 @@ func TestDecide(t *testing.T) {
 		{name: "while a learner starts with the next joining pod made, the learner is waited for", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD})), want: "wait (learner example-d does not run yet)"},
 		{name: "a running learner is promoted before its successor's pod is made", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD)), want: "promote learner example-d"},
 
+		// 12. Learners side by side: every member on etcd 3.6 with ETCD_MAX_LEARNERS.
+		{name: "on 3.6, while the seed starts, a second joining pod is made behind the first", mods: mods(notYetAvailable, on36, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA})), want: "create joiner to " + v36 + " behind example-new (while the seed starts)"},
+		{name: "on 3.6, with two joining pods made, the seed is waited for", mods: mods(notYetAvailable, on36, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA}), joiningPod(joiner2, []string{memberA, joiner})), want: "wait (0 of 1 voting members run and 1 are starting"},
+		{name: "on 3.6, a joining pod is made behind the one not added yet", mods: mods(on36, specSize(5), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "create joiner to " + v36 + " behind example-new (while example-new starts)"},
+		{name: "on 3.6, no pod is made behind when spec.size has room for one member", mods: mods(on36, specSize(4), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
+		{name: "on 3.6, of a joining pod and the one made behind it the first is added", mods: mods(on36, specSize(5), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, a joining pod made behind one that is gone is deleted", mods: mods(on36, specSize(5), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
+		{name: "before 3.6, a joining pod made behind another is deleted", mods: mods(specSize(5), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
+		{name: "on 3.6, while a learner starts, the next one is added", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, a running learner votes only once the next one is added", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, a running learner votes when the next joining pod does not resolve yet", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "promote learner example-d"},
+		{name: "on 3.6, of two learners the running one votes first", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second))), want: "promote learner example-e"},
+		{name: "on 3.6, a third learner waits for a promotion", mods: mods(on36, specSize(7), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second)), podIs(memberE, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD, memberE}), joiningPod(joiner2, []string{memberA, memberB, memberC, memberD, memberE, joiner}), etcdLeader(memberA, memberD, memberE)), want: "wait (learners example-d, example-e do not run yet)"},
+		{name: "on 3.6 with a member made without ETCD_MAX_LEARNERS, one learner at a time", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), podIs(memberA, withoutMaxLearners), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
+		{name: "on 3.6 with a member that still runs 3.5, one learner at a time", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), podIs(memberA, runs(testVersion)), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
+
 		// 13. Size.
 		{name: "scaling up reads etcd before making a joining pod", mods: mods(specSize(4)), want: "read etcd (create a joining pod)"},
 		{name: "scaling up makes the new member's pod first, at spec.version", mods: mods(specSize(4), etcdLeader(memberA)), want: "create joiner to " + testVersion},
 		{name: "a joining pod is added only once it resolves in DNS", mods: mods(specSize(4), joiningPod(joiner, three, resolving)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
-		{name: "a joining pod is added only once every member is ready", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberB, notReady)), want: "wait (2 of 3 members are ready"},
+		{name: "a joining pod is added only once every member is ready", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberB, notReady)), want: "wait (2 of 3 voting members are ready"},
 		{name: "a joining pod is added only once every member has been connected for etcd's health interval", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberC, startedAgo(2*time.Second))), want: "wait (the newest member has not been connected", after: 3 * time.Second},
 		{name: "a joining pod makes the pass read etcd before its add", mods: mods(specSize(4), joiningPod(joiner, three)), want: "read etcd (add member example-new)"},
 		{name: "a joining pod is not added while a member does not answer etcd", mods: mods(specSize(4), joiningPod(joiner, three), etcdLeader(memberA, memberC)), want: "wait (member example-c"},
@@ -357,6 +373,28 @@ func members(names ...string) snapMod {
 			}
 		}
 	}
+}
+
+// v36 is an etcd whose members take more than one learner (ETCD_MAX_LEARNERS).
+const v36 = "3.6.6"
+
+// on36 moves the spec and every pod made so far to etcd 3.6.
+func on36(s *snapshot) {
+	s.spec.Spec.Version = v36
+	for _, p := range s.pods {
+		onVersion(v36)(p)
+	}
+}
+
+// withoutMaxLearners makes the pod one made before the operator set
+// ETCD_MAX_LEARNERS.
+func withoutMaxLearners(p *corev1.Pod) {
+	p.Spec.Containers[0].Env = slices.DeleteFunc(p.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == api.EnvMaxLearners })
+}
+
+// runs makes the pod's container run version v, whatever its spec says.
+func runs(v string) podOpt {
+	return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Image = api.EtcdImage(api.DefaultRepository, v) }
 }
 
 func learner(name string) snapMod { return func(s *snapshot) { s.membership[name].IsLearner = true } }

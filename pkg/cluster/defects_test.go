@@ -572,7 +572,7 @@ func TestIssue18BadInput(t *testing.T) {
 				}
 			}
 		}
-		expect(t, "the seed's etcd environment", env, []string{"ETCD_SNAPSHOT_COUNT"})
+		expect(t, "the seed's etcd environment", env, []string{"ETCD_SNAPSHOT_COUNT", api.EnvMaxLearners})
 		s := f.mustStatus()
 		if !strings.Contains(s.Reason, "ETCD_FORCE_NEW_CLUSTER, ETCD_DISCOVERY_SRV ignored") {
 			t.Errorf("reason = %q, want the ignored variables named", s.Reason)

@@ -115,10 +115,12 @@ func (etcdutilAPI) EnableDowngrade(ctx context.Context, cc etcdutil.ClientConfig
 
 // isNotReadyForChange recognises etcd's refusals of a membership change that
 // only mean "not now": its strict reconfiguration check wants every voting
-// member connected and enough of them started, and a learner is promoted only
-// once it has caught up with the leader. They are waited out, not reported.
+// member connected and enough of them started, a learner is promoted only
+// once it has caught up with the leader, and a learner is added only while
+// the membership holds fewer than etcd allows (every member refuses it alike
+// as it applies the change, so the membership is unchanged). They are waited out, not reported.
 func isNotReadyForChange(err error) bool {
-	for _, refusal := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrMemberLearnerNotReady} {
+	for _, refusal := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrMemberLearnerNotReady, rpctypes.ErrTooManyLearners} {
 		// The text check covers a refusal that reached us as a raw gRPC
 		// status rather than as the client's typed error.
 		if errors.Is(err, refusal) || strings.Contains(err.Error(), refusal.Error()) {

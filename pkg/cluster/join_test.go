@@ -184,6 +184,68 @@ func TestPodFirstJoin(t *testing.T) {
 			},
 		},
 		{
+			name:    "on etcd 3.6, scaling up by two makes both pods at once and adds both learners before either votes",
+			cluster: newTestCluster(withSize(5), withVersion("3.6.6")),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"create pods " + joiner})
+				f.showCreatedPods(resolving)
+				f.mustPass()
+				second := "example-new0000002"
+				expect(t, "pod actions while the first pod's check-dns runs", f.podActions(), []string{"create pods " + second})
+				want := []string{
+					memberA + "=" + f.member(memberA).PeerURL(), memberB + "=" + f.member(memberB).PeerURL(), memberC + "=" + f.member(memberC).PeerURL(),
+					joiner + "=" + f.member(joiner).PeerURL(), second + "=" + f.member(second).PeerURL(),
+				}
+				expect(t, "the second pod's --initial-cluster", k8sutil.InitialCluster(f.createdPod(second)), want)
+				f.showCreatedPods(resolving)
+				for _, name := range []string{joiner, second} {
+					obj, _, err := f.indexer.GetByKey(testNS + "/" + name)
+					if err != nil || obj == nil {
+						t.Fatalf("pod %s is not in the lister: %v", name, err)
+					}
+					p := obj.(*corev1.Pod).DeepCopy()
+					resolvable(p)
+					f.setPod(p)
+				}
+				f.mustPass()
+				f.mustPass()
+				expect(t, "etcd writes: both learners, nothing promoted", f.etcdWrites(), []string{f.learnerCall(joiner), f.learnerCall(second)})
+
+				f.setReady(second, false)
+				f.mustPass()
+				expect(t, "etcd writes: the running learner votes first", f.etcdWrites()[2:], []string{promoteCall(second)})
+				f.setReady(joiner, false)
+				f.mustPass()
+				expect(t, "etcd writes: then the other", f.etcdWrites()[3:], []string{promoteCall(joiner)})
+			},
+		},
+		{
+			name:    "etcd's refusal of a learner too many is waited out, the joining pod kept",
+			cluster: newTestCluster(withSize(4)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.joinerPod(memberD, []string{memberA, memberB, memberC})
+				f.etcd.addErr = rpctypes.ErrTooManyLearners
+				f.mustPass()
+				expect(t, "etcd writes when refused", f.etcdWrites(), []string{f.learnerCall(memberD)})
+				if f.c.members.set == nil {
+					t.Error("the membership was forgotten after a refusal that changed nothing")
+				}
+				f.etcd.addErr = nil
+				f.mustPass()
+				expect(t, "etcd writes on retry", f.etcdWrites(), []string{f.learnerCall(memberD), f.learnerCall(memberD)})
+				expect(t, "pod actions", f.podActions(), nil)
+			},
+		},
+		{
 			name:    "a joining pod made for an older membership is replaced when a dead member was removed",
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {

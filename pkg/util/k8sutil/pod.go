@@ -172,14 +172,12 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 		// status (and the operator's events) after the pod is replaced.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Ports:                    ports,
-		// Reserved variables are refused at admission; one that got past it
-		// (a CRD older than the rule) must still never reach etcd.
-		Env:             copyEnv(v1beta2.FilterReservedEtcdEnv(policy.EtcdEnv)),
-		Resources:       *policy.Resources.DeepCopy(),
-		VolumeMounts:    mounts,
-		ReadinessProbe:  probes.readiness,
-		LivenessProbe:   probes.liveness,
-		SecurityContext: EtcdContainerSecurity(version),
+		Env:                      etcdEnv(policy, version),
+		Resources:                *policy.Resources.DeepCopy(),
+		VolumeMounts:             mounts,
+		ReadinessProbe:           probes.readiness,
+		LivenessProbe:            probes.liveness,
+		SecurityContext:          EtcdContainerSecurity(version),
 	}
 
 	checkDNS := corev1.Container{
@@ -491,6 +489,47 @@ func staticTLS(cluster *v1beta2.EtcdCluster) v1beta2.StaticTLS {
 		s.Member = &v1beta2.MemberSecret{}
 	}
 	return s
+}
+
+// MaxLearners is how many learners the operator lets a cluster hold at once
+// where every member runs etcd 3.6 or later: a join's MemberAdd then comes
+// before the previous learner's promotion, so etcd's 5 s health interval
+// (an add waits until every voter has been connected that long) is paid once
+// per pair of joins instead of once per join.
+const MaxLearners = 2
+
+// etcdEnv is the etcd container's environment: pod.etcdEnv without its
+// reserved variables (refused at admission; one that got past it, under a
+// CRD older than the rule, must still never reach etcd), and
+// ETCD_MAX_LEARNERS from 3.4 on, learners' first version. etcd before 3.6
+// warns about it and goes on; set from the start, it holds once the member
+// is patched to 3.6, and every member of a cluster then allows the same.
+func etcdEnv(policy *v1beta2.PodPolicy, version string) []corev1.EnvVar {
+	env := copyEnv(v1beta2.FilterReservedEtcdEnv(policy.EtcdEnv))
+	if v, ok := parseEtcdVersion(version); ok && v.atLeast(3, 4, 0) {
+		env = append(env, corev1.EnvVar{Name: v1beta2.EnvMaxLearners, Value: strconv.Itoa(MaxLearners)})
+	}
+	return env
+}
+
+// PodMaxLearners is how many learners the pod's etcd accepts in the
+// membership, as its environment sets it: 1, etcd's default, without the
+// variable. Whether its etcd reads the variable at all (3.6 and later) is
+// the caller's to check.
+func PodMaxLearners(pod *corev1.Pod) int {
+	etcd := etcdContainer(pod)
+	if etcd == nil {
+		return 1
+	}
+	for _, e := range etcd.Env {
+		if e.Name == v1beta2.EnvMaxLearners {
+			if n, err := strconv.Atoi(e.Value); err == nil && n > 0 {
+				return n
+			}
+			return 1
+		}
+	}
+	return 1
 }
 
 func copyEnv(env []corev1.EnvVar) []corev1.EnvVar {

@@ -70,7 +70,9 @@ var (
 // operator's --initial-cluster, a WAL directory outside the data volume is
 // lost with the pod, a config file makes etcd ignore every flag, and without
 // the strict reconfiguration check etcd accepts a membership change that
-// loses quorum. None of them can be repaired by the operator once in use.
+// loses quorum, and members that allow different numbers of learners (each
+// checks the count as it applies an add) disagree on the membership. None of
+// them can be repaired by the operator once in use.
 var ReservedEtcdEnv = sets.New(
 	"ETCD_NAME", "ETCD_DATA_DIR",
 	"ETCD_INITIAL_CLUSTER", "ETCD_INITIAL_CLUSTER_STATE", "ETCD_INITIAL_CLUSTER_TOKEN",
@@ -79,7 +81,13 @@ var ReservedEtcdEnv = sets.New(
 	"ETCD_PEER_CLIENT_CERT_AUTH", "ETCD_PEER_TRUSTED_CA_FILE", "ETCD_PEER_CERT_FILE", "ETCD_PEER_KEY_FILE",
 	"ETCD_CLIENT_CERT_AUTH", "ETCD_TRUSTED_CA_FILE", "ETCD_CERT_FILE", "ETCD_KEY_FILE",
 	"ETCD_FORCE_NEW_CLUSTER", "ETCD_WAL_DIR", "ETCD_CONFIG_FILE", "ETCD_STRICT_RECONFIG_CHECK", "ETCD_PROXY",
+	EnvMaxLearners, "ETCD_EXPERIMENTAL_MAX_LEARNERS",
 )
+
+// EnvMaxLearners is etcd 3.6's --max-learners: how many learners the
+// membership may hold at once (etcd's default: one). The operator sets it on
+// every member it makes; etcd before 3.6 warns about it and goes on.
+const EnvMaxLearners = "ETCD_MAX_LEARNERS"
 
 // ReservedEtcdEnvPrefix covers every discovery setting (ETCD_DISCOVERY,
 // _SRV, _SRV_NAME, _FALLBACK, _PROXY, _TOKEN, _ENDPOINTS, ... of 3.6's v3
