@@ -720,16 +720,44 @@ func learners(s *snapshot) (action, bool) {
 	}
 	// Where etcd takes another learner, the next one is added before any
 	// promotion: once a learner votes, etcd refuses adds until it has been
-	// connected to it for its health interval.
-	if chain := joinChain(s); len(names) < learnerSlots(s) && len(chain) > 0 && k8sutil.HasPassedDNSCheck(s.joiners[chain[0]]) {
-		return addMember(s)
+	// connected to it for its health interval. Not before every learner's
+	// etcd has started, though: a member checks its --initial-cluster
+	// against the membership as it starts, and one added meanwhile would
+	// make it refuse to start ("member count is unequal"), for good.
+	var next *corev1.Pod
+	if chain := joinChain(s); len(names) < learnerSlots(s) && len(chain) > 0 {
+		next = s.joiners[chain[0]]
+	}
+	nextResolves := next != nil && k8sutil.HasPassedDNSCheck(next)
+	if nextResolves {
+		if a, ok := needEtcd(s, "add member "+next.Name); ok {
+			return a, true
+		}
+		if learnersStarted(s, names) {
+			return addMember(s)
+		}
 	}
 	// A learner is a join not finished: nothing else changes before it
 	// votes. etcd refuses the promotion until it has caught up.
 	for _, name := range names {
-		if s.members[name].state == memberRunning {
-			return action{kind: actPromoteLearner, member: name}, true
+		m := s.members[name]
+		if m.state != memberRunning {
+			continue
 		}
+		// Holding the promotion for the next add costs nothing until the
+		// learner has run for etcd's health interval: an add after the
+		// promotion would wait that long anyway.
+		if next != nil {
+			if d := etcdStartedAt(m.pod).Add(etcdHealthInterval).Sub(s.now); d > 0 {
+				a := wait(fmt.Sprintf("learner %s votes once the next learner %s is added", name, next.Name))
+				a.after = d
+				// Nothing in Kubernetes tells when the learner's etcd has
+				// started: etcd is asked again soon.
+				a.backoff = nextResolves
+				return a, true
+			}
+		}
+		return action{kind: actPromoteLearner, member: name}, true
 	}
 	if a, ok := prepareJoiner(s, "while learner "+names[0]+" starts"); ok {
 		if b, ok := needEtcd(s, "create a joining pod"); ok {
@@ -741,6 +769,27 @@ func learners(s *snapshot) (action, bool) {
 		return wait(fmt.Sprintf("learners %s do not run yet", strings.Join(names, ", "))), true
 	}
 	return wait(fmt.Sprintf("learner %s does not run yet", names[0])), true
+}
+
+// learnersStarted tells whether etcd lists every one of the learners by
+// name, which a member publishes once it has started and joined.
+func learnersStarted(s *snapshot, names []string) bool {
+	for _, name := range names {
+		h, ok := s.etcd.healthOf(s.members[name].member.ID)
+		if !ok || h.Name == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// etcdStartedAt is when the pod's etcd container started, zero when it does
+// not run.
+func etcdStartedAt(pod *corev1.Pod) time.Time {
+	if st := etcdContainerStatus(pod); st != nil && st.State.Running != nil {
+		return st.State.Running.StartedAt.Time
+	}
+	return time.Time{}
 }
 
 // 14.

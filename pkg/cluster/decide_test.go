@@ -173,9 +173,12 @@ func TestDecide(t *testing.T) {
 		{name: "on 3.6, of a joining pod and the one made behind it the first is added", mods: mods(on36, specSize(5), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
 		{name: "on 3.6, a joining pod made behind one that is gone is deleted", mods: mods(on36, specSize(5), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
 		{name: "before 3.6, a joining pod made behind another is deleted", mods: mods(specSize(5), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
-		{name: "on 3.6, while a learner starts, the next one is added", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, the next learner waits until the one before it has started: its etcd would refuse a membership other than its --initial-cluster", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD), notStarted(memberD)), want: "wait (learner example-d does not run yet)"},
+		{name: "on 3.6, a running learner whose etcd has not joined yet holds the next add, and etcd is asked again soon", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(time.Second), notReady), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD), notStarted(memberD)), want: "wait (learner example-d votes once the next learner example-new is added)", polls: true},
+		{name: "on 3.6, the next learner is added once the one before it has started", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(time.Second), notReady), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
 		{name: "on 3.6, a running learner votes only once the next one is added", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
-		{name: "on 3.6, a running learner votes when the next joining pod does not resolve yet", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "promote learner example-d"},
+		{name: "on 3.6, a learner that started a moment ago waits for the next joining pod to resolve", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(2*time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "wait (learner example-d votes once the next learner example-new is added", after: 3 * time.Second},
+		{name: "on 3.6, a learner that has run for etcd's health interval votes, the next joining pod still resolving", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(5*time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "promote learner example-d"},
 		{name: "on 3.6, of two learners the running one votes first", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second))), want: "promote learner example-e"},
 		{name: "on 3.6, a third learner waits for a promotion", mods: mods(on36, specSize(7), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second)), podIs(memberE, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD, memberE}), joiningPod(joiner2, []string{memberA, memberB, memberC, memberD, memberE, joiner}), etcdLeader(memberA, memberD, memberE)), want: "wait (learners example-d, example-e do not run yet)"},
 		{name: "on 3.6 with a member made without ETCD_MAX_LEARNERS, one learner at a time", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), podIs(memberA, withoutMaxLearners), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
@@ -383,6 +386,19 @@ func on36(s *snapshot) {
 	s.spec.Spec.Version = v36
 	for _, p := range s.pods {
 		onVersion(v36)(p)
+	}
+}
+
+// notStarted makes member name one etcd lists without a name and that does
+// not answer: added, its etcd not started yet. etcdLeader goes before it.
+func notStarted(name string) snapMod {
+	return func(s *snapshot) {
+		for i, m := range s.etcd.health.Members {
+			if m.ID == memberID(name) {
+				s.etcd.health.Members[i].Name = ""
+				s.etcd.health.Members[i].Err = errors.New("member has not started")
+			}
+		}
 	}
 }
 

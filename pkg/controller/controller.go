@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -185,8 +186,8 @@ func trimMember(obj any) (any, error) {
 // what volumes, ports, variables, resources and security settings, and what
 // the kubelet says of the containers beyond their state, restarts and image.
 // Kept: the metadata, the containers' names, images, commands, arguments and
-// probes, the anti-affinity, the phase, conditions, pod IP and the
-// containers' states.
+// probes, ETCD_MAX_LEARNERS (how many learners the member's etcd accepts), the
+// anti-affinity, the phase, conditions, pod IP and the containers' states.
 func trimPod(p *corev1.Pod) {
 	spec := &p.Spec
 	spec.Volumes, spec.Tolerations, spec.NodeSelector = nil, nil, nil
@@ -196,7 +197,11 @@ func trimPod(p *corev1.Pod) {
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range cs {
 			c := &cs[i]
-			c.Ports, c.Env, c.EnvFrom, c.VolumeMounts, c.VolumeDevices = nil, nil, nil, nil, nil
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name != api.EnvMaxLearners })
+			if len(c.Env) == 0 {
+				c.Env = nil
+			}
+			c.Ports, c.EnvFrom, c.VolumeMounts, c.VolumeDevices = nil, nil, nil, nil
 			c.Resources, c.ResizePolicy, c.SecurityContext = corev1.ResourceRequirements{}, nil, nil
 			c.TerminationMessagePath = ""
 		}

@@ -289,6 +289,9 @@ func TestThePodCacheKeepsWhatClustersRead(t *testing.T) {
 		!equality.Semantic.DeepEqual(st.InitContainerStatuses[0].State, wantSt.InitContainerStatuses[0].State) {
 		t.Errorf("cached pod status %+v, want the phase, pod IP, conditions and containers' states", st)
 	}
+	if got, want := k8sutil.PodMaxLearners(cached), k8sutil.PodMaxLearners(pod); got != want || got < 2 {
+		t.Errorf("cached pod allows %d learners, the pod %d: the cluster reads ETCD_MAX_LEARNERS from the cache", got, want)
+	}
 	// What is left out.
 	if cached.Spec.Volumes != nil || cached.Spec.Tolerations != nil || etcd.Ports != nil || etcd.SecurityContext != nil ||
 		st.ContainerStatuses[0].ImageID != "" || st.PodIPs != nil {

@@ -11,12 +11,23 @@ import (
 )
 
 // TestScaleUpFromThreeToFive is the original's TestResizeCluster3to5, plus a check
-// that etcd itself lists the five members and the data is still there.
+// that etcd itself lists the five members and the data is still there; on
+// etcd 3.5, where etcd takes one learner at a time, and on 3.6, where the
+// operator adds the two new members' learners side by side.
 func TestScaleUpFromThreeToFive(t *testing.T) {
 	t.Parallel()
+	for _, version := range []string{"3.5.21", "3.6.6"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			scaleUpFromThreeToFive(t, version)
+		})
+	}
+}
+
+func scaleUpFromThreeToFive(t *testing.T, version string) {
 	ctx := t.Context()
 	name := framework.UniqueName("grow")
-	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
+	createCluster(t, framework.NewCluster(name, 3, version))
 	_, before := waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	if err := f.PutAndGet(ctx, opNS, name, false, "/e2e/resize", "grown", dataTimeout); err != nil {
 		t.Fatal(err)
