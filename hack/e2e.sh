@@ -22,7 +22,7 @@
 #   E2E_TIMEOUT           go test -timeout (default 40m)
 #   E2E_MEASURE=N         also run TestMeasureLifecycle N times (alone: use -run)
 #   E2E_MEASURE_IDLE=0    leave out its idle figures (7 minutes of waiting)
-#   E2E_MEASURE_ONLY      only these of its scenarios: emptydir, pvc, whole, upgrade
+#   E2E_MEASURE_ONLY      only these of its scenarios: emptydir, v36 (emptydir on etcd 3.6), pvc, whole, upgrade
 #   E2E_OPERATOR_LOG_LEVEL  --log-level of the suite's shared operator (debug: every
 #                         pass's wait reason, to tell where a measured time went)
 #   E2E_RESTORE_BENCH_MIB=M  also run TestMeasureRestore with an M MiB snapshot

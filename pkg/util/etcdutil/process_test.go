@@ -2,8 +2,10 @@ package etcdutil
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,33 +25,28 @@ type processMember struct {
 type processCluster struct {
 	t       *testing.T
 	bin     string
+	env     []string
 	members []*processMember
 }
 
 // startProcessCluster starts n members of the etcd binary bin, all at once,
-// and waits until each one serves.
-func startProcessCluster(t *testing.T, bin string, n int) *processCluster {
+// and waits until each one serves. env ("ETCD_MAX_LEARNERS=2") is added to
+// the environment of every member, those that join later included.
+func startProcessCluster(t *testing.T, bin string, n int, env ...string) *processCluster {
 	t.Helper()
-	c := &processCluster{t: t, bin: bin}
-	ports := freePorts(t, 2*n)
-	var pairs []string
-	for i := range n {
-		m := &processMember{
-			name:      fmt.Sprintf("p%d", i),
-			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
-			dir:       filepath.Join(t.TempDir(), fmt.Sprintf("p%d", i)),
-		}
-		c.members = append(c.members, m)
-		pairs = append(pairs, m.name+"="+m.peerURL)
-	}
+	c := &processCluster{t: t, bin: bin, env: env}
 	t.Cleanup(func() {
 		for _, m := range c.members {
 			c.stop(m)
 		}
 	})
+	var pairs []string
+	for i := range n {
+		m := c.newMember(fmt.Sprintf("p%d", i))
+		pairs = append(pairs, m.name+"="+m.peerURL)
+	}
 	for _, m := range c.members {
-		c.start(m, strings.Join(pairs, ","))
+		c.start(m, strings.Join(pairs, ","), "new")
 	}
 	for _, m := range c.members {
 		c.waitServing(m)
@@ -57,19 +54,41 @@ func startProcessCluster(t *testing.T, bin string, n int) *processCluster {
 	return c
 }
 
-func (c *processCluster) start(m *processMember, initialCluster string) {
+// newMember picks the URLs and data directory of a member called name, not
+// started yet; it is stopped with the cluster.
+func (c *processCluster) newMember(name string) *processMember {
+	c.t.Helper()
+	m := &processMember{name: name, dir: filepath.Join(c.t.TempDir(), name)}
+	// The ports of members not started yet are free again: a port is taken
+	// only if no other member has it.
+	for taken := true; taken; {
+		ports := freePorts(c.t, 2)
+		m.peerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		m.clientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		taken = slices.ContainsFunc(c.members, func(o *processMember) bool {
+			return o.peerURL == m.peerURL || o.peerURL == m.clientURL || o.clientURL == m.peerURL || o.clientURL == m.clientURL
+		})
+	}
+	c.members = append(c.members, m)
+	return m
+}
+
+// start runs m with --initial-cluster-state state: "new" for the members
+// that create the cluster, "existing" for one that joins it.
+func (c *processCluster) start(m *processMember, initialCluster, state string) {
 	c.t.Helper()
 	m.log = &etcdtest.Output{}
 	m.cmd = exec.Command(c.bin,
 		"--name="+m.name, "--data-dir="+m.dir,
 		"--listen-peer-urls="+m.peerURL, "--initial-advertise-peer-urls="+m.peerURL,
 		"--listen-client-urls="+m.clientURL, "--advertise-client-urls="+m.clientURL,
-		"--initial-cluster="+initialCluster, "--initial-cluster-state=new",
+		"--initial-cluster="+initialCluster, "--initial-cluster-state="+state,
 		"--initial-cluster-token=etcdutil-process-test", "--log-level=warn",
 		// As in the embedded tests: durability does not matter here, and
 		// fsync dominates raft on a loaded machine.
 		"--unsafe-no-fsync=true",
 	)
+	m.cmd.Env = append(os.Environ(), c.env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", m.name, err)
