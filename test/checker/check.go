@@ -36,6 +36,8 @@ type Result struct {
 	// WatchCompacted: acknowledged writes below a compaction the watch had to
 	// skip when it resumed; not a loss (the read-back counts those).
 	WatchCompacted int `json:"watchCompacted,omitempty"`
+	// WatchRestarts: watches made again from their last event after a stall.
+	WatchRestarts int `json:"watchRestarts,omitempty"`
 	// ReadBackErr: the cluster did not serve the final read-back.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 	// Visualization: porcupine's HTML of a history that is not linearizable.
@@ -81,6 +83,9 @@ func (r Result) String() string {
 		r.Ops, r.Acked, r.Failed, r.Indeterminate, r.Linearizable, r.AckedLost, r.WatchMissed, r.WatchOutOfOrder, r.LongestUnavailableSeconds)
 	if r.WatchCompacted > 0 {
 		s += fmt.Sprintf(" watchCompacted=%d", r.WatchCompacted)
+	}
+	if r.WatchRestarts > 0 {
+		s += fmt.Sprintf(" watchRestarts=%d", r.WatchRestarts)
 	}
 	if r.Visualization != "" {
 		s += " visualization=" + r.Visualization
@@ -136,6 +141,7 @@ func Check(h *History, opts CheckOptions) (Result, error) {
 	}
 	r.ReadBackErr = h.ReadBackErr
 	r.WatchMissed, r.WatchOutOfOrder, r.WatchCompacted = h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted
+	r.WatchRestarts = h.WatchRestarts
 	r.Errors = topErrors(h.Errors)
 
 	start := time.Now()

@@ -377,7 +377,7 @@ func TestWatchCountsAMissedKey(t *testing.T) {
 	if _, err := cli.Put(t.Context(), "/w/a/before", "1"); err != nil {
 		t.Fatal(err)
 	}
-	w := newWatcher(t.Context(), cli, "/w/a/")
+	w := newWatcher(t.Context(), cli, "/w/a/", nil)
 	for _, k := range []string{"/w/a/1", "/w/a/2"} {
 		if _, err := cli.Put(t.Context(), k, "1"); err != nil {
 			t.Fatal(err)
@@ -391,6 +391,31 @@ func TestWatchCountsAMissedKey(t *testing.T) {
 	defer w.mu.Unlock()
 	if w.seen["/w/a/before"] {
 		t.Error("the watch delivered a key written before it started")
+	}
+}
+
+// A watch is made again only when it has delivered nothing for a while and an
+// acknowledged append above its last event waits: a quiet time, or appends it
+// has all delivered, are no stall.
+func TestAWatchStallsOnlyBehindAnAcknowledgedAppend(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name              string
+		lastRev, ackedRev int64
+		silentFor         time.Duration
+		want              bool
+	}{
+		{name: "behind and silent", lastRev: 10, ackedRev: 12, silentFor: watchStallAfter, want: true},
+		{name: "behind, an event a moment ago", lastRev: 10, ackedRev: 12, silentFor: watchStallAfter - time.Second},
+		{name: "silent, every acknowledged append delivered", lastRev: 12, ackedRev: 12, silentFor: time.Hour},
+		{name: "silent, past the newest acknowledged append", lastRev: 14, ackedRev: 12, silentFor: time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{lastRev: tc.lastRev, ackedRev: tc.ackedRev, lastEvent: now.Add(-tc.silentFor)}
+			if got := w.stalled(now); got != tc.want {
+				t.Errorf("stalled = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

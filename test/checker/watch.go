@@ -5,8 +5,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// watchStallAfter is how long a watch may deliver nothing while an
+// acknowledged append above its last event waits before it is made again
+// from that event. A stream on a connection that no longer leads anywhere
+// can stay open without an error; etcd delivers an event within
+// milliseconds of its commit otherwise.
+const watchStallAfter = 10 * time.Second
 
 // watcher follows the appended keys with one watch, resumed from the revision after
 // the last event it had whenever the watch ends (a member gone, the connection
@@ -19,13 +27,20 @@ type watcher struct {
 	// compacted is the highest compaction revision a resume ran into: events
 	// below it are gone from etcd, so the watch cannot be held to them.
 	compacted int64
+	// ackedRev is the revision of the newest acknowledged append; lastEvent
+	// is when the watch last delivered an event or was made; restarts counts
+	// the watches made again after a stall.
+	ackedRev  int64
+	lastEvent time.Time
+	restarts  int
+	log       *logrus.Entry
 	done      chan struct{}
 	cancel    context.CancelFunc
 }
 
-func newWatcher(ctx context.Context, cli *clientv3.Client, prefix string) *watcher {
+func newWatcher(ctx context.Context, cli *clientv3.Client, prefix string, log *logrus.Entry) *watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{seen: map[string]bool{}, done: make(chan struct{}), cancel: cancel}
+	w := &watcher{seen: map[string]bool{}, done: make(chan struct{}), cancel: cancel, log: log}
 	// Start from the revision now, so that keys of an earlier run with the same
 	// prefix are not counted (it is retried until the cluster answers).
 	var start int64
@@ -47,8 +62,10 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		from := w.lastRev + 1
+		w.lastEvent = time.Now()
 		w.mu.Unlock()
-		wctx := clientv3.WithRequireLeader(ctx)
+		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		go w.unstick(wctx, stop, from)
 		for resp := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
 			if resp.CompactRevision > 0 {
 				// The resume point was compacted away: no retry from it can
@@ -57,9 +74,11 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 				w.compacted = max(w.compacted, resp.CompactRevision)
 				w.lastRev = max(w.lastRev, resp.CompactRevision-1)
 				w.mu.Unlock()
+				w.logf("the watch from revision %d ran into a compaction at %d; it goes on from there", from, resp.CompactRevision)
 				break
 			}
-			if resp.Err() != nil {
+			if err := resp.Err(); err != nil {
+				w.logf("the watch from revision %d ended: %v", from, err)
 				break
 			}
 			w.mu.Lock()
@@ -70,12 +89,63 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 				w.lastRev = max(w.lastRev, ev.Kv.ModRevision)
 				w.seen[string(ev.Kv.Key)] = true
 			}
+			if len(resp.Events) > 0 {
+				w.lastEvent = time.Now()
+			}
 			w.mu.Unlock()
 		}
+		stop()
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// unstick ends the watch made from revision from (stop) once it stalls, so
+// that run makes it again from its last event: etcd must still deliver
+// every event after that one, or say it compacted them.
+func (w *watcher) unstick(ctx context.Context, stop context.CancelFunc, from int64) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			w.mu.Lock()
+			stalled := w.stalled(now)
+			lastRev, ackedRev := w.lastRev, w.ackedRev
+			if stalled {
+				w.restarts++
+			}
+			w.mu.Unlock()
+			if stalled {
+				w.logf("the watch from revision %d delivered nothing for %v while appends up to revision %d were acknowledged (its last event: %d); made again",
+					from, watchStallAfter, ackedRev, lastRev)
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// stalled tells whether the watch has delivered nothing for watchStallAfter
+// while an acknowledged append above its last event waits; w.mu is held.
+func (w *watcher) stalled(now time.Time) bool {
+	return w.ackedRev > w.lastRev && now.Sub(w.lastEvent) >= watchStallAfter
+}
+
+// acked records the revision of an acknowledged append.
+func (w *watcher) acked(rev int64) {
+	w.mu.Lock()
+	w.ackedRev = max(w.ackedRev, rev)
+	w.mu.Unlock()
+}
+
+func (w *watcher) logf(format string, args ...any) {
+	if w.log != nil {
+		w.log.Infof(format, args...)
 	}
 }
 
@@ -106,5 +176,9 @@ func (w *watcher) finish(acked []string, revisions []int64, timeout time.Duratio
 	}
 	w.cancel()
 	<-w.done
+	w.mu.Lock()
+	w.logf("the watch delivered %d keys, its last event at revision %d, appends acknowledged up to %d; made again %d time(s) after a stall; %d acknowledged keys missed",
+		len(w.seen), w.lastRev, w.ackedRev, w.restarts, missed)
+	w.mu.Unlock()
 	return missed, outOfOrder, compacted
 }

@@ -94,6 +94,11 @@ type History struct {
 	// (the operator compacts, e.g. to recover from NOSPACE), and etcd keeps no
 	// events below it. The read-back still checks that they exist.
 	WatchCompacted int `json:"watchCompacted"`
+	// WatchRestarts counts the watches made again, from their last event,
+	// after one delivered nothing for watchStallAfter while acknowledged
+	// appends waited: a stalled stream, not a loss (what it missed is still
+	// counted above).
+	WatchRestarts int `json:"watchRestarts"`
 	// ReadBackErr is set when the cluster did not serve the read-back in time.
 	ReadBackErr string `json:"readBackErr,omitempty"`
 	// Errors counts the workload's operation errors by message: what the
@@ -135,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	watch := newWatcher(wctx, clients[cfg.Clients+1], cfg.Prefix+"a/")
+	watch := newWatcher(wctx, clients[cfg.Clients+1], cfg.Prefix+"a/", cfg.Log)
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -145,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{id: c, cli: clients[c], cfg: &cfg, now: now,
+			w := worker{id: c, cli: clients[c], cfg: &cfg, now: now, watch: watch,
 				rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(c)))}
 			w.loop(runCtx)
 			mu.Lock()
@@ -176,6 +181,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	h.Ops = append(h.Ops, rb.ops...)
 	watched, revisions := stillPresent(h)
 	h.WatchMissed, h.WatchOutOfOrder, h.WatchCompacted = watch.finish(watched, revisions, cfg.Settle)
+	h.WatchRestarts = watch.restarts
 	sort.Slice(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h, nil
 }
@@ -233,10 +239,13 @@ func checkPrefixUnused(ctx context.Context, cli *clientv3.Client, prefix string,
 }
 
 type worker struct {
-	id             int
-	cli            *clientv3.Client
-	cfg            *Config
-	now            func() int64
+	id  int
+	cli *clientv3.Client
+	cfg *Config
+	now func() int64
+	// watch is told of every acknowledged append, so that it can tell a
+	// stall from a quiet time.
+	watch          *watcher
 	rnd            *rand.Rand
 	seq            int
 	ops            []Op
@@ -389,6 +398,9 @@ func (w *worker) append(_ context.Context, key string) {
 	}
 	w.appended = append(w.appended, key)
 	w.appendedRevs = append(w.appendedRevs, resp.Header.Revision)
+	if w.watch != nil {
+		w.watch.acked(resp.Header.Revision)
+	}
 }
 
 // readBack reads every register key once and lists the appended keys, each

@@ -35,6 +35,8 @@ type checkerRun interface {
 func judged(t *testing.T, scenario string, c checkerRun, wait, recovery time.Duration, bound func(checker.Result) error) checker.Result {
 	t.Helper()
 	r, log, err := c.Wait(t.Context(), wait)
+	// The history the checker prints for its visualization is no reading.
+	log = withoutArtifacts(log)
 	passed := err == nil && r.Passed()
 	var boundErr error
 	if bound != nil && err == nil {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/test/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -111,6 +112,18 @@ func lastLines(s string, n int) string {
 		return strings.Join(lines, "\n")
 	}
 	return fmt.Sprintf("(%d lines cut, see the file)\n%s", len(lines)-n, strings.Join(lines[len(lines)-n:], "\n"))
+}
+
+// withoutArtifacts is a checker's log without the lines that carry its
+// history (checker.ArtifactLinePrefix), which the checker run saves apart.
+func withoutArtifacts(log string) string {
+	var keep []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), strings.TrimSpace(checker.ArtifactLinePrefix)) {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 // newNamespace creates a namespace for one test and deletes it when the test ends
