@@ -534,7 +534,7 @@ func joinersAhead(s *snapshot, name string) []string {
 // can still be added before it: each one usable and itself first in line,
 // with room among etcd's learners for all of them.
 func usableAhead(s *snapshot, name string, ahead []string) bool {
-	if len(ahead) >= learnerSlots(s) {
+	if len(ahead) >= s.learnerSlots {
 		return false
 	}
 	for _, other := range ahead {
@@ -547,15 +547,15 @@ func usableAhead(s *snapshot, name string, ahead []string) bool {
 
 // joinChain are the joining pods to be added, in the order of their adds:
 // the first usable one (by name) that names only members, then the one
-// made behind it, as far as etcd's learners (learnerSlots) and spec.size
-// leave room.
+// made behind it, as far as etcd's learners (snapshot.learnerSlots) and
+// spec.size leave room.
 func joinChain(s *snapshot) []string {
 	if !wantsMember(s) {
 		return nil
 	}
 	room := max(1, s.spec.Spec.Size-(len(s.members)-len(leaving(s))))
 	var chain []string
-	for len(chain) < min(room, learnerSlots(s)) {
+	for len(chain) < min(room, s.learnerSlots) {
 		next := ""
 		for _, name := range sortedKeys(s.joiners) {
 			if !slices.Contains(chain, name) && slices.Equal(joinersAhead(s, name), chain) && joinerProblem(s, name) == "" {
@@ -571,12 +571,13 @@ func joinChain(s *snapshot) []string {
 	return chain
 }
 
-// learnerSlots is how many learners etcd takes in the membership at once.
-// Every member checks the count as it applies an add, so it is the least
-// any member's etcd allows, counting the new members' too: etcd's default of
-// one unless every member runs etcd 3.6 or later with ETCD_MAX_LEARNERS
-// (k8sutil.MaxLearners), which the operator sets on the members it makes.
-func learnerSlots(s *snapshot) int {
+// countLearnerSlots is how many learners etcd takes in the membership at
+// once. Every member checks the count as it applies an add, so it is the
+// least any member's etcd allows, counting the new members' too: etcd's
+// default of one unless every member runs etcd 3.6 or later with
+// ETCD_MAX_LEARNERS (k8sutil.MaxLearners), which the operator sets on the
+// members it makes.
+func (s *snapshot) countLearnerSlots() int {
 	if !atLeast36(s.plan.newMembers) {
 		return 1
 	}
@@ -725,7 +726,7 @@ func learners(s *snapshot) (action, bool) {
 	// against the membership as it starts, and one added meanwhile would
 	// make it refuse to start ("member count is unequal"), for good.
 	var next *corev1.Pod
-	if chain := joinChain(s); len(names) < learnerSlots(s) && len(chain) > 0 {
+	if chain := joinChain(s); len(names) < s.learnerSlots && len(chain) > 0 {
 		next = s.joiners[chain[0]]
 	}
 	nextResolves := next != nil && k8sutil.HasPassedDNSCheck(next)
@@ -852,7 +853,7 @@ func prepareJoiner(s *snapshot, why string) (action, bool) {
 		return action{}, false // the unusable ones go first (step 11)
 	case len(chain) == 0:
 		return action{kind: actCreateJoiner, version: s.plan.newMembers, without: leaving(s), reason: why}, true
-	case len(chain) >= learnerSlots(s) || len(leaving(s)) > 0 ||
+	case len(chain) >= s.learnerSlots || len(leaving(s)) > 0 ||
 		len(s.members)+len(chain) >= s.spec.Spec.Size:
 		return action{}, false
 	}
@@ -878,14 +879,7 @@ func readyForChange(s *snapshot, what string) (action, bool) {
 	if a, ok := needEtcd(s, what); ok {
 		return a, true
 	}
-	for _, m := range s.etcd.health.Members {
-		if m.Err != nil && !m.IsLearner {
-			a := wait(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
-			a.backoff = true
-			return a, true
-		}
-	}
-	return action{}, false
+	return everyMemberAnswers(s)
 }
 
 // readyForUpgrade checks what taking the next member down for its upgrade
@@ -933,9 +927,13 @@ func everyMemberReady(s *snapshot, what string) (action, bool) {
 	return action{}, false
 }
 
+// everyMemberAnswers checks that every voting member answered etcd in this
+// pass. A learner still starting counts towards no quorum and is left out:
+// where etcd takes two, the next one is added meanwhile (an upgrade never
+// runs with learners: step 13 comes first).
 func everyMemberAnswers(s *snapshot) (action, bool) {
 	for _, m := range s.etcd.health.Members {
-		if m.Err != nil {
+		if m.Err != nil && !m.IsLearner {
 			a := wait(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
 			a.backoff = true
 			return a, true
@@ -958,12 +956,8 @@ func untilConnectedLongEnough(s *snapshot) time.Duration {
 		if m.pod == nil || m.member.IsLearner {
 			continue
 		}
-		st := etcdContainerStatus(m.pod)
-		if st == nil || st.State.Running == nil {
-			continue
-		}
-		if d := st.State.Running.StartedAt.Add(etcdHealthInterval).Sub(s.now); d > longest {
-			longest = d
+		if started := etcdStartedAt(m.pod); !started.IsZero() {
+			longest = max(longest, started.Add(etcdHealthInterval).Sub(s.now))
 		}
 	}
 	return longest

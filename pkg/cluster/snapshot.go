@@ -107,6 +107,9 @@ type snapshot struct {
 	// spec.version, judged on the cluster version; set when members are to
 	// be patched and etcd was read in this pass.
 	versionMove *maintenance.VersionMove
+	// learnerSlots is how many learners etcd takes in the membership at
+	// once (countLearnerSlots).
+	learnerSlots int
 }
 
 // etcdView is what etcd said in one pass.
@@ -290,6 +293,7 @@ func (s *snapshot) classify() {
 		s.plan = s.planVersions()
 		s.judgeVersionMove()
 	}
+	s.learnerSlots = s.countLearnerSlots()
 }
 
 // judgeVersionMove asks etcd's rules about the move to spec.version once
