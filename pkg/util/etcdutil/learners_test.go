@@ -39,6 +39,14 @@ func initialCluster(ms ...*processMember) string {
 	return strings.Join(pairs, ",")
 }
 
+// seedAndTwoJoiners is a one-member 3.6 cluster whose members allow two
+// learners, and two members to join it, not started.
+func seedAndTwoJoiners(t *testing.T) (c *processCluster, seed, l1, l2 *processMember) {
+	t.Helper()
+	c = startProcessCluster(t, etcd36(t), 1, maxLearners2)
+	return c, c.members[0], c.newMember("l1"), c.newMember("l2")
+}
+
 // promoteWhenReady promotes a learner, asking again while etcd says it has
 // not caught up with the leader yet.
 func promoteWhenReady(t *testing.T, cfg ClientConfig, name string, id uint64) {
@@ -62,11 +70,9 @@ func promoteWhenReady(t *testing.T, cfg ClientConfig, name string, id uint64) {
 // are promoted.
 func TestTwoLearnersInFlightOn36(t *testing.T) {
 	t.Parallel()
-	c := startProcessCluster(t, etcd36(t), 1, maxLearners2)
+	c, seed, l1, l2 := seedAndTwoJoiners(t)
 	ctx := t.Context()
-	seed := c.members[0]
 	cfg := ClientConfig{Endpoints: []string{seed.clientURL}}
-	l1, l2 := c.newMember("l1"), c.newMember("l2")
 
 	a1, err := AddLearner(ctx, cfg, l1.peerURL)
 	if err != nil || !a1.IsLearner {
@@ -112,11 +118,9 @@ func TestTwoLearnersInFlightOn36(t *testing.T) {
 // joiner has to name the next one.
 func TestLearnerStartsWithTheMembershipOfItsStart(t *testing.T) {
 	t.Parallel()
-	c := startProcessCluster(t, etcd36(t), 1, maxLearners2)
+	c, seed, l1, l2 := seedAndTwoJoiners(t)
 	ctx := t.Context()
-	seed := c.members[0]
 	cfg := ClientConfig{Endpoints: []string{seed.clientURL}}
-	l1, l2 := c.newMember("l1"), c.newMember("l2")
 	for _, l := range []*processMember{l1, l2} {
 		if _, err := AddLearner(ctx, cfg, l.peerURL); err != nil {
 			t.Fatalf("add learner %s: %v", l.name, err)
@@ -140,8 +144,10 @@ func TestLearnerStartsWithTheMembershipOfItsStart(t *testing.T) {
 }
 
 // TestSecondLearnerRefusedByDefaultOn36: without ETCD_MAX_LEARNERS, etcd 3.6
-// keeps 3.5's limit of one learner, and says so in an error of its own rather
-// than one of the "not now" refusals that are waited out.
+// keeps 3.5's limit of one learner, and says so in an error of its own
+// (rpctypes.ErrTooManyLearners), not one of the strict reconfiguration
+// check's refusals; the cluster package waits it out too, as the membership
+// is unchanged.
 func TestSecondLearnerRefusedByDefaultOn36(t *testing.T) {
 	t.Parallel()
 	c := startProcessCluster(t, etcd36(t), 1)
@@ -170,11 +176,9 @@ func TestSecondLearnerRefusedByDefaultOn36(t *testing.T) {
 // flight only once every member, learners included, runs with the variable.
 func TestSecondLearnerSplitsAMemberWithoutTheVariable(t *testing.T) {
 	t.Parallel()
-	c := startProcessCluster(t, etcd36(t), 1, maxLearners2)
+	c, seed, l1, l2 := seedAndTwoJoiners(t)
 	ctx := t.Context()
-	seed := c.members[0]
 	cfg := ClientConfig{Endpoints: []string{seed.clientURL}}
-	l1, l2 := c.newMember("l1"), c.newMember("l2")
 	if _, err := AddLearner(ctx, cfg, l1.peerURL); err != nil {
 		t.Fatal(err)
 	}
