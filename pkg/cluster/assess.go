@@ -109,6 +109,10 @@ func quorumProblem(s *snapshot) (problem, bool) {
 		return newProblem(problemLostQuorum,
 			"lost quorum: %d of %d members are up, %d are needed; nothing is removed or deleted while quorum is lost: bring the members back or restore the cluster from a backup with an EtcdRestore",
 			q.up, q.voters, q.needed), true
+	case q.up >= q.needed && q.ready < q.needed && s.etcd.leaderless():
+		return newProblem(problemLostQuorum,
+			"lost quorum: %d of %d members run but etcd has no leader and %d are ready: the members cannot reach each other (a network partition) or cannot write (a stalled disk); nothing is removed or deleted meanwhile",
+			q.up, q.voters, q.ready), true
 	}
 	return problem{}, false
 }
@@ -157,6 +161,12 @@ func startProblems(s *snapshot) []problem {
 			if t, c := podTroubleCause(s.pods[name], s.claims[name]); t != "" {
 				report("member", name, t, c)
 			}
+		}
+	}
+	for _, name := range sortedKeys(s.terminating) {
+		if pod := s.terminating[name]; stuckTerminating(pod, s.now) {
+			ps = append(ps, problem{kind: problemMemberNotStarting, topic: "pod stuck terminating " + name,
+				msg: fmt.Sprintf("member %s does not start: %s", name, stuckMessage(pod))})
 		}
 	}
 	return ps

@@ -239,6 +239,13 @@ type Cluster struct {
 	// of what a recovery may lose.
 	recovering   *recovering
 	lastRevision int64
+	// restartWindows count the kubelet's restarts of each member pod's etcd
+	// container within the repair ladder's window, by pod name and UID; quorumLoss
+	// is the quorum this goroutine saw lost. Both start afresh when the
+	// operator restarts: the ladder then counts fewer restarts and the grace
+	// of a disaster recovery starts again, the safe side of each.
+	restartWindows map[string]restartWindow
+	quorumLoss     *quorumLoss
 
 	// unstored is the status the last pass derived when the server answered
 	// its write without storing it: a role without etcdclusters/status on a
@@ -302,17 +309,18 @@ func newCluster(ctx context.Context, cfg Config, cl *api.EtcdCluster) *Cluster {
 			"cluster-namespace": cl.Namespace,
 			"pkg":               "cluster",
 		}),
-		updates:      make(chan *api.EtcdCluster, 1),
-		pokes:        make(chan struct{}, 1),
-		stop:         make(chan struct{}),
-		done:         make(chan struct{}),
-		now:          time.Now,
-		clients:      &etcdutil.ClientCache{},
-		randomSuffix: func() string { return utilrand.String(10) },
-		announced:    map[string]announcement{},
-		replaced:     map[string]replacement{},
-		errBackoff:   failure.Backoff{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
-		waitBackoff:  failure.Backoff{Min: cfg.MinPassInterval, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
+		updates:        make(chan *api.EtcdCluster, 1),
+		pokes:          make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		done:           make(chan struct{}),
+		now:            time.Now,
+		clients:        &etcdutil.ClientCache{},
+		randomSuffix:   func() string { return utilrand.String(10) },
+		announced:      map[string]announcement{},
+		replaced:       map[string]replacement{},
+		restartWindows: map[string]restartWindow{},
+		errBackoff:     failure.Backoff{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
+		waitBackoff:    failure.Backoff{Min: cfg.MinPassInterval, Max: min(etcdHealthInterval, cfg.ReconcileInterval)},
 	}
 	c.take(cl)
 	return c

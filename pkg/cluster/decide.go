@@ -30,7 +30,9 @@ import (
 //     secret, when the cluster serves clients over TLS.
 //  4. Bootstrap: a new cluster gets a seed member; pods found while the phase
 //     still says Creating (an operator restart, the restore hand-over) are
-//     adopted.
+//     adopted, and so are claims under a status that names no phase (one the
+//     server did not store): nothing is seeded while the cluster owns claims
+//     or member pods.
 //  5. Unknown membership (operator restart, hand-over, an uncertain change):
 //     read from etcd once a member pod runs; with no member running, every
 //     member is restarted from the claims the status listed. A seed that
@@ -42,8 +44,10 @@ import (
 //     ID, no membership change and no copy of the data. Members stopped
 //     together are restarted together (they need each other for a quorum);
 //     this is how a cluster comes back after a node restart or after every
-//     pod was deleted, with or without a quorum.
-//  9. Quorum: without a quorum of voting members running, nothing is changed.
+//     pod was deleted, with or without a quorum. A pod stuck terminating
+//     holds back its own member only.
+//  9. Quorum: without a quorum of voting members running, nothing is changed
+//     but the opt-in disaster recovery, on proof read from etcd (recoverQuorum).
 //  10. Space: with a NOSPACE alarm (the cluster takes no write), the history
 //     is compacted, the members defragmented one at a time (the leader last,
 //     after leadership moved away) and the alarm disarmed once every member
@@ -67,7 +71,9 @@ import (
 //  16. Day-2 care: a cluster at rest is looked at every minute; a member
 //     whose free space passes the threshold, or whose scheduled run is due,
 //     is defragmented (followers first, the leader last).
-//  17. Otherwise the cluster is what its spec asks for.
+//  17. A pod stuck terminating (its node never confirms the deletion) is
+//     waited for, and said to be; it is never deleted again.
+//  18. Otherwise the cluster is what its spec asks for.
 //
 // Every change that depends on the membership (steps 11, 12, 14, 15) needs it
 // confirmed by etcd's leader in this very pass: decide then answers "read
@@ -98,6 +104,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	size,
 	version,
 	care,
+	stuckPods,
 }
 
 // etcdObserveInterval is how often the day-2 care of a cluster at rest reads
@@ -174,6 +181,13 @@ func bootstrap(s *snapshot) (action, bool) {
 	switch {
 	case len(s.pods) > 0:
 		return action{kind: actAdopt, reason: fmt.Sprintf("member pods exist for a %q cluster", s.phase)}, true
+	case len(s.claims) > 0 && s.phase == api.ClusterPhaseNone:
+		// A status the server did not store (the original's roles) reads
+		// empty after an operator restart: the claims are the members'
+		// data, restarted in place once the membership is looked for.
+		// Creating is written before a seed's claim, so a claim found then
+		// is that seed's, from an interrupted try, and holds nothing.
+		return action{kind: actAdopt, reason: "member claims exist for a cluster whose status names no phase"}, true
 	case len(s.terminating) > 0:
 		return wait("pods of an earlier seed are being deleted"), true
 	case len(s.certProblems) > 0:
@@ -235,19 +249,24 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	if len(names) == 0 {
 		return action{}, false
 	}
-	var gone []string
+	// A pod being deleted or on a node that does not answer holds its
+	// member back, and no other: each member comes back on its own claim.
+	var gone, held []string
 	for _, name := range names {
 		pod, live := s.pods[name]
 		switch {
 		case s.terminating[name] != nil:
-			return wait(fmt.Sprintf("pod %s is being deleted; the members are restarted once it is gone", name)), true
+			held = append(held, fmt.Sprintf("pod %s is being deleted", name))
 		case live && pod.Status.Phase == corev1.PodUnknown:
-			return wait(fmt.Sprintf("the node of pod %s does not answer; its member is restarted once it does or the pod is gone", name)), true
+			held = append(held, fmt.Sprintf("the node of pod %s does not answer", name))
 		case live:
 			return action{kind: actDeleteFailedPod, member: name, reason: "to restart every member in place on its claim"}, true
 		default:
 			gone = append(gone, name)
 		}
+	}
+	if len(gone) == 0 {
+		return wait(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
 	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
 }
@@ -325,6 +344,12 @@ func restartInPlace(s *snapshot) (action, bool) {
 		if m.repair != repairRestart || m.state == memberCrashing {
 			continue // the kubelet restarts a crashing member in its pod
 		}
+		if m.pod != nil && k8sutil.IsBeingDeleted(m.pod) {
+			// Deleted already, on a node that has not confirmed it: the
+			// name is free once it has (step 17 says so meanwhile), and the
+			// other members are not held back.
+			continue
+		}
 		if m.pod != nil {
 			// The pod's name has to be free for the new one.
 			return action{kind: actDeleteFailedPod, member: name, reason: "to restart the member in place on its claim"}, true
@@ -400,19 +425,21 @@ func quorum(s *snapshot) (action, bool) {
 // restored from its newest successful EtcdBackup by the restore operator.
 // Whatever only the lost members held is lost; status.recovery says how
 // much may be.
+//
+// Both are taken on proof only. A survivor is forced when etcd, read in this
+// pass, answers from every member that may still run, none reports a leader,
+// and this goroutine has seen the quorum lost for the grace period on
+// several such reads (the status's Available condition is no proof: it may
+// date from before an operator restart, or from another cause). A backup is
+// restored only when no member has data left: no claim, no pod that has not
+// ended.
 func recoverQuorum(s *snapshot) (action, bool) {
 	if !s.spec.Spec.RecoveryEnabled() {
 		return action{}, false
 	}
-	since := quorumLostSince(s.status)
-	if since.IsZero() {
-		return action{}, false
-	}
-	if at := since.Add(s.spec.Spec.DisasterRecovery.GracePeriod()); s.now.Before(at) {
-		a := wait(fmt.Sprintf("quorum lost since %s; disaster recovery starts at %s unless the members come back",
-			since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339)))
-		a.after = at.Sub(s.now)
-		return a, true
+	loss := quorumLoss{since: s.now}
+	if s.quorumLoss != nil {
+		loss = *s.quorumLoss
 	}
 	var survivors []string
 	for _, name := range sortedKeys(s.members) {
@@ -420,36 +447,134 @@ func recoverQuorum(s *snapshot) (action, bool) {
 			survivors = append(survivors, name)
 		}
 	}
-	switch {
-	case len(survivors) > 0 && s.etcd == nil:
-		return readEtcd("pick the survivor with the newest data"), true
-	case len(survivors) > 0:
-		best, index := survivors[0], uint64(0)
-		for _, name := range survivors {
-			if h, ok := s.etcd.healthOf(s.members[name].member.ID); ok && h.Err == nil && h.RaftIndex > index {
-				best, index = name, h.RaftIndex
-			}
-		}
-		return action{kind: actForceNewCluster, member: best, reason: fmt.Sprintf("the survivor with the newest data (raft index %d)", index)}, true
-	case s.quorum.up == 0 && s.spec.Spec.DisasterRecovery.FromBackup:
-		return action{kind: actRestoreFromBackup, reason: "no member's data is left"}, true
+	if len(survivors) == 0 {
+		return recoverFromBackup(s, loss)
 	}
-	return wait("disaster recovery cannot start: the surviving members keep their data on emptyDir volumes, which a new pod cannot reuse; restore the cluster from a backup with an EtcdRestore"), true
+	if s.etcd == nil {
+		return readEtcd("disaster recovery: ask every member for its leader and raft index"), true
+	}
+	if why := noLeaderUnproven(s); why != "" {
+		a := wait("disaster recovery waits: " + why)
+		a.backoff = true
+		return a, true
+	}
+	if a, ok := graceNotOver(s, loss); ok {
+		return a, true
+	}
+	if loss.leaderlessReads < leaderlessReadsNeeded {
+		a := wait(fmt.Sprintf("disaster recovery waits for more reads of etcd without a leader (%d of %d)", loss.leaderlessReads, leaderlessReadsNeeded))
+		a.backoff = true
+		return a, true
+	}
+	best, index := survivors[0], uint64(0)
+	for _, name := range survivors {
+		if h, _ := s.etcd.healthOf(s.members[name].member.ID); h.RaftIndex > index {
+			best, index = name, h.RaftIndex
+		}
+	}
+	return action{kind: actForceNewCluster, member: best, reason: fmt.Sprintf("the survivor with the newest data (raft index %d)", index)}, true
 }
 
-// quorumLostSince is when the status first said the quorum was lost, zero
-// when it does not say so now.
-func quorumLostSince(st api.ClusterStatus) time.Time {
-	for _, c := range st.Conditions {
-		if c.Type == api.ClusterConditionAvailable && c.Status == corev1.ConditionFalse &&
-			(c.Reason == problemKinds[problemLostQuorum].condition || c.Reason == problemKinds[problemNoMembersRunning].condition) {
-			t, err := time.Parse(time.RFC3339, c.LastTransitionTime)
-			if err == nil {
-				return t
-			}
+// noLeaderUnproven says why etcd, as read in this pass, does not prove that
+// the quorum is gone and that the survivor to force holds the newest data
+// left; "" when it does. Every member must be accounted for: it answered
+// without a leader, or its etcd cannot be running (no pod, or a pod whose
+// etcd has stopped). A member that may still run (its node does not answer,
+// its pod is being deleted, its pod runs but did not answer) could hold a
+// quorum with others, or newer data.
+func noLeaderUnproven(s *snapshot) string {
+	if s.etcd.err != nil {
+		return fmt.Sprintf("etcd could not be asked: %v", s.etcd.err)
+	}
+	if m, ok := s.etcd.leaderReported(); ok {
+		name := m.Name
+		if name == "" {
+			name = fmt.Sprintf("%x", m.ID)
+		}
+		return fmt.Sprintf("member %s follows leader %x: the quorum may be held where the operator does not see its pods", name, m.Leader)
+	}
+	var newest uint64
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		h, answered := s.etcd.healthOf(m.member.ID)
+		answered = answered && h.Err == nil
+		switch {
+		case answered && m.claim == nil && m.pod != nil:
+			newest = max(newest, h.RaftIndex)
+		case answered:
+		case m.pod != nil && k8sutil.IsBeingDeleted(m.pod):
+			return fmt.Sprintf("member %s may still run: its pod is being deleted and its node has not confirmed it", name)
+		case m.pod != nil && m.pod.Status.Phase == corev1.PodUnknown:
+			return fmt.Sprintf("member %s may still run: the node of its pod does not answer", name)
+		case m.state == memberRunning:
+			return fmt.Sprintf("member %s does not answer etcd although its pod runs", name)
+		case m.state == memberStarting:
+			return fmt.Sprintf("member %s is starting", name)
 		}
 	}
-	return time.Time{}
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		if h, ok := s.etcd.healthOf(m.member.ID); ok && h.Err == nil && m.claim != nil && m.state == memberRunning && h.RaftIndex >= newest {
+			return ""
+		}
+	}
+	return fmt.Sprintf("a member on an emptyDir volume holds newer data (raft index %d) than every survivor on a claim", newest)
+}
+
+// graceNotOver waits out the grace period of a disaster recovery, counted
+// from when this goroutine first saw the quorum lost.
+func graceNotOver(s *snapshot, loss quorumLoss) (action, bool) {
+	at := loss.since.Add(s.spec.Spec.DisasterRecovery.GracePeriod())
+	if !s.now.Before(at) {
+		return action{}, false
+	}
+	a := wait(fmt.Sprintf("quorum lost since %s; disaster recovery starts at %s unless the members come back",
+		loss.since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339)))
+	a.after = at.Sub(s.now)
+	return a, true
+}
+
+// recoverFromBackup restores a cluster from its newest backup, the last
+// resort: only when no member has any data left, since the restore replaces
+// every member and whatever was written after the backup is lost.
+func recoverFromBackup(s *snapshot, loss quorumLoss) (action, bool) {
+	if !s.spec.Spec.DisasterRecovery.FromBackup {
+		return wait("disaster recovery cannot start: no member with its data on a claim runs to become a one-member cluster; restore the cluster from a backup with an EtcdRestore"), true
+	}
+	if why := dataLeft(s); why != "" {
+		return wait("disaster recovery cannot start: " + why + ", which a restore from a backup would delete: fix what keeps them from starting and they come back with it"), true
+	}
+	if a, ok := graceNotOver(s, loss); ok {
+		return a, true
+	}
+	return action{kind: actRestoreFromBackup, reason: "no member's data is left"}, true
+}
+
+// dataLeft says which members still hold data, "" when none does: a claim
+// holds its member's data; a pod holds it on its emptyDir volume as long as
+// it has not ended (the kubelet restarts a crashing etcd in it). When the
+// claims cannot be seen at all, nothing proves they are gone.
+func dataLeft(s *snapshot) string {
+	if s.claimsUnseen && s.usesClaims() {
+		return "the operator cannot see the cluster's claims"
+	}
+	var onClaims, inPods []string
+	for _, name := range sortedKeys(s.members) {
+		m := s.members[name]
+		switch {
+		case m.claim != nil:
+			onClaims = append(onClaims, name)
+		case m.pod != nil && !k8sutil.IsPodDead(m.pod) || m.pod != nil && m.pod.Status.Phase == corev1.PodUnknown:
+			inPods = append(inPods, name)
+		}
+	}
+	switch {
+	case len(onClaims) > 0:
+		return "members " + strings.Join(onClaims, ", ") + " hold data on their claims"
+	case len(inPods) > 0:
+		return "members " + strings.Join(inPods, ", ") + " hold data in their pods"
+	}
+	return ""
 }
 
 // 11.
@@ -1118,6 +1243,25 @@ func care(s *snapshot) (action, bool) {
 		return action{}, false
 	}
 	return maintain(s)
+}
+
+// 17.
+func stuckPods(s *snapshot) (action, bool) {
+	for _, name := range sortedKeys(s.members) {
+		if pod := s.members[name].pod; s.members[name].state == memberGone && pod != nil {
+			return wait(stuckMessage(pod) + "; its member is restarted or replaced once it is gone"), true
+		}
+	}
+	return action{}, false
+}
+
+// stuckMessage says since when a pod has been terminating, and where.
+func stuckMessage(pod *corev1.Pod) string {
+	msg := fmt.Sprintf("pod %s has been terminating since %s", pod.Name, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
+	if pod.Spec.NodeName != "" {
+		msg += fmt.Sprintf(" on node %s, which has not confirmed the deletion (if the node is lost for good, delete its Node object)", pod.Spec.NodeName)
+	}
+	return msg
 }
 
 // runningNotReady tells whether a member runs but is not ready: with an

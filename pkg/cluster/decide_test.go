@@ -101,9 +101,9 @@ func TestDecide(t *testing.T) {
 		{name: "restarts older than the window do not count", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Hour), noPod(memberC)), want: "restart in place example-c"},
 		{name: "a member whose data etcd refuses is replaced at once", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed, exitedWith("panic: wal: crc mismatch")), etcdLeader(memberA, memberC)), want: "remove dead member example-c (etcd refuses its data: exit code 2"},
 		{name: "a crashing member is left to the kubelet, which restarts it with its data", mods: mods(podIs(memberC, crashLooping(1))), want: "idle"},
-		{name: "a member crashing more often than the ladder allows is replaced", mods: mods(podIs(memberC, crashLooping(4)), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
-		{name: "a member failing as the one replaced a moment ago waits before it is replaced", mods: mods(podIs(memberC, crashLooping(4)), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 30*time.Second), etcdLeader(memberA, memberC)), want: "wait (member example-c fails as the 1 member(s) replaced before it did (container etcd keeps failing: exit code 137 (OOMKilled))", after: 30 * time.Second},
-		{name: "a member failing as one replaced earlier is replaced once the back-off has passed", mods: mods(podIs(memberC, crashLooping(4)), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 2*time.Minute), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
+		{name: "a member crashing more often than the ladder allows is replaced", mods: mods(podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
+		{name: "a member failing as the one replaced a moment ago waits before it is replaced", mods: mods(podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 30*time.Second), etcdLeader(memberA, memberC)), want: "wait (member example-c fails as the 1 member(s) replaced before it did (container etcd keeps failing: exit code 137 (OOMKilled))", after: 30 * time.Second},
+		{name: "a member failing as one replaced earlier is replaced once the back-off has passed", mods: mods(podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 2*time.Minute), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
 		{name: "a member on a node that does not answer is not restarted elsewhere", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, unknownPhase)), want: "idle"},
 
 		// 9. Quorum.
@@ -119,9 +119,9 @@ func TestDecide(t *testing.T) {
 
 		// Opt-in disaster recovery, at the quorum step.
 		{name: "without disaster recovery a quorum lost for good is reported and waited on", mods: mods(withPVCSpec, claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (quorum lost: 1 of 3"},
-		{name: "disaster recovery waits out its grace period", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Minute)), want: "wait (quorum lost since 2025-03-01T11:59:00Z; disaster recovery starts at 2025-03-01T12:04:00Z", after: 4 * time.Minute},
-		{name: "disaster recovery reads etcd to find the survivor with the newest data", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA, memberB), noPod(memberC), podIs(memberB, failed), claimRestarts(memberB, 3, time.Minute), quorumLostAgo(time.Hour)), want: "read etcd (pick the survivor with the newest data)"},
-		{name: "after the grace period the survivor with the newest data becomes a one-member cluster", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdWithoutLeader), want: "force a new cluster from example-a (the survivor with the newest data"},
+		{name: "disaster recovery waits out its grace period", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Minute), etcdWithoutLeaderFrom(memberA)), want: "wait (quorum lost since 2025-03-01T11:59:00Z; disaster recovery starts at 2025-03-01T12:04:00Z", after: 4 * time.Minute},
+		{name: "disaster recovery reads etcd to find the survivor with the newest data", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA, memberB), noPod(memberC), podIs(memberB, failed), claimRestarts(memberB, 3, time.Minute), quorumLostAgo(time.Hour)), want: "read etcd (disaster recovery: ask every member for its leader and raft index)"},
+		{name: "after the grace period the survivor with the newest data becomes a one-member cluster", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA)), want: "force a new cluster from example-a (the survivor with the newest data"},
 		{name: "the survivor is restarted with --force-new-cluster once its pod is gone", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPods, recoveringFrom(memberA), quorumLostAgo(time.Hour)), want: "restart in place example-a to " + testVersion + " with --force-new-cluster"},
 		{name: "the survivor running alone is restarted without --force-new-cluster before the cluster regrows", mods: mods(withPVCSpec, recoveryOn(false), members(memberA), onlyPods(memberA), podIs(memberA, forced), claims(memberA)), want: "delete failed pod example-a (to restart it without --force-new-cluster"},
 		{name: "with no member's data left, the cluster is restored from its newest backup", mods: mods(recoveryOn(true), noPods, quorumLostAgo(time.Hour)), want: "restore from the newest backup"},
@@ -635,11 +635,12 @@ func recoveryOn(fromBackup bool) snapMod {
 	}
 }
 
+// quorumLostAgo is a quorum lost d ago, as the status says it and as the
+// goroutine saw it, with enough reads of etcd that found no leader.
 func quorumLostAgo(d time.Duration) snapMod {
 	return func(s *snapshot) {
-		at := testStart.Add(-d).Format(time.RFC3339)
-		s.status.Conditions = []api.ClusterCondition{{Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse,
-			Reason: "LostQuorum", LastTransitionTime: at, LastUpdateTime: at}}
+		availableFalseSince(d)(s)
+		lossSeen(d, leaderlessReadsNeeded)(s)
 	}
 }
 

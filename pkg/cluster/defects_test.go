@@ -269,6 +269,17 @@ func TestIssue10Defects(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// seeQuorumLost runs the passes of a disaster recovery's grace period: the
+// goroutine recovers only a quorum it has seen lost for that long, on
+// several reads of etcd without a leader. The clock ends past the grace.
+func (f *fixture) seeQuorumLost() {
+	f.t.Helper()
+	for range leaderlessReadsNeeded {
+		f.mustPass()
+		f.now = f.now.Add(2 * time.Minute)
+	}
+}
+
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for _, k := range sortedKeys(m) {
@@ -514,6 +525,7 @@ func TestIssue18(t *testing.T) {
 	})
 	t.Run("5: a member OOM-killed at every start is one Warning with the cause, and its replacement backs off", func(t *testing.T) {
 		f := healthyFixture(t)
+		f.mustPass() // sees the members run
 		oom := func(p *corev1.Pod) { crashLooping(5)(p) }
 		f.setPodStatus(memberC, oom)
 		f.mustPass() // removes the crashing member
@@ -620,6 +632,7 @@ func TestDisasterRecovery(t *testing.T) {
 		f.etcd.noQuorum = true
 		f.c.lastRevision = 120
 		f.etcd.revision = 100
+		f.seeQuorumLost()
 		f.mustPass() // reads etcd, forces
 		f.mustPass()
 		expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberA, "create pods " + memberA})
@@ -668,6 +681,7 @@ func TestDisasterRecovery(t *testing.T) {
 	}
 	t.Run("the EtcdRestore is one admission takes: named like the cluster", func(t *testing.T) {
 		f := fromBackup(t)
+		f.seeQuorumLost()
 		f.mustPass()
 		r, err := f.crs.EtcdV1beta2().EtcdRestores(testNS).Get(context.Background(), testName, metav1.GetOptions{})
 		if err != nil {
@@ -684,6 +698,7 @@ func TestDisasterRecovery(t *testing.T) {
 			Status:     api.RestoreStatus{Phase: api.RestorePhaseCompleted, Succeeded: true},
 		}
 		f := fromBackup(t, old)
+		f.seeQuorumLost()
 		f.mustPass()
 		f.mustPass()
 		r, err := f.crs.EtcdV1beta2().EtcdRestores(testNS).Get(context.Background(), testName, metav1.GetOptions{})
@@ -710,6 +725,7 @@ func TestDisasterRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		f.seeQuorumLost()
 		f.mustPass()
 		restores, err := f.crs.EtcdV1beta2().EtcdRestores(testNS).List(context.Background(), metav1.ListOptions{})
 		if err != nil || len(restores.Items) != 1 {

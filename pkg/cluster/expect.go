@@ -171,3 +171,86 @@ type recovering struct {
 	// restart it without the flag.
 	flagRemoved bool
 }
+
+// quorumLoss is what the goroutine saw of a quorum lost: since when, and how
+// many reads of etcd since then answered without error and without a leader.
+// Only this record, never the status's Available condition, starts a
+// disaster recovery's grace period: a condition may have turned False long
+// ago for another reason, or before an operator restart, and tells nothing
+// of what etcd says now.
+type quorumLoss struct {
+	since           time.Time
+	leaderlessReads int
+}
+
+// leaderlessReadsNeeded is how many reads of etcd, each without a leader,
+// a disaster recovery needs across its grace period.
+const leaderlessReadsNeeded = 3
+
+// restartWindow counts the kubelet's restarts of one pod's etcd container
+// within the repair ladder's window. The container's restartCount counts
+// the pod's whole life (in-place upgrades, node reboots, an OOM kill a month
+// ago), which tells nothing of whether the member fails now.
+type restartWindow struct {
+	// base is restartCount when the pod was first seen or the last window
+	// closed; opened is when a restart after it was first seen, zero while
+	// no window is open.
+	base   int32
+	opened time.Time
+}
+
+// countWindowRestarts brings the restart windows up to the pods of s and
+// returns the restarts within each open window, by pod name. A pod patched by
+// an upgrade restarts on purpose: its window starts again.
+func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for name, pod := range s.pods {
+		st := k8sutil.EtcdContainerStatus(pod)
+		if st == nil {
+			continue
+		}
+		// A pod made again under its name is another pod.
+		key := name + "/" + string(pod.UID)
+		seen[key] = true
+		w, known := c.restartWindows[key]
+		patched := s.upgradeExpect != nil && s.upgradeExpect.name == name
+		switch {
+		case !known, patched, st.RestartCount < w.base:
+			w = restartWindow{base: st.RestartCount}
+		case !w.opened.IsZero() && s.now.Sub(w.opened) >= ladderWindow:
+			w = restartWindow{base: st.RestartCount}
+		case w.opened.IsZero() && st.RestartCount > w.base:
+			w.opened = s.now
+		}
+		c.restartWindows[key] = w
+		if !w.opened.IsZero() {
+			counts[name] = int(st.RestartCount - w.base)
+		}
+	}
+	for key := range c.restartWindows {
+		if !seen[key] {
+			delete(c.restartWindows, key)
+		}
+	}
+	return counts
+}
+
+// noteQuorumLoss keeps the record of a quorum lost: opened when a snapshot
+// shows fewer voting members running or coming back than a quorum, counted
+// up by each read of etcd that answers without a leader, and dropped as soon
+// as the members hold a quorum again or any member reports a leader.
+func (c *Cluster) noteQuorumLoss(s *snapshot) {
+	q := s.quorum
+	lost := q.voters > 0 && q.up+q.starting < q.needed
+	switch {
+	case !lost, s.etcd != nil && s.etcd.err == nil && !s.etcd.leaderless():
+		c.quorumLoss = nil
+		return
+	case c.quorumLoss == nil:
+		c.quorumLoss = &quorumLoss{since: s.now}
+	}
+	if s.etcd != nil && s.etcd.err == nil {
+		c.quorumLoss.leaderlessReads++
+	}
+}

@@ -28,7 +28,6 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		now:            c.now(),
 		pendingTimeout: c.cfg.PendingTimeout,
 		phase:          st.Phase,
-		everAvailable:  everAvailable(*st),
 		beingDeleted:   c.latest.DeletionTimestamp != nil,
 		lastMembers:    append(slices.Clone(st.Members.Ready), st.Members.Unready...),
 		status:         *st.DeepCopy(),
@@ -42,6 +41,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observePods(s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
+	s.everAvailable = everAvailable(*st, len(s.pods)+len(s.terminating)+len(s.claims) > 0)
 	if seen := runningPodsKey(s.pods); seen != c.podsSeen {
 		c.clients.Close()
 		c.podsSeen = seen
@@ -56,6 +56,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
 	s.replaced = maps.Clone(c.replaced)
 	s.recovering = c.recovering
+	s.windowRestarts = c.countWindowRestarts(s)
 	if err := c.loadTLS(ctx, s.spec); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p
@@ -66,6 +67,13 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		s.etcd = c.observeEtcd(ctx, s)
 	}
 	s.classify()
+	if s.membership != nil {
+		c.noteQuorumLoss(s)
+		if l := c.quorumLoss; l != nil {
+			loss := *l
+			s.quorumLoss = &loss
+		}
+	}
 	return s, problems
 }
 
@@ -74,14 +82,23 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 // operator sets Available=False with reason NotYetAvailable until a quorum is
 // first ready; any other Available condition, or a Running phase without one
 // (a cluster of an older operator, or restored by the restore operator), may
-// have served.
-func everAvailable(st api.ClusterStatus) bool {
+// have served. A status without phase or condition is a new cluster's only
+// while the cluster owns no pod or claim: with them, it is a status the
+// server did not store before an operator restart (the original's roles),
+// or a restore's hand-over, and the cluster may have served.
+func everAvailable(st api.ClusterStatus, ownsObjects bool) bool {
 	for _, cond := range st.Conditions {
 		if cond.Type == api.ClusterConditionAvailable {
 			return cond.Status == corev1.ConditionTrue || cond.Reason != reasonNotYetAvailable
 		}
 	}
-	return st.Phase == api.ClusterPhaseRunning
+	switch st.Phase {
+	case api.ClusterPhaseRunning:
+		return true
+	case api.ClusterPhaseNone:
+		return ownsObjects
+	}
+	return false
 }
 
 // observePods reads the cluster's pods and claims from the informers'
@@ -106,6 +123,7 @@ func (c *Cluster) observePods(s *snapshot) error {
 		}
 	}
 	if c.cfg.Claims == nil {
+		s.claimsUnseen = true
 		return nil
 	}
 	claims, err := k8sutil.ClusterObjects[*corev1.PersistentVolumeClaim](c.cfg.Claims, c.namespace, c.name)

@@ -79,8 +79,10 @@ type snapshot struct {
 	// deleted. Pods owned by anything else are not here at all.
 	pods, terminating map[string]*corev1.Pod
 	// claims are the cluster's PersistentVolumeClaims by name; the claim of
-	// a member is named like it.
-	claims map[string]*corev1.PersistentVolumeClaim
+	// a member is named like it. claimsUnseen is set when the operator has
+	// no view of claims at all: then no claim is known to be gone.
+	claims       map[string]*corev1.PersistentVolumeClaim
+	claimsUnseen bool
 
 	// The goroutine's records of its own recent actions.
 	podExpect     *podExpectation
@@ -90,6 +92,14 @@ type snapshot struct {
 	replaced map[string]replacement
 	// recovering is the disaster recovery under way, if any.
 	recovering *recovering
+	// windowRestarts are the kubelet's restarts of each member's etcd
+	// container within the repair ladder's window, by pod name, as the
+	// goroutine counted them (restartWindows): a container's restartCount
+	// counts the pod's whole life.
+	windowRestarts map[string]int
+	// quorumLoss is the goroutine's own record of the quorum it saw lost,
+	// nil while it sees the quorum held.
+	quorumLoss *quorumLoss
 
 	// Derived by classify.
 
@@ -151,6 +161,29 @@ func (e *etcdView) alarmFor(id uint64, typ string) bool {
 		}
 	}
 	return false
+}
+
+// leaderless tells whether etcd answered in this pass and no member that
+// answered reports a leader, not even one a minority still believes in.
+func (e *etcdView) leaderless() bool {
+	_, ok := e.leaderReported()
+	return e != nil && e.err == nil && !ok
+}
+
+// leaderReported is the first member that answered with a leader, if any.
+func (e *etcdView) leaderReported() (etcdutil.MemberHealth, bool) {
+	if e == nil || e.err != nil {
+		return etcdutil.MemberHealth{}, false
+	}
+	for _, m := range e.health.Members {
+		if m.Err == nil && m.Leader != 0 {
+			return m, true
+		}
+	}
+	if e.health.LeaderID != 0 {
+		return etcdutil.MemberHealth{ID: e.health.LeaderID, Leader: e.health.LeaderID}, true
+	}
+	return etcdutil.MemberHealth{}, false
 }
 
 // answers tells whether member id answered etcd's status call this pass.
@@ -335,7 +368,7 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 	switch {
 	case !live && s.terminating[m.Name] != nil:
 		v.pod, v.state = s.terminating[m.Name], memberTerminating
-		if d := v.pod.DeletionTimestamp; d != nil && s.now.After(d.Add(terminatingGrace)) {
+		if stuckTerminating(v.pod, s.now) {
 			v.state = memberGone
 		}
 	case !live && s.podExpect.has(m.Name):
@@ -348,8 +381,12 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 		v.trouble, v.cause = podTroubleCause(pod, v.claim)
 		v.refused = dataRefused(pod)
 		v.state, v.ready = s.podState(pod)
-		if st := k8sutil.EtcdContainerStatus(pod); st != nil {
-			v.restarts += int(st.RestartCount)
+		// The kubelet's restarts count within the ladder's window only:
+		// restartCount counts the pod's whole life.
+		v.restarts += s.windowRestarts[m.Name]
+		if e := s.upgradeExpect; e != nil && e.name == m.Name && v.state == memberCrashing {
+			// Patched on purpose: its container restarts on the new image.
+			v.state = memberStarting
 		}
 	}
 	if s.etcd.alarmFor(m.ID, etcdutil.AlarmCorrupt) {
@@ -357,6 +394,13 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 	}
 	v.repair = s.repairOf(v)
 	return v
+}
+
+// stuckTerminating tells whether a pod being deleted is terminatingGrace
+// past its deletion deadline: its node has not confirmed the deletion.
+func stuckTerminating(pod *corev1.Pod, now time.Time) bool {
+	d := pod.DeletionTimestamp
+	return d != nil && now.After(d.Add(terminatingGrace))
 }
 
 // podState says where a member's pod is, and whether it is ready.

@@ -35,6 +35,9 @@ const (
 	// of members run and the others are starting or being restarted in
 	// place, with their data: nothing is lost, clients wait.
 	reasonQuorumRecovering = "QuorumRecovering"
+	// reasonQuorumNotReady is Available=False while a quorum of members
+	// runs but fewer than a quorum are ready.
+	reasonQuorumNotReady = "QuorumNotReady"
 )
 
 // statusOf derives the status from the snapshot of a pass, the phase after
@@ -113,6 +116,11 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		case q.up < q.needed && phase == api.ClusterPhaseRunning:
 			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reasonQuorumRecovering,
 				fmt.Sprintf("%d of %d voting members run and %d are starting or restarting with their data; %d are needed", q.up, q.voters, q.starting, q.needed))
+		case q.ready < q.needed && phase == api.ClusterPhaseRunning:
+			// Running is not serving: etcd's /health, the readiness probe,
+			// fails without a leader (a partition, a stalled disk).
+			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reasonQuorumNotReady,
+				fmt.Sprintf("%d of %d voting members run but only %d are ready; %d are needed", q.up, q.voters, q.ready, q.needed))
 		}
 	}
 

@@ -49,7 +49,7 @@ func (s *snapshot) planVersions() versionPlan {
 	running := map[string]bool{}
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
-		if m.pod == nil || m.state == memberTerminating {
+		if m.pod == nil || k8sutil.IsBeingDeleted(m.pod) {
 			continue
 		}
 		made := podVersion(m.pod)
@@ -60,7 +60,10 @@ func (s *snapshot) planVersions() versionPlan {
 		if made != "" && (newest == "" || compareVersions(made, newest) > 0) {
 			newest = made
 		}
-		if made != target || m.version != target {
+		// A container that does not run shows no version: that is no
+		// upgrade, unless the operator just patched it.
+		patched := s.upgradeExpect != nil && s.upgradeExpect.name == name
+		if made != target || m.version != "" && m.version != target || patched {
 			p.unfinished = append(p.unfinished, name)
 		}
 		if made == target {
