@@ -105,6 +105,13 @@ func EndpointsRule(ns string) Rule {
 	return Rule{Group: "", Resource: "endpoints", Verbs: lockVerbs, Namespace: ns}
 }
 
+// EndpointsReadRule is what yielding to the Endpoints record needs in ns. The
+// published roles grant it beside LeaseRule, so that a replica on the Lease
+// does not lead while an original etcd-operator holds the Endpoints record.
+func EndpointsReadRule(ns string) Rule {
+	return Rule{Group: "", Resource: "endpoints", Verbs: []string{"get"}, Namespace: ns}
+}
+
 // ChooseLock decides, once at start, which lock the election uses: both the
 // Endpoints record and the Lease when the role allows both, else the one it
 // allows, yielding to a live record of the other kind when the role lets that
