@@ -64,22 +64,12 @@ const forbiddenRecheck = 30 * time.Second
 // process holds the lock. It returns nil after a clean shutdown (the lock is
 // released so a standby takes over at once) and ErrLostLeadership otherwise.
 func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Context)) error {
-	kind, ok := chooseLock(ctx, cfg, forbiddenRecheck)
+	choice, ok := chooseLock(ctx, cfg, forbiddenRecheck)
 	if !ok {
 		return nil
 	}
-	rlc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
-	var lock resourcelock.Interface = &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.LockName},
-		Client:     cfg.Kube.CoordinationV1(),
-		LockConfig: rlc,
-	}
-	if kind == LockEndpoints {
-		lock = &EndpointsLock{Namespace: cfg.Namespace, Name: cfg.LockName, Client: cfg.Kube.CoreV1(), LockConfig: rlc}
-	}
-	if cfg.Fence != nil {
-		lock = fencedLock{Interface: lock, fence: cfg.Fence}
-	}
+	kind := choice.Kind
+	lock := newLock(cfg, choice)
 	// Written by the elector's goroutine, read here after Run returns.
 	var leading atomic.Bool
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -116,11 +106,47 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 	return fmt.Errorf("leader election for %s ended without leading", cfg.LockName)
 }
 
+// newLock is the lock RunAsLeader holds for choice: one kind, or both
+// together (bothLocks); yielding to the other kind when choice says so
+// (yieldingLock); telling cfg.Fence of every write.
+func newLock(cfg LeaderConfig, choice LockChoice) resourcelock.Interface {
+	rlc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
+	lease := func() *resourcelock.LeaseLock {
+		return &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.LockName},
+			Client:     cfg.Kube.CoordinationV1(),
+			LockConfig: rlc,
+		}
+	}
+	endpoints := func() *EndpointsLock {
+		return &EndpointsLock{Namespace: cfg.Namespace, Name: cfg.LockName, Client: cfg.Kube.CoreV1(), LockConfig: rlc}
+	}
+	var lock resourcelock.Interface
+	switch choice.Kind {
+	case LockBoth:
+		lock = &bothLocks{endpoints: endpoints(), lease: lease()}
+	case LockEndpoints:
+		lock = endpoints()
+	default:
+		lock = lease()
+	}
+	switch choice.YieldTo {
+	case LockEndpoints:
+		lock = &yieldingLock{Interface: lock, kind: choice.Kind, otherKind: LockEndpoints, other: endpoints(), now: time.Now, log: cfg.Log}
+	case LockLease:
+		lock = &yieldingLock{Interface: lock, kind: choice.Kind, otherKind: LockLease, other: lease(), now: time.Now, log: cfg.Log}
+	}
+	if cfg.Fence != nil {
+		lock = fencedLock{Interface: lock, fence: cfg.Fence}
+	}
+	return lock
+}
+
 // chooseLock asks ChooseLock until it has an answer and a lock may be used,
 // saying so in the log, an event on the operator's pod and, while no lock may
 // be used, /readyz, asking again every recheck. It returns false when ctx
 // ends first.
-func chooseLock(ctx context.Context, cfg LeaderConfig, recheck time.Duration) (LockKind, bool) {
+func chooseLock(ctx context.Context, cfg LeaderConfig, recheck time.Duration) (LockChoice, bool) {
 	var said string
 	for {
 		choice, err := ChooseLock(ctx, cfg.Kube, cfg.Namespace)
@@ -129,12 +155,16 @@ func chooseLock(ctx context.Context, cfg LeaderConfig, recheck time.Duration) (L
 		case err != nil:
 			cfg.Log.WithError(err).Warn("cannot choose the leader-election lock yet")
 		case choice.Kind != "":
-			cfg.Log.WithField("lock", choice.Kind).Infof("leader election uses %s %s/%s: %s", choice.Kind, cfg.Namespace, cfg.LockName, choice.Why)
+			log := cfg.Log.WithField("lock", choice.Kind)
+			if choice.YieldTo != "" {
+				log = log.WithField("yieldTo", choice.YieldTo)
+			}
+			log.Infof("leader election uses %s %s/%s: %s", choice.Kind, cfg.Namespace, cfg.LockName, choice.Why)
 			cfg.event(ctx, corev1.EventTypeNormal, EventLeaderElectionLock, fmt.Sprintf("leader election uses %s %s/%s: %s", choice.Kind, cfg.Namespace, cfg.LockName, choice.Why))
 			if said != "" && cfg.Unready != nil {
 				cfg.Unready("")
 			}
-			return choice.Kind, true
+			return choice, true
 		default:
 			wait = recheck
 			if choice.Why != said {
@@ -148,7 +178,7 @@ func chooseLock(ctx context.Context, cfg LeaderConfig, recheck time.Duration) (L
 		}
 		select {
 		case <-ctx.Done():
-			return "", false
+			return LockChoice{}, false
 		case <-time.After(wait):
 		}
 	}

@@ -68,6 +68,9 @@ func (f *Fence) record(at time.Time, ours bool) {
 // fencedLock is the elector's lock, telling the Fence of every write: a write
 // naming this process is a renewal (counted from before the request, since the
 // lease runs from when the apiserver took it); one naming nobody is the release.
+// A write refused because a record of the other kind names another live
+// holder (ErrOtherLockHeld) closes the Fence at once: that holder may already
+// be acting.
 type fencedLock struct {
 	resourcelock.Interface
 	fence *Fence
@@ -76,17 +79,22 @@ type fencedLock struct {
 func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := l.fence.now()
 	err := l.Interface.Create(ctx, ler)
-	if err == nil {
-		l.fence.record(start, ler.HolderIdentity == l.Identity())
-	}
+	l.wrote(start, ler, err)
 	return err
 }
 
 func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := l.fence.now()
 	err := l.Interface.Update(ctx, ler)
-	if err == nil {
-		l.fence.record(start, ler.HolderIdentity == l.Identity())
-	}
+	l.wrote(start, ler, err)
 	return err
+}
+
+func (l fencedLock) wrote(start time.Time, ler resourcelock.LeaderElectionRecord, err error) {
+	switch {
+	case err == nil:
+		l.fence.record(start, ler.HolderIdentity == l.Identity())
+	case errors.Is(err, ErrOtherLockHeld):
+		l.fence.record(start, false)
+	}
 }

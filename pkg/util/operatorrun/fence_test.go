@@ -3,6 +3,7 @@ package operatorrun
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,6 +74,28 @@ func TestFenceClosesWhenTheLockWentUnrenewedForTheRenewDeadline(t *testing.T) {
 	}
 	if err := fence.Held(); !errors.Is(err, ErrNotLeading) {
 		t.Fatalf("after the release: Held = %v, want ErrNotLeading", err)
+	}
+}
+
+// A renewal refused because a record of the other kind names another live
+// holder closes the fence at once, not a renew deadline after the last
+// renewal: that holder may already be acting.
+func TestFenceClosesAtOnceWhenARecordOfTheOtherKindIsHeld(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fence := &Fence{now: func() time.Time { return now }}
+	inner := &fakeLock{id: "op-1"}
+	lock := fencedLock{Interface: inner, fence: fence}
+	ours := resourcelock.LeaderElectionRecord{HolderIdentity: "op-1"}
+	if err := lock.Update(t.Context(), ours); err != nil || fence.Held() != nil {
+		t.Fatalf("renewed: %v, Held = %v", err, fence.Held())
+	}
+	now = now.Add(RetryPeriod)
+	inner.fail = fmt.Errorf("%w: Endpoints ns/etcd-operator names etcd-operator-7d8c9-abcde", ErrOtherLockHeld)
+	if err := lock.Update(t.Context(), ours); !errors.Is(err, ErrOtherLockHeld) {
+		t.Fatalf("the refusal was not passed on: %v", err)
+	}
+	if err := fence.Held(); !errors.Is(err, ErrNotLeading) {
+		t.Fatalf("right after the refused renewal: Held = %v, want ErrNotLeading", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -22,10 +23,13 @@ const (
 	// LockLease is the default: a coordination.k8s.io/v1 Lease.
 	LockLease LockKind = "Lease"
 	// LockEndpoints is the original's lock: an annotation on a core/v1
-	// Endpoints object. It is used only when the role grants endpoints but not
-	// leases, as the original's roles do, so that installs of the original keep
-	// electing a leader without a new rule.
+	// Endpoints object. It is used alone only when the role grants endpoints
+	// but not leases, as the original's roles do, so that installs of the
+	// original keep electing a leader without a new rule.
 	LockEndpoints LockKind = "Endpoints"
+	// LockBoth is the Endpoints record and the Lease held together, when the
+	// role grants both: see bothLocks.
+	LockBoth LockKind = "Endpoints and Lease"
 )
 
 // lockVerbs are what client-go's elector does to its lock object.
@@ -35,6 +39,10 @@ var lockVerbs = []string{"get", "create", "update"}
 type LockChoice struct {
 	// Kind is empty when neither lock may be used.
 	Kind LockKind
+	// YieldTo is, when Kind is one kind only, the other kind if the role lets
+	// it be read: a live record of it naming another holder keeps this
+	// replica from leading (see yieldingLock).
+	YieldTo LockKind
 	// Why says, for the log and the event, why this lock was chosen, or
 	// which rule is missing when none was.
 	Why string
@@ -97,27 +105,62 @@ func EndpointsRule(ns string) Rule {
 	return Rule{Group: "", Resource: "endpoints", Verbs: lockVerbs, Namespace: ns}
 }
 
-// ChooseLock decides, once at start, which lock the election uses: a Lease
-// when the role allows it, else the original's Endpoints lock when the role
-// allows that. Every replica under the same role makes the same choice, so
-// they all contend for the same object. An error means the apiserver could
-// not answer and the question should be asked again.
+// EndpointsReadRule is what yielding to the Endpoints record needs in ns. The
+// published roles grant it beside LeaseRule, so that a replica on the Lease
+// does not lead while an original etcd-operator holds the Endpoints record.
+func EndpointsReadRule(ns string) Rule {
+	return Rule{Group: "", Resource: "endpoints", Verbs: []string{"get"}, Namespace: ns}
+}
+
+// ChooseLock decides, once at start, which lock the election uses: both the
+// Endpoints record and the Lease when the role allows both, else the one it
+// allows, yielding to a live record of the other kind when the role lets that
+// be read. Every replica under the same role makes the same choice, so they
+// all contend for the same objects; replicas under different roles (during a
+// rolling update that changes the role, or an original etcd-operator beside
+// ours) are kept apart by holding both or by yielding. An error means the
+// apiserver could not answer and the question should be asked again.
 func ChooseLock(ctx context.Context, kube kubernetes.Interface, ns string) (LockChoice, error) {
 	leases, err := Missing(ctx, kube, LeaseRule(ns))
 	if err != nil {
 		return LockChoice{}, err
 	}
-	if len(leases) == 0 {
-		return LockChoice{Kind: LockLease, Why: "the role grants leases"}, nil
-	}
 	endpoints, err := Missing(ctx, kube, EndpointsRule(ns))
 	if err != nil {
 		return LockChoice{}, err
 	}
-	if len(endpoints) == 0 {
-		return LockChoice{Kind: LockEndpoints, Why: fmt.Sprintf(
+	switch {
+	case len(leases) == 0 && len(endpoints) == 0:
+		return LockChoice{Kind: LockBoth, Why: "the role grants leases and endpoints: both are held, so that neither an original etcd-operator " +
+			"nor a replica holding only one of them leads beside this one"}, nil
+	case len(leases) == 0:
+		c := LockChoice{Kind: LockLease, Why: "the role grants leases"}
+		if slices.Contains(endpoints, "get") {
+			// Without a read of endpoints an original etcd-operator, or a
+			// replica whose role allows endpoints only, is not seen: the two
+			// may lead at once. Every role this project publishes grants the
+			// read.
+			c.Why += fmt.Sprintf(" but may not get endpoints: an original etcd-operator leading on the Endpoints record is not seen, so make sure none runs beside this one; "+
+				"add get on endpoints to wait for it, or %s endpoints to hold both", strings.Join(endpoints, ", "))
+			return c, nil
+		}
+		c.YieldTo = LockEndpoints
+		c.Why += fmt.Sprintf(" and a read of endpoints: this replica does not lead while a live Endpoints record names another holder (an original etcd-operator); "+
+			"add %s endpoints to hold both, which also keeps an original from leading beside this one", strings.Join(endpoints, ", "))
+		return c, nil
+	case len(endpoints) == 0:
+		c := LockChoice{Kind: LockEndpoints, Why: fmt.Sprintf(
 			"the role grants endpoints but not %s leases (as the original's roles do); add %s to use a Lease",
-			strings.Join(leases, ", "), LeaseRule(ns))}, nil
+			strings.Join(leases, ", "), LeaseRule(ns))}
+		// Without a read of leases (the original's roles) a replica holding
+		// the Lease alone is not seen. It waits for this one in turn if its
+		// role lets it read endpoints, as the published roles do; if neither
+		// may read the other's kind, the two may lead at once.
+		if !slices.Contains(leases, "get") {
+			c.YieldTo = LockLease
+			c.Why += "; meanwhile this replica does not lead while a live Lease names another holder"
+		}
+		return c, nil
 	}
 	return LockChoice{Why: fmt.Sprintf(
 		"the role may not %s leases nor %s endpoints in namespace %s, so no leader can be elected: add the rule %s",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,13 +23,17 @@ import (
 
 // grant makes the fake apiserver answer SelfSubjectAccessReviews as an RBAC
 // role granting get, create and update on the given resources, and nothing
-// else, would.
+// else, would. A resource written "endpoints:get" is granted that verb only.
 func grant(kube *fake.Clientset, resources ...string) *fake.Clientset {
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 		attrs := review.Spec.ResourceAttributes
 		for _, r := range resources {
-			if attrs != nil && attrs.Resource == r && (attrs.Verb == "get" || attrs.Verb == "create" || attrs.Verb == "update") {
+			resource, verbs, only := strings.Cut(r, ":")
+			if !only {
+				verbs = "get,create,update"
+			}
+			if attrs != nil && attrs.Resource == resource && slices.Contains(strings.Split(verbs, ","), attrs.Verb) {
 				review.Status.Allowed = true
 			}
 		}
@@ -42,14 +47,20 @@ func TestChooseLock(t *testing.T) {
 		name    string
 		granted []string
 		want    LockKind
+		yieldTo LockKind
 		why     []string
 	}{
-		{"a role granting leases gets the Lease, the default", []string{"leases", "endpoints"}, LockLease, nil},
-		{"a role granting only leases gets the Lease", []string{"leases"}, LockLease, nil},
+		{"a role granting leases and endpoints holds both", []string{"leases", "endpoints"}, LockBoth, "", []string{"both are held"}},
+		{"a role granting leases and a read of endpoints, as the published roles, gets the Lease and yields to a live Endpoints record",
+			[]string{"leases", "endpoints:get"}, LockLease, LockEndpoints, []string{"does not lead while a live Endpoints record names another holder", "add create, update endpoints to hold both"}},
+		{"a role granting only leases gets the Lease and is told it cannot see an original",
+			[]string{"leases"}, LockLease, "", []string{"may not get endpoints: an original etcd-operator leading on the Endpoints record is not seen"}},
 		{"the original's role (endpoints, no leases) gets the Endpoints lock and is told how to use a Lease",
-			[]string{"endpoints"}, LockEndpoints, []string{"not get, create, update leases", `{apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"]} in namespace ops`}},
+			[]string{"endpoints"}, LockEndpoints, "", []string{"not get, create, update leases", `{apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"]} in namespace ops`}},
+		{"a role granting endpoints and a read of leases gets the Endpoints lock and yields to a live Lease",
+			[]string{"endpoints", "leases:get"}, LockEndpoints, LockLease, []string{"not create, update leases", "does not lead while a live Lease names another holder"}},
 		{"a role granting neither gets no lock and the rule to add",
-			nil, "", []string{"may not get, create, update leases nor get, create, update endpoints in namespace ops", `add the rule {apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"]} in namespace ops`}},
+			nil, "", "", []string{"may not get, create, update leases nor get, create, update endpoints in namespace ops", `add the rule {apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"]} in namespace ops`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,8 +68,8 @@ func TestChooseLock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Kind != tc.want {
-				t.Fatalf("lock %q (%s), want %q", got.Kind, got.Why, tc.want)
+			if got.Kind != tc.want || got.YieldTo != tc.yieldTo {
+				t.Fatalf("lock %q yielding to %q (%s), want %q yielding to %q", got.Kind, got.YieldTo, got.Why, tc.want, tc.yieldTo)
 			}
 			for _, w := range tc.why {
 				if !strings.Contains(got.Why, w) {
@@ -284,8 +295,8 @@ func TestRunAsLeaderTakesARuleAddedLater(t *testing.T) {
 		Log: logrus.NewEntry(logrus.New()), Recorder: rec, PodName: "op-1", Unready: ready.set}
 	got := make(chan LockKind)
 	go func() {
-		kind, _ := chooseLock(t.Context(), cfg, time.Millisecond)
-		got <- kind
+		choice, _ := chooseLock(t.Context(), cfg, time.Millisecond)
+		got <- choice.Kind
 	}()
 	receive(t, rec.Events, "the Warning event")
 	mu.Lock()

@@ -174,8 +174,9 @@ func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string,
 // OwnRoleGaps holds a binary's needs, namespaced and cluster-wide, to its own
 // role in dir/<binary>/ (role-template.yaml for -create-crd=false,
 // cluster-role-template.yaml) in both directions: every rule it uses is
-// granted, and every verb granted is one it uses (its needs and the Lease of
-// leader election), so that the role is the least that lets it work.
+// granted, and every verb granted is one it uses (its needs, the Lease of
+// leader election and the read of the Endpoints record it yields to), so that
+// the role is the least that lets it work.
 func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]string, error) {
 	var gaps []string
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
@@ -191,7 +192,7 @@ func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]str
 		used := map[string]bool{}
 		key := func(group, resource, verb string) string { return group + "/" + resource + ":" + verb }
 		for _, cw := range []bool{false, true} {
-			ns := append(needs(cw), Need{Rule: LeaseRule("")})
+			ns := append(needs(cw), Need{Rule: LeaseRule("")}, Need{Rule: EndpointsReadRule("")})
 			for _, n := range ns {
 				if file == "role-template.yaml" && n.Resource == "customresourcedefinitions" {
 					continue
