@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
@@ -143,7 +144,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			proc.Fail(fmt.Errorf("listen for the backup server: %w", err))
 			return
 		}
-		h := &restore.BackupHandler{Client: clients.Etcd, Kube: clients.Kube, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
+		// The flow tells the backup server the restores' tokens.
+		tokens := restore.NewTokens()
+		h := &restore.BackupHandler{Client: clients.Etcd, Tokens: tokens, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
 		proc.Go(ctx, "backup server", func(ctx context.Context) error { return restore.ServeBackups(ctx, ln, h) })
 
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
@@ -159,9 +162,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			FetchPullPolicy:   pullPolicy,
 			Timeout:           opts.restoreTimeout,
 			Open:              open,
+			Tokens:            tokens,
 		})
+		restores := factory.Etcd().V1beta2().EtcdRestores()
 		ctrl := restorecontroller.New(restorecontroller.Config{
-			Informer:    factory.Etcd().V1beta2().EtcdRestores(),
+			Informer:    restores,
 			Flow:        flow,
 			Log:         log,
 			ClusterWide: opts.clusterWide,
@@ -170,8 +175,17 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
 		// Ready only now: leading, the CRD established, the cache synced, the
-		// backup server listening. The Service sends seeds to ready pods only.
-		if err := ctrl.Run(ctx, opts.workers, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+		// backup server listening and knowing the tokens of the restores in
+		// progress. The Service sends seeds to ready pods only.
+		ready := func() {
+			all, err := restores.Lister().List(labels.Everything())
+			if err != nil {
+				log.Warnf("list the EtcdRestores in the cache: %v", err)
+			}
+			flow.LoadTokens(ctx, all)
+			srv.SetReady(true)
+		}
+		if err := ctrl.Run(ctx, opts.workers, ready); err != nil && ctx.Err() == nil {
 			log.Errorf("controller: %v", err)
 		}
 		srv.SetReady(false)
