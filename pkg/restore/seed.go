@@ -111,6 +111,13 @@ func SeedMemberName(cluster string, restoreUID types.UID) string {
 // before), which checks the snapshot's integrity trailer once more. Neither needs
 // a shell: the etcd images are distroless. The pod is otherwise exactly the
 // member pod etcd-operator would build, so it adopts it as the seed member.
+//
+// The restore's Secrets (its token, and the key of an encrypted backup) are
+// optional volumes: the fetch alone needs them, while the seed stays a member
+// for the cluster's whole life. The token's Secret goes with the EtcdRestore,
+// the user may delete the key's, and the kubelet mounts every volume again
+// whenever it starts the pod again (after a node reboot): a required Secret
+// that is gone would keep the member from starting.
 func NewSeedPod(c SeedConfig) *corev1.Pod {
 	cl := c.Cluster.WithDefaults()
 	m := SeedMember(cl, c.MemberName)
@@ -132,6 +139,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		volumes = append(volumes, corev1.Volume{Name: keyVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: c.KeySecret,
 			Items:      []corev1.KeyToPath{{Key: api.EncryptionKeySecretKey, Path: api.EncryptionKeySecretKey}},
+			Optional:   new(true),
 		}}})
 	}
 	if c.TokenSecret != "" {
@@ -184,6 +192,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 				SecretName:  c.TokenSecret,
 				Items:       []corev1.KeyToPath{{Key: TokenKey, Path: TokenKey}},
 				DefaultMode: new(int32(0o444)),
+				Optional:    new(true),
 			}},
 		})
 	}

@@ -272,3 +272,24 @@ func TestSeedPodMeetsRestrictedWithANonRootSecurityContext(t *testing.T) {
 		}
 	}
 }
+
+// The seed stays a member for the cluster's whole life, while the restore's
+// token Secret goes with the EtcdRestore and the user may delete the key's:
+// the kubelet mounts every volume again when it starts the pod again (after a
+// node reboot), and a required Secret that is gone keeps the pod from starting.
+func TestSeedPodSecretVolumesOutliveTheRestoresSecrets(t *testing.T) {
+	c := seedConfig(nil)
+	c.Backup.Encrypted = true
+	c.KeySecret = "backup-key"
+	pod := NewSeedPod(c)
+	for _, secret := range []string{c.TokenSecret, c.KeySecret} {
+		i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == secret })
+		if i < 0 {
+			t.Errorf("no volume of Secret %s", secret)
+			continue
+		}
+		if opt := pod.Spec.Volumes[i].Secret.Optional; opt == nil || !*opt {
+			t.Errorf("the volume of Secret %s is required: once the Secret is gone the seed cannot start again", secret)
+		}
+	}
+}
