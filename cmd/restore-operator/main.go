@@ -1,6 +1,7 @@
 // Command etcd-restore-operator replaces EtcdClusters with clusters seeded from
 // verified backups, as EtcdRestore resources ask. The same binary is the seed
-// pod's download step: `etcd-restore-operator fetch-backup ...`.
+// pod's download step, `etcd-restore-operator fetch-backup ...`, and runs its
+// restore step, `etcd-restore-operator restore-datadir ...`.
 package main
 
 import (
@@ -71,7 +72,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v (the only subcommand is %s, as the first argument)", fs.Args(), restore.FetchSubcommand)
+		return o, fmt.Errorf("unexpected arguments: %v (the only subcommands are %s and %s, as the first argument)", fs.Args(), restore.FetchSubcommand, restore.RestoreDataDirSubcommand)
 	}
 	switch {
 	case o.workers < 1 || o.workers > 64:
@@ -91,11 +92,14 @@ func main() {
 
 // run is the whole binary; it returns the exit code. Lost leadership ends it with 1
 // so that the Deployment restarts it as a standby; SIGTERM (ctx) ends it with 0
-// after the Lease was released. `fetch-backup` as the first argument runs the seed
-// pod's download step instead.
+// after the Lease was released. `fetch-backup` or `restore-datadir` as the first
+// argument runs the seed pod's download or restore step instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
 	if len(args) > 0 && args[0] == restore.FetchSubcommand {
 		return fetchBackup(ctx, args[1:], log.Logger.Out)
+	}
+	if len(args) > 0 && args[0] == restore.RestoreDataDirSubcommand {
+		return restoreDataDir(ctx, args[1:], log.Logger.Out)
 	}
 	var opts options
 	parse := func() (bool, error) {
