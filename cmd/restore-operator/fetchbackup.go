@@ -31,20 +31,40 @@ func fetchBackup(ctx context.Context, args []string, stderr io.Writer) int {
 		restore.WriteTerminationLog(a.TerminationLog, err.Error())
 		return 2
 	}
+	fail := func(err error) int {
+		_, _ = fmt.Fprintln(stderr, err)
+		restore.WriteTerminationLog(a.TerminationLog, err.Error())
+		return 1
+	}
+	// First of all, as the restore step needs the copy even when nothing is
+	// fetched.
+	if a.CopySelf != "" {
+		if err := restore.CopySelf(a.CopySelf); err != nil {
+			return fail(err)
+		}
+	}
+	// Started again after the restore (see pkg/restore/datadir.go): the token
+	// and the key may be gone, and the backup is not wanted.
+	if a.DataDir != "" {
+		done, err := restore.Restored(a.DataDir)
+		if err != nil {
+			return fail(err)
+		}
+		if done {
+			_, _ = fmt.Fprintf(stderr, "%s exists: the backup was restored in this pod before; nothing to fetch\n", a.DataDir)
+			return 0
+		}
+	}
 	var key []byte
 	if a.KeyFile != "" {
 		if key, err = readKey(a.KeyFile); err != nil {
-			_, _ = fmt.Fprintln(stderr, err)
-			restore.WriteTerminationLog(a.TerminationLog, err.Error())
-			return 1
+			return fail(err)
 		}
 	}
 	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", a.URL, a.Size, a.SHA256, a.Out)
 	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Key: key, TokenFile: a.TokenFile, Timeout: a.Timeout, Log: stderr})
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
-		restore.WriteTerminationLog(a.TerminationLog, err.Error())
-		return 1
+		return fail(err)
 	}
 	return 0
 }
@@ -63,6 +83,8 @@ func parseFetchBackup(args []string, output io.Writer) (restore.FetchArgs, error
 	fs.StringVar(&a.TokenFile, restore.FetchFlagTokenFile, "", "file holding the restore's token, which the backup server asks for")
 	fs.StringVar(&a.TerminationLog, restore.FetchFlagTerminationLog, restore.DefaultTerminationLog, "file that receives the reason of a failure")
 	fs.StringVar(&a.KeyFile, restore.FetchFlagKeyFile, "", "file with the key of an encrypted backup (32 bytes, or their base64)")
+	fs.StringVar(&a.DataDir, restore.FetchFlagDataDir, "", "the member's data directory: if it exists, the backup was restored before and nothing is fetched")
+	fs.StringVar(&a.CopySelf, restore.FetchFlagCopySelf, "", "file to copy this binary to, for the "+restore.RestoreDataDirSubcommand+" step")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
@@ -83,4 +105,42 @@ func readKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: the encryption key in %s: %w", restore.FetchSubcommand, path, err)
 	}
 	return key, nil
+}
+
+// restoreDataDir is `etcd-restore-operator restore-datadir`, the seed pod's
+// restore step, run from the etcd image (restore.NewSeedPod): it runs the etcd
+// tool given after -- unless the data directory is there already. It returns the
+// exit code: 1 for a failed restore, 2 for bad arguments. The container's
+// termination message is the end of its log.
+func restoreDataDir(ctx context.Context, args []string, stderr io.Writer) int {
+	a, err := parseRestoreDataDir(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		err = a.Validate()
+	}
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if err := restore.RestoreDataDir(ctx, a, stderr); err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// parseRestoreDataDir parses what restore.DataDirArgs.Args encodes.
+func parseRestoreDataDir(args []string, output io.Writer) (restore.DataDirArgs, error) {
+	var a restore.DataDirArgs
+	fs := flag.NewFlagSet(restore.Binary+" "+restore.RestoreDataDirSubcommand, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&a.DataDir, restore.DataDirFlagDataDir, "", "the member's data directory; if it exists, nothing is done")
+	fs.StringVar(&a.StagingDir, restore.DataDirFlagStagingDir, "", "where the restore command writes, renamed to the data directory once it succeeded")
+	if err := fs.Parse(args); err != nil {
+		return a, err
+	}
+	a.Tool = fs.Args()
+	return a, nil
 }

@@ -1,6 +1,7 @@
 // Command etcd-restore-operator replaces EtcdClusters with clusters seeded from
 // verified backups, as EtcdRestore resources ask. The same binary is the seed
-// pod's download step: `etcd-restore-operator fetch-backup ...`.
+// pod's download step, `etcd-restore-operator fetch-backup ...`, and runs its
+// restore step, `etcd-restore-operator restore-datadir ...`.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
@@ -70,7 +72,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v (the only subcommand is %s, as the first argument)", fs.Args(), restore.FetchSubcommand)
+		return o, fmt.Errorf("unexpected arguments: %v (the only subcommands are %s and %s, as the first argument)", fs.Args(), restore.FetchSubcommand, restore.RestoreDataDirSubcommand)
 	}
 	switch {
 	case o.workers < 1 || o.workers > 64:
@@ -90,11 +92,14 @@ func main() {
 
 // run is the whole binary; it returns the exit code. Lost leadership ends it with 1
 // so that the Deployment restarts it as a standby; SIGTERM (ctx) ends it with 0
-// after the Lease was released. `fetch-backup` as the first argument runs the seed
-// pod's download step instead.
+// after the Lease was released. `fetch-backup` or `restore-datadir` as the first
+// argument runs the seed pod's download or restore step instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
 	if len(args) > 0 && args[0] == restore.FetchSubcommand {
 		return fetchBackup(ctx, args[1:], log.Logger.Out)
+	}
+	if len(args) > 0 && args[0] == restore.RestoreDataDirSubcommand {
+		return restoreDataDir(ctx, args[1:], log.Logger.Out)
 	}
 	var opts options
 	parse := func() (bool, error) {
@@ -143,7 +148,9 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			proc.Fail(fmt.Errorf("listen for the backup server: %w", err))
 			return
 		}
-		h := &restore.BackupHandler{Client: clients.Etcd, Kube: clients.Kube, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
+		// The flow tells the backup server the restores' tokens.
+		tokens := restore.NewTokens()
+		h := &restore.BackupHandler{Client: clients.Etcd, Tokens: tokens, Namespace: id.Namespace, ClusterWide: opts.clusterWide, Open: open, Log: log.WithField("pkg", "backup-server")}
 		proc.Go(ctx, "backup server", func(ctx context.Context) error { return restore.ServeBackups(ctx, ln, h) })
 
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
@@ -159,9 +166,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			FetchPullPolicy:   pullPolicy,
 			Timeout:           opts.restoreTimeout,
 			Open:              open,
+			Tokens:            tokens,
 		})
+		restores := factory.Etcd().V1beta2().EtcdRestores()
 		ctrl := restorecontroller.New(restorecontroller.Config{
-			Informer:    factory.Etcd().V1beta2().EtcdRestores(),
+			Informer:    restores,
 			Flow:        flow,
 			Log:         log,
 			ClusterWide: opts.clusterWide,
@@ -170,8 +179,17 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
 		// Ready only now: leading, the CRD established, the cache synced, the
-		// backup server listening. The Service sends seeds to ready pods only.
-		if err := ctrl.Run(ctx, opts.workers, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+		// backup server listening and knowing the tokens of the restores in
+		// progress. The Service sends seeds to ready pods only.
+		ready := func() {
+			all, err := restores.Lister().List(labels.Everything())
+			if err != nil {
+				log.Warnf("list the EtcdRestores in the cache: %v", err)
+			}
+			flow.LoadTokens(ctx, all)
+			srv.SetReady(true)
+		}
+		if err := ctrl.Run(ctx, opts.workers, ready); err != nil && ctx.Err() == nil {
 			log.Errorf("controller: %v", err)
 		}
 		srv.SetReady(false)

@@ -238,6 +238,8 @@ const (
 	FetchFlagTokenFile      = "token-file"
 	FetchFlagTerminationLog = "termination-log"
 	FetchFlagKeyFile        = "encryption-key-file"
+	FetchFlagDataDir        = "data-dir"
+	FetchFlagCopySelf       = "copy-self-to"
 )
 
 // FetchArgs are the arguments of the fetch-backup subcommand, encoded by Args
@@ -256,6 +258,12 @@ type FetchArgs struct {
 	// KeyFile holds the key of an encrypted backup (the Secret's
 	// encryption-key, mounted); empty for backups that are not encrypted.
 	KeyFile string
+	// DataDir is the member's data directory: when it exists, the backup was
+	// restored in this pod before, and nothing is fetched (see datadir.go).
+	DataDir string
+	// CopySelf is where the binary copies itself for the restore step
+	// (RestoreDataDirSubcommand), before anything else.
+	CopySelf string
 }
 
 // Args is the command line after the subcommand's name.
@@ -275,6 +283,12 @@ func (a FetchArgs) Args() []string {
 	}
 	if a.KeyFile != "" {
 		args = append(args, "--"+FetchFlagKeyFile+"="+a.KeyFile)
+	}
+	if a.DataDir != "" {
+		args = append(args, "--"+FetchFlagDataDir+"="+a.DataDir)
+	}
+	if a.CopySelf != "" {
+		args = append(args, "--"+FetchFlagCopySelf+"="+a.CopySelf)
 	}
 	return args
 }

@@ -80,11 +80,17 @@ type Config struct {
 	MaxRetries   int
 	Open         OpenFunc
 	Clock        clock.PassiveClock
+	// Tokens receives the token of every restore the flow runs, for the
+	// backup server (BackupHandler.Tokens), which checks requests against it;
+	// NewFlow makes one when it is nil.
+	Tokens *Tokens
 }
 
 // Flow runs EtcdRestores. It keeps no state of its own: everything it needs
 // after a crash is in the EtcdRestore (phase and plan) and in the objects it
-// created, so any replica can pick a restore up where another left it.
+// created, so any replica can pick a restore up where another left it. (The
+// tokens it hands the backup server, Config.Tokens, are a copy of the
+// restores' Secrets, read again after a restart by LoadTokens.)
 type Flow struct {
 	cfg Config
 	// restores and clusters write the statuses of EtcdRestores and, for the
@@ -112,6 +118,9 @@ func NewFlow(cfg Config) *Flow {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Tokens == nil {
+		cfg.Tokens = NewTokens()
 	}
 	cfg.Log = cfg.Log.WithField("pkg", "restore")
 	return &Flow{
@@ -146,12 +155,14 @@ func Finished(er *api.EtcdRestore) bool {
 func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (time.Duration, error) {
 	er, err := f.cfg.Etcd.EtcdV1beta2().EtcdRestores(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		f.cfg.Tokens.forget(namespace, name, "")
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("get EtcdRestore %s/%s: %w", namespace, name, err)
 	}
 	if !api.IsManagedBy(er, f.cfg.ClusterWide) {
+		f.cfg.Tokens.forget(namespace, name, "")
 		return 0, nil // the other kind of restore operator runs it
 	}
 	var requeue time.Duration
@@ -167,10 +178,34 @@ func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (t
 	default:
 		requeue, err = f.prepare(ctx, er, attempt)
 	}
+	// The backup server serves a restore in progress only: once it ended, its
+	// token opens nothing.
 	if errors.Is(err, errGone) {
+		f.cfg.Tokens.forget(namespace, name, er.UID)
 		return 0, nil
 	}
+	if Finished(er) {
+		f.cfg.Tokens.forget(namespace, name, er.UID)
+	}
 	return requeue, err
+}
+
+// LoadTokens tells the backup server the tokens of the restores in progress
+// among restores (the informer's cache, read at start, before the operator is
+// ready): see Tokens. A token that cannot be read now is read again by the
+// restore's next sync.
+func (f *Flow) LoadTokens(ctx context.Context, restores []*api.EtcdRestore) {
+	for _, er := range restores {
+		if er.Status.Phase != api.RestorePhaseRestoring || !api.IsManagedBy(er, f.cfg.ClusterWide) {
+			continue
+		}
+		token, err := readToken(ctx, f.cfg.Kube.CoreV1(), er)
+		if err != nil {
+			f.logFor(er).Warnf("the backup server does not know the restore's token yet: %v", err)
+			continue
+		}
+		f.cfg.Tokens.remember(er, token)
+	}
 }
 
 // event records an event on the EtcdRestore; the kind is set on a copy so the

@@ -52,6 +52,7 @@ func (f *Flow) restore(ctx context.Context, er *api.EtcdRestore) (time.Duration,
 	if _, err := verifiedPlan(er, token); err != nil {
 		return 0, f.fail(ctx, er, fmt.Sprintf("the restore plan is not followed: %v; restore again with a new EtcdRestore", err))
 	}
+	f.cfg.Tokens.remember(er, token)
 	elapsed := f.cfg.Clock.Since(plan.Started.Time)
 	waiting, err := f.handOver(ctx, er, plan)
 	var permanent bool

@@ -30,6 +30,7 @@ func (f *Flow) writePlan(ctx context.Context, er *api.EtcdRestore, plan *Plan) e
 	if err != nil {
 		return err
 	}
+	f.cfg.Tokens.remember(er, token)
 	return f.updateMeta(ctx, er, func(m *metav1.ObjectMeta) {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
-	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // etcdProcess is one single-member etcd server on loopback ports.
@@ -130,22 +130,26 @@ func TestRestoredRevisionsGoPastTheLostCluster(t *testing.T) {
 	// The seed's restore step, as the pod runs it, on this machine's paths.
 	m := &etcdutil.Member{Name: "example-seed", Namespace: "ns", ClusterName: "example"}
 	cmd, _ := restoreCommand(etcdtest.Version36, m, "token")
-	restored := filepath.Join(t.TempDir(), "restored")
+	volume := t.TempDir()
+	restored, staging := filepath.Join(volume, "data"), filepath.Join(volume, "data.restoring")
 	for i, arg := range cmd {
 		switch {
 		case i == 0:
 			cmd[i] = filepath.Join(dir, filepath.Base(arg))
 		case arg == BackupFile:
 			cmd[i] = backup
-		case arg == "--data-dir="+k8sutil.EtcdDataDir:
-			cmd[i] = "--data-dir=" + restored
+		case arg == "--data-dir="+restoreStagingDir:
+			cmd[i] = "--data-dir=" + staging
 		}
 	}
-	if out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
+	step := DataDirArgs{DataDir: restored, StagingDir: staging, Tool: cmd}
+	var out bytes.Buffer
+	if err := RestoreDataDir(ctx, step, &out); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd, " "), err, out.String())
 	}
 
-	cli = startEtcdProcess(t, filepath.Join(dir, "etcd"), m.Name, restored).client(t)
+	restoredEtcd := startEtcdProcess(t, filepath.Join(dir, "etcd"), m.Name, restored)
+	cli = restoredEtcd.client(t)
 	got, err := cli.Get(ctx, "/k/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +176,21 @@ func TestRestoredRevisionsGoPastTheLostCluster(t *testing.T) {
 	case resp.CompactRevision == 0 || !errors.Is(resp.Err(), rpctypes.ErrCompacted):
 		t.Errorf("a watch resumed from revision %d got %d event(s) (first at revision %d) and error %v, want the history reported compacted",
 			lastRev+1, len(resp.Events), firstRevision(resp), resp.Err())
+	}
+
+	// The pod started afresh later (see datadir.go): the step runs again,
+	// the backup long gone, and etcd comes back on the member's own data.
+	restoredEtcd.stop()
+	if err := os.Remove(backup); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := RestoreDataDir(ctx, step, &out); err != nil {
+		t.Fatalf("the restore step run again: %v\n%s", err, out.String())
+	}
+	cli = startEtcdProcess(t, filepath.Join(dir, "etcd"), m.Name, restored).client(t)
+	if again, err := cli.Get(ctx, "/k/new"); err != nil || len(again.Kvs) != 1 {
+		t.Errorf("after the restore step ran again, the member lost a write made after the restore: %v", err)
 	}
 }
 

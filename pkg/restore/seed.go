@@ -34,6 +34,12 @@ const (
 	backupMountDir   = "/var/etcd-restore"
 	// BackupFile is where the seed keeps the downloaded snapshot.
 	BackupFile = backupMountDir + "/latest.backup"
+	// restoreStepBinary is the operator's binary, copied by fetch-backup for
+	// the restore step to run from the etcd image (see datadir.go).
+	restoreStepBinary = backupMountDir + "/" + Binary
+	// restoreStagingDir is where the etcd tool restores to, on the data
+	// volume, before the restore step renames it to the data directory.
+	restoreStagingDir = k8sutil.EtcdDataDir + ".restoring"
 
 	// The key of an encrypted backup reaches fetch-backup only, as a file of
 	// the Secret's volume: not through the backup server, which has no
@@ -111,6 +117,15 @@ func SeedMemberName(cluster string, restoreUID types.UID) string {
 // before), which checks the snapshot's integrity trailer once more. Neither needs
 // a shell: the etcd images are distroless. The pod is otherwise exactly the
 // member pod etcd-operator would build, so it adopts it as the seed member.
+//
+// Both steps run again when the kubelet starts the pod afresh long after the
+// restore (see datadir.go): they find the data directory and do nothing. The
+// restore's Secrets (its token, and the key of an encrypted backup) are
+// optional volumes: the fetch alone needs them, while the seed stays a member
+// for the cluster's whole life. The token's Secret goes with the EtcdRestore,
+// the user may delete the key's, and the kubelet mounts every volume again
+// whenever it starts the pod again (after a node reboot): a required Secret
+// that is gone would keep the member from starting.
 func NewSeedPod(c SeedConfig) *corev1.Pod {
 	cl := c.Cluster.WithDefaults()
 	m := SeedMember(cl, c.MemberName)
@@ -120,8 +135,13 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	resources := cl.Spec.Pod.Resources.DeepCopy()
 
 	backupMount := corev1.VolumeMount{Name: backupVolumeName, MountPath: backupMountDir}
-	fetchArgs := FetchArgs{URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout}
-	fetchMounts := []corev1.VolumeMount{backupMount}
+	fetchArgs := FetchArgs{URL: c.BackupURL, Out: BackupFile, Size: c.Backup.Size, SHA256: c.Backup.SHA256, Timeout: c.FetchTimeout,
+		DataDir: k8sutil.EtcdDataDir, CopySelf: restoreStepBinary}
+	// The data volume is there for fetch-backup to see whether the restore
+	// ran before (see datadir.go).
+	readOnlyData := k8sutil.EtcdDataVolumeMount()
+	readOnlyData.ReadOnly = true
+	fetchMounts := []corev1.VolumeMount{backupMount, readOnlyData}
 	volumes := []corev1.Volume{{
 		Name:         backupVolumeName,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
@@ -132,6 +152,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		volumes = append(volumes, corev1.Volume{Name: keyVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: c.KeySecret,
 			Items:      []corev1.KeyToPath{{Key: api.EncryptionKeySecretKey, Path: api.EncryptionKeySecretKey}},
+			Optional:   new(true),
 		}}})
 	}
 	if c.TokenSecret != "" {
@@ -153,7 +174,9 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true
-	cmd, env := restoreCommand(cl.Spec.Version, m, token)
+	tool, env := restoreCommand(cl.Spec.Version, m, token)
+	cmd := append([]string{restoreStepBinary, RestoreDataDirSubcommand},
+		DataDirArgs{DataDir: k8sutil.EtcdDataDir, StagingDir: restoreStagingDir, Tool: tool}.Args()...)
 	restore := corev1.Container{
 		Name:                     RestoreContainerName,
 		Image:                    api.EtcdImage(cl.Spec.Repository, cl.Spec.Version),
@@ -184,6 +207,7 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 				SecretName:  c.TokenSecret,
 				Items:       []corev1.KeyToPath{{Key: TokenKey, Path: TokenKey}},
 				DefaultMode: new(int32(0o444)),
+				Optional:    new(true),
 			}},
 		})
 	}
@@ -201,7 +225,9 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 // Kubernetes' restore guides use, leaves room for 9 billion restores in an int64.
 const RevisionBump = 1_000_000_000
 
-// restoreCommand unpacks BackupFile into the data directory as member m. etcdutl
+// restoreCommand unpacks BackupFile into restoreStagingDir as member m; the
+// restore step (RestoreDataDir) runs it and then renames that to the data
+// directory. etcdutl
 // took over `snapshot restore` in 3.5 (etcdctl's is deprecated there and gone in
 // 3.6); before 3.5 only etcdctl has it, and 3.2/3.3 need ETCDCTL_API=3 for it.
 // Where the tool can, the revision is bumped past the lost cluster's and every
@@ -216,7 +242,7 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 		env = []corev1.EnvVar{{Name: "ETCDCTL_API", Value: "3"}}
 	}
 	cmd := []string{tool, "snapshot", "restore", BackupFile,
-		"--data-dir=" + k8sutil.EtcdDataDir,
+		"--data-dir=" + restoreStagingDir,
 		"--name=" + m.Name,
 		"--initial-cluster=" + fmt.Sprintf("%s=%s", m.Name, m.PeerURL()),
 		"--initial-cluster-token=" + token,

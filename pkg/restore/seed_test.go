@@ -118,8 +118,9 @@ func TestSeedPodRestoresBeforeEtcdStarts(t *testing.T) {
 			t.Errorf("fetch command %q lacks %q", args, want)
 		}
 	}
-	if restore.Image != "quay.io/coreos/etcd:v3.5.21" || restore.Command[0] != "/usr/local/bin/etcdutl" {
-		t.Errorf("restore step runs %s from %s, want etcdutl from the cluster's etcd image", restore.Command[0], restore.Image)
+	tool := restore.Command[slices.Index(restore.Command, "--")+1:]
+	if restore.Image != "quay.io/coreos/etcd:v3.5.21" || tool[0] != "/usr/local/bin/etcdutl" {
+		t.Errorf("restore step runs %s from %s, want etcdutl from the cluster's etcd image", tool[0], restore.Image)
 	}
 	if restore.Command[0] == "/bin/sh" || fetch.Command[0] == "/bin/sh" {
 		t.Error("a restore step needs a shell, which the distroless etcd images do not have")
@@ -270,5 +271,66 @@ func TestSeedPodMeetsRestrictedWithANonRootSecurityContext(t *testing.T) {
 				t.Errorf("%s: refused by Pod Security restricted: %s: %s", version, r.ForbiddenReason, r.ForbiddenDetail)
 			}
 		}
+	}
+}
+
+// The seed stays a member for the cluster's whole life, while the restore's
+// token Secret goes with the EtcdRestore and the user may delete the key's:
+// the kubelet mounts every volume again when it starts the pod again (after a
+// node reboot), and a required Secret that is gone keeps the pod from starting.
+func TestSeedPodSecretVolumesOutliveTheRestoresSecrets(t *testing.T) {
+	c := seedConfig(nil)
+	c.Backup.Encrypted = true
+	c.KeySecret = "backup-key"
+	pod := NewSeedPod(c)
+	for _, secret := range []string{c.TokenSecret, c.KeySecret} {
+		i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == secret })
+		if i < 0 {
+			t.Errorf("no volume of Secret %s", secret)
+			continue
+		}
+		if opt := pod.Spec.Volumes[i].Secret.Optional; opt == nil || !*opt {
+			t.Errorf("the volume of Secret %s is required: once the Secret is gone the seed cannot start again", secret)
+		}
+	}
+}
+
+// The kubelet runs the init containers again when it starts the pod in a new
+// sandbox (after a node reboot, on a runtime that keeps no exited containers),
+// long after the restore: both steps must see the data directory and leave it,
+// fetch-backup before it reads the token or the key, which may be gone.
+func TestSeedPodStepsLookForTheDataDirectoryFirst(t *testing.T) {
+	c := seedConfig(nil)
+	c.Backup.Encrypted = true
+	c.KeySecret = "backup-key"
+	pod := NewSeedPod(c)
+	fetch, restore := pod.Spec.InitContainers[1], pod.Spec.InitContainers[2]
+
+	data := slices.IndexFunc(fetch.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == k8sutil.EtcdDataVolumeName && m.MountPath == k8sutil.EtcdDataMountDir
+	})
+	if data < 0 || !fetch.VolumeMounts[data].ReadOnly {
+		t.Errorf("fetch-backup mounts %+v; want the data volume, read-only, to see whether the restore ran", fetch.VolumeMounts)
+	}
+	for _, want := range []string{"--" + FetchFlagDataDir + "=" + k8sutil.EtcdDataDir, "--" + FetchFlagCopySelf + "=" + restoreStepBinary} {
+		if !slices.Contains(fetch.Command, want) {
+			t.Errorf("fetch command %q lacks %q", fetch.Command, want)
+		}
+	}
+
+	want := []string{restoreStepBinary, RestoreDataDirSubcommand,
+		"--" + DataDirFlagDataDir + "=" + k8sutil.EtcdDataDir, "--" + DataDirFlagStagingDir + "=" + restoreStagingDir, "--"}
+	if len(restore.Command) <= len(want) || !slices.Equal(restore.Command[:len(want)], want) {
+		t.Fatalf("restore command %q, want it to start with %q", restore.Command, want)
+	}
+	tool := restore.Command[len(want):]
+	if !slices.Contains(tool, "--data-dir="+restoreStagingDir) || slices.Contains(tool, "--data-dir="+k8sutil.EtcdDataDir) {
+		t.Errorf("the etcd tool %q must restore into the staging directory, not the data directory", tool)
+	}
+	if filepath.Dir(restoreStagingDir) != filepath.Dir(k8sutil.EtcdDataDir) {
+		t.Errorf("staging directory %s is not beside the data directory %s: the rename would cross volumes", restoreStagingDir, k8sutil.EtcdDataDir)
+	}
+	if !slices.ContainsFunc(restore.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == backupVolumeName && m.MountPath == backupMountDir }) {
+		t.Errorf("the restore step does not mount %s, where its binary is", backupMountDir)
 	}
 }

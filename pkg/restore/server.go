@@ -13,7 +13,6 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
@@ -50,12 +49,19 @@ func BackupURL(serviceName, operatorNamespace, clusterDomain, namespace, name st
 // until it completes or fails. The object is streamed from the store to the
 // client; nothing is buffered beyond io.Copy's buffer.
 //
-// The EtcdRestore is read from the API server, not from a cache: the seed asks
-// moments after its restore entered Restoring, and a 404 is final for it.
+// The token is checked first, in memory (Tokens): any pod can reach the server,
+// and a request without the restore's token must neither learn anything nor
+// cost a call on the API client the operator shares with its restores. Every
+// request that is not served is refused with one answer (refuse), whatever the
+// reason: no token or a wrong one, a restore that does not exist, is in another
+// namespace, or is not in progress. Only then is the EtcdRestore read, from the
+// API server and not from a cache: the seed asks moments after its restore
+// entered Restoring, and a 404 is final for it.
 type BackupHandler struct {
 	Client versioned.Interface
-	// Kube reads the restores' token Secrets.
-	Kube kubernetes.Interface
+	// Tokens are the tokens of the restores this operator runs, as its Flow
+	// keeps them (Config.Tokens).
+	Tokens *Tokens
 	// Namespace is the operator's, for the short /v1/backup/<name> form.
 	Namespace string
 	// ClusterWide serves the restores a cluster-wide operator runs (those with the
@@ -66,54 +72,66 @@ type BackupHandler struct {
 	Log         *logrus.Entry
 }
 
+// refusal is the body of every refusal. It names no restore and no reason: a
+// client without the token must learn nothing, and the seed's fetch gives up at
+// any 404 anyway. The operator's log says why.
+const refusal = "no backup to serve: the backup server serves only the backup of a restore in progress, to the seed that presents the restore's token\n"
+
+// refuse answers every request that is not served, and always alike.
+func refuse(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = io.WriteString(w, refusal)
+}
+
 func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
+		// Says nothing about any restore.
 		w.Header().Set("Allow", http.MethodGet)
 		http.Error(w, "only GET", http.StatusMethodNotAllowed)
 		return
 	}
-	namespace, name, ok := h.parsePath(r.URL.Path)
-	if !ok {
-		http.Error(w, "use "+BackupPathPrefix+"<restore-name> or "+BackupPathPrefix+"<namespace>/<restore-name>", http.StatusNotFound)
-		return
-	}
+	namespace, name, pathOK := h.parsePath(r.URL.Path)
 	log := h.Log.WithFields(logrus.Fields{"restore-name": name, "restore-namespace": namespace, "client": r.RemoteAddr})
-	if !h.ClusterWide && namespace != h.Namespace {
-		http.Error(w, fmt.Sprintf("this operator restores only in namespace %s", h.Namespace), http.StatusNotFound)
+	presented, bearer := strings.CutPrefix(r.Header.Get("Authorization"), bearerPrefix)
+	uid, token, known := h.Tokens.check(namespace, name, presented)
+	if !pathOK || !bearer || !known || (!h.ClusterWide && namespace != h.Namespace) {
+		// Anyone may send these: logged only at debug level, so that they
+		// cannot flood the log.
+		log.Debug("refused a request without the token of a restore this operator runs")
+		refuse(w)
 		return
 	}
+	// The client holds the restore's token: from here on it may cost API calls.
 	er, err := h.Client.EtcdV1beta2().EtcdRestores(namespace).Get(r.Context(), name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		http.Error(w, fmt.Sprintf("no EtcdRestore %s/%s", namespace, name), http.StatusNotFound)
+		log.Info("refused: the EtcdRestore is gone")
+		h.Tokens.forget(namespace, name, uid)
+		refuse(w)
 		return
 	case err != nil:
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		log.Warnf("serving the backup: %v", err)
+		http.Error(w, "read the EtcdRestore: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	if !api.IsManagedBy(er, h.ClusterWide) {
-		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s is run by the other kind of restore operator (annotation %s)", namespace, name, api.ScopeAnnotation), http.StatusNotFound)
+	switch {
+	case er.UID != uid:
+		log.Info("refused: the EtcdRestore was deleted and created again under its name")
+		h.Tokens.forget(namespace, name, uid)
+		refuse(w)
 		return
-	}
-	if er.Status.Phase != api.RestorePhaseRestoring {
-		phase := string(er.Status.Phase)
-		if phase == "" {
-			phase = "not started"
+	case !api.IsManagedBy(er, h.ClusterWide):
+		log.Infof("refused: the EtcdRestore is run by the other kind of restore operator (annotation %s)", api.ScopeAnnotation)
+		refuse(w)
+		return
+	case er.Status.Phase != api.RestorePhaseRestoring:
+		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", er.Status.Phase)
+		if Finished(er) {
+			h.Tokens.forget(namespace, name, uid)
 		}
-		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s is %s; only the backups of restores in progress are served", namespace, name, phase), http.StatusNotFound)
-		return
-	}
-	token, err := readToken(r.Context(), h.Kube.CoreV1(), er)
-	if err != nil {
-		log.Warnf("refused: %v", err)
-		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s has no token to check the request against", namespace, name), http.StatusNotFound)
-		return
-	}
-	presented, ok := strings.CutPrefix(r.Header.Get("Authorization"), bearerPrefix)
-	if !ok || !tokenMatches(presented, token) {
-		log.Warn("refused a request without the restore's token")
-		w.Header().Set("WWW-Authenticate", `Bearer realm="etcd-restore"`)
-		http.Error(w, "the restore's token (Secret "+TokenSecretName(er.UID)+") is required", http.StatusUnauthorized)
+		refuse(w)
 		return
 	}
 	plan, err := verifiedPlan(er, token)

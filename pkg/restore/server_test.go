@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -63,19 +64,61 @@ func withPhase(er *api.EtcdRestore, p api.RestorePhase) *api.EtcdRestore {
 	return er
 }
 
-// serveBackups starts the handler for an operator in opNamespace.
+// serveBackups starts the handler for an operator in testNamespace that finds
+// restores in the API and knows the tokens of those it runs.
 func serveBackups(t *testing.T, clusterWide bool, open OpenFunc, restores ...k8sruntime.Object) string {
 	t.Helper()
-	if open == nil {
-		open = StoreOpener(kubefake.NewSimpleClientset(awsSecretObject()).CoreV1())
+	var known []*api.EtcdRestore
+	for _, o := range restores {
+		if er, ok := o.(*api.EtcdRestore); ok && api.IsManagedBy(er, clusterWide) {
+			known = append(known, er)
+		}
 	}
-	h := &BackupHandler{Client: fake.NewSimpleClientset(restores...), Kube: kubefake.NewSimpleClientset(tokenSecrets(restores)...),
+	return newBackupServer(t, clusterWide, open, known, restores...).url
+}
+
+// backupServer is a running BackupHandler and the fake clientsets behind it,
+// whose Actions() are the API calls its requests made.
+type backupServer struct {
+	url  string
+	etcd *fake.Clientset
+	// kube holds the store's credentials.
+	kube *kubefake.Clientset
+}
+
+// newBackupServer serves the restores stored in the API, knowing the tokens of
+// known (as the restore flow tells the handler about the restores it runs). A
+// nil open reads the store's credentials from the handler's kube clientset.
+func newBackupServer(t *testing.T, clusterWide bool, open OpenFunc, known []*api.EtcdRestore, stored ...k8sruntime.Object) *backupServer {
+	t.Helper()
+	b := &backupServer{
+		etcd: fake.NewSimpleClientset(stored...),
+		kube: kubefake.NewSimpleClientset(awsSecretObject()),
+	}
+	if open == nil {
+		open = StoreOpener(b.kube.CoreV1())
+	}
+	tokens := NewTokens()
+	for _, er := range known {
+		tokens.remember(er, testToken)
+	}
+	h := &BackupHandler{Client: b.etcd, Tokens: tokens,
 		Namespace: testNamespace, ClusterWide: clusterWide, Open: open, Log: testLog(t)}
 	mux := http.NewServeMux()
 	mux.Handle(BackupPathPrefix, h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	b.url = srv.URL
+	return b
+}
+
+// apiCalls are the API calls made since the last ClearActions.
+func (b *backupServer) apiCalls() []string {
+	var out []string
+	for _, a := range append(b.etcd.Actions(), b.kube.Actions()...) {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
 }
 
 // get asks as the seed does, with the restore's token.
@@ -85,6 +128,13 @@ func get(t *testing.T, url string) (int, []byte) {
 }
 
 func getWith(t *testing.T, url, authorization string) (int, []byte) {
+	t.Helper()
+	code, _, body := request(t, url, authorization)
+	return code, body
+}
+
+// request is a GET with the Authorization header given ("" for none).
+func request(t *testing.T, url, authorization string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -102,22 +152,17 @@ func getWith(t *testing.T, url, authorization string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, body
+	return resp.StatusCode, resp.Header, body
 }
 
-func TestBackupServerServesRestoresInProgressOnly(t *testing.T) {
+func TestBackupServerServesTheVerifiedBackupOfARestoreInProgress(t *testing.T) {
 	srv, store := startS3(t)
 	putObject(t, store, "good.db", snapshot)
 	size := int64(len(snapshot))
 	base := serveBackups(t, false, nil,
 		inProgress(testNamespace, "running", "good.db", size, srv),
-		withPhase(inProgress(testNamespace, "done", "good.db", size, srv), api.RestorePhaseCompleted),
-		withPhase(inProgress(testNamespace, "failed", "good.db", size, srv), api.RestorePhaseFailed),
-		withPhase(inProgress(testNamespace, "checking", "good.db", size, srv), api.RestorePhaseFetching),
 		inProgress(testNamespace, "resized", "good.db", size+1, srv),
 		inProgress(testNamespace, "vanished", "gone.db", size, srv),
-		inProgress("elsewhere", "running", "good.db", size, srv),
-		clusterWide(inProgress(testNamespace, "annotated", "good.db", size, srv)),
 	)
 	tests := []struct {
 		name, path string
@@ -126,16 +171,8 @@ func TestBackupServerServesRestoresInProgressOnly(t *testing.T) {
 	}{
 		{"the original's short form", "/v1/backup/running", http.StatusOK, ""},
 		{"namespace and name", "/v1/backup/ns/running", http.StatusOK, ""},
-		{"unknown restore", "/v1/backup/nobody", http.StatusNotFound, "no EtcdRestore ns/nobody"},
-		{"completed restore", "/v1/backup/done", http.StatusNotFound, "is Completed"},
-		{"failed restore", "/v1/backup/ns/failed", http.StatusNotFound, "is Failed"},
-		{"restore still checking its backup", "/v1/backup/checking", http.StatusNotFound, "is Fetching"},
-		{"another namespace without -cluster-wide", "/v1/backup/elsewhere/running", http.StatusNotFound, "only in namespace ns"},
-		{"a restore for a cluster-wide operator", "/v1/backup/annotated", http.StatusNotFound, "other kind of restore operator"},
 		{"backup replaced since verified", "/v1/backup/resized", http.StatusConflict, "replaced during the restore"},
 		{"backup deleted since verified", "/v1/backup/vanished", http.StatusGone, "deleted after it was verified"},
-		{"no name", "/v1/backup/", http.StatusNotFound, "use /v1/backup/"},
-		{"too deep", "/v1/backup/a/b/c", http.StatusNotFound, "use /v1/backup/"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,6 +202,83 @@ func TestBackupServerServesRestoresInProgressOnly(t *testing.T) {
 	}
 }
 
+// Every request the server does not serve gets the same answer, byte for byte,
+// so that it tells a client nothing about which restores exist, in which
+// namespace, or where they stand; and only a request that carries a restore's
+// token may cost calls to the API server, whose client the operator shares
+// with everything else it does.
+func TestBackupServerRefusesEveryoneAlikeAndAsksTheAPIOnlyForATokenHolder(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	size := int64(len(snapshot))
+	restore := func(namespace, name string, phase api.RestorePhase) *api.EtcdRestore {
+		return withPhase(inProgress(namespace, name, "good.db", size, srv), phase)
+	}
+	running := restore(testNamespace, "running", api.RestorePhaseRestoring)
+	done := restore(testNamespace, "done", api.RestorePhaseCompleted)
+	failed := restore(testNamespace, "failed", api.RestorePhaseFailed)
+	checking := restore(testNamespace, "checking", api.RestorePhaseFetching)
+	deleted := restore(testNamespace, "deleted", api.RestorePhaseRestoring)
+	recreated := restore(testNamespace, "recreated", api.RestorePhaseRestoring)
+	successor := recreated.DeepCopy()
+	successor.UID = "the-successor"
+	b := newBackupServer(t, false, nil,
+		[]*api.EtcdRestore{running, done, failed, checking, deleted, recreated},
+		running, done, failed, checking, successor,
+		restore("elsewhere", "running", api.RestorePhaseRestoring),
+		clusterWide(restore(testNamespace, "annotated", api.RestorePhaseRestoring)))
+
+	token := "Bearer " + string(testToken)
+	wrong := "Bearer " + strings.Repeat("x", len(testToken))
+	tests := []struct {
+		name, path, authorization string
+		// holdsToken: the request carries the restore's token, so it may
+		// cost API calls.
+		holdsToken bool
+	}{
+		{"a request without a token", "/v1/backup/running", "", false},
+		{"a request with a wrong token", "/v1/backup/running", wrong, false},
+		{"a request with a prefix of the token", "/v1/backup/running", "Bearer " + string(testToken[:8]), false},
+		{"a request with the token in another scheme", "/v1/backup/running", "Basic " + string(testToken), false},
+		{"a request with a wrong token for a completed restore", "/v1/backup/done", wrong, false},
+		{"a request for a restore that does not exist", "/v1/backup/nobody", token, false},
+		{"a request for a restore in another namespace than the operator's", "/v1/backup/elsewhere/running", token, false},
+		{"a request for a restore a cluster-wide operator runs", "/v1/backup/annotated", token, false},
+		{"a request without a restore's name", "/v1/backup/", token, false},
+		{"a request with a path too deep", "/v1/backup/a/b/c", token, false},
+		{"the token holder of a completed restore", "/v1/backup/done", token, true},
+		{"the token holder of a failed restore", "/v1/backup/ns/failed", token, true},
+		{"the token holder of a restore still verifying its backup", "/v1/backup/checking", token, true},
+		{"the token holder of a restore deleted since", "/v1/backup/deleted", token, true},
+		{"the token holder of a restore deleted and created again under its name", "/v1/backup/recreated", token, true},
+	}
+	type answer struct {
+		code                                 int
+		contentType, noSniff, authentication string
+		body                                 string
+	}
+	var first *answer
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b.etcd.ClearActions()
+			b.kube.ClearActions()
+			code, header, body := request(t, b.url+tc.path, tc.authorization)
+			got := answer{code, header.Get("Content-Type"), header.Get("X-Content-Type-Options"), header.Get("WWW-Authenticate"), string(body)}
+			if code != http.StatusNotFound || bytes.Contains(body, snapshot) {
+				t.Errorf("GET %s = %d %q, want 404, which the seed's fetch takes as final", tc.path, code, body)
+			}
+			if first == nil {
+				first = &got
+			} else if got != *first {
+				t.Errorf("GET %s answered %+v, unlike the first refusal %+v", tc.path, got, *first)
+			}
+			if calls := b.apiCalls(); !tc.holdsToken && len(calls) > 0 {
+				t.Errorf("GET %s without the restore's token made API calls %v", tc.path, calls)
+			}
+		})
+	}
+}
+
 func clusterWide(er *api.EtcdRestore) *api.EtcdRestore {
 	er.Annotations[api.ScopeAnnotation] = api.ScopeClusterWide
 	return er
@@ -185,7 +299,7 @@ func TestBackupServerClusterWideServesEveryNamespace(t *testing.T) {
 		t.Fatalf("GET = %d (%d bytes)", code, len(body))
 	}
 	// Without the annotation, a namespaced operator of that namespace runs it.
-	if code, body := get(t, base+"/v1/backup/elsewhere/namespaced"); code != http.StatusNotFound || !strings.Contains(string(body), "other kind of restore operator") {
+	if code, body := get(t, base+"/v1/backup/elsewhere/namespaced"); code != http.StatusNotFound || string(body) != refusal {
 		t.Fatalf("GET of an unannotated restore = %d %q", code, body)
 	}
 }
@@ -274,7 +388,7 @@ func TestBackupServerStopsWithItsContext(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeBackups(ctx, ln, &BackupHandler{Client: fake.NewSimpleClientset(), Kube: kubefake.NewSimpleClientset(), Namespace: testNamespace, Log: testLog(t)})
+		done <- ServeBackups(ctx, ln, &BackupHandler{Client: fake.NewSimpleClientset(), Tokens: NewTokens(), Namespace: testNamespace, Log: testLog(t)})
 	}()
 	code, _ := get(t, "http://"+ln.Addr().String()+"/v1/backup/none")
 	if code != http.StatusNotFound {
@@ -291,44 +405,36 @@ func TestBackupServerStopsWithItsContext(t *testing.T) {
 	}
 }
 
-func TestBackupServerServesOnlyWhoPresentsTheRestoresToken(t *testing.T) {
+// A restarted operator has forgotten the tokens; it reads those of the restores
+// in progress before it is ready, and only from Secrets the restores own.
+func TestARestartedOperatorServesTheRestoresInProgressWithTheirTokens(t *testing.T) {
 	srv, store := startS3(t)
 	putObject(t, store, "good.db", snapshot)
-	base := serveBackups(t, false, nil, inProgress(testNamespace, "running", "good.db", int64(len(snapshot)), srv))
-	for _, tc := range []struct{ name, authorization string }{
-		{"no token", ""},
-		{"a wrong token", "Bearer " + strings.Repeat("x", len(testToken))},
-		{"a prefix of the token", "Bearer " + string(testToken[:8])},
-		{"the token in another scheme", "Basic " + string(testToken)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, body := getWith(t, base+"/v1/backup/running", tc.authorization)
-			if code != http.StatusUnauthorized || bytes.Contains(body, snapshot) {
-				t.Fatalf("GET = %d %q, want 401", code, body)
-			}
-		})
-	}
-	if code, _ := get(t, base+"/v1/backup/running"); code != http.StatusOK {
-		t.Fatalf("GET with the token = %d", code)
-	}
-}
+	size := int64(len(snapshot))
+	running := inProgress(testNamespace, "running", "good.db", size, srv)
+	planted := inProgress(testNamespace, "planted", "good.db", size, srv)
+	done := withPhase(inProgress(testNamespace, "done", "good.db", size, srv), api.RestorePhaseCompleted)
+	restores := []k8sruntime.Object{running, planted, done}
+	secrets := tokenSecrets(restores)
+	// Someone made the Secret of planted's token to plant a token they know.
+	secrets[1].(*corev1.Secret).OwnerReferences = nil
+	kube := kubefake.NewSimpleClientset(append(secrets, awsSecretObject())...)
+	etcd := fake.NewSimpleClientset(restores...)
+	tokens := NewTokens()
+	flow := NewFlow(Config{Kube: kube, Etcd: etcd, Log: testLog(t), OperatorNamespace: opNamespace, FetchImage: fetchImage, Tokens: tokens})
+	flow.LoadTokens(context.Background(), []*api.EtcdRestore{running, planted, done})
 
-func TestBackupServerRefusesATokenSecretTheRestoreDoesNotOwn(t *testing.T) {
-	srv, store := startS3(t)
-	putObject(t, store, "good.db", snapshot)
-	er := inProgress(testNamespace, "running", "good.db", int64(len(snapshot)), srv)
-	planted, err := newTokenSecret(er)
-	if err != nil {
-		t.Fatal(err)
-	}
-	planted.OwnerReferences = nil
-	planted.Data[TokenKey] = testToken
-	h := &BackupHandler{Client: fake.NewSimpleClientset(er), Kube: kubefake.NewSimpleClientset(planted), Namespace: testNamespace,
-		Open: StoreOpener(kubefake.NewSimpleClientset(awsSecretObject()).CoreV1()), Log: testLog(t)}
+	h := &BackupHandler{Client: etcd, Tokens: tokens, Namespace: testNamespace, Open: StoreOpener(kube.CoreV1()), Log: testLog(t)}
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	if code, body := get(t, ts.URL+"/v1/backup/running"); code != http.StatusNotFound {
+	if code, body := get(t, ts.URL+"/v1/backup/running"); code != http.StatusOK || !bytes.Equal(body, snapshot) {
+		t.Fatalf("GET of the restore in progress = %d (%d bytes), want the backup", code, len(body))
+	}
+	if code, body := get(t, ts.URL+"/v1/backup/planted"); code != http.StatusNotFound {
 		t.Fatalf("GET with a token from a planted Secret = %d %q, want 404", code, body)
+	}
+	if _, _, ok := tokens.check(testNamespace, "done", string(testToken)); ok {
+		t.Error("the token of an ended restore was read")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +28,8 @@ import (
 // (so it goes with it), mounts it into the seed's fetch step, which presents it
 // to the server, and signs the plan with it (an HMAC in PlanMACAnnotation). The
 // server serves only requests that carry the token, and only the object of a
-// plan whose signature it checks.
+// plan whose signature it checks; it keeps the tokens in memory (Tokens), so that
+// it checks a request before it asks the API server anything.
 const (
 	// TokenKey is the Secret's key holding the token.
 	TokenKey = "token"
@@ -155,4 +157,80 @@ func tokenMatches(presented string, token []byte) bool {
 	a := sha256.Sum256([]byte(presented))
 	b := sha256.Sum256(token)
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// Tokens are the tokens of the restores this process runs, kept in memory for
+// the backup server: it checks a request's token before it makes any API call,
+// so a request without a restore's token costs nothing but a map lookup and
+// learns nothing. The flow tells it each token as it creates or reads the
+// restore's Secret (it reads it on every look at a restore in progress) and
+// forgets it when the restore ends or goes; the entries are a copy of the
+// Secrets, never state the flow acts on.
+//
+// A restarted operator has forgotten them all, and it must not fall back to
+// reading the API for a token it does not know: that is what any pod could make
+// it do, and how long the answer takes would tell whether the restore exists.
+// Instead LoadTokens reads the tokens of the restores in progress once, at
+// start, before the operator is ready; the seeds reach the backup server only
+// through its Service, which sends them to ready pods only, and until then they
+// retry their connection. The tokens are random, not derived from a key of the
+// process, for the same reason: a seed's token must stay valid across the
+// operator's restarts and changes of leader.
+type Tokens struct {
+	mu     sync.RWMutex
+	known  map[string]knownToken // by "namespace/name"
+	absent []byte                // compared with when no restore of the name is known
+}
+
+type knownToken struct {
+	uid   types.UID
+	token []byte
+}
+
+// NewTokens knows no token yet.
+func NewTokens() *Tokens {
+	absent := make([]byte, tokenBytes)
+	_, _ = rand.Read(absent)
+	return &Tokens{known: map[string]knownToken{}, absent: []byte(hex.EncodeToString(absent))}
+}
+
+func tokenKey(namespace, name string) string { return namespace + "/" + name }
+
+// remember keeps er's token, read from or written to the Secret er owns.
+func (t *Tokens) remember(er *api.EtcdRestore, token []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.known[tokenKey(er.Namespace, er.Name)] = knownToken{uid: er.UID, token: token}
+}
+
+// forget drops the token of the restore namespace/name; with a uid, only if
+// it is that restore's (and not its successor's under the same name).
+func (t *Tokens) forget(namespace, name string, uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := tokenKey(namespace, name)
+	if uid == "" || t.known[k].uid == uid {
+		delete(t.known, k)
+	}
+}
+
+// check tells whether presented is the token of the restore namespace/name,
+// and if so which restore (its UID) and the token, which signs its plan. It
+// takes as long whether or not the restore is known: the comparison runs
+// against a random token when it is not.
+func (t *Tokens) check(namespace, name, presented string) (types.UID, []byte, bool) {
+	if t == nil {
+		return "", nil, false
+	}
+	t.mu.RLock()
+	k, ok := t.known[tokenKey(namespace, name)]
+	t.mu.RUnlock()
+	want := k.token
+	if !ok {
+		want = t.absent
+	}
+	if !tokenMatches(presented, want) || !ok {
+		return "", nil, false
+	}
+	return k.uid, k.token, true
 }
