@@ -48,6 +48,13 @@ type LeaderConfig struct {
 	// Fence, when set, is kept told whether this process holds the lock, for
 	// the leader's workers to check before they change anything.
 	Fence *Fence
+	// Ready, when set, is told once this process may contend for the lock:
+	// from then on it can take over, leading or standing by, which is what
+	// /readyz says.
+	Ready func()
+	// Leadership, when set, is told when leadership starts and ends, for the
+	// leader gauge and label.
+	Leadership *Leadership
 }
 
 // Event reasons on the operator's own pod.
@@ -64,12 +71,18 @@ const forbiddenRecheck = 30 * time.Second
 // process holds the lock. It returns nil after a clean shutdown (the lock is
 // released so a standby takes over at once) and ErrLostLeadership otherwise.
 func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Context)) error {
+	if cfg.Leadership != nil {
+		cfg.Leadership.unlabelSelf(ctx)
+	}
 	choice, ok := chooseLock(ctx, cfg, forbiddenRecheck)
 	if !ok {
 		return nil
 	}
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
 	kind := choice.Kind
-	lock := newLock(cfg, choice)
+	lock := &holderLock{Interface: newLock(cfg, choice)}
 	// Written by the elector's goroutine, read here after Run returns.
 	var leading atomic.Bool
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -83,6 +96,9 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 			OnStartedLeading: func(ctx context.Context) {
 				leading.Store(true)
 				cfg.Log.Infof("became the leader (%s %s/%s)", kind, cfg.Namespace, cfg.LockName)
+				if cfg.Leadership != nil {
+					cfg.Leadership.started(ctx, lock.previous())
+				}
 				lead(ctx)
 			},
 			OnStoppedLeading: func() {},
@@ -97,6 +113,11 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, lead func(ctx context.Co
 		return fmt.Errorf("leader election: %w", err)
 	}
 	le.Run(ctx)
+	// The lock is released (on a clean shutdown) or lost: the label goes
+	// with it, even though ctx is done.
+	if leading.Load() && cfg.Leadership != nil {
+		cfg.Leadership.stopped(ctx)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}

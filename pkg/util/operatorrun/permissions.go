@@ -108,6 +108,16 @@ func EventsNeed(ns string) Need {
 		Without: "events are dropped; the log still says everything"}
 }
 
+// LeaderLabelNeed is what labelling the leader's pod (Leadership) needs in ns;
+// without says what else is lost, "" if nothing.
+func LeaderLabelNeed(ns, without string) Need {
+	w := "the leader's pod is not labelled " + LeaderLabel + "=true (the gauge still tells the leader)"
+	if without != "" {
+		w += "; " + without
+	}
+	return Need{Rule: LeaderLabelRule(ns), Without: w}
+}
+
 // SecretsNeed is what reading TLS and storage credentials needs in ns.
 func SecretsNeed(ns, what string) Need {
 	return Need{Rule: Rule{Resource: "secrets", Verbs: []string{"get"}, Namespace: ns}, Without: what}

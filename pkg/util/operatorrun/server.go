@@ -16,9 +16,11 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
-// Server serves /healthz, /readyz and /metrics. Standby replicas serve it too, and
-// stay unready until they lead and their caches are synced, so a Service in front of
-// the operators only sends traffic to the working one.
+// Server serves /healthz, /readyz and /metrics. /readyz is ready once the process
+// may contend for the leader-election lock, whether it leads or stands by: a
+// rolling update waits for the new pod to be Ready before it stops the old one,
+// and a standby never Ready would hold it up for ever. Which replica leads is
+// shown by Leadership (a gauge, a label on the leader's pod).
 type Server struct {
 	ready atomic.Bool
 	// why is what /readyz says while not ready, when something other than

@@ -16,6 +16,9 @@ type Base struct {
 	Server   *Server
 	Process  *Process
 	Recorder record.EventRecorder
+	// Leadership shows which replica leads; the leader's work calls its
+	// Working once it runs.
+	Leadership *Leadership
 
 	stopEvents func()
 	id         Identity
@@ -39,7 +42,9 @@ func Start(ctx context.Context, binary, kubeconfig, listenAddr string, id Identi
 	proc, ctx := NewProcess(ctx, log)
 	proc.Go(ctx, "HTTP server", srv.Run)
 	recorder, stopEvents := NewEventRecorder(clients.Kube, binary, id.PodName, log)
-	return &Base{Clients: clients, Server: srv, Process: proc, Recorder: recorder, stopEvents: stopEvents, id: id, log: log}, ctx, nil
+	leadership := NewLeadership(clients.Kube, id, binary, srv.Registry, log)
+	return &Base{Clients: clients, Server: srv, Process: proc, Recorder: recorder, Leadership: leadership,
+		stopEvents: stopEvents, id: id, log: log}, ctx, nil
 }
 
 // Stop stops the event recorder and cancels the Process, for the returns
@@ -50,11 +55,13 @@ func (b *Base) Stop() {
 }
 
 // LeaderConfig is the election of lockName by this process: its pod is the
-// contender, gets the events about the lock, and /readyz says why it cannot
-// lead when the role allows no lock.
+// contender, gets the events about the lock and the leader label; /readyz is
+// ready once it may contend, and says why it cannot when the role allows no
+// lock.
 func (b *Base) LeaderConfig(lockName string) LeaderConfig {
 	return LeaderConfig{
 		Kube: b.Clients.Kube, Namespace: b.id.Namespace, LockName: lockName, Identity: b.id.PodName, Log: b.log,
 		Recorder: b.Recorder, PodName: b.id.PodName, Unready: b.Server.SetUnreadyReason,
+		Ready: func() { b.Server.SetReady(true) }, Leadership: b.Leadership,
 	}
 }
