@@ -136,11 +136,10 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		})
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
-		// Ready only now: leading, the CRD established, the cache synced.
-		if err := ctrl.Run(ctx, opts.workers, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+		// Labelled the leader only now: the CRD established, the cache synced.
+		if err := ctrl.Run(ctx, opts.workers, func() { base.Leadership.Working(ctx) }); err != nil && ctx.Err() == nil {
 			log.Errorf("controller: %v", err)
 		}
-		srv.SetReady(false)
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every backup goroutine
 	// before the process exits.
@@ -162,6 +161,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		operatorrun.EventsNeed(watched),
 		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns},
 			Without: "the events on the operator's own pod (leadership, missing permissions) lack its UID, so kubectl describe pod does not list them"},
+		operatorrun.LeaderLabelNeed(ns, ""),
 	}
 	if createCRD {
 		out = append(out, operatorrun.CRDNeed())

@@ -158,7 +158,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 				})
 			}()
 		}
-		if err := ctrl.Run(ctx, func() { srv.SetReady(true) }); err != nil && ctx.Err() == nil {
+		if err := ctrl.Run(ctx, func() { base.Leadership.Working(ctx) }); err != nil && ctx.Err() == nil {
 			log.Errorf("controller: %v", err)
 		}
 	}
@@ -214,6 +214,7 @@ func needs(ns string, opts options) []operatorrun.Need {
 		operatorrun.SecretsNeed(watched, "TLS clusters cannot read their secrets (said in their status.reason)"),
 		operatorrun.EventsNeed(watched),
 		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns}, Without: "the operator cannot read its own pod for its image: give -join-image"},
+		operatorrun.LeaderLabelNeed(ns, ""),
 	}
 	if opts.createCRD {
 		out = append(out, operatorrun.CRDNeed())
