@@ -178,21 +178,20 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		})
 		factory.Start(ctx.Done())
 		defer factory.Shutdown()
-		// Ready only now: leading, the CRD established, the cache synced, the
-		// backup server listening and knowing the tokens of the restores in
-		// progress. The Service sends seeds to ready pods only.
-		ready := func() {
+		// Labelled the leader only now: the CRD established, the cache synced,
+		// the backup server listening and knowing the tokens of the restores
+		// in progress. The Service sends seeds to the labelled pod only.
+		working := func() {
 			all, err := restores.Lister().List(labels.Everything())
 			if err != nil {
 				log.Warnf("list the EtcdRestores in the cache: %v", err)
 			}
 			flow.LoadTokens(ctx, all)
-			srv.SetReady(true)
+			base.Leadership.Working(ctx)
 		}
-		if err := ctrl.Run(ctx, opts.workers, ready); err != nil && ctx.Err() == nil {
+		if err := ctrl.Run(ctx, opts.workers, working); err != nil && ctx.Err() == nil {
 			log.Errorf("controller: %v", err)
 		}
-		srv.SetReady(false)
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every worker before the
 	// process exits.
@@ -221,7 +220,15 @@ func setUpSelf(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 			return "", "", err
 		}
 	}
-	svc, err := restore.NewService(id.Namespace, self)
+	// Without the right to label the leader's pod, the Service selects every
+	// replica rather than none.
+	leaderLabel := operatorrun.LeaderLabel
+	if missing, err := operatorrun.Missing(ctx, clients.Kube, operatorrun.LeaderLabelRule(id.Namespace)); err != nil || len(missing) > 0 {
+		leaderLabel = ""
+		log.Warnf("Service %s/%s selects every replica, standbys too, not only the leader's pod: the role may not %s (%v)",
+			id.Namespace, restore.ServiceName, operatorrun.LeaderLabelRule(id.Namespace), err)
+	}
+	svc, err := restore.NewService(id.Namespace, self, leaderLabel)
 	if err != nil {
 		return "", "", err
 	}
@@ -253,6 +260,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		operatorrun.EventsNeed(watched),
 		{Rule: rule("", "pods", ns, "get"), Without: "the operator cannot read its own pod: give -fetch-image, and make Service " + restore.ServiceName + " yourself"},
 		{Rule: rule("", "services", ns, "get", "create", "update"), Without: "seeds cannot reach the backup server through Service " + restore.ServiceName},
+		operatorrun.LeaderLabelNeed(ns, "Service "+restore.ServiceName+" selects every replica, so a seed sent to a standby must retry"),
 	}
 	if createCRD {
 		out = append(out, operatorrun.CRDNeed())

@@ -24,21 +24,30 @@ var podHashLabels = []string{"pod-template-hash", "controller-revision-hash"}
 
 // NewService is the Service seed pods download backups through: port 19999 to the
 // operator pods, selected by the operator pod's own labels without the
-// per-revision hash. Standby replicas carry the same labels, but they stay unready
-// (their /readyz fails until they lead), so the Service only sends seeds to the
-// leader, the one replica serving backups.
-func NewService(namespace string, self *corev1.Pod) (*corev1.Service, error) {
+// per-revision hash, and by leaderLabel set to "true": only the leader serves
+// backups, and standby replicas are Ready too (a rolling update waits for
+// them), so readiness cannot keep seeds away from them. leaderLabel is "" when
+// the operator may not label its pod: every replica is then selected, and a
+// seed sent to a standby retries.
+func NewService(namespace string, self *corev1.Pod, leaderLabel string) (*corev1.Service, error) {
 	selector := maps.Clone(self.Labels)
 	for _, l := range podHashLabels {
 		delete(selector, l)
+	}
+	if leaderLabel != "" {
+		delete(selector, leaderLabel)
 	}
 	if len(selector) == 0 {
 		return nil, fmt.Errorf("pod %s/%s has no labels (besides its template hash) for the %s Service to select it by; give the Deployment's pod template a label such as name: etcd-restore-operator",
 			self.Namespace, self.Name, ServiceName)
 	}
+	labels := maps.Clone(selector)
+	if leaderLabel != "" {
+		selector[leaderLabel] = "true"
+	}
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ServiceName, Namespace: namespace, Labels: maps.Clone(selector),
+			Name: ServiceName, Namespace: namespace, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{podOwner(self)},
 		},
 		Spec: corev1.ServiceSpec{

@@ -22,19 +22,45 @@ func operatorPod(labels map[string]string) *corev1.Pod {
 	}
 }
 
-func TestServiceSelectsTheOperatorPodsOfEveryRevision(t *testing.T) {
-	svc, err := NewService(opNamespace, operatorPod(map[string]string{"name": "etcd-restore-operator", "pod-template-hash": "5d9f7"}))
-	if err != nil {
-		t.Fatal(err)
+// leaderLabel is the label the operator sets on the leader's pod
+// (operatorrun.LeaderLabel).
+const leaderLabel = "etcd.database.coreos.com/leader"
+
+func TestServiceSelectsTheLeadingOperatorPodOfEveryRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		labels       map[string]string
+		leaderLabel  string
+		wantSelector map[string]string
+	}{
+		{"the leader label and the pod's labels without the template hash are selected",
+			map[string]string{"name": "etcd-restore-operator", "pod-template-hash": "5d9f7"}, leaderLabel,
+			map[string]string{"name": "etcd-restore-operator", leaderLabel: "true"}},
+		{"a leader's own pod, already labelled, gives the same selector",
+			map[string]string{"name": "etcd-restore-operator", leaderLabel: "true"}, leaderLabel,
+			map[string]string{"name": "etcd-restore-operator", leaderLabel: "true"}},
+		{"without the right to label its pod every replica is selected",
+			map[string]string{"name": "etcd-restore-operator", "pod-template-hash": "5d9f7"}, "",
+			map[string]string{"name": "etcd-restore-operator"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, err := NewService(opNamespace, operatorPod(tc.labels), tc.leaderLabel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cmp.Equal(svc.Spec.Selector, tc.wantSelector) {
+				t.Errorf("selector %v, want %v", svc.Spec.Selector, tc.wantSelector)
+			}
+			if want := map[string]string{"name": "etcd-restore-operator"}; !cmp.Equal(svc.Labels, want) {
+				t.Errorf("labels %v, want %v", svc.Labels, want)
+			}
+			if svc.Name != "etcd-restore-operator" || svc.Namespace != opNamespace || len(svc.Spec.Ports) != 1 ||
+				svc.Spec.Ports[0].Port != 19999 || svc.Spec.Ports[0].TargetPort != intstr.FromInt32(19999) {
+				t.Errorf("service %+v", svc)
+			}
+		})
 	}
-	if want := map[string]string{"name": "etcd-restore-operator"}; !cmp.Equal(svc.Spec.Selector, want) {
-		t.Errorf("selector %v, want %v", svc.Spec.Selector, want)
-	}
-	if svc.Name != "etcd-restore-operator" || svc.Namespace != opNamespace || len(svc.Spec.Ports) != 1 ||
-		svc.Spec.Ports[0].Port != 19999 || svc.Spec.Ports[0].TargetPort != intstr.FromInt32(19999) {
-		t.Errorf("service %+v", svc)
-	}
-	if _, err := NewService(opNamespace, operatorPod(map[string]string{"pod-template-hash": "5d9f7"})); err == nil {
+	if _, err := NewService(opNamespace, operatorPod(map[string]string{"pod-template-hash": "5d9f7"}), leaderLabel); err == nil {
 		t.Error("a pod with only its template hash as label got a Service that would select nothing stable")
 	}
 }
@@ -42,7 +68,7 @@ func TestServiceSelectsTheOperatorPodsOfEveryRevision(t *testing.T) {
 func TestEnsureServiceCreatesThenCorrects(t *testing.T) {
 	kube := kubefake.NewSimpleClientset()
 	ctx := context.Background()
-	want, err := NewService(opNamespace, operatorPod(map[string]string{"name": "etcd-restore-operator"}))
+	want, err := NewService(opNamespace, operatorPod(map[string]string{"name": "etcd-restore-operator"}), leaderLabel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +109,7 @@ func TestTheServiceGoesWithTheLastOperatorPod(t *testing.T) {
 	second := operatorPod(map[string]string{"name": "etcd-restore-operator"})
 	second.Name, second.UID = "etcd-restore-operator-5d9f7-fghij", "pod-2"
 	for _, p := range []*corev1.Pod{first, second, first} {
-		want, err := NewService(opNamespace, p)
+		want, err := NewService(opNamespace, p, leaderLabel)
 		if err != nil {
 			t.Fatal(err)
 		}
