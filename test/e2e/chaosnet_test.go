@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -168,21 +169,20 @@ func TestChaosLongOperatorsFightOverLease(t *testing.T) {
 	if err := f.ScaleDeployment(ctx, ns, framework.OperatorDeployment, 2); err != nil {
 		t.Fatal(err)
 	}
-	// A standby is not Ready (its /readyz says it does not lead): wait for the
-	// leader Ready and the other running.
+	// A standby is Ready too: wait for both Ready and one labelled the leader.
 	err := framework.WaitFor(ctx, framework.OperatorReadyTimeout, framework.Poll, "a leading and a standby operator", func(ctx context.Context) (bool, string, error) {
 		pods, err := f.DeploymentPods(ctx, ns, framework.OperatorDeployment)
 		if err != nil {
 			return false, err.Error(), nil
 		}
 		live := framework.LivePods(pods)
-		running := 0
+		leaders := 0
 		for _, p := range live {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
+			if p.Labels[operatorrun.LeaderLabel] == "true" {
+				leaders++
 			}
 		}
-		return len(live) == 2 && running == 2 && len(framework.ReadyPods(live)) == 1, framework.DescribePods(pods), nil
+		return len(live) == 2 && len(framework.ReadyPods(live)) == 2 && leaders == 1, framework.DescribePods(pods), nil
 	})
 	if err != nil {
 		t.Fatal(err)

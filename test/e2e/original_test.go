@@ -378,7 +378,7 @@ func TestRoleWithoutAnyLockNamesTheRuleToAdd(t *testing.T) {
 		t.Errorf("/readyz answered %q (%v), want a failure naming %s", body, err, rule)
 	}
 	if framework.IsPodReady(&pod) {
-		t.Error("the operator pod is Ready without leading")
+		t.Error("the operator pod is Ready though its role allows no lock")
 	}
 
 	grantRule(t, ns, "etcd-operator-leases", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})

@@ -174,8 +174,8 @@ func (f *Framework) DeploymentPods(ctx context.Context, ns, name string) ([]core
 }
 
 // WaitDeploymentReady waits until the Deployment has exactly n live pods, all
-// Ready (for the operator that means its /readyz answers: CRD installed, caches
-// synced). A pod that crashes is reported with its last log lines right away
+// Ready (for an operator that means its /readyz answers: it may take its lock,
+// leading or standing by). A pod that crashes is reported with its last log lines right away
 // instead of after the timeout.
 func (f *Framework) WaitDeploymentReady(ctx context.Context, ns, name string, n int, timeout time.Duration) error {
 	return WaitFor(ctx, timeout, Poll, fmt.Sprintf("%d Ready pod(s) of deployment %s/%s", n, ns, name), func(ctx context.Context) (bool, string, error) {
