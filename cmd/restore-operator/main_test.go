@@ -189,7 +189,7 @@ func TestExampleDeploymentMatchesTheFlags(t *testing.T) {
 		t.Fatalf("container ports %+v, but the binary listens on %s and serves backups on %d", c.Ports, o.listenAddr, restore.BackupServerPort)
 	}
 	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "http" {
-		t.Fatalf("readiness probe %+v: standbys must stay unready so that the Service sends seeds to the leader", p)
+		t.Fatalf("readiness probe %+v: a rolling update waits for the new pod to pass /readyz", p)
 	}
 	env := map[string]string{}
 	for _, e := range c.Env {
