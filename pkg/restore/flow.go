@@ -191,8 +191,8 @@ func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (t
 }
 
 // LoadTokens tells the backup server the tokens of the restores in progress
-// among restores (the informer's cache, read at start, before the operator is
-// ready): see Tokens. A token that cannot be read now is read again by the
+// among restores (the informer's cache, read at start, before the leader labels its pod
+// for the Service): see Tokens. A token that cannot be read now is read again by the
 // restore's next sync.
 func (f *Flow) LoadTokens(ctx context.Context, restores []*api.EtcdRestore) {
 	for _, er := range restores {
