@@ -168,10 +168,15 @@ type worldConfig struct {
 	// warm: the operator has run beside the cluster (it knows the
 	// membership); else it has just started.
 	warm bool
+	// fresh: the cluster was just created: no member, pod or claim yet.
+	fresh bool
 }
 
 func (c worldConfig) String() string {
 	s := fmt.Sprintf("%d member(s) on ", c.size)
+	if c.fresh {
+		s = fmt.Sprintf("a new cluster of %d member(s) on ", c.size)
+	}
 	if c.claims {
 		s += "claims"
 	} else {
@@ -186,9 +191,12 @@ func (c worldConfig) String() string {
 	if c.neverStored {
 		s += ", the status never stored by the server"
 	}
-	if c.warm {
+	switch {
+	case c.fresh:
+		return s
+	case c.warm:
 		s += ", the operator knowing the membership"
-	} else {
+	default:
 		s += ", the operator just started"
 	}
 	for i, n := range c.lifetimeRestarts[:c.size] {
@@ -226,6 +234,11 @@ func newWorld(cfg worldConfig) *world {
 		served:     true,
 	}
 	w.buildSpec()
+	if cfg.fresh {
+		w.served = false
+		w.op = newModelOperator(w)
+		return w
+	}
 	var ready []string
 	for i, name := range initialNames[:cfg.size] {
 		m := &wmember{name: name, started: true}
@@ -1011,6 +1024,9 @@ const (
 	evAllPodsDeleted
 	// evAddReplyLost: etcd takes the next add but its reply is lost.
 	evAddReplyLost
+	// evNothing: nothing happens, a pass runs (an event of a pod the
+	// operator changed itself, a resync).
+	evNothing
 )
 
 // eventTable weighs the kinds of random histories: one byte picks one of
@@ -1084,8 +1100,12 @@ func (w *world) happen(st *step) string {
 			before := fmt.Sprint(q.phase, q.ctr, q.dnsDone)
 			w.kubelet(q)
 			if fmt.Sprint(q.phase, q.ctr, q.dnsDone) != before {
-				moved = append(moved, n+" "+w.podWord(q))
+				moved = append(moved, n)
 			}
+		}
+		w.settle()
+		for i, n := range moved {
+			moved[i] = n + " " + w.podWord(w.pods[n])
 		}
 		if len(moved) == 0 {
 			return ""

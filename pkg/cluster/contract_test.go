@@ -670,6 +670,7 @@ func decodeHistory(data []byte) history {
 		fromBackup:  hdr[0]>>4&1 == 1,
 		neverStored: hdr[0]>>5 == 0,
 		warm:        hdr[3]&1 == 1,
+		fresh:       hdr[3]>>1&7 == 0,
 	}
 	bits := uint16(hdr[1]) | uint16(hdr[2])<<8
 	for i := range cfg.lifetimeRestarts {
@@ -691,6 +692,11 @@ func randomHistory(rng *rand.Rand) []byte {
 	}
 	return data
 }
+
+var (
+	contractHistories = flag.Int("contract.histories", 20000, "how many random histories TestSafetyContract plays")
+	contractSeed      = flag.Uint64("contract.seed", 2025, "the seed of TestSafetyContract's random histories")
+)
 
 var contractIgnore = flag.String("contract.ignore", "", "rules (C1,L2) or buckets of the safety contract not to report, comma-separated: to hunt for other violations while these are being fixed")
 
@@ -714,9 +720,9 @@ func ignoredRules() func(violation) bool {
 // reports each rule of the contract they break with the shortest history
 // that breaks it, shrunk.
 func TestSafetyContract(t *testing.T) {
-	histories := 20000
+	histories := *contractHistories
 	if testing.Short() {
-		histories = 2000
+		histories /= 10
 	}
 	ignore := ignoredRules()
 	type found struct {
@@ -735,7 +741,7 @@ func TestSafetyContract(t *testing.T) {
 	for wk := range workers {
 		wg.Go(func() {
 			for i := wk; i < histories; i += workers {
-				r := play(decodeHistory(randomHistory(rand.New(rand.NewPCG(2025, uint64(i))))), playOptions{ignore: ignore})
+				r := play(decodeHistory(randomHistory(rand.New(rand.NewPCG(*contractSeed, uint64(i))))), playOptions{ignore: ignore})
 				res := result{steps: len(r.log), passes: r.passes, broke: map[string]found{}, shapes: map[string]string{}}
 				for _, v := range r.violations {
 					if _, ok := res.broke[v.bucket()]; !ok {
@@ -825,6 +831,8 @@ func TestContractKnownViolations(t *testing.T) {
 	}
 	unstored := threeOnClaims
 	unstored.neverStored = true
+	warmThree := threeOnClaims
+	warmThree.warm = true
 	tests := []struct {
 		name  string
 		rule  string
@@ -900,6 +908,47 @@ func TestContractKnownViolations(t *testing.T) {
 			start: threeOnClaims,
 			steps: []step{tick(time.Second), partition()},
 		},
+
+		// Found by TestSafetyContract beyond the defects above.
+		{
+			name:  "a member with a CORRUPT alarm is not removed while the quorum needs it, and the dead member beside it is replaced",
+			rule:  "C1",
+			start: worldConfig{size: 3, warm: true},
+			steps: []step{corruptAlarm(memberA), podEvicted(memberB), tick(time.Minute), tick(6 * time.Minute)},
+		},
+		{
+			name:  "a disaster recovery under way from a survivor is not followed by a restore from a backup while the survivor's pod terminates",
+			rule:  "C5",
+			start: withRecovery(warmThree, true),
+			steps: []step{held(refuseData(memberA)), refuseData(memberB), tick(time.Minute), tick(6 * time.Minute), nothing()},
+		},
+		{
+			name:  "the survivor with the newest data is chosen even when its pod shows phase Unknown",
+			rule:  "C4",
+			start: withRecovery(warmThree, false),
+			steps: []step{
+				crash(memberC), tick(time.Minute), held(nodeLost(memberA, true, true)), held(refuseData(memberB)), held(partition()), recoverPod(memberC),
+				tick(6 * time.Minute),
+			},
+		},
+		{
+			name:  "a seed that ran is not made again: clients may have written to it",
+			rule:  "C6",
+			start: worldConfig{size: 1, claims: true, fresh: true},
+			steps: []step{tick(time.Second), held(kubelet()), podEvicted(""), tick(time.Second)},
+		},
+		{
+			name:  "a new cluster whose seed pod was deleted before it ran says why it waits",
+			rule:  "L2",
+			start: worldConfig{size: 3, fresh: true},
+			steps: []step{tick(time.Second), deletePod(""), tick(5 * time.Second), tick(2 * time.Minute)},
+		},
+		{
+			name:  "a member on a node that does not answer, found by an operator that just started, is a reason in status",
+			rule:  "L2",
+			start: worldConfig{size: 1, claims: true},
+			steps: []step{nodeLost(memberA, true, false), tick(2 * time.Minute)},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -933,17 +982,32 @@ func tick(d time.Duration) step {
 	return step{ev: evTick, idx: -1, param: byte(i)}
 }
 
-func kubelet() step              { return step{ev: evKubelet, idx: -1} }
-func crash(name string) step     { return step{ev: evCrash, target: name, idx: -1, param: 2} }
-func deletePod(name string) step { return step{ev: evPodDeleted, target: name, idx: -1} }
-func podsGone() step             { return step{ev: evPodsGone, idx: -1} }
-func partition() step            { return step{ev: evPartition, idx: -1} }
-func unreachable() step          { return step{ev: evUnreachable, idx: -1} }
-func upgrade() step              { return step{ev: evSpecVersion, idx: -1} }
-func allPodsGone() step          { return step{ev: evAllPodsDeleted, idx: -1, param: 1} }
-func operatorStops() step        { return step{ev: evOperatorRestart, idx: -1, param: 1} }
-func operatorComesBack() step    { return step{ev: evOperatorRestart, idx: -1} }
-func held(st step) step          { st.held = true; return st }
+func kubelet() step                 { return step{ev: evKubelet, idx: -1} }
+func crash(name string) step        { return step{ev: evCrash, target: name, idx: -1, param: 2} }
+func deletePod(name string) step    { return byName(step{ev: evPodDeleted}, name) }
+func podsGone() step                { return step{ev: evPodsGone, idx: -1} }
+func partition() step               { return step{ev: evPartition, idx: -1} }
+func unreachable() step             { return step{ev: evUnreachable, idx: -1} }
+func upgrade() step                 { return step{ev: evSpecVersion, idx: -1} }
+func allPodsGone() step             { return step{ev: evAllPodsDeleted, idx: -1, param: 1} }
+func operatorStops() step           { return step{ev: evOperatorRestart, idx: -1, param: 1} }
+func operatorComesBack() step       { return step{ev: evOperatorRestart, idx: -1} }
+func nothing() step                 { return step{ev: evNothing, idx: -1} }
+func held(st step) step             { st.held = true; return st }
+func podEvicted(name string) step   { return byName(step{ev: evPodFails, param: 1}, name) }
+func recoverPod(name string) step   { return step{ev: evRecover, target: name, idx: -1} }
+func refuseData(name string) step   { return step{ev: evDataRefused, target: name, idx: -1} }
+func corruptAlarm(name string) step { return step{ev: evDataRefused, target: name, idx: -1, param: 1} }
+
+// byName aims the step at name; "" aims it at the first target (the seed
+// of a new cluster, whose name is random).
+func byName(st step, name string) step {
+	st.target, st.idx = name, -1
+	if name == "" {
+		st.idx = 0
+	}
+	return st
+}
 
 // crashes are n more failures of a crash-looping member's etcd, one after
 // the other.
