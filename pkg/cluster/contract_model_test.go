@@ -779,7 +779,7 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 	case actRemoveDeadMember, actRemoveMember:
 		return "", w.removeMember(s, a)
 	case actRestartMembers:
-		w.restartMembers(s, a)
+		return "", w.restartMembers(s, a)
 	case actPromoteLearner:
 		if w.leader == "" {
 			return "", etcdError("promote learner "+a.member, errors.New("context deadline exceeded"))
@@ -903,7 +903,7 @@ func (w *world) removeMember(s *snapshot, a action) error {
 
 // restartMembers is Cluster.restartMembers: new pods on the members' claims,
 // each restart counted on its claim for the repair ladder.
-func (w *world) restartMembers(s *snapshot, a action) {
+func (w *world) restartMembers(s *snapshot, a action) error {
 	c := w.op
 	members := s.membership.Clone()
 	if members == nil {
@@ -920,7 +920,7 @@ func (w *world) restartMembers(s *snapshot, a action) {
 	recovery := c.recovering != nil && slices.Contains(a.members, c.recovering.member)
 	for _, name := range a.members {
 		if _, exists := w.pods[name]; exists {
-			continue // the API server refuses a second pod of that name
+			return kubeError("create pod "+name, fmt.Errorf("pods %q already exists", name))
 		}
 		if cl := w.claims[name]; !recovery && cl != nil {
 			n, since := k8sutil.ClaimRestarts(cl.obj)
@@ -943,6 +943,7 @@ func (w *world) restartMembers(s *snapshot, a action) {
 			c.recovering = nil
 		}
 	}
+	return nil
 }
 
 // writeStatus is the end of a pass: the status derived from the snapshot,

@@ -20,28 +20,42 @@ import (
 // The operator's safety contract — what it never does — checked on random
 // histories of the world of contract_model_test.go. A destructive step
 // happens only on positive evidence read in the same pass, never on the
-// absence of information:
+// absence of information. Each rule is judged against the world as it is
+// when the pass acts, not against what the pass saw:
 //
-//	C1 a member is removed from etcd only with the membership confirmed by
-//	   etcd's leader in this pass, the quorum held without it, and, when its
-//	   claim holds its data, evidence that the data is unusable (etcd refused
-//	   it, a CORRUPT alarm) or that it failed again after the ladder's
-//	   restarts within the ladder's window; never while it is upgraded in
-//	   place.
-//	C2 a claim is deleted only when etcd's leader, read in this pass, does
-//	   not list its member.
-//	C3 a seed is made only while the cluster owns no claim and no pod.
-//	C4 a new cluster is forced only from etcd read in this pass, with no
-//	   member reporting a leader, every member that may still run accounted
-//	   for, the newest survivor chosen, and leaderlessness held on reads
-//	   across the grace period since the quorum was lost.
-//	C5 a restore from a backup only when no member's data is left.
-//	C6 a seed is made again (reseed) only when the cluster never served.
-//	L1 no repair is shadowed by another member's stuck pod, and no pod being
-//	   deleted is deleted again and again.
-//	L2 every wait has a reason, and a wait of more than a minute says why in
-//	   status.reason.
-//	L3 Available is not True while etcd has no leader.
+//	C1 A member is removed from etcd (remove dead member, remove member)
+//	   only with the membership confirmed by etcd's leader in this pass,
+//	   while etcd has a leader and the voters left keep a quorum running.
+//	   A dead member whose claim holds its data is removed only when etcd
+//	   refused the data (its log, a CORRUPT alarm) or when it is down after
+//	   at least ladderRestarts restarts after failures within ladderWindow —
+//	   the world counts those with their times; a container's lifetime
+//	   restartCount and the restart of an upgrade in place are no failures.
+//	   A member whose container restarts on a new image is not dead.
+//	C2 A claim is deleted (stray claim, joiner) only with the membership
+//	   confirmed by the leader in this pass, when etcd does not list its
+//	   member, and never the claim of a member of a cluster that served that
+//	   a new seed took the place of.
+//	C3 A seed is made only while the cluster owns no claim and no pod.
+//	C4 A new cluster is forced from a survivor only when etcd was read
+//	   without error in this pass, etcd has no leader and no member reports
+//	   one, the survivor answered with the highest raft index of those that
+//	   answered, every member whose pod may still run (Running, on a node
+//	   that does not answer, terminating) answered, etcd lost its leader at
+//	   least the grace period ago, and the operator read it without a
+//	   leader at least the grace period ago as well as now.
+//	C5 A restore from a backup only while no member has a claim, nor a pod
+//	   whose emptyDir holds its data.
+//	C6 A seed is made again (reseed) only when the cluster never served:
+//	   no member pod was ever Ready behind a leader.
+//	L1 A pod being deleted is not deleted twice more; and while another
+//	   pod is stuck terminating (past its deletion deadline and
+//	   terminatingGrace), a member with no pod whose claim holds its data is
+//	   restarted in place within a minute and three passes.
+//	L2 Every wait says what it waits for, and the passes do not wait for
+//	   more than a minute with an empty status.reason.
+//	L3 The status a pass leaves does not say Available True while etcd has
+//	   no leader (no voter is then Ready).
 
 // violation is a rule broken at a pass.
 type violation struct {
@@ -202,17 +216,17 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 		r.checkRemove(s, a, confirmed, bad)
 	case actDeleteStrayClaim, actDeleteJoiner:
 		if !confirmed {
-			bad("C2", a.kind.String()+" without the leader's membership", "deletes claim %s without etcd's membership read from the leader in this pass", a.member)
+			bad("C2", "deletes a claim without the leader's membership", "deletes claim %s without etcd's membership read from the leader in this pass", a.member)
 		}
 		if w.members[a.member] != nil && (a.kind == actDeleteStrayClaim || w.claims[a.member] != nil) {
-			bad("C2", a.kind.String()+" of a member's claim", "deletes the claim of %s, which etcd lists as a member", a.member)
+			bad("C2", "deletes a member's claim", "deletes the claim of %s, which etcd lists as a member", a.member)
 		}
 		if slices.Contains(w.displaced, a.member) && w.claims[a.member] != nil {
-			bad("C2", a.kind.String()+" of a displaced member's claim", "deletes the claim of %s, a member of the cluster that served, with its data, which a new seed took the place of", a.member)
+			bad("C2", "deletes the claim of a member a seed displaced", "deletes the claim of %s, a member of the cluster that served, with its data, which a new seed took the place of", a.member)
 		}
 	case actSeed:
 		if len(w.pods) > 0 || len(w.claims) > 0 {
-			bad("C3", "seed beside claims or pods", "seeds a new cluster while the cluster owns claims %v and pods %v", sortedKeys(w.claims), sortedKeys(w.pods))
+			bad("C3", "seeds beside claims or pods", "seeds a new cluster while the cluster owns claims %v and pods %v", sortedKeys(w.claims), sortedKeys(w.pods))
 		}
 	case actForceNewCluster:
 		r.checkForce(s, a, bad)
@@ -224,15 +238,15 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 			}
 		}
 		if len(left) > 0 {
-			bad("C5", "restore while data is left", "restores from a backup while members %v still have their data (claims %v)", left, sortedKeys(w.claims))
+			bad("C5", "restores while data is left", "restores from a backup while members %v still have their data (claims %v)", left, sortedKeys(w.claims))
 		}
 	case actReseed:
 		if w.served {
-			bad("C6", "reseed of a cluster that served", "makes the seed %s again (its pod and claim deleted) although the cluster served clients", a.member)
+			bad("C6", "reseeds a cluster that served", "makes the seed %s again (its pod and claim deleted) although the cluster served clients", a.member)
 		}
 	case actWait:
 		if a.reason == "" {
-			bad("L2", "wait without a reason", "waits without saying what for")
+			bad("L2", "waits without a reason", "waits without saying what for")
 		}
 	}
 	switch a.kind {
@@ -253,7 +267,7 @@ func (r *run) checkRemove(s *snapshot, a action, confirmed bool, bad func(rule, 
 	w := r.w
 	name := a.member
 	if !confirmed {
-		bad("C1", "remove without the leader's membership", "removes member %s without etcd's membership confirmed by the leader in this pass", name)
+		bad("C1", "removes without the leader's membership", "removes member %s without etcd's membership confirmed by the leader in this pass", name)
 	}
 	m := w.members[name]
 	if m == nil {
@@ -269,13 +283,13 @@ func (r *run) checkRemove(s *snapshot, a action, confirmed bool, bad func(rule, 
 		}
 	}
 	if w.leader == "" || left > 0 && running < left/2+1 {
-		bad("C1", "remove without a quorum", "removes member %s while etcd has no quorum without it (%d of %d other voters run)", name, running, left)
+		bad("C1", "removes without a quorum", "removes member %s while etcd has no quorum without it (%d of %d other voters run)", name, running, left)
 	}
 	if a.kind != actRemoveDeadMember {
 		return
 	}
 	if p := w.pods[name]; p != nil && p.ctr == ctrUpgrading {
-		bad("C1", "remove of a member being upgraded", "removes member %s while the kubelet restarts it on its new image (an upgrade in place, not a failure)", name)
+		bad("C1", "removes a member being upgraded", "removes member %s while the kubelet restarts it on its new image (an upgrade in place, not a failure)", name)
 	}
 	if !w.onClaims || w.claims[name] == nil || !w.claims[name].data || m.refused || m.corrupt {
 		return
@@ -286,7 +300,7 @@ func (r *run) checkRemove(s *snapshot, a action, confirmed bool, bad func(rule, 
 		if p := w.pods[name]; p != nil {
 			lifetime = p.restartCount
 		}
-		bad("C1", "remove of a member whose claim holds its data", "removes member %s, whose claim holds its data, without evidence the data is unusable: "+
+		bad("C1", "removes a member whose claim holds its data", "removes member %s, whose claim holds its data, without evidence the data is unusable: "+
 			"%d restart(s) after failures within %v (its container's lifetime restartCount is %d): %s", name, within, ladderWindow, lifetime, a)
 	}
 }
@@ -300,25 +314,25 @@ func (r *run) checkForce(s *snapshot, a action, bad func(rule, what, format stri
 		if e != nil {
 			why = fmt.Sprintf("etcd could not be read: %v", e.err)
 		}
-		bad("C4", "force without etcd read", "forces a new cluster from %s although %s in this pass: %s", a.member, why, a)
+		bad("C4", "forces without reading etcd", "forces a new cluster from %s although %s in this pass: %s", a.member, why, a)
 		return
 	}
 	if w.leader != "" {
-		bad("C4", "force while etcd has a leader", "forces a new cluster from %s while etcd has a leader (%s): %s", a.member, w.leader, a)
+		bad("C4", "forces while etcd has a leader", "forces a new cluster from %s while etcd has a leader (%s): %s", a.member, w.leader, a)
 	}
 	for _, m := range e.health.Members {
 		if m.Err == nil && m.Leader != 0 {
-			bad("C4", "force while a member reports a leader", "forces a new cluster from %s although member %s reports leader %x in this pass", a.member, m.Name, m.Leader)
+			bad("C4", "forces while a member reports a leader", "forces a new cluster from %s although member %s reports leader %x in this pass", a.member, m.Name, m.Leader)
 			break
 		}
 	}
 	chosen, ok := e.healthOf(memberID(a.member))
 	if !ok || chosen.Err != nil {
-		bad("C4", "force from a member that did not answer", "forces a new cluster from %s, which did not answer with its raft index: %s", a.member, a)
+		bad("C4", "forces from a member that did not answer", "forces a new cluster from %s, which did not answer with its raft index: %s", a.member, a)
 	}
 	for _, m := range e.health.Members {
 		if m.Err == nil && m.RaftIndex > chosen.RaftIndex {
-			bad("C4", "force from an older member", "forces a new cluster from %s (raft index %d) while %s answered with raft index %d", a.member, chosen.RaftIndex, m.Name, m.RaftIndex)
+			bad("C4", "forces from an older member", "forces a new cluster from %s (raft index %d) while %s answered with raft index %d", a.member, chosen.RaftIndex, m.Name, m.RaftIndex)
 		}
 	}
 	for _, name := range sortedKeys(w.members) {
@@ -327,7 +341,7 @@ func (r *run) checkForce(s *snapshot, a action, bad func(rule, what, format stri
 			continue
 		}
 		if p.nodeLost || p.deleting() || p.phase == corev1.PodRunning && p.ctr == ctrRunning {
-			bad("C4", "force with a member unaccounted for", "forces a new cluster from %s while member %s, which may still run (its pod %s), did not answer", a.member, name, w.podWord(p))
+			bad("C4", "forces with a member unaccounted for", "forces a new cluster from %s while member %s, which may still run (its pod %s), did not answer", a.member, name, w.podWord(p))
 		}
 	}
 	// Leaderlessness held across the grace period: etcd lost its leader at
@@ -338,13 +352,13 @@ func (r *run) checkForce(s *snapshot, a action, bad func(rule, what, format stri
 	switch {
 	case w.leaderLostAt.IsZero():
 	case w.now.Sub(w.leaderLostAt) < grace:
-		bad("C4", "force within the grace period", "forces a new cluster %v after etcd lost its leader, within the grace period of %v", w.now.Sub(w.leaderLostAt), grace)
+		bad("C4", "forces within the grace period", "forces a new cluster %v after etcd lost its leader, within the grace period of %v", w.now.Sub(w.leaderLostAt), grace)
 	case len(reads) < 2 || w.now.Sub(reads[0]) < grace:
 		first := "none before"
 		if len(reads) > 1 {
 			first = fmt.Sprintf("the first %v ago", w.now.Sub(reads[0]))
 		}
-		bad("C4", "force without leaderless reads across the grace period", "forces a new cluster on %d read(s) of etcd without a leader (%s), not across the grace period of %v",
+		bad("C4", "forces without leaderless reads across the grace period", "forces a new cluster on %d read(s) of etcd without a leader (%s), not across the grace period of %v",
 			len(reads), first, grace)
 	}
 }
@@ -360,12 +374,12 @@ func (r *run) checkAfterPass(a action) []violation {
 
 	// L2: a wait of more than a minute says why: the passes do not wait
 	// longer than that with an empty status.reason.
-	if (a.kind == actWait || a.kind == actReadEtcd) && st.Reason == "" && !r.quiet("L2 wait without status.reason") {
+	if (a.kind == actWait || a.kind == actReadEtcd) && st.Reason == "" && !r.quiet("L2 waits without status.reason") {
 		if r.waitingSince.IsZero() {
 			r.waitingSince = w.now
 		}
 		if d := w.now.Sub(r.waitingSince); d > time.Minute {
-			bad("L2", "wait without status.reason", "has waited for %v with an empty status.reason: %s", d, a)
+			bad("L2", "waits without status.reason", "has waited for %v with an empty status.reason: %s", d, a)
 			vs[len(vs)-1].shape = waitShape(a.reason)
 		}
 	} else {
@@ -395,13 +409,13 @@ func (r *run) checkAfterPass(a action) []violation {
 		}
 		r.gonePasses[name]++
 		if d := w.now.Sub(r.goneSince[name]); d >= time.Minute && r.gonePasses[name] >= 3 {
-			bad("L1", "a gone member is not restarted behind a stuck pod", "member %s has had no pod for %v (%d passes) while its claim holds its data, and is not restarted in place while pod %s is stuck terminating: %s",
+			bad("L1", "leaves a gone member behind a stuck pod", "member %s has had no pod for %v (%d passes) while its claim holds its data, and is not restarted in place while pod %s is stuck terminating: %s",
 				name, d, r.gonePasses[name], stuck, a)
 		}
 	}
 
 	// L3: Available is not True while etcd has no leader.
-	if w.leader == "" && len(w.voters()) > 0 && !r.quiet("L3 Available while etcd has no leader") {
+	if w.leader == "" && len(w.voters()) > 0 && !r.quiet("L3 leaves Available True without a leader") {
 		for _, c := range st.Conditions {
 			if c.Type == api.ClusterConditionAvailable && c.Status == corev1.ConditionTrue {
 				ready := 0
@@ -410,7 +424,7 @@ func (r *run) checkAfterPass(a action) []violation {
 						ready++
 					}
 				}
-				bad("L3", "Available while etcd has no leader", "leaves Available True while etcd has no leader and %d of %d voting members are ready", ready, len(w.voters()))
+				bad("L3", "leaves Available True without a leader", "leaves Available True while etcd has no leader and %d of %d voting members are ready", ready, len(w.voters()))
 			}
 		}
 	}
@@ -694,7 +708,7 @@ func randomHistory(rng *rand.Rand) []byte {
 }
 
 var (
-	contractHistories = flag.Int("contract.histories", 20000, "how many random histories TestSafetyContract plays")
+	contractHistories = flag.Int("contract.histories", 40000, "how many random histories TestSafetyContract plays")
 	contractSeed      = flag.Uint64("contract.seed", 2025, "the seed of TestSafetyContract's random histories")
 )
 
