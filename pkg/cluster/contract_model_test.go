@@ -78,13 +78,15 @@ type world struct {
 	down bool
 	// addReplyLost: etcd takes the next add, but its reply is lost.
 	addReplyLost bool
-	// restored: the restore operator was asked to restore the cluster.
+	// restored: the restore operator was asked to restore the cluster; the
+	// history ends there.
 	restored bool
 	// displaced are the members of a cluster that served, with their data,
 	// that a new seed took the place of.
 	displaced []string
-	names     int
-	pods0     int
+	// names and podsMade count the members named and the pods made, for
+	// names and UIDs.
+	names, podsMade int
 }
 
 // wmember is a member of etcd.
@@ -345,8 +347,8 @@ func (w *world) newName() string {
 }
 
 func (w *world) newPod(name string, obj *corev1.Pod) *wpod {
-	w.pods0++
-	obj.UID = types.UID(fmt.Sprintf("pod-uid-%s-%d", name, w.pods0))
+	w.podsMade++
+	obj.UID = types.UID(fmt.Sprintf("pod-uid-%s-%d", name, w.podsMade))
 	obj.CreationTimestamp = metav1.NewTime(w.now)
 	p := &wpod{name: name, obj: obj, phase: corev1.PodPending, joiner: k8sutil.WaitsForMembership(obj), forced: k8sutil.IsForcedNewCluster(obj)}
 	w.pods[name] = p

@@ -708,7 +708,7 @@ func randomHistory(rng *rand.Rand) []byte {
 }
 
 var (
-	contractHistories = flag.Int("contract.histories", 40000, "how many random histories TestSafetyContract plays")
+	contractHistories = flag.Int("contract.histories", 24000, "how many random histories TestSafetyContract plays")
 	contractSeed      = flag.Uint64("contract.seed", 2025, "the seed of TestSafetyContract's random histories")
 )
 
