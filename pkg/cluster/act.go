@@ -58,6 +58,9 @@ type outcome struct {
 	compacted    int64
 	defragmented string
 	recovery     *api.RecoveryStatus
+	// downed is a member the action took down on purpose (a patch): the
+	// status counts it as not ready already.
+	downed string
 }
 
 // act carries out one action.
@@ -108,7 +111,7 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		if m := s.members[a.member]; m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
 			c.recovering = &recovering{member: a.member, started: c.now(), flagRemoved: true}
 		}
-		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}
+		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval, downed: a.member}
 	case actForceNewCluster:
 		return c.forceNewCluster(ctx, s, a)
 	case actRestoreFromBackup:
@@ -193,6 +196,9 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 		c.log.Infof("creating cluster: size %d, version %s", s.spec.Spec.Size, a.version)
 	}
 	m := c.newMember(s.spec)
+	if a.member != "" {
+		m.Name = a.member
+	}
 	members := etcdutil.NewMemberSet(m)
 	// The token keeps members of different clusters from ever forming one
 	// cluster; the CR's UID in it makes sure a re-created cluster of the same
@@ -217,10 +223,8 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 	c.log.Infof("making a new seed: member %s never ran (%s)", a.member, a.reason)
 	if a.member != "" {
+		// Its claim stays: the next seed starts on it (bootstrap).
 		if err := c.deletePod(ctx, a.member); err != nil {
-			return outcome{err: err}
-		}
-		if err := c.deleteClaim(ctx, s, a.member); err != nil {
 			return outcome{err: err}
 		}
 		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", a.member))
@@ -238,7 +242,14 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 			return outcome{err: err}
 		}
 	}
-	c.members.forget()
+	if a.member != "" && s.claims[a.member] != nil {
+		// The status keeps listing it, for the next seed to take its claim.
+		m := memberTemplate(s.spec)
+		m.Name = a.member
+		c.members.learn(etcdutil.NewMemberSet(&m))
+	} else {
+		c.members.forget()
+	}
 	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
 }
 
@@ -464,7 +475,7 @@ func (c *Cluster) upgradeMember(ctx context.Context, s *snapshot, a action) outc
 	c.log.Infof("upgrading member %s from %s to %s (%s)", a.member, from, a.version, a.reason)
 	// The trailing space is the original's.
 	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))
-	return outcome{}
+	return outcome{downed: a.member}
 }
 
 // patchMemberPod sets the etcd container's image and the version annotation

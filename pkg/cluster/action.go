@@ -29,9 +29,9 @@ const (
 	// actAdopt takes over pods found while the phase says Creating: phase
 	// Running, membership read from etcd next.
 	actAdopt
-	// actReseed deletes a seed that never ran (and its claim) and sets the
-	// phase back to Creating, so that the next pass seeds from the spec in
-	// force.
+	// actReseed deletes the pod of a seed that never ran (its claim stays,
+	// for the next seed to start on) and sets the phase back to Creating,
+	// so that the next pass seeds from the spec in force.
 	actReseed
 	// actDeleteStrayPod deletes a pod of the cluster that belongs to no
 	// member and is no joining pod; its claim goes in a later pass.

@@ -163,6 +163,12 @@ func startProblems(s *snapshot) []problem {
 			}
 		}
 	}
+	for _, name := range sortedKeys(s.pods) {
+		if pod := s.pods[name]; pod.Status.Phase == corev1.PodUnknown {
+			ps = append(ps, problem{kind: problemMemberNotStarting, topic: "node does not answer " + name,
+				msg: fmt.Sprintf("member %s may be down: the node %s of its pod does not answer; it is repaired once the node answers or the pod is gone", name, pod.Spec.NodeName)})
+		}
+	}
 	for _, name := range sortedKeys(s.terminating) {
 		if pod := s.terminating[name]; stuckTerminating(pod, s.now) {
 			ps = append(ps, problem{kind: problemMemberNotStarting, topic: "pod stuck terminating " + name,

@@ -246,6 +246,9 @@ type Cluster struct {
 	// of a disaster recovery starts again, the safe side of each.
 	restartWindows map[string]restartWindow
 	quorumLoss     *quorumLoss
+	// waitingSince is when the passes started waiting, zero when the last
+	// one did not wait (noteWait).
+	waitingSince time.Time
 
 	// unstored is the status the last pass derived when the server answered
 	// its write without storing it: a role without etcdclusters/status on a

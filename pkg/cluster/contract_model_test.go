@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +34,9 @@ import (
 type world struct {
 	now     time.Time
 	created time.Time
+	// downed is the member the last action took down on purpose, for the
+	// status the pass writes (outcome.downed).
+	downed string
 
 	// The spec: size, claims or emptyDir, opt-in disaster recovery.
 	size                 int
@@ -306,12 +309,13 @@ func newModelOperator(w *world) *Cluster {
 			ExpectationTimeout: DefaultExpectationTimeout,
 			MembershipWait:     k8sutil.MembershipWait{Image: testJoinImage, PullPolicy: corev1.PullIfNotPresent, Timeout: DefaultPendingTimeout},
 		},
-		log:       logrus.NewEntry(log),
-		name:      testName,
-		namespace: testNS,
-		now:       func() time.Time { return w.now },
-		replaced:  map[string]replacement{},
-		announced: map[string]announcement{},
+		log:            logrus.NewEntry(log),
+		name:           testName,
+		namespace:      testNS,
+		now:            func() time.Time { return w.now },
+		replaced:       map[string]replacement{},
+		announced:      map[string]announcement{},
+		restartWindows: map[string]restartWindow{},
 	}
 }
 
@@ -527,7 +531,6 @@ func observeWorld(w *world, withEtcd bool) *snapshot {
 		spec:           w.spec,
 		pendingTimeout: c.cfg.PendingTimeout,
 		phase:          st.Phase,
-		everAvailable:  everAvailable(*st),
 		lastMembers:    append(slices.Clone(st.Members.Ready), st.Members.Unready...),
 		status:         *st.DeepCopy(),
 		created:        w.created,
@@ -549,15 +552,12 @@ func observeWorld(w *world, withEtcd bool) *snapshot {
 			s.claims[name] = cl.obj
 		}
 	}
-	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
-	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
-	s.replaced = maps.Clone(c.replaced)
-	s.recovering = c.recovering
+	c.takeRecords(s)
 	s.membership = c.members.known()
 	if withEtcd {
 		s.etcd = w.readEtcd(s)
 	}
-	s.classify()
+	c.classify(s)
 	return s
 }
 
@@ -734,15 +734,24 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 	c := w.op
 	switch a.kind {
 	case actSeed:
-		name := w.newName()
+		name := a.member
+		if name == "" {
+			name = w.newName()
+		}
 		m := memberTemplate(s.spec)
 		m.Name = name
 		members := etcdutil.NewMemberSet(&m)
-		if w.onClaims {
+		resumed := w.onClaims && w.claims[name] != nil && w.claims[name].data
+		if w.onClaims && w.claims[name] == nil {
 			w.newClaim(name, a.version)
 		}
 		w.createPod(k8sutil.NewEtcdPod(s.spec, &m, a.version, members.PeerURLPairs(), k8sutil.ClusterStateNew, "token"))
 		c.members.learn(members)
+		if resumed {
+			// etcd finds the data its predecessor wrote on the claim and
+			// starts as that member: the same cluster goes on.
+			return api.ClusterPhaseRunning, nil
+		}
 		for old := range w.members {
 			if w.holdsData(old) {
 				w.displaced = append(w.displaced, old)
@@ -757,8 +766,11 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 	case actReseed:
 		if a.member != "" {
 			w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
-			delete(w.claims, a.member)
-			delete(w.members, a.member)
+			// The claim stays for the next seed; what etcd wrote on it
+			// stays its data.
+			if cl := w.claims[a.member]; cl == nil || !cl.data {
+				delete(w.members, a.member)
+			}
 		}
 		for _, name := range sortedKeys(s.pods) {
 			if name != a.member && k8sutil.WaitsForMembership(s.pods[name]) && s.membership[name] == nil {
@@ -766,11 +778,20 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 				delete(w.claims, name)
 			}
 		}
-		c.members.forget()
+		if a.member != "" && w.claims[a.member] != nil {
+			m := memberTemplate(s.spec)
+			m.Name = a.member
+			c.members.learn(etcdutil.NewMemberSet(&m))
+		} else {
+			c.members.forget()
+		}
 		return api.ClusterPhaseCreating, nil
 	case actDeleteStrayPod, actDeleteFailedPod:
 		if m := s.members[a.member]; a.kind == actDeleteFailedPod && m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
 			c.recovering = &recovering{member: a.member, started: w.now, flagRemoved: true}
+		}
+		if a.kind == actDeleteFailedPod {
+			w.downed = a.member
 		}
 		w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
 	case actDeleteJoiner:
@@ -821,6 +842,7 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		members[a.member].IsLearner = a.learner
 		c.members.learn(members)
 	case actUpgradeMember:
+		w.downed = a.member
 		p := w.pods[a.member]
 		from := podVersion(s.members[a.member].pod)
 		if v := runningVersion(s.members[a.member].pod); v != "" {
@@ -960,7 +982,8 @@ func (w *world) writeStatus(s *snapshot, phase api.ClusterPhase, problems []prob
 	if phase == "" {
 		phase = c.status().Phase
 	}
-	st := statusOf(s, *c.status(), phase, w.generation, problems, outcome{})
+	st := statusOf(s, *c.status(), phase, w.generation, problems, outcome{downed: w.downed})
+	w.downed = ""
 	switch {
 	case w.stores:
 		w.server, c.unstored = st, nil

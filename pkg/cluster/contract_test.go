@@ -130,6 +130,11 @@ func play(h history, o playOptions) *run {
 	for i := range r.h.steps {
 		st := &r.h.steps[i]
 		l := stepLog{event: r.w.happen(st)}
+		if st.ev == evOperatorRestart {
+			// An operator starts with no memory: a wait it did not see
+			// begin is told a minute after its start.
+			r.waitingSince = time.Time{}
+		}
 		r.w.settle()
 		if !st.held && !r.w.down && !r.w.restored {
 			l.passed = true
@@ -191,6 +196,7 @@ func (r *run) pass(i int, l *stepLog) {
 	if err != nil {
 		problems = append(problems, problemOf(err))
 	}
+	problems = w.op.noteWait(s, a, problems)
 	w.writeStatus(s, phase, problems)
 	vs = append(vs, r.checkAfterPass(a)...)
 	for _, v := range vs {
@@ -225,8 +231,17 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 			bad("C2", "deletes the claim of a member a seed displaced", "deletes the claim of %s, a member of the cluster that served, with its data, which a new seed took the place of", a.member)
 		}
 	case actSeed:
-		if len(w.pods) > 0 || len(w.claims) > 0 {
-			bad("C3", "seeds beside claims or pods", "seeds a new cluster while the cluster owns claims %v and pods %v", sortedKeys(w.claims), sortedKeys(w.pods))
+		// A seed may start on its predecessor's claim (etcd then resumes
+		// from what is there); any other claim holding data, or any pod,
+		// is a cluster beside which nothing is seeded.
+		var held []string
+		for _, name := range sortedKeys(w.claims) {
+			if name != a.member && w.claims[name].data {
+				held = append(held, name)
+			}
+		}
+		if len(w.pods) > 0 || len(held) > 0 {
+			bad("C3", "seeds beside claims or pods", "seeds a new cluster while the cluster owns claims %v holding data and pods %v", held, sortedKeys(w.pods))
 		}
 	case actForceNewCluster:
 		r.checkForce(s, a, bad)
@@ -241,8 +256,10 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 			bad("C5", "restores while data is left", "restores from a backup while members %v still have their data (claims %v)", left, sortedKeys(w.claims))
 		}
 	case actReseed:
-		if w.served {
-			bad("C6", "reseeds a cluster that served", "makes the seed %s again (its pod and claim deleted) although the cluster served clients", a.member)
+		// The claim stays for the next seed; a pod whose emptyDir holds
+		// what a cluster that served wrote must not go.
+		if p := w.pods[a.member]; w.served && p != nil && p.data {
+			bad("C6", "reseeds a cluster that served", "makes the seed %s again (its pod, with its data, deleted) although the cluster served clients", a.member)
 		}
 	case actWait:
 		if a.reason == "" {
@@ -288,7 +305,9 @@ func (r *run) checkRemove(s *snapshot, a action, confirmed bool, bad func(rule, 
 	if a.kind != actRemoveDeadMember {
 		return
 	}
-	if p := w.pods[name]; p != nil && p.ctr == ctrUpgrading {
+	// A pod deleted meanwhile is no upgrade any more: the member is
+	// repaired as any whose pod is gone.
+	if p := w.pods[name]; p != nil && p.ctr == ctrUpgrading && !p.deleting() && !m.refused && !m.corrupt {
 		bad("C1", "removes a member being upgraded", "removes member %s while the kubelet restarts it on its new image (an upgrade in place, not a failure)", name)
 	}
 	if !w.onClaims || w.claims[name] == nil || !w.claims[name].data || m.refused || m.corrupt {
@@ -504,8 +523,8 @@ func summarize(s *snapshot) string {
 	if !s.everAvailable {
 		b.WriteString(" (never available)")
 	}
-	if cond := quorumLostSince(s.status); !cond.IsZero() {
-		fmt.Fprintf(&b, ", quorum lost since %v before", s.now.Sub(cond))
+	if l := s.quorumLoss; l != nil {
+		fmt.Fprintf(&b, ", quorum seen lost %v before (%d leaderless reads)", s.now.Sub(l.since), l.leaderlessReads)
 	}
 	if s.membership == nil {
 		b.WriteString("; membership unknown")

@@ -193,8 +193,26 @@ func bootstrap(s *snapshot) (action, bool) {
 	case len(s.certProblems) > 0:
 		// The seed would only fail its handshakes, over and over.
 		return wait("the TLS certificates are not usable"), true
+	case s.podExpect != nil:
+		return wait(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(s.podExpect.names, ", "))), true
 	}
-	return action{kind: actSeed, version: s.spec.Spec.Version}, true
+	// A seed made again, or one whose pod was never made, starts on the
+	// claim its predecessor had: whatever etcd wrote there is kept.
+	return action{kind: actSeed, member: seedClaim(s), version: s.spec.Spec.Version}, true
+}
+
+// seedClaim is the claim a Creating cluster's seed starts on, "" for a new
+// one: the claim of the member the status lists, else the only claim.
+func seedClaim(s *snapshot) string {
+	for _, name := range s.lastMembers {
+		if s.claims[name] != nil {
+			return name
+		}
+	}
+	if len(s.claims) == 1 {
+		return sortedKeys(s.claims)[0]
+	}
+	return ""
 }
 
 // 5.
@@ -214,16 +232,21 @@ func unknownMembership(s *snapshot) (action, bool) {
 			starting++
 		}
 	}
-	switch {
-	case running > 0 && s.etcd == nil:
+	if running > 0 && s.etcd == nil {
 		return readEtcd("the membership is unknown"), true
+	}
+	// Members whose pods are gone come back on their claims whatever the
+	// others do: same names, same data, no change etcd has to agree to.
+	restart, ok := restartFromClaims(s)
+	switch {
+	case ok && restart.kind != actWait:
+		return restart, true
 	case running > 0:
 		return wait("etcd did not tell its membership"), true
+	case ok:
+		return restart, true
 	case starting > 0:
 		return wait("the membership is unknown and no member pod runs yet"), true
-	}
-	if a, ok := restartFromClaims(s); ok {
-		return a, true
 	}
 	if seed, ok := lonelyNeverStartedPod(s); ok {
 		return action{kind: actReseed, member: seed, reason: "the only member pod never ran and the cluster was never available"}, true
@@ -259,8 +282,10 @@ func restartFromClaims(s *snapshot) (action, bool) {
 			held = append(held, fmt.Sprintf("pod %s is being deleted", name))
 		case live && pod.Status.Phase == corev1.PodUnknown:
 			held = append(held, fmt.Sprintf("the node of pod %s does not answer", name))
-		case live:
+		case live && (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)):
 			return action{kind: actDeleteFailedPod, member: name, reason: "to restart every member in place on its claim"}, true
+		case live:
+			held = append(held, fmt.Sprintf("pod %s is starting or runs", name))
 		default:
 			gone = append(gone, name)
 		}
@@ -295,7 +320,7 @@ func lonelyNeverStartedPod(s *snapshot) (string, bool) {
 		if !k8sutil.IsMadeByOperator(pod) {
 			return "", false
 		}
-		if k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) {
+		if (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)) && seedMayBeMadeAgain(s, pod) {
 			return name, true
 		}
 	}
@@ -321,11 +346,24 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 		return action{}, false
 	}
 	for name, m := range s.members {
-		if m.state == memberFailed && k8sutil.IsMadeByOperator(m.pod) {
+		if m.state == memberFailed && k8sutil.IsMadeByOperator(m.pod) && seedMayBeMadeAgain(s, m.pod) {
 			return action{kind: actReseed, member: name, reason: "the seed never ran and the cluster was never available"}, true
 		}
 	}
 	return action{}, false
+}
+
+// seedMayBeMadeAgain tells whether a seed of a cluster never seen available
+// can be made again without losing what it may hold. On a claim it can: the
+// new seed starts on that claim, and etcd finds whatever data the old one
+// wrote. On an emptyDir, only a seed whose etcd never started holds nothing:
+// one that started may have served between two passes.
+func seedMayBeMadeAgain(s *snapshot, pod *corev1.Pod) bool {
+	if s.usesClaims() && s.claims[pod.Name] != nil {
+		return true
+	}
+	st := k8sutil.EtcdContainerStatus(pod)
+	return st == nil || st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil
 }
 
 // 8.
@@ -338,23 +376,26 @@ func restartInPlace(s *snapshot) (action, bool) {
 			return action{kind: actDeleteFailedPod, member: name, reason: "to restart it without --force-new-cluster, now that it runs alone"}, true
 		}
 	}
-	var gone []string
+	var gone, ended []string
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
-		if m.repair != repairRestart || m.state == memberCrashing {
-			continue // the kubelet restarts a crashing member in its pod
-		}
-		if m.pod != nil && k8sutil.IsBeingDeleted(m.pod) {
+		switch {
+		case m.repair != repairRestart || m.state == memberCrashing:
+			// the kubelet restarts a crashing member in its pod
+		case m.pod != nil && k8sutil.IsBeingDeleted(m.pod):
 			// Deleted already, on a node that has not confirmed it: the
 			// name is free once it has (step 17 says so meanwhile), and the
 			// other members are not held back.
-			continue
+		case m.pod != nil:
+			ended = append(ended, name)
+		default:
+			gone = append(gone, name)
 		}
-		if m.pod != nil {
-			// The pod's name has to be free for the new one.
-			return action{kind: actDeleteFailedPod, member: name, reason: "to restart the member in place on its claim"}, true
-		}
-		gone = append(gone, name)
+	}
+	if len(gone) == 0 && len(ended) > 0 {
+		// The pod's name has to be free for the new one. Members whose
+		// pods are gone already are restarted first.
+		return action{kind: actDeleteFailedPod, member: ended[0], reason: "to restart the member in place on its claim"}, true
 	}
 	if len(gone) == 0 {
 		return action{}, false
@@ -790,9 +831,15 @@ func deadMembers(s *snapshot) (action, bool) {
 			return wait(fmt.Sprintf("pod %s is being deleted; its member is repaired once it is gone", name)), true
 		}
 	}
+	var needed []string
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
 		if m.repair != repairReplace {
+			continue
+		}
+		if !quorumWithout(s, name) {
+			// etcd would refuse it, and rightly: the others need it.
+			needed = append(needed, name)
 			continue
 		}
 		if a, ok := needEtcd(s, "remove member "+name); ok {
@@ -822,7 +869,30 @@ func deadMembers(s *snapshot) (action, bool) {
 		}
 		return action{kind: actRemoveDeadMember, member: name, reason: replaceReason(m)}, true
 	}
+	if len(needed) > 0 {
+		return wait(fmt.Sprintf("member %s is to be replaced (%s), but the quorum needs it until the other members run", needed[0], replaceReason(s.members[needed[0]]))), true
+	}
 	return action{}, false
+}
+
+// quorumWithout tells whether the voting members left once member name is
+// removed still have a quorum of them running.
+func quorumWithout(s *snapshot, name string) bool {
+	m := s.members[name]
+	if m.member.IsLearner {
+		return true
+	}
+	voters, up := s.quorum.voters-1, 0
+	for other, v := range s.members {
+		switch {
+		case other == name || v.member.IsLearner || v.state != memberRunning:
+		case s.etcd != nil && s.etcd.err == nil && !s.etcd.answers(v.member.ID):
+			// Its pod runs, but etcd, asked in this pass, says it does not.
+		default:
+			up++
+		}
+	}
+	return voters == 0 || up >= voters/2+1
 }
 
 // replaceReason says why a member is replaced rather than restarted.
@@ -1121,7 +1191,7 @@ func removeMember(s *snapshot) (action, bool) {
 	ready := s.readyNames()
 	var notReady []string
 	for _, name := range sortedKeys(s.members) {
-		if !slices.Contains(ready, name) {
+		if !slices.Contains(ready, name) && quorumWithout(s, name) {
 			notReady = append(notReady, name)
 		}
 	}
@@ -1142,11 +1212,16 @@ func removeMember(s *snapshot) (action, bool) {
 	}
 	leader := s.etcd.health.LeaderID
 	for _, name := range sortedKeys(s.members) {
-		if s.members[name].member.ID != leader {
+		if s.members[name].member.ID != leader && quorumWithout(s, name) {
 			return remove(name, "a follower")
 		}
 	}
-	return remove(sortedKeys(s.members)[0], "the only member left to choose")
+	for _, name := range sortedKeys(s.members) {
+		if quorumWithout(s, name) {
+			return remove(name, "the only member left to choose")
+		}
+	}
+	return wait("no member can be removed while the others hold no quorum without it"), true
 }
 
 // 15.

@@ -73,8 +73,8 @@ func TestDecide(t *testing.T) {
 		{name: "an unknown membership is read from etcd once a member pod runs", mods: mods(noMembership), want: "read etcd (the membership is unknown)"},
 		{name: "an unknown membership etcd did not tell is waited for", mods: mods(noMembership, etcdFailed), want: "wait (etcd did not tell its membership)"},
 		{name: "an unknown membership waits while member pods only start", mods: mods(noMembership, podIs(memberA, pendingFor(time.Minute)), podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (the membership is unknown and no member pod runs yet)"},
-		{name: "the failed only pod of a cluster never available is made again from the spec", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "reseed example-a"},
-		{name: "the failed seed of a cluster never available is made again beside the joining pod made while it started", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed), joiningPod(joiner, []string{memberA})), want: "reseed example-a"},
+		{name: "the failed only pod of a cluster never available is made again from the spec", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed, etcdNeverStarted)), want: "reseed example-a"},
+		{name: "the failed seed of a cluster never available is made again beside the joining pod made while it started", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed, etcdNeverStarted), joiningPod(joiner, []string{memberA})), want: "reseed example-a"},
 		{name: "the failed only pod of a cluster that was available is not made again", mods: mods(noMembership, onlyPods(memberA), podIs(memberA, failed)), want: "wait (no member pod runs)"},
 		{name: "a failed seed of the restore operator is that operator's to make again", mods: mods(notYetAvailable, noMembership, onlyPods(memberA), podIs(memberA, failed, restoreSeed)), want: "wait (no member pod runs)"},
 		{name: "a running cluster without any pod waits and says so", mods: mods(noMembership, noPods), want: "wait (no member pod runs)"},
@@ -83,7 +83,10 @@ func TestDecide(t *testing.T) {
 		{name: "a pod just created is waited for until the cache shows it", mods: mods(expectPod(memberC, time.Minute), noPod(memberC)), want: "wait (pod example-c was created and is not in the cache yet)", after: time.Minute},
 
 		// 7. A seed that never started.
-		{name: "a seed that failed before the cluster was ever available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "a seed that failed before the cluster was ever available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, failed, etcdNeverStarted)), want: "reseed example-a"},
+		{name: "a seed on a claim that failed before the cluster was ever available is made again: the next seed starts on its claim", mods: mods(notYetAvailable, withPVCSpec, members(memberA), onlyPods(memberA), claims(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "a seed on an emptyDir whose etcd ran is not made again: it may have served between two passes", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
+		{name: "a Creating cluster's seed starts on the claim of the seed made before it", mods: mods(withPVCSpec, phase(api.ClusterPhaseCreating), noMembership, noPods, claims(memberA, "example-joiner"), statusMembers(memberA)), want: "seed example-a to " + testVersion},
 		{name: "a seed pending longer than the timeout in a cluster never available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(6*time.Minute))), want: "reseed example-a"},
 		{name: "the only member of a cluster that was available is not made again", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
 
@@ -691,3 +694,9 @@ func startedAgo(d time.Duration) podOpt {
 }
 
 func waitingForImage(p *corev1.Pod) { imagePullFailing(p) }
+
+// etcdNeverStarted makes the pod's etcd container one that never started.
+func etcdNeverStarted(p *corev1.Pod) {
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	p.Status.ContainerStatuses[0].Ready = false
+}

@@ -41,7 +41,6 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observePods(s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
-	s.everAvailable = everAvailable(*st, len(s.pods)+len(s.terminating)+len(s.claims) > 0)
 	if seen := runningPodsKey(s.pods); seen != c.podsSeen {
 		c.clients.Close()
 		c.podsSeen = seen
@@ -52,11 +51,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observeBudget(s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
-	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
-	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
-	s.replaced = maps.Clone(c.replaced)
-	s.recovering = c.recovering
-	s.windowRestarts = c.countWindowRestarts(s)
+	c.takeRecords(s)
 	if err := c.loadTLS(ctx, s.spec); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p
@@ -66,15 +61,33 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)
 	}
-	s.classify()
-	if s.membership != nil {
-		c.noteQuorumLoss(s)
-		if l := c.quorumLoss; l != nil {
-			loss := *l
-			s.quorumLoss = &loss
-		}
-	}
+	c.classify(s)
 	return s, problems
+}
+
+// takeRecords brings the goroutine's records up to the pods and claims just
+// observed, and copies them into the snapshot.
+func (c *Cluster) takeRecords(s *snapshot) {
+	s.everAvailable = everAvailable(s.status, len(s.pods)+len(s.terminating)+len(s.claims) > 0)
+	c.settleExpectations(s.pods, s.terminating, s.spec.Spec.Version)
+	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
+	s.replaced = maps.Clone(c.replaced)
+	s.recovering = c.recovering
+	s.windowRestarts = c.countWindowRestarts(s)
+}
+
+// classify derives the rest of the snapshot, then records what it shows of
+// a quorum lost (which etcd's answer in this pass, if any, confirms).
+func (c *Cluster) classify(s *snapshot) {
+	s.classify()
+	if s.membership == nil {
+		return
+	}
+	c.noteQuorumLoss(s)
+	if l := c.quorumLoss; l != nil {
+		loss := *l
+		s.quorumLoss = &loss
+	}
 }
 
 // everAvailable tells from a status whether the cluster may ever have been

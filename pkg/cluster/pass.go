@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
 
 // pass is one turn of the loop: observe the cluster, decide one action, act
@@ -57,6 +59,7 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		// like a failed action.
 		out.requeue = 0
 	}
+	problems = c.noteWait(s, a, problems)
 	if known := c.members.known(); known != nil && !out.stop {
 		// The status tells the membership after the action.
 		s.membership = known
@@ -100,6 +103,30 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		c.log.WithFields(logrus.Fields{"action": a.String()}).WithError(err).Debug("pass failed")
 	}
 	return out.requeue, err
+}
+
+// stallAfter is how long a cluster may wait before its status says what it
+// waits for, when nothing else in it does.
+const stallAfter = time.Minute
+
+// noteWait keeps when the passes started waiting, and returns problems with
+// the wait added once it has lasted stallAfter with no problem to explain it:
+// a wait is visible in the log only, and a user looking at the cluster must
+// see why nothing happens. A cluster the user paused, or that is deleted,
+// waits as asked.
+func (c *Cluster) noteWait(s *snapshot, a action, problems []problem) []problem {
+	deliberate := s.spec == nil || s.spec.Spec.Paused || s.beingDeleted || s.phase == api.ClusterPhaseFailed
+	if a.kind != actWait || deliberate {
+		c.waitingSince = time.Time{}
+		return problems
+	}
+	if c.waitingSince.IsZero() {
+		c.waitingSince = s.now
+	}
+	if len(problems) > 0 || s.now.Sub(c.waitingSince) < stallAfter {
+		return problems
+	}
+	return append(problems, newProblem(problemWaiting, "waiting since %s: %s", c.waitingSince.UTC().Format(time.RFC3339), a.reason))
 }
 
 // observationError is the error of a pass whose observation failed: etcd did

@@ -29,6 +29,7 @@ const (
 	problemMemberNotStarting
 	problemNoSpace
 	problemDataCorrupt
+	problemWaiting
 	problemInternal
 )
 
@@ -64,7 +65,10 @@ var problemKinds = map[problemKind]problemKindInfo{
 	problemMemberNotStarting: {code: "member_not_starting", event: "MemberNotStarting", byMessage: true},
 	problemNoSpace:           {code: "no_space", event: "NoSpace"},
 	problemDataCorrupt:       {code: "data_corrupt", event: "DataCorrupt"},
-	problemInternal:          {code: "internal_error", event: "InternalError"},
+	// problemWaiting is a wait of more than a minute that no other problem
+	// explains: keyed by kind, so one event per stretch of waiting.
+	problemWaiting:  {code: "waiting", event: "WaitingTooLong"},
+	problemInternal: {code: "internal_error", event: "InternalError"},
 }
 
 func (k problemKind) info() problemKindInfo { return problemKinds[k] }

@@ -439,13 +439,14 @@ func (s *snapshot) repairOf(v *memberView) repairStep {
 		return repairRestart
 	case v.state != memberGone && v.state != memberFailed:
 		return repairNone
+	case v.pod != nil && v.pod.Status.Phase == corev1.PodUnknown && !k8sutil.IsBeingDeleted(v.pod):
+		// Its node does not answer: its containers may still run, on its
+		// claim or its emptyDir, and its claim cannot be used elsewhere.
+		// Once the pod is deleted and gone, the member is repaired.
+		return repairNone
 	case v.claim == nil || !s.usesClaims():
 		// Its data went with its pod (emptyDir), or its claim is gone.
 		return repairReplace
-	case v.pod != nil && v.pod.Status.Phase == corev1.PodUnknown:
-		// Its node does not answer: its claim cannot be used elsewhere,
-		// and its containers may still run.
-		return repairNone
 	case v.restarts >= ladderRestarts:
 		return repairReplace
 	}

@@ -74,12 +74,22 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		}
 		st.Size = len(s.members)
 	} else {
-		// Membership unknown (restart, hand-over): report the pods.
-		for _, name := range sortedKeys(s.pods) {
-			switch pod := s.pods[name]; {
-			case pod.Status.Phase == corev1.PodRunning && k8sutil.IsPodReady(pod):
+		// Membership unknown (restart, hand-over): the members last listed
+		// stay listed, as nothing says they left (their claims are how
+		// they come back); without such a list, the pods are reported.
+		names := s.lastMembers
+		if len(names) == 0 {
+			for _, name := range sortedKeys(s.pods) {
+				if p := s.pods[name].Status.Phase; p == corev1.PodRunning || p == corev1.PodPending {
+					names = append(names, name)
+				}
+			}
+			names = append(names, sortedKeys(s.claims)...)
+		}
+		for _, name := range sortedKeys(sliceSet(names)) {
+			if pod := s.pods[name]; pod != nil && pod.Status.Phase == corev1.PodRunning && k8sutil.IsPodReady(pod) {
 				ready = append(ready, name)
-			case pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending:
+			} else {
 				unready = append(unready, name)
 			}
 		}
@@ -106,8 +116,21 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 			break
 		}
 	}
+	if !available && s.membership == nil && s.everAvailable && phase == api.ClusterPhaseRunning {
+		// The membership is read again (an operator restart, a hand-over):
+		// the pods tell whether a quorum can serve meanwhile.
+		n := max(len(s.lastMembers), len(s.pods))
+		if ready := len(st.Members.Ready); n > 0 && ready < n/2+1 {
+			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionFalse, reasonQuorumRecovering,
+				fmt.Sprintf("the membership is being read again; %d of %d member pods are ready", ready, n))
+		}
+	}
 	if !available && s.membership != nil {
-		switch q := s.quorum; {
+		q := s.quorum
+		if m := s.members[out.downed]; m != nil && m.ready && m.state == memberRunning && !m.member.IsLearner {
+			q.ready--
+		}
+		switch {
 		case q.held() && q.ready >= q.needed:
 			setCondition(&st, now, api.ClusterConditionAvailable, corev1.ConditionTrue, reasonClusterAvailable, "")
 		case !s.everAvailable && phase != api.ClusterPhaseNone:
@@ -142,6 +165,15 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		setCondition(&st, now, api.ClusterConditionUpgrading, corev1.ConditionTrue, reasonUpgrading, "upgrading to "+p.target)
 	}
 	return st
+}
+
+// sliceSet is the set of names.
+func sliceSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 // setMemberDetails reports each member as etcd last told it (role, version,
