@@ -10,7 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
@@ -113,4 +115,60 @@ func restartsOf(st *corev1.ContainerStatus) int32 {
 		return 0
 	}
 	return st.RestartCount
+}
+
+// TestPodStuckTerminatingHoldsBackOnlyItsMember: one member's pod stays
+// Terminating (a finalizer holds it, as a node that never confirms the
+// deletion would), and a second member's pod is deleted: the quorum is lost.
+// The second member is restarted in place on its claim while the first pod
+// stays stuck, the quorum comes back, status.reason names the stuck pod, and
+// the first member comes back once its pod is gone. A checker loses nothing.
+func TestPodStuckTerminatingHoldsBackOnlyItsMember(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "stuck-pod")
+	installOperator(t, ns, framework.Install{})
+	name, pods := pvcCluster(t, ns, "stuck")
+	before := memberIDs(t, ns, name)
+	stuck, gone := pods[0], pods[1]
+	const hold = "e2e.etcd.database.coreos.com/hold"
+
+	underLoadPod(t, durableLoad(ns, name, "pod-stuck-terminating-pvc", 60*time.Second), func(ctx context.Context) {
+		patch := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, hold)
+		if _, err := f.Kube.CoreV1().Pods(ns).Patch(ctx, stuck, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { releasePod(t, ns, stuck) })
+		if err := f.Kube.CoreV1().Pods(ns).Delete(ctx, stuck, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+		// Past its deletion deadline and the operator's grace for it, the
+		// pod counts as stuck: its member as gone, its name not free.
+		pause(t, 40*time.Second)
+		if err := f.KillPod(ctx, ns, gone); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, ns, name, 2, changeTimeout, stuck)
+		err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.reason to name the stuck pod", func(ctx context.Context) (bool, string, error) {
+			cl, err := f.GetCluster(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return strings.Contains(cl.Status.Reason, "pod "+stuck+" has been terminating since"), cl.Status.Reason, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		releasePod(t, ns, stuck)
+		waitReady(t, ns, name, 3, changeTimeout)
+	})
+	sameMembers(t, before, memberIDs(t, ns, name))
+}
+
+// releasePod removes the finalizers that hold a pod, if it is still there.
+func releasePod(t *testing.T, ns, pod string) {
+	t.Helper()
+	_, err := f.Kube.CoreV1().Pods(ns).Patch(context.WithoutCancel(t.Context()), pod, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("release pod %s: %v", pod, err)
+	}
 }
