@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
 
 // embeddedMember is an in-process etcd server on loopback ports.
@@ -28,19 +28,8 @@ type embeddedMember struct {
 func loopbackURLs(t testing.TB, n int) []string {
 	t.Helper()
 	var urls []string
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		urls = append(urls, "http://"+l.Addr().String())
+	for _, port := range etcdtest.FreePorts(t, n) {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", port))
 	}
 	return urls
 }

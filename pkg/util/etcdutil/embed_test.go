@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -288,22 +289,7 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, s
 // distinct from each other.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+	return etcdtest.FreePorts(t, n)
 }
 
 // deadEndpoint is a loopback URL on which nothing listens.

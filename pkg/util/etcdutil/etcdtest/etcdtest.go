@@ -4,9 +4,13 @@ package etcdtest
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -42,12 +46,63 @@ func BinDir36(t testing.TB, why string, tools ...string) string {
 // FreeAddr is a loopback address with a port nothing listens on now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return fmt.Sprintf("127.0.0.1:%d", FreePorts(t, 1)[0])
+}
+
+// FreePorts are n distinct loopback ports nothing listens on now; a failure
+// to find them fails the test.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := Ports(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return ports
+}
+
+// Ports are n distinct loopback ports nothing listens on now, for servers
+// that bind them a moment later. They are taken below the kernel's
+// ephemeral range: a port found by listening on port 0 comes from that
+// range, where the kernel also picks the local port of every outgoing
+// connection (each etcd client's, in every test process at once), and one of
+// those may take it before the server binds it ("address already in use").
+func Ports(n int) ([]int, error) {
+	low, high := portsBelowEphemeral()
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 10000 {
+			return nil, fmt.Errorf("no free loopback port in %d-%d after %d tries", low, high, tries)
+		}
+		port := low + rand.IntN(high-low)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		ls = append(ls, l)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// portsBelowEphemeral is the range Ports picks from: the 12 000 ports below
+// the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 by
+// default), above the well-known ones.
+func portsBelowEphemeral() (low, high int) {
+	high = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				high = v
+			}
+		}
+	}
+	return max(1024, high-12000), high
 }
 
 // Output collects a process's output, written from its own goroutines, for a
