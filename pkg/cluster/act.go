@@ -258,17 +258,7 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 // MemberAdd, no copy of the data, --initial-cluster ignored. Each restart is
 // counted on the member's claim, for the repair ladder.
 func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) outcome {
-	members := s.membership.Clone()
-	if members == nil {
-		members = etcdutil.MemberSet{}
-	}
-	for _, name := range a.members {
-		if members[name] == nil {
-			m := memberTemplate(s.spec)
-			m.Name = name
-			members.Add(&m)
-		}
-	}
+	members := restartMembership(s, a.members)
 	pairs := members.PeerURLPairs()
 	recovery := c.recovering != nil && slices.Contains(a.members, c.recovering.member)
 	for _, name := range a.members {
@@ -303,6 +293,24 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 			fmt.Sprintf("Member %s restarted in place on its data (restart %d of %d within %v)", name, restarts, ladderRestarts, ladderWindow))
 	}
 	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// restartMembership is the membership members restarted in place are told
+// (their --initial-cluster, which etcd ignores when it finds its data): the
+// one known, with the restarted members in it.
+func restartMembership(s *snapshot, names []string) etcdutil.MemberSet {
+	members := s.membership.Clone()
+	if members == nil {
+		members = etcdutil.MemberSet{}
+	}
+	for _, name := range names {
+		if members[name] == nil {
+			m := memberTemplate(s.spec)
+			m.Name = name
+			members.Add(&m)
+		}
+	}
+	return members
 }
 
 // countRestart counts a restart in place on the member's claim, starting a

@@ -929,17 +929,7 @@ func (w *world) removeMember(s *snapshot, a action) error {
 // each restart counted on its claim for the repair ladder.
 func (w *world) restartMembers(s *snapshot, a action) error {
 	c := w.op
-	members := s.membership.Clone()
-	if members == nil {
-		members = etcdutil.MemberSet{}
-	}
-	for _, name := range a.members {
-		if members[name] == nil {
-			m := memberTemplate(s.spec)
-			m.Name = name
-			members.Add(&m)
-		}
-	}
+	members := restartMembership(s, a.members)
 	pairs := members.PeerURLPairs()
 	recovery := c.recovering != nil && slices.Contains(a.members, c.recovering.member)
 	for _, name := range a.members {

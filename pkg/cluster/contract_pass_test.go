@@ -18,15 +18,7 @@ import (
 // observe and act included: what the contract forbids is judged on the API
 // and etcd calls the passes make.
 func TestContractWholePasses(t *testing.T) {
-	onClaims := func(t *testing.T) *fixture {
-		f := newFixture(t, newTestCluster(withPVC))
-		f.withMembers(memberA, memberB, memberC)
-		for _, n := range []string{memberA, memberB, memberC} {
-			f.pod(n)
-			f.claim(n)
-		}
-		return f
-	}
+	onClaims := claimsFixture
 	t.Run("a month-old member whose container restarted four times is not replaced after one OOM kill", func(t *testing.T) {
 		f := onClaims(t)
 		f.setPodStatus(memberC, crashLooping(4))

@@ -357,15 +357,7 @@ func jsonString(v any) string {
 // pods are lost come back on their claims with their IDs, without any
 // membership change.
 func TestRestartInPlace(t *testing.T) {
-	pvcCluster := func(t *testing.T) *fixture {
-		f := newFixture(t, newTestCluster(withPVC))
-		f.withMembers(memberA, memberB, memberC)
-		for _, n := range []string{memberA, memberB, memberC} {
-			f.pod(n)
-			f.claim(n)
-		}
-		return f
-	}
+	pvcCluster := claimsFixture
 	t.Run("a member whose pod was deleted gets a new pod of the same name on its claim", func(t *testing.T) {
 		f := pvcCluster(t)
 		f.podGone(memberC)

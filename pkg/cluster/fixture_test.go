@@ -487,6 +487,17 @@ func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 	return pvc
 }
 
+// claimsFixture is a healthy cluster of three members on claims.
+func claimsFixture(t *testing.T) *fixture {
+	f := newFixture(t, newTestCluster(withPVC))
+	f.withMembers(memberA, memberB, memberC)
+	for _, n := range []string{memberA, memberB, memberC} {
+		f.pod(n)
+		f.claim(n)
+	}
+	return f
+}
+
 // forgetMembership makes the loop lose its record of the membership, as an
 // operator restart does.
 func (f *fixture) forgetMembership() { f.c.members.forget() }

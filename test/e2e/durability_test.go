@@ -112,6 +112,18 @@ func sameMembers(t *testing.T, before, after map[string]uint64) {
 	}
 }
 
+// stopOperator scales the operator of namespace ns to no replica and waits
+// until its pod is gone.
+func stopOperator(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	if err := f.ScaleDeployment(ctx, ns, framework.OperatorDeployment, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitDeploymentScaledDown(ctx, ns, framework.OperatorDeployment, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // eventsOf lists the reasons of the events on the cluster, one a line.
 func eventsOf(t *testing.T, ns, name string) string {
 	t.Helper()
@@ -188,12 +200,7 @@ func TestQuorumLostWhileTheOperatorIsDownHealsWhenItReturns(t *testing.T) {
 	before := memberIDs(t, ns, name)
 
 	underLoadPod(t, durableLoad(ns, name, "quorum-lost-operator-down-pvc", 30*time.Second), func(ctx context.Context) {
-		if err := f.ScaleDeployment(ctx, ns, framework.OperatorDeployment, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.WaitDeploymentScaledDown(ctx, ns, framework.OperatorDeployment, time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		stopOperator(ctx, t, ns)
 		for _, victim := range pods[:2] {
 			if err := f.KillPod(ctx, ns, victim); err != nil {
 				t.Fatal(err)

@@ -36,12 +36,7 @@ func TestMemberKilledOverALongLifeIsRestartedNotReplaced(t *testing.T) {
 
 	underLoadPod(t, durableLoad(ns, name, "member-killed-over-a-long-life-pvc", 60*time.Second), func(ctx context.Context) {
 		// The restarts of a long life: the operator does not see them.
-		if err := f.ScaleDeployment(ctx, ns, framework.OperatorDeployment, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.WaitDeploymentScaledDown(ctx, ns, framework.OperatorDeployment, time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		stopOperator(ctx, t, ns)
 		for range 3 {
 			killEtcdContainer(t, ns, victim)
 		}
