@@ -938,6 +938,15 @@ func TestContractKnownViolations(t *testing.T) {
 			},
 		},
 		{
+			name:  "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted one by one",
+			rule:  "L1",
+			start: worldConfig{size: 5, claims: true},
+			steps: []step{
+				operatorStops(), allPodsDeleted(), nodeLost(memberC, true, false), tick(time.Second), operatorComesBack(),
+				deletePod(memberD), tick(6 * time.Minute), tick(time.Minute), nothing(),
+			},
+		},
+		{
 			name:  "Available turns False when etcd loses its leader while its pods run",
 			rule:  "L3",
 			start: threeOnClaims,
@@ -1037,6 +1046,7 @@ func partition() step               { return step{ev: evPartition, idx: -1} }
 func unreachable() step             { return step{ev: evUnreachable, idx: -1} }
 func upgrade() step                 { return step{ev: evSpecVersion, idx: -1} }
 func allPodsGone() step             { return step{ev: evAllPodsDeleted, idx: -1, param: 1} }
+func allPodsDeleted() step          { return step{ev: evAllPodsDeleted, idx: -1} }
 func operatorStops() step           { return step{ev: evOperatorRestart, idx: -1, param: 1} }
 func operatorComesBack() step       { return step{ev: evOperatorRestart, idx: -1} }
 func nothing() step                 { return step{ev: evNothing, idx: -1} }

@@ -274,7 +274,9 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	}
 	// A pod being deleted or on a node that does not answer holds its
 	// member back, and no other: each member comes back on its own claim.
-	var gone, held []string
+	// Members whose pods are gone are restarted before ended pods are
+	// deleted, one a pass: they need no deletion to wait for.
+	var gone, ended, held []string
 	for _, name := range names {
 		pod, live := s.pods[name]
 		switch {
@@ -283,14 +285,17 @@ func restartFromClaims(s *snapshot) (action, bool) {
 		case live && pod.Status.Phase == corev1.PodUnknown:
 			held = append(held, fmt.Sprintf("the node of pod %s does not answer", name))
 		case live && (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)):
-			return action{kind: actDeleteFailedPod, member: name, reason: "to restart every member in place on its claim"}, true
+			ended = append(ended, name)
 		case live:
 			held = append(held, fmt.Sprintf("pod %s is starting or runs", name))
 		default:
 			gone = append(gone, name)
 		}
 	}
-	if len(gone) == 0 {
+	switch {
+	case len(gone) == 0 && len(ended) > 0:
+		return action{kind: actDeleteFailedPod, member: ended[0], reason: "to restart every member in place on its claim"}, true
+	case len(gone) == 0:
 		return wait(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
 	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true

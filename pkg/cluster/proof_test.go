@@ -97,6 +97,10 @@ func TestDestructiveStepsNeedProof(t *testing.T) {
 		{name: "after an operator restart, a pod stuck terminating does not hold back the restart of the other members",
 			mods: mods(withPVCSpec, noMembership, noPods, claims(memberA, memberB, memberC), stuckPod(memberB), statusMembers(memberA, memberB, memberC)),
 			want: "restart in place example-a example-c"},
+		{name: "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted",
+			mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, pendingFor(6*time.Minute)), stuckPod(memberB), noPod(memberC),
+				statusMembers(memberA, memberB, memberC)),
+			want: "restart in place example-c"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
