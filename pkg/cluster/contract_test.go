@@ -938,6 +938,15 @@ func TestContractKnownViolations(t *testing.T) {
 			},
 		},
 		{
+			name:  "members whose pods were all deleted three times are restarted in place, not replaced, when one is then evicted: a deletion is no failure",
+			rule:  "C1",
+			start: warmThree,
+			steps: []step{
+				allPodsGone(), kubelet(), tick(time.Second), allPodsGone(), kubelet(), tick(time.Second), allPodsGone(), kubelet(),
+				podEvicted(memberB), tick(time.Second),
+			},
+		},
+		{
 			name:  "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted one by one",
 			rule:  "L1",
 			start: worldConfig{size: 5, claims: true},

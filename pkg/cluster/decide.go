@@ -294,7 +294,7 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	}
 	switch {
 	case len(gone) == 0 && len(ended) > 0:
-		return action{kind: actDeleteFailedPod, member: ended[0], reason: "to restart every member in place on its claim"}, true
+		return deleteToRestart(s, ended[0]), true
 	case len(gone) == 0:
 		return wait(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
@@ -400,7 +400,7 @@ func restartInPlace(s *snapshot) (action, bool) {
 	if len(gone) == 0 && len(ended) > 0 {
 		// The pod's name has to be free for the new one. Members whose
 		// pods are gone already are restarted first.
-		return action{kind: actDeleteFailedPod, member: ended[0], reason: "to restart the member in place on its claim"}, true
+		return deleteToRestart(s, ended[0]), true
 	}
 	if len(gone) == 0 {
 		return action{}, false
@@ -414,6 +414,20 @@ func restartInPlace(s *snapshot) (action, bool) {
 			reason: "disaster recovery: the survivor becomes a one-member cluster with its data"}, true
 	}
 	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
+}
+
+// deleteToRestart deletes member name's pod, which ended or did not start
+// in time, so that the member is restarted in place on its claim under its
+// name. Only a pod that ended is a failure of the member, and only the
+// restart after it counts on the repair ladder: a pod that did not start
+// (unschedulable, an image that cannot be pulled) says nothing of the data.
+func deleteToRestart(s *snapshot, name string) action {
+	if pod := s.pods[name]; pod != nil && podEnded(pod) {
+		return action{kind: actDeleteFailedPod, member: name, failure: true,
+			reason: fmt.Sprintf("its pod ended: restart %d of %d in place within %v, on its claim", s.claimRestarts(name)+1, ladderRestarts, ladderWindow)}
+	}
+	return action{kind: actDeleteFailedPod, member: name,
+		reason: fmt.Sprintf("its pod has not started within %v: to restart the member in place on its claim", s.pendingTimeout)}
 }
 
 // restartVersion is the etcd version members restarted in place run: the

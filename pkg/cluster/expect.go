@@ -236,6 +236,29 @@ func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
 	return counts
 }
 
+// noteEndedPod records that the goroutine deleted member name's ended pod
+// to restart the member in place: that restart follows a failure.
+func (c *Cluster) noteEndedPod(name string) {
+	if c.endedPods == nil {
+		c.endedPods = map[string]bool{}
+	}
+	c.endedPods[name] = true
+}
+
+// restartFollowsFailure tells whether member name's restart in place, about
+// to be made, follows a failure of the member, and forgets the record: only
+// such restarts count on the repair ladder. A member whose pod is merely
+// gone (a user's kubectl delete, a drain, every pod deleted at once) did not
+// fail. Counted at the restart, not at the deletion, a pod the informer
+// still shows after its deletion is not counted twice; and the record lives
+// in memory, so that an operator restarting in between counts one failure
+// fewer, never one more.
+func (c *Cluster) restartFollowsFailure(name string) bool {
+	ended := c.endedPods[name]
+	delete(c.endedPods, name)
+	return ended
+}
+
 // noteQuorumLoss keeps the record of a quorum lost: opened when a snapshot
 // shows fewer voting members running or coming back than a quorum, counted
 // up by each read of etcd that answers without a leader, and dropped as soon
