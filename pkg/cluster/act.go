@@ -482,8 +482,8 @@ func (c *Cluster) upgradeMember(ctx context.Context, s *snapshot, a action) outc
 	if st := etcdContainerStatus(pod); st != nil {
 		restarts = st.RestartCount
 	}
-	c.upgradeExpect = &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
-		deadline: c.now().Add(c.cfg.PendingTimeout)}
+	c.expectUpgrade(pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+		deadline: c.now().Add(c.cfg.PendingTimeout)})
 	c.log.Infof("upgrading member %s from %s to %s (%s)", a.member, from, a.version, a.reason)
 	// The trailing space is the original's.
 	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))

@@ -874,8 +874,8 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			p.lastExit = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}
 			p.ctr, p.etcdRuns = ctrUpgrading, false
 		}
-		c.upgradeExpect = &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
-			deadline: w.now.Add(c.cfg.PendingTimeout)}
+		c.expectUpgrade(s.members[a.member].pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+			deadline: w.now.Add(c.cfg.PendingTimeout)})
 	case actMoveLeader:
 		if w.leader != "" && w.runsEtcd(a.member) && !w.members[a.member].learner {
 			w.leader = a.member

@@ -947,6 +947,15 @@ func TestContractKnownViolations(t *testing.T) {
 			},
 		},
 		{
+			name:  "a member evicted while an upgrade restarts its container, after two restarts in place, is restarted again: the upgrade's restart is no failure",
+			rule:  "C1",
+			start: warmThree,
+			steps: []step{
+				podEvicted(memberB), tick(time.Second), kubelet(), podEvicted(memberB), tick(time.Second), kubelet(),
+				upgrade(), podEvicted(memberB), tick(time.Second),
+			},
+		},
+		{
 			name:  "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted one by one",
 			rule:  "L1",
 			start: worldConfig{size: 5, claims: true},

@@ -187,6 +187,20 @@ type quorumLoss struct {
 // a disaster recovery needs across its grace period.
 const leaderlessReadsNeeded = 3
 
+// windowKey names a pod's restart window: a pod made again under its name
+// is another pod.
+func windowKey(pod *corev1.Pod) string { return pod.Name + "/" + string(pod.UID) }
+
+// expectUpgrade records member pod patched to another image. The kubelet
+// restarts its container on the new image: a restart of the upgrade, no
+// failure, which the pod's restart window leaves out from the patch on, also
+// when the upgrade is over (ready, or failed: its pod ended) by the pass
+// that first sees the restart.
+func (c *Cluster) expectUpgrade(pod *corev1.Pod, e *upgradeExpectation) {
+	c.upgradeExpect = e
+	c.restartWindows[windowKey(pod)] = restartWindow{base: e.restarts + 1}
+}
+
 // restartWindow counts the kubelet's restarts of one pod's etcd container
 // within the repair ladder's window. The container's restartCount counts
 // the pod's whole life (in-place upgrades, node reboots, an OOM kill a month
@@ -201,7 +215,8 @@ type restartWindow struct {
 
 // countWindowRestarts brings the restart windows up to the pods of s and
 // returns the restarts within each open window, by pod name. A pod patched by
-// an upgrade restarts on purpose: its window starts again.
+// an upgrade restarts on purpose: its window starts again, after that
+// restart (expectUpgrade).
 func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
 	counts := map[string]int{}
 	seen := map[string]bool{}
@@ -210,13 +225,14 @@ func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
 		if st == nil {
 			continue
 		}
-		// A pod made again under its name is another pod.
-		key := name + "/" + string(pod.UID)
+		key := windowKey(pod)
 		seen[key] = true
 		w, known := c.restartWindows[key]
-		patched := s.upgradeExpect != nil && s.upgradeExpect.name == name
-		switch {
-		case !known, patched, st.RestartCount < w.base:
+		switch e := s.upgradeExpect; {
+		case e != nil && e.name == name:
+			// The restart on the new image is the upgrade's, seen yet or not.
+			w = restartWindow{base: max(st.RestartCount, e.restarts+1)}
+		case !known, st.RestartCount < w.base:
 			w = restartWindow{base: st.RestartCount}
 		case !w.opened.IsZero() && s.now.Sub(w.opened) >= ladderWindow:
 			w = restartWindow{base: st.RestartCount}
