@@ -29,8 +29,10 @@ import (
 //	   A dead member whose claim holds its data is removed only when etcd
 //	   refused the data (its log, a CORRUPT alarm) or when it is down after
 //	   at least ladderRestarts restarts after failures within ladderWindow —
-//	   the world counts those with their times; a container's lifetime
-//	   restartCount and the restart of an upgrade in place are no failures.
+//	   the world counts those with their times. A failure is a pod that
+//	   ended (Failed, evicted by the kubelet) or an etcd that exited; a
+//	   container's lifetime restartCount, the restart of an upgrade in
+//	   place, a pod deleted and a pod that never started are no failures.
 //	   A member whose container restarts on a new image is not dead.
 //	C2 A claim is deleted (stray claim, joiner) only with the membership
 //	   confirmed by the leader in this pass, when etcd does not list its
