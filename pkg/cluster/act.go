@@ -107,11 +107,15 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		}
 		return out
 	case actDeleteFailedPod:
-		c.log.Infof("deleting the pod of member %s %s", a.member, a.reason)
+		c.log.Infof("deleting the pod of member %s: %s", a.member, a.reason)
 		if m := s.members[a.member]; m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
 			c.recovering = &recovering{member: a.member, started: c.now(), flagRemoved: true}
 		}
-		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval, downed: a.member}
+		err := c.deletePod(ctx, a.member)
+		if err == nil && a.failure {
+			c.noteEndedPod(a.member)
+		}
+		return outcome{err: err, requeue: c.cfg.MinPassInterval, downed: a.member}
 	case actForceNewCluster:
 		return c.forceNewCluster(ctx, s, a)
 	case actRestoreFromBackup:
@@ -255,8 +259,10 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 
 // restartMembers gives members whose pods are gone new pods on their claims.
 // etcd finds its data directory and starts as the member it was: same ID, no
-// MemberAdd, no copy of the data, --initial-cluster ignored. Each restart is
-// counted on the member's claim, for the repair ladder.
+// MemberAdd, no copy of the data, --initial-cluster ignored. A restart after
+// a failure (this goroutine deleted the member's ended pod) is counted on the
+// member's claim, for the repair ladder; the restart of a member whose pod
+// was deleted by someone else, or never started, is not: it is no failure.
 func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) outcome {
 	members := restartMembership(s, a.members)
 	pairs := members.PeerURLPairs()
@@ -265,7 +271,7 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 		// The restarts of a disaster recovery are not failures of the
 		// member: they do not count on the repair ladder.
 		restarts := 0
-		if !recovery {
+		if c.restartFollowsFailure(name) && !recovery {
 			var err error
 			if restarts, err = c.countRestart(ctx, s, name); err != nil {
 				return outcome{err: err}
@@ -288,9 +294,14 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 			c.log.Infof("restarted member %s in place for the disaster recovery (%s)", name, a.reason)
 			continue
 		}
-		c.log.Infof("restarted member %s in place on its claim, on %s (restart %d within %v)", name, a.version, restarts, ladderWindow)
+		if restarts == 0 {
+			c.log.Infof("restarted member %s in place on its claim, on %s; its pod was gone, no failure of the member", name, a.version)
+			c.event(corev1.EventTypeNormal, eventMemberRestarted, fmt.Sprintf("Member %s restarted in place on its data", name))
+			continue
+		}
+		c.log.Infof("restarted member %s in place on its claim, on %s, after its pod ended (restart %d within %v)", name, a.version, restarts, ladderWindow)
 		c.event(corev1.EventTypeNormal, eventMemberRestarted,
-			fmt.Sprintf("Member %s restarted in place on its data (restart %d of %d within %v)", name, restarts, ladderRestarts, ladderWindow))
+			fmt.Sprintf("Member %s restarted in place on its data after its pod ended (restart %d of %d within %v)", name, restarts, ladderRestarts, ladderWindow))
 	}
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
@@ -313,8 +324,9 @@ func restartMembership(s *snapshot, names []string) etcdutil.MemberSet {
 	return members
 }
 
-// countRestart counts a restart in place on the member's claim, starting a
-// new window when the last one is over, and returns the count.
+// countRestart counts a restart in place after a failure on the member's
+// claim, starting a new window when the last one is over, and returns the
+// count.
 func (c *Cluster) countRestart(ctx context.Context, s *snapshot, name string) (int, error) {
 	pvc := s.claims[name]
 	if pvc == nil {
@@ -478,8 +490,8 @@ func (c *Cluster) upgradeMember(ctx context.Context, s *snapshot, a action) outc
 	if st := etcdContainerStatus(pod); st != nil {
 		restarts = st.RestartCount
 	}
-	c.upgradeExpect = &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
-		deadline: c.now().Add(c.cfg.PendingTimeout)}
+	c.expectUpgrade(pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+		deadline: c.now().Add(c.cfg.PendingTimeout)})
 	c.log.Infof("upgrading member %s from %s to %s (%s)", a.member, from, a.version, a.reason)
 	// The trailing space is the original's.
 	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))

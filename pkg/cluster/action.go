@@ -133,6 +133,10 @@ type action struct {
 	// learner adds the member as a learner; force restarts it with
 	// --force-new-cluster.
 	learner, force bool
+	// failure marks the deletion of a member's pod that ended (Failed,
+	// evicted by the kubelet): the restart in place after it follows a
+	// failure of the member and counts on the repair ladder.
+	failure bool
 	// reason says why (for waits, what is waited for).
 	reason string
 	// after is when a wait wants the next pass (0: at the next event or

@@ -246,6 +246,9 @@ type Cluster struct {
 	// of a disaster recovery starts again, the safe side of each.
 	restartWindows map[string]restartWindow
 	quorumLoss     *quorumLoss
+	// endedPods are the members whose ended pods this goroutine deleted
+	// to restart them in place (restartFollowsFailure).
+	endedPods map[string]bool
 	// waitingSince is when the passes started waiting, zero when the last
 	// one did not wait (noteWait).
 	waitingSince time.Time

@@ -103,8 +103,14 @@ type wmember struct {
 	refused, corrupt bool
 	// restarts are when it was restarted after failing: by the kubelet in
 	// its pod, or by the operator in a new pod on its claim. Restarts of
-	// an upgrade in place are not failures and are not here.
+	// an upgrade in place are not failures and are not here, nor are
+	// restarts of a member whose pod was only deleted (by a user, a drain,
+	// every pod deleted at once) or never started.
 	restarts []time.Time
+	// failed: its pod ended (Failed, evicted by the kubelet) or its etcd
+	// exited, and it has not been restarted since: its next restart is
+	// one after a failure.
+	failed bool
 }
 
 // wpod is a pod of the cluster.
@@ -661,13 +667,16 @@ func (w *world) startContainer(p *wpod) {
 // exitContainer makes the pod's etcd exit; the kubelet restarts it later.
 func (w *world) exitContainer(p *wpod, exit *corev1.ContainerStateTerminated) {
 	p.phase, p.ctr, p.etcdRuns, p.lastExit = corev1.PodRunning, ctrCrashLoop, false, exit
+	if m := w.members[p.name]; m != nil {
+		m.failed = true
+	}
 }
 
 // restartContainer is the kubelet restarting a failed container.
 func (w *world) restartContainer(p *wpod) {
 	p.restartCount++
 	if m := w.members[p.name]; m != nil {
-		m.restarts = append(m.restarts, w.now)
+		m.restarts, m.failed = append(m.restarts, w.now), false
 	}
 	w.startContainer(p)
 }
@@ -792,6 +801,9 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		}
 		if a.kind == actDeleteFailedPod {
 			w.downed = a.member
+			if a.failure {
+				c.noteEndedPod(a.member)
+			}
 		}
 		w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
 	case actDeleteJoiner:
@@ -862,8 +874,8 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			p.lastExit = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}
 			p.ctr, p.etcdRuns = ctrUpgrading, false
 		}
-		c.upgradeExpect = &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
-			deadline: w.now.Add(c.cfg.PendingTimeout)}
+		c.expectUpgrade(s.members[a.member].pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+			deadline: w.now.Add(c.cfg.PendingTimeout)})
 	case actMoveLeader:
 		if w.leader != "" && w.runsEtcd(a.member) && !w.members[a.member].learner {
 			w.leader = a.member
@@ -925,8 +937,9 @@ func (w *world) removeMember(s *snapshot, a action) error {
 	return nil
 }
 
-// restartMembers is Cluster.restartMembers: new pods on the members' claims,
-// each restart counted on its claim for the repair ladder.
+// restartMembers is Cluster.restartMembers: new pods on the members' claims.
+// The ladder's count on the claim is the operator's (act, actDeleteFailedPod);
+// the world counts a restart after a failure of the member as the truth.
 func (w *world) restartMembers(s *snapshot, a action) error {
 	c := w.op
 	members := restartMembership(s, a.members)
@@ -936,7 +949,7 @@ func (w *world) restartMembers(s *snapshot, a action) error {
 		if _, exists := w.pods[name]; exists {
 			return kubeError("create pod "+name, fmt.Errorf("pods %q already exists", name))
 		}
-		if cl := w.claims[name]; !recovery && cl != nil {
+		if cl := w.claims[name]; c.restartFollowsFailure(name) && !recovery && cl != nil {
 			n, since := k8sutil.ClaimRestarts(cl.obj)
 			if n == 0 || w.now.Sub(since) >= ladderWindow {
 				n, since = 0, w.now
@@ -944,8 +957,8 @@ func (w *world) restartMembers(s *snapshot, a action) error {
 			cl.obj.Annotations[k8sutil.AnnotationRestarts] = fmt.Sprint(n + 1)
 			cl.obj.Annotations[k8sutil.AnnotationRestartsSince] = since.UTC().Format(time.RFC3339)
 		}
-		if m := w.members[name]; m != nil && !recovery {
-			m.restarts = append(m.restarts, w.now)
+		if m := w.members[name]; m != nil && !recovery && m.failed {
+			m.restarts, m.failed = append(m.restarts, w.now), false
 		}
 		opts := []k8sutil.PodOption{k8sutil.WithoutDNSCheck()}
 		if a.force {
@@ -1162,6 +1175,9 @@ func (w *world) happen(st *step) string {
 			return ""
 		}
 		p.phase, p.ctr, p.etcdRuns, p.data = corev1.PodFailed, ctrExited, false, false
+		if m := w.members[name]; m != nil {
+			m.failed = true
+		}
 		if st.param&1 != 0 {
 			p.evicted = true
 			return name + ": its pod is evicted"

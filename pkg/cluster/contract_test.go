@@ -29,8 +29,10 @@ import (
 //	   A dead member whose claim holds its data is removed only when etcd
 //	   refused the data (its log, a CORRUPT alarm) or when it is down after
 //	   at least ladderRestarts restarts after failures within ladderWindow —
-//	   the world counts those with their times; a container's lifetime
-//	   restartCount and the restart of an upgrade in place are no failures.
+//	   the world counts those with their times. A failure is a pod that
+//	   ended (Failed, evicted by the kubelet) or an etcd that exited; a
+//	   container's lifetime restartCount, the restart of an upgrade in
+//	   place, a pod deleted and a pod that never started are no failures.
 //	   A member whose container restarts on a new image is not dead.
 //	C2 A claim is deleted (stray claim, joiner) only with the membership
 //	   confirmed by the leader in this pass, when etcd does not list its
@@ -938,6 +940,33 @@ func TestContractKnownViolations(t *testing.T) {
 			},
 		},
 		{
+			name:  "members whose pods were all deleted three times are restarted in place, not replaced, when one is then evicted: a deletion is no failure",
+			rule:  "C1",
+			start: warmThree,
+			steps: []step{
+				allPodsGone(), kubelet(), tick(time.Second), allPodsGone(), kubelet(), tick(time.Second), allPodsGone(), kubelet(),
+				podEvicted(memberB), tick(time.Second),
+			},
+		},
+		{
+			name:  "a member evicted while an upgrade restarts its container, after two restarts in place, is restarted again: the upgrade's restart is no failure",
+			rule:  "C1",
+			start: warmThree,
+			steps: []step{
+				podEvicted(memberB), tick(time.Second), kubelet(), podEvicted(memberB), tick(time.Second), kubelet(),
+				upgrade(), podEvicted(memberB), tick(time.Second),
+			},
+		},
+		{
+			name:  "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted one by one",
+			rule:  "L1",
+			start: worldConfig{size: 5, claims: true},
+			steps: []step{
+				operatorStops(), allPodsDeleted(), nodeLost(memberC, true, false), tick(time.Second), operatorComesBack(),
+				deletePod(memberD), tick(6 * time.Minute), tick(time.Minute), nothing(),
+			},
+		},
+		{
 			name:  "Available turns False when etcd loses its leader while its pods run",
 			rule:  "L3",
 			start: threeOnClaims,
@@ -1037,6 +1066,7 @@ func partition() step               { return step{ev: evPartition, idx: -1} }
 func unreachable() step             { return step{ev: evUnreachable, idx: -1} }
 func upgrade() step                 { return step{ev: evSpecVersion, idx: -1} }
 func allPodsGone() step             { return step{ev: evAllPodsDeleted, idx: -1, param: 1} }
+func allPodsDeleted() step          { return step{ev: evAllPodsDeleted, idx: -1} }
 func operatorStops() step           { return step{ev: evOperatorRestart, idx: -1, param: 1} }
 func operatorComesBack() step       { return step{ev: evOperatorRestart, idx: -1} }
 func nothing() step                 { return step{ev: evNothing, idx: -1} }

@@ -274,7 +274,9 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	}
 	// A pod being deleted or on a node that does not answer holds its
 	// member back, and no other: each member comes back on its own claim.
-	var gone, held []string
+	// Members whose pods are gone are restarted before ended pods are
+	// deleted, one a pass: they need no deletion to wait for.
+	var gone, ended, held []string
 	for _, name := range names {
 		pod, live := s.pods[name]
 		switch {
@@ -283,14 +285,17 @@ func restartFromClaims(s *snapshot) (action, bool) {
 		case live && pod.Status.Phase == corev1.PodUnknown:
 			held = append(held, fmt.Sprintf("the node of pod %s does not answer", name))
 		case live && (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)):
-			return action{kind: actDeleteFailedPod, member: name, reason: "to restart every member in place on its claim"}, true
+			ended = append(ended, name)
 		case live:
 			held = append(held, fmt.Sprintf("pod %s is starting or runs", name))
 		default:
 			gone = append(gone, name)
 		}
 	}
-	if len(gone) == 0 {
+	switch {
+	case len(gone) == 0 && len(ended) > 0:
+		return deleteToRestart(s, ended[0]), true
+	case len(gone) == 0:
 		return wait(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
 	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
@@ -395,7 +400,7 @@ func restartInPlace(s *snapshot) (action, bool) {
 	if len(gone) == 0 && len(ended) > 0 {
 		// The pod's name has to be free for the new one. Members whose
 		// pods are gone already are restarted first.
-		return action{kind: actDeleteFailedPod, member: ended[0], reason: "to restart the member in place on its claim"}, true
+		return deleteToRestart(s, ended[0]), true
 	}
 	if len(gone) == 0 {
 		return action{}, false
@@ -409,6 +414,20 @@ func restartInPlace(s *snapshot) (action, bool) {
 			reason: "disaster recovery: the survivor becomes a one-member cluster with its data"}, true
 	}
 	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
+}
+
+// deleteToRestart deletes member name's pod, which ended or did not start
+// in time, so that the member is restarted in place on its claim under its
+// name. Only a pod that ended is a failure of the member, and only the
+// restart after it counts on the repair ladder: a pod that did not start
+// (unschedulable, an image that cannot be pulled) says nothing of the data.
+func deleteToRestart(s *snapshot, name string) action {
+	if pod := s.pods[name]; pod != nil && podEnded(pod) {
+		return action{kind: actDeleteFailedPod, member: name, failure: true,
+			reason: fmt.Sprintf("its pod ended: restart %d of %d in place within %v, on its claim", s.claimRestarts(name)+1, ladderRestarts, ladderWindow)}
+	}
+	return action{kind: actDeleteFailedPod, member: name,
+		reason: fmt.Sprintf("its pod has not started within %v: to restart the member in place on its claim", s.pendingTimeout)}
 }
 
 // restartVersion is the etcd version members restarted in place run: the
@@ -484,7 +503,8 @@ func recoverQuorum(s *snapshot) (action, bool) {
 	}
 	var survivors []string
 	for _, name := range sortedKeys(s.members) {
-		if m := s.members[name]; m.state == memberRunning && m.claim != nil {
+		// A learner was never a voter: it may hold nothing of the log.
+		if m := s.members[name]; m.state == memberRunning && m.claim != nil && !m.member.IsLearner {
 			survivors = append(survivors, name)
 		}
 	}
@@ -501,6 +521,12 @@ func recoverQuorum(s *snapshot) (action, bool) {
 	}
 	if a, ok := graceNotOver(s, loss); ok {
 		return a, true
+	}
+	// The reads without a leader span the grace period too.
+	if read := loss.firstLeaderlessRead; !read.IsZero() && read.After(loss.since) {
+		if a, ok := graceNotOver(s, quorumLoss{since: read}); ok {
+			return a, true
+		}
 	}
 	if loss.leaderlessReads < leaderlessReadsNeeded {
 		a := wait(fmt.Sprintf("disaster recovery waits for more reads of etcd without a leader (%d of %d)", loss.leaderlessReads, leaderlessReadsNeeded))

@@ -362,7 +362,7 @@ func TestRestartInPlace(t *testing.T) {
 		f := pvcCluster(t)
 		f.podGone(memberC)
 		f.mustPass()
-		expect(t, "pod actions", f.podActions(), []string{"patch persistentvolumeclaims " + memberC, "create pods " + memberC})
+		expect(t, "pod actions", f.podActions(), []string{"create pods " + memberC})
 		expect(t, "etcd writes", f.etcdWrites(), nil)
 		pod := f.createdPod(memberC)
 		if v := pod.Spec.Volumes[0].PersistentVolumeClaim; v == nil || v.ClaimName != memberC {
@@ -374,7 +374,24 @@ func TestRestartInPlace(t *testing.T) {
 		if len(pod.Spec.InitContainers) != 0 {
 			t.Errorf("a member restarted in place waits in %v; its data makes it start without resolving its own name", pod.Spec.InitContainers)
 		}
-		expectEvents(t, f.events(), "Normal Member Restarted Member "+memberC+" restarted in place on its data (restart 1 of 3")
+		expectEvents(t, f.events(), "Normal Member Restarted Member "+memberC+" restarted in place on its data")
+		claim, err := f.kube.CoreV1().PersistentVolumeClaims(testNS).Get(context.Background(), memberC, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := k8sutil.ClaimRestarts(claim); n != 0 {
+			t.Errorf("restarts on the claim = %d; a pod deleted is no failure of its member", n)
+		}
+	})
+	t.Run("a member whose pod ended is restarted on its claim, and the restart counts on the repair ladder", func(t *testing.T) {
+		f := pvcCluster(t)
+		f.setPodStatus(memberC, failed)
+		f.mustPass()
+		expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
+		f.kube.ClearActions()
+		f.mustPass()
+		expect(t, "pod actions", f.podActions(), []string{"patch persistentvolumeclaims " + memberC, "create pods " + memberC})
+		expectEvents(t, f.events(), "Normal Member Restarted Member "+memberC+" restarted in place on its data after its pod ended (restart 1 of 3")
 		claim, err := f.kube.CoreV1().PersistentVolumeClaims(testNS).Get(context.Background(), memberC, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -181,11 +181,29 @@ type recovering struct {
 type quorumLoss struct {
 	since           time.Time
 	leaderlessReads int
+	// firstLeaderlessRead is when the first of those reads was: a survivor
+	// is forced only once the grace period has passed since then, so that
+	// the reads span it.
+	firstLeaderlessRead time.Time
 }
 
 // leaderlessReadsNeeded is how many reads of etcd, each without a leader,
 // a disaster recovery needs across its grace period.
 const leaderlessReadsNeeded = 3
+
+// windowKey names a pod's restart window: a pod made again under its name
+// is another pod.
+func windowKey(pod *corev1.Pod) string { return pod.Name + "/" + string(pod.UID) }
+
+// expectUpgrade records member pod patched to another image. The kubelet
+// restarts its container on the new image: a restart of the upgrade, no
+// failure, which the pod's restart window leaves out from the patch on, also
+// when the upgrade is over (ready, or failed: its pod ended) by the pass
+// that first sees the restart.
+func (c *Cluster) expectUpgrade(pod *corev1.Pod, e *upgradeExpectation) {
+	c.upgradeExpect = e
+	c.restartWindows[windowKey(pod)] = restartWindow{base: e.restarts + 1}
+}
 
 // restartWindow counts the kubelet's restarts of one pod's etcd container
 // within the repair ladder's window. The container's restartCount counts
@@ -201,7 +219,8 @@ type restartWindow struct {
 
 // countWindowRestarts brings the restart windows up to the pods of s and
 // returns the restarts within each open window, by pod name. A pod patched by
-// an upgrade restarts on purpose: its window starts again.
+// an upgrade restarts on purpose: its window starts again, after that
+// restart (expectUpgrade).
 func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
 	counts := map[string]int{}
 	seen := map[string]bool{}
@@ -210,13 +229,14 @@ func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
 		if st == nil {
 			continue
 		}
-		// A pod made again under its name is another pod.
-		key := name + "/" + string(pod.UID)
+		key := windowKey(pod)
 		seen[key] = true
 		w, known := c.restartWindows[key]
-		patched := s.upgradeExpect != nil && s.upgradeExpect.name == name
-		switch {
-		case !known, patched, st.RestartCount < w.base:
+		switch e := s.upgradeExpect; {
+		case e != nil && e.name == name:
+			// The restart on the new image is the upgrade's, seen yet or not.
+			w = restartWindow{base: max(st.RestartCount, e.restarts+1)}
+		case !known, st.RestartCount < w.base:
 			w = restartWindow{base: st.RestartCount}
 		case !w.opened.IsZero() && s.now.Sub(w.opened) >= ladderWindow:
 			w = restartWindow{base: st.RestartCount}
@@ -236,6 +256,29 @@ func (c *Cluster) countWindowRestarts(s *snapshot) map[string]int {
 	return counts
 }
 
+// noteEndedPod records that the goroutine deleted member name's ended pod
+// to restart the member in place: that restart follows a failure.
+func (c *Cluster) noteEndedPod(name string) {
+	if c.endedPods == nil {
+		c.endedPods = map[string]bool{}
+	}
+	c.endedPods[name] = true
+}
+
+// restartFollowsFailure tells whether member name's restart in place, about
+// to be made, follows a failure of the member, and forgets the record: only
+// such restarts count on the repair ladder. A member whose pod is merely
+// gone (a user's kubectl delete, a drain, every pod deleted at once) did not
+// fail. Counted at the restart, not at the deletion, a pod the informer
+// still shows after its deletion is not counted twice; and the record lives
+// in memory, so that an operator restarting in between counts one failure
+// fewer, never one more.
+func (c *Cluster) restartFollowsFailure(name string) bool {
+	ended := c.endedPods[name]
+	delete(c.endedPods, name)
+	return ended
+}
+
 // noteQuorumLoss keeps the record of a quorum lost: opened when a snapshot
 // shows fewer voting members running or coming back than a quorum, counted
 // up by each read of etcd that answers without a leader, and dropped as soon
@@ -251,6 +294,9 @@ func (c *Cluster) noteQuorumLoss(s *snapshot) {
 		c.quorumLoss = &quorumLoss{since: s.now}
 	}
 	if s.etcd != nil && s.etcd.err == nil {
+		if c.quorumLoss.leaderlessReads == 0 {
+			c.quorumLoss.firstLeaderlessRead = s.now
+		}
 		c.quorumLoss.leaderlessReads++
 	}
 }

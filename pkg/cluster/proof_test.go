@@ -31,6 +31,18 @@ func TestDestructiveStepsNeedProof(t *testing.T) {
 		{name: "a member whose container restarted four times in the window is replaced",
 			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), etcdLeader(memberA, memberC)),
 			want: "remove dead member example-c (it failed again after 4 restarts"},
+		{name: "a member whose pod was deleted after three restarts in place is restarted again, not replaced: a deletion is no failure",
+			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), noPod(memberC), etcdLeader(memberA, memberC)),
+			want: "restart in place example-c"},
+		{name: "a member whose pod ended after three restarts in place is replaced",
+			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), podIs(memberC, failed), etcdLeader(memberA, memberC)),
+			want: "remove dead member example-c (it failed again after 3 restarts in place within 10m0s)"},
+		{name: "the deletion of an ended pod counts a restart in place on the ladder",
+			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 1, time.Minute), podIs(memberC, evicted)),
+			want: "delete failed pod example-c (its pod ended: restart 2 of 3 in place within 10m0s, on its claim)"},
+		{name: "the deletion of a pod that did not start in time counts no restart: the member did not fail",
+			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 2, time.Minute), podIs(memberC, pendingFor(6*time.Minute))),
+			want: "delete failed pod example-c (its pod has not started within 5m0s: to restart the member in place on its claim)"},
 		{name: "a member whose pod ended after a long life of restarts is restarted in place, not replaced",
 			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed, restarted(5))),
 			want: "delete failed pod example-c"},
@@ -74,6 +86,13 @@ func TestDestructiveStepsNeedProof(t *testing.T) {
 		{name: "a survivor is forced only after several reads without a leader",
 			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), lossSeen(time.Hour, 1), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (disaster recovery waits for more reads of etcd without a leader"},
+		{name: "a survivor is forced only once the reads without a leader span the grace period, not just follow it",
+			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), lossSeen(time.Hour, 5), firstLeaderlessReadAgo(time.Second), etcdWithoutLeaderFrom(memberA)),
+			want: "wait (quorum lost since 2025-03-01T11:59:59Z"},
+		{name: "a learner is no survivor to force: it may hold nothing of the log",
+			mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), withPVCSpec, recoveryOn(false), claims(memberD),
+				noPod(memberA), noPod(memberB), noPod(memberC), noPod(memberE), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberD)),
+			want: "wait (disaster recovery cannot start"},
 		{name: "with every survivor answering without a leader after the grace period, the one with the newest data is forced",
 			mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), withPVCSpec, recoveryOn(false), claims(memberA, memberB),
 				noPod(memberC), noPod(memberD), noPod(memberE), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA, memberB), raftIndex(memberB, 120)),
@@ -97,6 +116,10 @@ func TestDestructiveStepsNeedProof(t *testing.T) {
 		{name: "after an operator restart, a pod stuck terminating does not hold back the restart of the other members",
 			mods: mods(withPVCSpec, noMembership, noPods, claims(memberA, memberB, memberC), stuckPod(memberB), statusMembers(memberA, memberB, memberC)),
 			want: "restart in place example-a example-c"},
+		{name: "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted",
+			mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, pendingFor(6*time.Minute)), stuckPod(memberB), noPod(memberC),
+				statusMembers(memberA, memberB, memberC)),
+			want: "restart in place example-c"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +199,18 @@ func restartsInWindow(name string, n int) snapMod {
 // lossSeen is the goroutine's record of a quorum it saw lost ago, with reads
 // of etcd that found no leader.
 func lossSeen(ago time.Duration, reads int) snapMod {
-	return func(s *snapshot) { s.quorumLoss = &quorumLoss{since: testStart.Add(-ago), leaderlessReads: reads} }
+	return func(s *snapshot) {
+		s.quorumLoss = &quorumLoss{since: testStart.Add(-ago), leaderlessReads: reads}
+		if reads > 0 {
+			s.quorumLoss.firstLeaderlessRead = s.quorumLoss.since
+		}
+	}
+}
+
+// firstLeaderlessReadAgo moves the first read without a leader of the
+// goroutine's record; lossSeen goes before it.
+func firstLeaderlessReadAgo(d time.Duration) snapMod {
+	return func(s *snapshot) { s.quorumLoss.firstLeaderlessRead = testStart.Add(-d) }
 }
 
 // availableFalseSince is an Available condition that turned False ago, with

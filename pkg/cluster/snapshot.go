@@ -242,8 +242,9 @@ type memberView struct {
 	trouble, cause string
 	// claim is the member's PersistentVolumeClaim, nil when it has none.
 	claim *corev1.PersistentVolumeClaim
-	// restarts counts the member's restarts in place in the repair window:
-	// the operator's (on its claim) and the kubelet's (of its container).
+	// restarts counts the member's restarts in place after failures in the
+	// repair window: the operator's (on its claim, after a pod that ended)
+	// and the kubelet's (of its container).
 	restarts int
 	// refused is the evidence that etcd refuses the member's data (its last
 	// log lines), "" when there is none.
@@ -358,12 +359,7 @@ func (s *snapshot) judgeVersionMove() {
 }
 
 func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
-	v := &memberView{member: m, claim: s.claims[m.Name]}
-	if v.claim != nil {
-		if n, since := k8sutil.ClaimRestarts(v.claim); n > 0 && s.now.Sub(since) < ladderWindow {
-			v.restarts = n
-		}
-	}
+	v := &memberView{member: m, claim: s.claims[m.Name], restarts: s.claimRestarts(m.Name)}
 	pod, live := s.pods[m.Name]
 	switch {
 	case !live && s.terminating[m.Name] != nil:
@@ -394,6 +390,25 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 	}
 	v.repair = s.repairOf(v)
 	return v
+}
+
+// claimRestarts are the restarts in place after failures counted on member
+// name's claim within the repair ladder's window.
+func (s *snapshot) claimRestarts(name string) int {
+	if c := s.claims[name]; c != nil {
+		if n, since := k8sutil.ClaimRestarts(c); n > 0 && s.now.Sub(since) < ladderWindow {
+			return n
+		}
+	}
+	return 0
+}
+
+// podEnded tells whether a pod has ended on its own: its phase is Failed
+// (its node shut down, the kubelet evicted it under node pressure) or
+// Succeeded. A pod deleted through the API (kubectl delete, a drain's
+// eviction) is gone instead, and a crashing etcd is restarted in its pod.
+func podEnded(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
 // stuckTerminating tells whether a pod being deleted is terminatingGrace
@@ -447,7 +462,10 @@ func (s *snapshot) repairOf(v *memberView) repairStep {
 	case v.claim == nil || !s.usesClaims():
 		// Its data went with its pod (emptyDir), or its claim is gone.
 		return repairReplace
-	case v.restarts >= ladderRestarts:
+	case v.state == memberFailed && v.restarts >= ladderRestarts:
+		// It failed again after its restarts in place. A member whose pod
+		// is gone did not fail: its pod was deleted (a user, a drain, every
+		// pod at once), and it is restarted whatever its count.
 		return repairReplace
 	}
 	return repairRestart

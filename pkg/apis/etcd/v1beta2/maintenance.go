@@ -224,9 +224,10 @@ type MemberDetail struct {
 	LastDefragmentation *metav1.Time `json:"lastDefragmentation,omitempty"`
 	// Error says why the member did not answer, when it did not.
 	Error string `json:"error,omitempty"`
-	// Restarts counts the member's restarts in place within the repair
-	// window (10 minutes): by the kubelet in its pod, or by the operator in
-	// a new pod on its claim.
+	// Restarts counts the member's restarts in place after failures within
+	// the repair window (10 minutes): by the kubelet in its pod after its
+	// etcd exited, or by the operator in a new pod on its claim after its
+	// pod ended. A pod deleted is no failure.
 	Restarts int32 `json:"restarts,omitempty"`
 	// Repair is the step of the repair ladder the member is on: "" while it
 	// runs, "restart in place" while it is brought back on its own data,
