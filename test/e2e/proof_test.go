@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,16 +143,19 @@ func TestPodStuckTerminatingHoldsBackOnlyItsMember(t *testing.T) {
 		if err := f.KillPod(ctx, ns, gone); err != nil {
 			t.Fatal(err)
 		}
-		waitReady(t, ns, name, 2, changeTimeout, stuck)
-		err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.reason to name the stuck pod", func(ctx context.Context) (bool, string, error) {
+		// The stuck member stays a member, listed unready; the other two
+		// serve, and status.reason says what holds the third back.
+		err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "the two other members ready and status.reason naming the stuck pod", func(ctx context.Context) (bool, string, error) {
 			cl, err := f.GetCluster(ctx, ns, name)
 			if err != nil {
 				return false, err.Error(), nil
 			}
-			return strings.Contains(cl.Status.Reason, "pod "+stuck+" has been terminating since"), cl.Status.Reason, nil
+			m := cl.Status.Members
+			served := len(m.Ready) == 2 && !slices.Contains(m.Ready, stuck) && slices.Equal(m.Unready, []string{stuck})
+			return served && strings.Contains(cl.Status.Reason, "pod "+stuck+" has been terminating since"), framework.DescribeStatus(cl), nil
 		})
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
 		releasePod(t, ns, stuck)
 		waitReady(t, ns, name, 3, changeTimeout)
