@@ -23,6 +23,14 @@ import (
 func record(t *testing.T, d time.Duration, during func(c *etcdCluster)) *History {
 	t.Helper()
 	c := startEtcd(t, 3)
+	// Under a fault an operation gives up after a second, so that the
+	// workload sees the fault. A healthy cluster answers every operation,
+	// which on a machine busy with other tests may take seconds: those
+	// tests judge errors and histories, not speed.
+	opTimeout := time.Second
+	if during == nil {
+		opTimeout = 10 * time.Second
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -32,7 +40,7 @@ func record(t *testing.T, d time.Duration, during func(c *etcdCluster)) *History
 	}()
 	h, err := Run(t.Context(), Config{
 		Endpoints: c.endpoints(), Clients: 4, Keys: 4, Duration: d, Rate: 100,
-		OpTimeout: time.Second, Settle: 30 * time.Second, Seed: 1,
+		OpTimeout: opTimeout, Settle: 30 * time.Second, Seed: 1,
 		Log: logrus.NewEntry(logrus.StandardLogger()),
 	})
 	<-done
