@@ -79,9 +79,9 @@ var (
 	operatorKeys = [3]string{etcdutil.SecretClientCert, etcdutil.SecretClientKey, etcdutil.SecretClientCA}
 )
 
-// TestIssue18Certificates covers issue 18 item 6: what is wrong with the
+// TestCertificateProblemsAreReported: what is wrong with the
 // certificates of the TLS secrets is reported before and while they are used.
-func TestIssue18Certificates(t *testing.T) {
+func TestCertificateProblemsAreReported(t *testing.T) {
 	members := "*." + testName + "." + testNS + ".svc"
 	later := testStart.Add(30 * 24 * time.Hour)
 	secrets := func(ca, other *testCA, peerNotAfter time.Time) []runtime.Object {

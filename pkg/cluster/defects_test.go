@@ -21,10 +21,10 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// TestIssue10Defects reproduces the defects issue 10 lists, one case each, at
-// the level of whole passes on fake clients. Each case failed before the pass
+// TestPassDefects reproduces defects of the passes before their redesign, one
+// case each, at the level of whole passes on fake clients. Each case failed before the pass
 // became observe → decide → act.
-func TestIssue10Defects(t *testing.T) {
+func TestPassDefects(t *testing.T) {
 	t.Run("1: a spec edit made while a pass writes status is not lost", func(t *testing.T) {
 		f := healthyFixture(t)
 		// The user scales to 4 while the pass runs: its status write
@@ -353,7 +353,7 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-// TestRestartInPlace covers issue 12 at the level of passes: members whose
+// TestRestartInPlace, at the level of passes: members whose
 // pods are lost come back on their claims with their IDs, without any
 // membership change.
 func TestRestartInPlace(t *testing.T) {
@@ -434,7 +434,7 @@ func TestRestartInPlace(t *testing.T) {
 	})
 }
 
-// TestDayTwoCare covers issue 17's care as passes on fake clients: a NOSPACE
+// TestDayTwoCare runs day-2 care as passes on fake clients: a NOSPACE
 // alarm is recovered from, the leader is defragmented last, and the status
 // shows the leader and each member's details.
 func TestDayTwoCare(t *testing.T) {
@@ -491,9 +491,9 @@ func TestDayTwoCare(t *testing.T) {
 	})
 }
 
-// TestIssue18 covers the items of issue 18 that live in the cluster loop,
-// each failing before its fix.
-func TestIssue18(t *testing.T) {
+// TestSilentFailuresAreTold covers failures the cluster loop once met
+// silently, each failing before its fix.
+func TestSilentFailuresAreTold(t *testing.T) {
 	t.Run("3: a joining pod made unschedulable by an older spec.pod is made again from the spec in force, and the reason says why", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(2)))
 		f.withMembers(memberA)
@@ -573,9 +573,9 @@ func TestIssue18(t *testing.T) {
 	})
 }
 
-// TestIssue18BadInput covers the items of issue 18 about input that got
-// past admission or is wrong outside the spec: each failed before its fix.
-func TestIssue18BadInput(t *testing.T) {
+// TestBadInputIsTold covers input that got past admission or is wrong
+// outside the spec: each case failed before its fix.
+func TestBadInputIsTold(t *testing.T) {
 	t.Run("1: a reserved etcdEnv variable that got past admission is left out of the pods and reported", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), func(cl *api.EtcdCluster) {
 			cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{
@@ -624,7 +624,7 @@ func TestIssue18BadInput(t *testing.T) {
 	})
 }
 
-// TestDisasterRecovery covers issue 12's opt-in recovery over passes.
+// TestDisasterRecovery covers the opt-in disaster recovery over passes.
 func TestDisasterRecovery(t *testing.T) {
 	lost := func(cl *api.EtcdCluster) {
 		at := testStart.Add(-time.Hour).Format(time.RFC3339)

@@ -199,7 +199,7 @@ func TestUpdatesReachTheRunningGoroutine(t *testing.T) {
 	f.waitManaged("operator/a")
 }
 
-// TestScopeMismatchIsTold covers issue 18 item 7: a cluster left alone
+// TestScopeMismatchIsTold: a cluster left alone
 // because of its scope annotation says so once, in an event on it.
 func TestScopeMismatchIsTold(t *testing.T) {
 	wrong := etcdCluster("operator", "wrong", map[string]string{api.ScopeAnnotation: "ClusterWide"}, "")

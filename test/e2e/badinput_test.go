@@ -59,7 +59,7 @@ func expectNoPods(t *testing.T, cl *api.EtcdCluster) {
 	}
 }
 
-// TestMisspeltScopeIsAnEvent covers issue 18 item 7: a cluster whose scope
+// TestMisspeltScopeIsAnEvent: a cluster whose scope
 // annotation no operator takes is not left without a word.
 func TestMisspeltScopeIsAnEvent(t *testing.T) {
 	t.Parallel()
@@ -74,7 +74,7 @@ func TestMisspeltScopeIsAnEvent(t *testing.T) {
 	expectNoPods(t, cl)
 }
 
-// TestCertificatesOfAnotherClusterAreReported covers issue 18 item 6:
+// TestCertificatesOfAnotherClusterAreReported:
 // certificates made by example/tls/gen-certs.sh for another cluster name do
 // not name this cluster's members; the cluster says so and makes no pod that
 // would fail its handshakes.

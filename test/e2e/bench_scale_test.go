@@ -36,7 +36,7 @@ const scaleWarmup = 75 * time.Second
 // sampling would count as the clusters' own.
 const scaleSampleEvery = 15 * time.Second
 
-// Goals of issue 16 per idle cluster.
+// The project's goals per idle cluster.
 const (
 	goalRSSKiB     = 100
 	goalCPUPercent = 0.01

@@ -38,7 +38,7 @@ func (ca testCA) issue(t *testing.T, cn string, dnsNames ...string) (certPEM, ke
 	return issue(t, ca.cert, ca.key, &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dnsNames})
 }
 
-// TestCheckCertSecrets covers issue 18 item 6: what is wrong with the TLS
+// TestCheckCertSecrets: what is wrong with the TLS
 // secrets is found before members fail their handshakes.
 func TestCheckCertSecrets(t *testing.T) {
 	ca, other := newTestCA(t, "cluster CA"), newTestCA(t, "another CA")

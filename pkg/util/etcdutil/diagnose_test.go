@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestTimeoutsNameTheirCause covers issue 18 item 8: a call that times out
+// TestTimeoutsNameTheirCause: a call that times out
 // says why, where the etcd client only says "context deadline exceeded".
 func TestTimeoutsNameTheirCause(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ type LinearFit struct {
 	PerCluster float64 `json:"perCluster"`
 	At1000     float64 `json:"at1000"`
 	At10000    float64 `json:"at10000"`
-	// Goal is issue 16's bound per cluster, in Unit.
+	// Goal is the bound per cluster the project set, in Unit.
 	Goal float64 `json:"goalPerCluster"`
 	// Fitted is false when there were fewer than two steps: no line.
 	Fitted bool `json:"fitted"`
