@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 			}
 			names = append(names, sortedKeys(s.claims)...)
 		}
-		for _, name := range sortedKeys(sliceSet(names)) {
+		for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
 			if pod := s.pods[name]; pod != nil && pod.Status.Phase == corev1.PodRunning && k8sutil.IsPodReady(pod) {
 				ready = append(ready, name)
 			} else {
@@ -165,15 +166,6 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		setCondition(&st, now, api.ClusterConditionUpgrading, corev1.ConditionTrue, reasonUpgrading, "upgrading to "+p.target)
 	}
 	return st
-}
-
-// sliceSet is the set of names.
-func sliceSet(names []string) map[string]bool {
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
-		set[n] = true
-	}
-	return set
 }
 
 // setMemberDetails reports each member as etcd last told it (role, version,
