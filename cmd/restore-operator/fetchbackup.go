@@ -18,7 +18,7 @@ import (
 // writes the reason to the termination log, where the restore operator reads
 // it into the EtcdRestore's status. It returns the exit code: 1 for a failed
 // fetch, 2 for bad arguments.
-func fetchBackup(ctx context.Context, args []string, stderr io.Writer) int {
+func fetchBackup(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	a, err := parseFetchBackup(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -62,7 +62,7 @@ func fetchBackup(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	_, _ = fmt.Fprintf(stderr, "fetching %s (%d bytes, sha256 %s) to %s\n", a.URL, a.Size, a.SHA256, a.Out)
-	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Key: key, TokenFile: a.TokenFile, Timeout: a.Timeout, Log: stderr})
+	err = restore.Fetch(ctx, restore.FetchOptions{URL: a.URL, Out: a.Out, Size: a.Size, SHA256: a.SHA256, Key: key, TokenFile: a.TokenFile, Token: getenv(restore.TokenEnv), Timeout: a.Timeout, Log: stderr})
 	if err != nil {
 		return fail(err)
 	}

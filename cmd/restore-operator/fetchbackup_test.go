@@ -92,7 +92,7 @@ func TestTheSeedPodRunsFetchBackupWithArgumentsItAccepts(t *testing.T) {
 func TestFetchBackupRefusesBadArgumentsInItsTerminationLog(t *testing.T) {
 	termLog := filepath.Join(t.TempDir(), "termination-log")
 	var stderr bytes.Buffer
-	code := fetchBackup(context.Background(), []string{"--url=http://x", "--size=0", "--sha256=XYZ", "--termination-log=" + termLog}, &stderr)
+	code := fetchBackup(context.Background(), []string{"--url=http://x", "--size=0", "--sha256=XYZ", "--termination-log=" + termLog}, os.Getenv, &stderr)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2", code)
 	}
@@ -111,7 +111,7 @@ func TestAFailedFetchSaysWhyInItsTerminationLog(t *testing.T) {
 		URL: "http://127.0.0.1:1/v1/backup/ns/c", Out: filepath.Join(dir, "b"), Size: 1, SHA256: strings.Repeat("0", 64),
 		Timeout: 100 * time.Millisecond, TerminationLog: termLog,
 	}.Args()
-	if code := fetchBackup(context.Background(), args, io.Discard); code != 1 {
+	if code := fetchBackup(context.Background(), args, os.Getenv, io.Discard); code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	if msg, _ := os.ReadFile(termLog); !strings.Contains(string(msg), "gave up after") {
@@ -137,7 +137,7 @@ func TestFetchBackupReadsItsKey(t *testing.T) {
 	}
 	log := filepath.Join(dir, "termination-log")
 	code := fetchBackup(context.Background(), restore.FetchArgs{URL: "http://127.0.0.1:1/x", Out: filepath.Join(dir, "out"), Size: 1,
-		SHA256: strings.Repeat("0", 64), Timeout: time.Second, TerminationLog: log, KeyFile: filepath.Join(dir, "missing")}.Args(), io.Discard)
+		SHA256: strings.Repeat("0", 64), Timeout: time.Second, TerminationLog: log, KeyFile: filepath.Join(dir, "missing")}.Args(), os.Getenv, io.Discard)
 	msg, _ := os.ReadFile(log)
 	if code != 1 || !strings.Contains(string(msg), "read the encryption key") {
 		t.Fatalf("exit %d, termination log %q", code, msg)

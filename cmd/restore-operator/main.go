@@ -96,7 +96,7 @@ func main() {
 // argument runs the seed pod's download or restore step instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
 	if len(args) > 0 && args[0] == restore.FetchSubcommand {
-		return fetchBackup(ctx, args[1:], log.Logger.Out)
+		return fetchBackup(ctx, args[1:], getenv, log.Logger.Out)
 	}
 	if len(args) > 0 && args[0] == restore.RestoreDataDirSubcommand {
 		return restoreDataDir(ctx, args[1:], log.Logger.Out)
@@ -248,7 +248,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 	}
 	out := []operatorrun.Need{
 		{Rule: rule(api.GroupName, "etcdrestores", watched, "get", "list", "watch", "update"), Without: "no EtcdRestore is run"},
-		{Rule: rule(api.GroupName, "etcdrestores/status", watched, "update"), Without: "status cannot be written through the status subresource"},
+		{Rule: rule(api.GroupName, "etcdrestores/status", watched, "update"), Without: "status is written with an update of the object; where the CRD serves the status subresource that stores nothing, and each restore keeps its progress in annotation " + restore.StatusAnnotation},
 		{Rule: rule(api.GroupName, "etcdclusters", watched, "get", "create", "update", "delete"), Without: "the cluster to restore cannot be replaced"},
 		{Rule: rule(api.GroupName, "etcdclusters/status", watched, "update"), Without: "the restored cluster is not handed over to etcd-operator (its phase stays empty)"},
 		{Rule: rule(api.GroupName, "etcdbackups", watched, "list"), Without: "a backup cannot be matched with the EtcdBackup that stored it"},
@@ -256,7 +256,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		{Rule: rule("", "persistentvolumeclaims", watched, "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},
 		{Rule: rule("", "services", watched, "get", "create", "update"), Without: "the restored cluster's services are not there before its seed looks its name up, and its client Service does not keep the old cluster IP"},
 		operatorrun.SecretsNeed(watched, "restores cannot read their storage credentials or encryption key (said in their status)"),
-		{Rule: rule("", "secrets", watched, "create"), Without: "no restore gets the token its seed shows the backup server, so none starts (said in its status)"},
+		{Rule: rule("", "secrets", watched, "create"), Without: "each restore keeps the token its seed shows the backup server in annotation " + restore.TokenAnnotation + ", readable by whoever may read the EtcdRestore, and the server serves it only to the seed pod's address"},
 		operatorrun.EventsNeed(watched),
 		{Rule: rule("", "pods", ns, "get"), Without: "the operator cannot read its own pod: give -fetch-image, and make Service " + restore.ServiceName + " yourself"},
 		{Rule: rule("", "services", ns, "get", "create", "update"), Without: "seeds cannot reach the backup server through Service " + restore.ServiceName},

@@ -39,8 +39,10 @@ type FetchOptions struct {
 	// Out receives the decoded snapshot, whose trailer is checked once more.
 	Key []byte
 	// TokenFile holds the restore's token, presented to the backup server (see
-	// token.go); read once, at the start.
+	// token.go); read once, at the start. Without it, Token is the token
+	// itself (TokenEnv, when the restore keeps it on the EtcdRestore).
 	TokenFile string
+	Token     string
 	// Timeout bounds the whole fetch, retries included.
 	Timeout time.Duration
 	// Client defaults to an http.Client without overall timeout: a large backup
@@ -96,6 +98,7 @@ func Fetch(ctx context.Context, opts FetchOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
+	o.token = strings.TrimSpace(o.Token)
 	if o.TokenFile != "" {
 		tok, err := os.ReadFile(o.TokenFile)
 		if err != nil {

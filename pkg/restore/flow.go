@@ -31,6 +31,8 @@ const (
 	ReasonCompleted       = "RestoreCompleted"
 	ReasonRetrying        = "RestoreRetrying"
 	ReasonFailed          = "RestoreFailed"
+	// ReasonTokenOnRestore: the role may not create Secrets.
+	ReasonTokenOnRestore = "RestoreTokenNotInSecret"
 )
 
 // Defaults of Config.
@@ -144,7 +146,8 @@ var errGone = errors.New("the EtcdRestore is gone")
 
 // Finished tells whether a restore has ended; an ended restore is never run again.
 func Finished(er *api.EtcdRestore) bool {
-	return er.Status.Phase == api.RestorePhaseCompleted || er.Status.Phase == api.RestorePhaseFailed
+	p := statusOf(er).Phase
+	return p == api.RestorePhaseCompleted || p == api.RestorePhaseFailed
 }
 
 // Sync moves the restore namespace/name as far as it can now. It returns how soon
@@ -165,6 +168,7 @@ func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (t
 		f.cfg.Tokens.forget(namespace, name, "")
 		return 0, nil // the other kind of restore operator runs it
 	}
+	er = withKeptStatus(er)
 	var requeue time.Duration
 	switch {
 	case Finished(er):
@@ -173,10 +177,8 @@ func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (t
 		err = f.release(ctx, er)
 	case er.Status.Phase == api.RestorePhaseRestoring:
 		requeue, err = f.restore(ctx, er)
-	case er.DeletionTimestamp != nil:
-		// Deleted before anything was touched: nothing to undo.
 	default:
-		requeue, err = f.prepare(ctx, er, attempt)
+		requeue, err = f.beforeHandOver(ctx, er, attempt)
 	}
 	// The backup server serves a restore in progress only: once it ended, its
 	// token opens nothing.
@@ -196,10 +198,10 @@ func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (t
 // restore's next sync.
 func (f *Flow) LoadTokens(ctx context.Context, restores []*api.EtcdRestore) {
 	for _, er := range restores {
-		if er.Status.Phase != api.RestorePhaseRestoring || !api.IsManagedBy(er, f.cfg.ClusterWide) {
+		if statusOf(er).Phase != api.RestorePhaseRestoring || !api.IsManagedBy(er, f.cfg.ClusterWide) {
 			continue
 		}
-		token, err := readToken(ctx, f.cfg.Kube.CoreV1(), er)
+		token, err := tokenOf(ctx, f.cfg.Kube.CoreV1(), er)
 		if err != nil {
 			f.logFor(er).Warnf("the backup server does not know the restore's token yet: %v", err)
 			continue

@@ -42,19 +42,19 @@ func (f *Flow) restore(ctx context.Context, er *api.EtcdRestore) (time.Duration,
 	}
 	// The plan says which cluster to delete and what to create in its place: it
 	// is followed only as the restore operator signed it.
-	token, err := readToken(ctx, f.cfg.Kube.CoreV1(), er)
+	token, err := tokenOf(ctx, f.cfg.Kube.CoreV1(), er)
 	switch {
 	case apierrors.IsNotFound(err) || errors.Is(err, errTokenNotOwned):
 		return 0, f.fail(ctx, er, fmt.Sprintf("the restore's token is gone (%v): its plan cannot be trusted any more; restore again with a new EtcdRestore", err))
 	case err != nil:
 		return 0, &RetryError{Err: err}
 	}
-	if _, err := verifiedPlan(er, token); err != nil {
+	if _, err := verifiedPlan(er, token.value); err != nil {
 		return 0, f.fail(ctx, er, fmt.Sprintf("the restore plan is not followed: %v; restore again with a new EtcdRestore", err))
 	}
 	f.cfg.Tokens.remember(er, token)
 	elapsed := f.cfg.Clock.Since(plan.Started.Time)
-	waiting, err := f.handOver(ctx, er, plan)
+	waiting, err := f.handOver(ctx, er, plan, token)
 	var permanent bool
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -109,7 +109,7 @@ func (f *Flow) oldClusterUntouched(ctx context.Context, er *api.EtcdRestore, pla
 //  4. create the seed pod, which fetches and restores the backup;
 //  5. unpause: etcd-operator adopts the seed and grows the cluster to its size;
 //  6. wait until the cluster reports all its members ready and Available.
-func (f *Flow) handOver(ctx context.Context, er *api.EtcdRestore, plan *Plan) (string, error) {
+func (f *Flow) handOver(ctx context.Context, er *api.EtcdRestore, plan *Plan, token restoreToken) (string, error) {
 	clusters := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(er.Namespace)
 	name := er.Name
 	cl, err := clusters.Get(ctx, name, metav1.GetOptions{})
@@ -136,9 +136,12 @@ func (f *Flow) handOver(ctx context.Context, er *api.EtcdRestore, plan *Plan) (s
 	if cl.DeletionTimestamp != nil {
 		return "", failure.Permanent(fmt.Errorf("the restored EtcdCluster %s is being deleted", name))
 	}
-	seed, err := f.ensureSeed(ctx, er, plan, cl)
+	seed, err := f.ensureSeed(ctx, er, plan, cl, token)
 	if err != nil {
 		return "", err
+	}
+	if seed != nil {
+		f.cfg.Tokens.bindSeed(er, seed.Status.PodIP)
 	}
 	if cl.Spec.Paused && seed != nil {
 		if cl, err = f.unpause(ctx, er, cl); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,52 @@ import (
 
 // The first stage of a restore: validate the spec, verify the backup, and
 // retry or fail what went wrong, before the old cluster is touched.
+
+// beforeHandOver runs a restore whose phase says the hand-over has not begun.
+// The phase is not taken on trust: if the cluster the plan replaces is already
+// going, or replaced by this restore, the hand-over began under a phase that
+// was lost (a status nobody stored, an annotation someone removed), and only
+// the hand-over may go on; preparing again would find the cluster being
+// deleted and fail the restore saying the cluster was not touched.
+func (f *Flow) beforeHandOver(ctx context.Context, er *api.EtcdRestore, attempt int) (time.Duration, error) {
+	began, err := f.handOverBegan(ctx, er)
+	if err != nil {
+		return 0, err
+	}
+	if began {
+		f.logFor(er).Warnf("the hand-over of EtcdCluster %s had begun though the restore's phase says %q: resuming it", er.Name, er.Status.Phase)
+		if err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) { st.Phase = api.RestorePhaseRestoring }); err != nil {
+			return 0, err
+		}
+		return f.restore(ctx, er)
+	}
+	if er.DeletionTimestamp != nil {
+		// Deleted before anything was touched: nothing to undo, and the
+		// finalizer, if the plan was written, is released with the result.
+		if !slices.Contains(er.Finalizers, Finalizer) {
+			return 0, nil
+		}
+		return 0, f.fail(ctx, er, fmt.Sprintf("the EtcdRestore was deleted before EtcdCluster %s was touched; restore abandoned", er.Name))
+	}
+	return f.prepare(ctx, er, attempt)
+}
+
+// handOverBegan tells whether er has a plan and the cluster it replaces is
+// gone, being deleted, or already replaced by this restore.
+func (f *Flow) handOverBegan(ctx context.Context, er *api.EtcdRestore) (bool, error) {
+	plan, ok, err := PlanOf(er)
+	if !ok || err != nil {
+		return false, nil
+	}
+	cl, err := f.cfg.Etcd.EtcdV1beta2().EtcdClusters(er.Namespace).Get(ctx, er.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get EtcdCluster %s/%s: %w", er.Namespace, er.Name, err)
+	}
+	return cl.UID == plan.Cluster.UID && cl.DeletionTimestamp != nil || cl.Annotations[RestoredByAnnotation] == string(er.UID), nil
+}
 
 // prepare proves the restore can be done without touching anything: the spec,
 // the cluster, the credentials, and the backup read through once. It ends by

@@ -23,7 +23,7 @@ import (
 // ensureSeed creates the seed pod (and its PVC) once the restored cluster's phase
 // says Running, and records it in the plan. It returns the seed, or nil once
 // etcd-operator has taken the cluster over and replaced the seed like any member.
-func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, cl *api.EtcdCluster) (*corev1.Pod, error) {
+func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, cl *api.EtcdCluster, token restoreToken) (*corev1.Pod, error) {
 	seedName := SeedMemberName(cl.Name, er.UID)
 	pods, err := f.cfg.Kube.CoreV1().Pods(er.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k8sutil.ClusterSelector(cl.Name).String()})
 	if err != nil {
@@ -76,7 +76,7 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 			return nil, fmt.Errorf("create PVC %s/%s of the seed: %w", er.Namespace, seedName, err)
 		}
 	}
-	pod := NewSeedPod(SeedConfig{
+	cfg := SeedConfig{
 		Cluster:         cl,
 		RestoreName:     er.Name,
 		MemberName:      seedName,
@@ -86,8 +86,13 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 		FetchPullPolicy: f.cfg.FetchPullPolicy,
 		FetchTimeout:    f.cfg.Timeout,
 		KeySecret:       keySecretOf(plan),
-		TokenSecret:     TokenSecretName(er.UID),
-	})
+	}
+	if token.onRestore {
+		cfg.Token = string(token.value)
+	} else {
+		cfg.TokenSecret = TokenSecretName(er.UID)
+	}
+	pod := NewSeedPod(cfg)
 	seed, err = f.cfg.Kube.CoreV1().Pods(er.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		seed, err = f.cfg.Kube.CoreV1().Pods(er.Namespace).Get(ctx, seedName, metav1.GetOptions{})

@@ -73,7 +73,7 @@ func TestRestoreHappyPath(t *testing.T) {
 		t.Fatalf("the plan as written does not verify: %v", err)
 	}
 	// The backup server knows the token, to serve the seed without asking the API first.
-	if uid, _, ok := f.flow.cfg.Tokens.check(testNamespace, testCluster, string(token)); !ok || uid != restoreUID {
+	if uid, _, ok := f.flow.cfg.Tokens.check(testNamespace, testCluster, string(token), ""); !ok || uid != restoreUID {
 		t.Fatalf("the backup server does not know the token of the restore in progress (%v, uid %q)", ok, uid)
 	}
 	if f.cluster() != nil {
@@ -194,7 +194,7 @@ func TestRestoreHappyPath(t *testing.T) {
 	if !f.events.has(corev1.EventTypeNormal, ReasonCompleted) {
 		t.Error("no RestoreCompleted event")
 	}
-	if _, _, ok := f.flow.cfg.Tokens.check(testNamespace, testCluster, string(token)); ok {
+	if _, _, ok := f.flow.cfg.Tokens.check(testNamespace, testCluster, string(token), ""); ok {
 		t.Error("the backup server still knows the token of the completed restore")
 	}
 	if n := f.metric("etcd_restore_operator_restores_total", map[string]string{"storage_type": "S3"}); n != 1 {

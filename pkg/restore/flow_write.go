@@ -2,10 +2,12 @@ package restore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,12 +33,22 @@ func (f *Flow) writePlan(ctx context.Context, er *api.EtcdRestore, plan *Plan) e
 		return err
 	}
 	f.cfg.Tokens.remember(er, token)
+	if token.onRestore && er.Annotations[TokenAnnotation] == "" {
+		msg := fmt.Sprintf("the role may not create Secrets, so the restore's token is kept in annotation %s of this EtcdRestore "+
+			"and handed to the seed in its environment; the backup server serves it only to the seed pod's address. "+
+			"Grant {apiGroups: [\"\"], resources: [\"secrets\"], verbs: [\"create\"]} to keep tokens in Secrets", TokenAnnotation)
+		f.logFor(er).Warn(msg)
+		f.event(er, corev1.EventTypeWarning, ReasonTokenOnRestore, msg)
+	}
 	return f.updateMeta(ctx, er, func(m *metav1.ObjectMeta) {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
 		m.Annotations[PlanAnnotation] = raw
-		m.Annotations[PlanMACAnnotation] = planMAC(token, raw)
+		m.Annotations[PlanMACAnnotation] = planMAC(token.value, raw)
+		if token.onRestore {
+			m.Annotations[TokenAnnotation] = string(token.value)
+		}
 		if !slices.Contains(m.Finalizers, Finalizer) {
 			m.Finalizers = append(m.Finalizers, Finalizer)
 		}
@@ -65,8 +77,8 @@ func (f *Flow) updateMeta(ctx context.Context, er *api.EtcdRestore, change func(
 	return f.written(er, out, err, "update")
 }
 
-// updateStatus writes change into er's status through the status subresource,
-// when it changes anything, and on success leaves the stored object in er.
+// updateStatus writes change into er's status, when it changes anything, and
+// on success leaves the stored object in er, with the status written.
 //
 // The write carries the resourceVersion the sync read, never a fresh one: every
 // decision of a sync rests on that read, so if anyone changed the restore since
@@ -76,6 +88,11 @@ func (f *Flow) updateMeta(ctx context.Context, er *api.EtcdRestore, change func(
 // (deleted by the other's hand-over) and wrote Failed over Restoring, which
 // would have left the cluster deleted and never re-created. A conflict is retried
 // from a fresh read instead.
+//
+// A status the server did not store (a CRD serving the status subresource, a
+// role without etcdrestores/status) is kept in StatusAnnotation instead: the
+// flow acts on the phase only once it is written somewhere that outlives the
+// operator, so that it never deletes the cluster on a phase only it knew.
 func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change func(*api.RestoreStatus)) error {
 	st := er.Status.DeepCopy()
 	change(st)
@@ -85,7 +102,37 @@ func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change fun
 	upd := er.DeepCopy()
 	upd.Status = *st
 	out, err := f.restores.Write(ctx, upd)
-	return f.written(er, out, err, "update status of")
+	stored := err == nil && equality.Semantic.DeepEqual(out.Status, *st)
+	if err := f.written(er, out, err, "update status of"); err != nil {
+		return err
+	}
+	_, kept := er.Annotations[StatusAnnotation]
+	if stored {
+		er.Status = *st
+		if !kept {
+			return nil
+		}
+		// Stored at last (the rule was added): the kept copy would only
+		// confuse whoever reads the object.
+		return f.updateMeta(ctx, er, func(m *metav1.ObjectMeta) { delete(m.Annotations, StatusAnnotation) })
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode the status of EtcdRestore %s/%s: %w", er.Namespace, er.Name, err)
+	}
+	if !kept {
+		f.logFor(er).Warnf("the status of EtcdRestore %s was not stored; it is kept in annotation %s instead", er.Name, StatusAnnotation)
+	}
+	if err := f.updateMeta(ctx, er, func(m *metav1.ObjectMeta) {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[StatusAnnotation] = string(raw)
+	}); err != nil {
+		return err
+	}
+	er.Status = *st
+	return nil
 }
 
 // written takes the result of a write of er: the new object on success, errGone
@@ -93,7 +140,9 @@ func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change fun
 func (f *Flow) written(er, out *api.EtcdRestore, err error, verb string) error {
 	switch {
 	case err == nil:
-		*er = *out
+		// A write of the metadata brings back the stored status, which may
+		// be behind the one kept in the annotation.
+		*er = *withKeptStatus(out)
 		return nil
 	case apierrors.IsNotFound(err):
 		return errGone

@@ -74,6 +74,10 @@ type SeedConfig struct {
 	// TokenSecret holds the restore's token (TokenSecretName), mounted into the
 	// fetch step, which presents it to the backup server.
 	TokenSecret string
+	// Token, when TokenSecret is empty, is the restore's token itself, kept on
+	// the EtcdRestore (a role that may not create Secrets): handed to the
+	// fetch step in TokenEnv.
+	Token string
 }
 
 // SeedMember is the member the seed pod runs.
@@ -171,6 +175,8 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	}
 	if c.TokenSecret != "" {
 		fetch.VolumeMounts = append(fetch.VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: tokenMountDir, ReadOnly: true})
+	} else if c.Token != "" {
+		fetch.Env = append(fetch.Env, corev1.EnvVar{Name: TokenEnv, Value: c.Token})
 	}
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true

@@ -95,7 +95,8 @@ func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	namespace, name, pathOK := h.parsePath(r.URL.Path)
 	log := h.Log.WithFields(logrus.Fields{"restore-name": name, "restore-namespace": namespace, "client": r.RemoteAddr})
 	presented, bearer := strings.CutPrefix(r.Header.Get("Authorization"), bearerPrefix)
-	uid, token, known := h.Tokens.check(namespace, name, presented)
+	from, _, _ := net.SplitHostPort(r.RemoteAddr)
+	uid, token, known := h.Tokens.check(namespace, name, presented, from)
 	if !pathOK || !bearer || !known || (!h.ClusterWide && namespace != h.Namespace) {
 		// Anyone may send these: logged only at debug level, so that they
 		// cannot flood the log.
@@ -126,8 +127,8 @@ func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Infof("refused: the EtcdRestore is run by the other kind of restore operator (annotation %s)", api.ScopeAnnotation)
 		refuse(w)
 		return
-	case er.Status.Phase != api.RestorePhaseRestoring:
-		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", er.Status.Phase)
+	case statusOf(er).Phase != api.RestorePhaseRestoring:
+		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", statusOf(er).Phase)
 		if Finished(er) {
 			h.Tokens.forget(namespace, name, uid)
 		}

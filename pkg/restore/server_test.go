@@ -100,7 +100,7 @@ func newBackupServer(t *testing.T, clusterWide bool, open OpenFunc, known []*api
 	}
 	tokens := NewTokens()
 	for _, er := range known {
-		tokens.remember(er, testToken)
+		tokens.remember(er, restoreToken{value: testToken})
 	}
 	h := &BackupHandler{Client: b.etcd, Tokens: tokens,
 		Namespace: testNamespace, ClusterWide: clusterWide, Open: open, Log: testLog(t)}
@@ -433,7 +433,7 @@ func TestARestartedOperatorServesTheRestoresInProgressWithTheirTokens(t *testing
 	if code, body := get(t, ts.URL+"/v1/backup/planted"); code != http.StatusNotFound {
 		t.Fatalf("GET with a token from a planted Secret = %d %q, want 404", code, body)
 	}
-	if _, _, ok := tokens.check(testNamespace, "done", string(testToken)); ok {
+	if _, _, ok := tokens.check(testNamespace, "done", string(testToken), ""); ok {
 		t.Error("the token of an ended restore was read")
 	}
 }

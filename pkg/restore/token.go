@@ -44,7 +44,25 @@ const (
 	tokenFile      = tokenMountDir + "/" + TokenKey
 	bearerPrefix   = "Bearer "
 	tokenSecretPre = "etcd-restore-token-"
+	// TokenAnnotation on an EtcdRestore holds its token when the role may not
+	// create Secrets (the original's grants only get): see tokenOf.
+	TokenAnnotation = "etcd.database.coreos.com/restore-token"
+	// TokenEnv is the variable of the seed's fetch step that holds a token
+	// kept in TokenAnnotation.
+	TokenEnv = "ETCD_RESTORE_TOKEN"
 )
+
+// restoreToken is a restore's token and where it is kept. A token in a
+// Secret is known to the restore operator, the seed's fetch step and whoever
+// may read the namespace's Secrets. One kept on the EtcdRestore (a role that
+// may not create Secrets) is known to whoever may read the EtcdRestore or the
+// seed pod, so the backup server also requires such a token to come from the
+// seed pod's address (Tokens.bindSeed).
+type restoreToken struct {
+	value []byte
+	// onRestore: kept in TokenAnnotation, handed to the seed in TokenEnv.
+	onRestore bool
+}
 
 // TokenSecretName is the Secret of the restore with this UID. The UID, not the
 // restore's name, names it: a restore deleted and created again under the same
@@ -84,23 +102,42 @@ func newTokenSecret(er *api.EtcdRestore) (*corev1.Secret, error) {
 
 // ensureToken returns the restore's token, creating its Secret the first time.
 // A restarted operator finds the Secret it created before and uses that token.
-func ensureToken(ctx context.Context, secrets corev1client.SecretsGetter, er *api.EtcdRestore) ([]byte, error) {
-	tok, err := readToken(ctx, secrets, er)
+// When the role may not create Secrets, a fresh token is returned with
+// onRestore set: the caller keeps it in TokenAnnotation, with the plan it signs.
+func ensureToken(ctx context.Context, secrets corev1client.SecretsGetter, er *api.EtcdRestore) (restoreToken, error) {
+	tok, err := tokenOf(ctx, secrets, er)
 	if err == nil || !apierrors.IsNotFound(err) {
 		return tok, err
 	}
 	want, err := newTokenSecret(er)
 	if err != nil {
-		return nil, err
+		return restoreToken{}, err
 	}
 	got, err := secrets.Secrets(er.Namespace).Create(ctx, want, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return readToken(ctx, secrets, er)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return tokenOf(ctx, secrets, er)
+	case apierrors.IsForbidden(err):
+		return restoreToken{value: want.Data[TokenKey], onRestore: true}, nil
+	case err != nil:
+		return restoreToken{}, fmt.Errorf("create Secret %s/%s for the restore's token: %w", er.Namespace, want.Name, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("create Secret %s/%s for the restore's token: %w", er.Namespace, want.Name, err)
+	return restoreToken{value: got.Data[TokenKey]}, nil
+}
+
+// tokenOf reads the token of er: from the Secret er owns, else from
+// TokenAnnotation. The Secret comes first: whoever may edit the EtcdRestore
+// may write the annotation, and a token of theirs would not verify the plan
+// the restore operator signed anyway. A NotFound error means neither exists.
+func tokenOf(ctx context.Context, secrets corev1client.SecretsGetter, er *api.EtcdRestore) (restoreToken, error) {
+	tok, err := readToken(ctx, secrets, er)
+	if err == nil {
+		return restoreToken{value: tok}, nil
 	}
-	return got.Data[TokenKey], nil
+	if kept := er.Annotations[TokenAnnotation]; kept != "" && (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) {
+		return restoreToken{value: []byte(kept), onRestore: true}, nil
+	}
+	return restoreToken{}, err
 }
 
 // readToken reads the token of er, refusing a Secret er does not own.
@@ -185,6 +222,10 @@ type Tokens struct {
 type knownToken struct {
 	uid   types.UID
 	token []byte
+	// seedBound: the token is served only to seedIP, the address of the
+	// restore's seed pod as the flow last saw it ("" until then).
+	seedBound bool
+	seedIP    string
 }
 
 // NewTokens knows no token yet.
@@ -196,11 +237,30 @@ func NewTokens() *Tokens {
 
 func tokenKey(namespace, name string) string { return namespace + "/" + name }
 
-// remember keeps er's token, read from or written to the Secret er owns.
-func (t *Tokens) remember(er *api.EtcdRestore, token []byte) {
+// remember keeps er's token, read from or written to the Secret er owns or
+// its TokenAnnotation.
+func (t *Tokens) remember(er *api.EtcdRestore, tok restoreToken) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.known[tokenKey(er.Namespace, er.Name)] = knownToken{uid: er.UID, token: token}
+	k := tokenKey(er.Namespace, er.Name)
+	prev := t.known[k]
+	next := knownToken{uid: er.UID, token: tok.value, seedBound: tok.onRestore}
+	if prev.uid == er.UID {
+		next.seedIP = prev.seedIP
+	}
+	t.known[k] = next
+}
+
+// bindSeed records the address of er's seed pod, the only one a token kept on
+// the EtcdRestore is served to.
+func (t *Tokens) bindSeed(er *api.EtcdRestore, ip string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := tokenKey(er.Namespace, er.Name)
+	if cur, ok := t.known[k]; ok && cur.uid == er.UID {
+		cur.seedIP = ip
+		t.known[k] = cur
+	}
 }
 
 // forget drops the token of the restore namespace/name; with a uid, only if
@@ -215,10 +275,11 @@ func (t *Tokens) forget(namespace, name string, uid types.UID) {
 }
 
 // check tells whether presented is the token of the restore namespace/name,
-// and if so which restore (its UID) and the token, which signs its plan. It
-// takes as long whether or not the restore is known: the comparison runs
-// against a random token when it is not.
-func (t *Tokens) check(namespace, name, presented string) (types.UID, []byte, bool) {
+// shown from address from (for a token kept on the EtcdRestore, it must be
+// the seed pod's), and if so which restore (its UID) and the token, which
+// signs its plan. It takes as long whether or not the restore is known: the
+// comparison runs against a random token when it is not.
+func (t *Tokens) check(namespace, name, presented, from string) (types.UID, []byte, bool) {
 	if t == nil {
 		return "", nil, false
 	}
@@ -229,7 +290,8 @@ func (t *Tokens) check(namespace, name, presented string) (types.UID, []byte, bo
 	if !ok {
 		want = t.absent
 	}
-	if !tokenMatches(presented, want) || !ok {
+	matches := tokenMatches(presented, want)
+	if !matches || !ok || k.seedBound && (k.seedIP == "" || k.seedIP != from) {
 		return "", nil, false
 	}
 	return k.uid, k.token, true
