@@ -2,11 +2,16 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
@@ -132,5 +137,32 @@ func TestWithoutTheStatusSubresourceTheRestoreKeepsItsProgressOnItself(t *testin
 	}
 	if _, kept := after.Annotations[StatusAnnotation]; kept {
 		t.Errorf("annotation %s stayed once the status was stored", StatusAnnotation)
+	}
+}
+
+func TestAFailureToWriteThePlanIsToldOnTheRestore(t *testing.T) {
+	srv, store := startS3(t)
+	putObject(t, store, "good.db", snapshot)
+	w := newWorld(t, statusGranted, false, srv.URL)
+	w.kube.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is slow today"))
+	})
+	if _, err := w.sync(testCluster, 0); err == nil {
+		t.Fatal("a pass whose plan could not be written succeeded")
+	}
+	if r := w.restore(testCluster).Status.Reason; !strings.Contains(r, "etcd is slow today") {
+		t.Errorf("status.reason %q does not say why the restore waits", r)
+	}
+	if !w.events.has(corev1.EventTypeWarning, ReasonRetrying) {
+		t.Errorf("no Warning %s; events %v", ReasonRetrying, w.events.list())
+	}
+	w.expectOldClusterKept()
+}
+
+// expectOldClusterKept checks that the old cluster is still there, untouched.
+func (w *world) expectOldClusterKept() {
+	w.t.Helper()
+	if cl := w.cluster(); cl == nil || cl.UID != oldUID || cl.DeletionTimestamp != nil {
+		w.t.Fatalf("the old EtcdCluster is %s", describeCluster(cl))
 	}
 }

@@ -120,10 +120,13 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 	plan := &Plan{Cluster: recordCluster(old), Source: *er.Spec.DeepCopy(), Backup: vb, Started: *f.now()}
 	plan.Cluster.ClientIP = f.clientIPOf(ctx, er, old)
 	if err := f.writePlan(ctx, er, plan); err != nil {
-		if failure.IsPermanent(err) {
-			return f.failOrRetry(ctx, er, attempt, err)
+		// A conflict starts the pass again; anything else (a refused
+		// write, the API unreachable) is said on the restore and retried.
+		var again *RetryError
+		if errors.Is(err, errGone) || errors.As(err, &again) {
+			return 0, err
 		}
-		return 0, err
+		return f.failOrRetry(ctx, er, attempt, err)
 	}
 	if err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) {
 		st.Phase = api.RestorePhaseRestoring
