@@ -3,6 +3,7 @@ package restore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -57,6 +58,21 @@ func tokenSecrets(restores []k8sruntime.Object) []k8sruntime.Object {
 		out = append(out, s)
 	}
 	return out
+}
+
+// keptInAnnotation moves er's status into StatusAnnotation, as the flow keeps
+// it when the server does not store it.
+func keptInAnnotation(er *api.EtcdRestore) *api.EtcdRestore {
+	raw, err := json.Marshal(er.Status)
+	if err != nil {
+		panic(err)
+	}
+	if er.Annotations == nil {
+		er.Annotations = map[string]string{}
+	}
+	er.Annotations[StatusAnnotation] = string(raw)
+	er.Status = api.RestoreStatus{}
+	return er
 }
 
 func withPhase(er *api.EtcdRestore, p api.RestorePhase) *api.EtcdRestore {
@@ -163,6 +179,7 @@ func TestBackupServerServesTheVerifiedBackupOfARestoreInProgress(t *testing.T) {
 		inProgress(testNamespace, "running", "good.db", size, srv),
 		inProgress(testNamespace, "resized", "good.db", size+1, srv),
 		inProgress(testNamespace, "vanished", "gone.db", size, srv),
+		keptInAnnotation(inProgress(testNamespace, "kept", "good.db", size, srv)),
 	)
 	tests := []struct {
 		name, path string
@@ -171,6 +188,7 @@ func TestBackupServerServesTheVerifiedBackupOfARestoreInProgress(t *testing.T) {
 	}{
 		{"the original's short form", "/v1/backup/running", http.StatusOK, ""},
 		{"namespace and name", "/v1/backup/ns/running", http.StatusOK, ""},
+		{"in progress by the status kept in its annotation", "/v1/backup/kept", http.StatusOK, ""},
 		{"backup replaced since verified", "/v1/backup/resized", http.StatusConflict, "replaced during the restore"},
 		{"backup deleted since verified", "/v1/backup/vanished", http.StatusGone, "deleted after it was verified"},
 	}
