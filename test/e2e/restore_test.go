@@ -337,9 +337,22 @@ func backUp(t *testing.T, ns, cluster string, srv *framework.S3Server, bucket, k
 	if _, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Create(ctx, eb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	st := waitOneShotBackup(t, ns, eb.Name)
+	size, err := srv.Head(ctx, bucket, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backed up to s3://%s/%s: %d bytes, revision %d, sha256 %s", bucket, key, size, st.EtcdRevision, st.SHA256)
+	return eb.Name
+}
+
+// waitOneShotBackup waits for a one-shot EtcdBackup to succeed and returns its
+// status; its failure is final, so it fails the test at once.
+func waitOneShotBackup(t *testing.T, ns, name string) api.BackupStatus {
+	t.Helper()
 	var st api.BackupStatus
-	err := framework.WaitFor(ctx, 2*time.Minute, framework.Poll, "EtcdBackup "+eb.Name+" to succeed", func(ctx context.Context) (bool, string, error) {
-		got, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, eb.Name, metav1.GetOptions{})
+	err := framework.WaitFor(t.Context(), backupTimeout, framework.Poll, "EtcdBackup "+name+" to succeed", func(ctx context.Context) (bool, string, error) {
+		got, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -352,12 +365,7 @@ func backUp(t *testing.T, ns, cluster string, srv *framework.S3Server, bucket, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := srv.Head(ctx, bucket, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("backed up to s3://%s/%s: %d bytes, revision %d, sha256 %s", bucket, key, size, st.EtcdRevision, st.SHA256)
-	return eb.Name
+	return st
 }
 
 // waitQuorumLost waits for the cluster to report its quorum loss.
