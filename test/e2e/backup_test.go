@@ -305,16 +305,30 @@ func createBackup(t *testing.T, b *api.EtcdBackup) *api.EtcdBackup {
 // createBackupIn is createBackup in namespace ns.
 func createBackupIn(t *testing.T, ns string, b *api.EtcdBackup) *api.EtcdBackup {
 	t.Helper()
+	deleteBackupAtEnd(t, ns, b.Name)
+	out, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Create(t.Context(), b, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// deleteBackupAtEnd deletes the EtcdBackup name of ns when the test ends and
+// waits for the backup operator to let go of it, taking its finalizer off by
+// force, and failing the test, if it does not. Registered before the backup is
+// created, and after the backup operator is deployed, so that it runs while
+// the operator is still there.
+func deleteBackupAtEnd(t *testing.T, ns, name string) {
 	backups := f.Etcd.EtcdV1beta2().EtcdBackups(ns)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := backups.Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("cleanup: delete EtcdBackup %s: %v", b.Name, err)
+		if err := backups.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete EtcdBackup %s: %v", name, err)
 			return
 		}
-		err := framework.WaitFor(ctx, time.Minute, framework.Poll, "EtcdBackup "+b.Name+" to be deleted", func(ctx context.Context) (bool, string, error) {
-			got, err := backups.Get(ctx, b.Name, metav1.GetOptions{})
+		err := framework.WaitFor(ctx, time.Minute, framework.Poll, "EtcdBackup "+name+" to be deleted", func(ctx context.Context) (bool, string, error) {
+			got, err := backups.Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, "", nil
 			}
@@ -325,12 +339,7 @@ func createBackupIn(t *testing.T, ns string, b *api.EtcdBackup) *api.EtcdBackup 
 		})
 		if err != nil {
 			t.Errorf("the backup operator did not release its EtcdBackup: %v", err)
-			_, _ = backups.Patch(ctx, b.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			_, _ = backups.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 		}
 	})
-	out, err := backups.Create(t.Context(), b, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

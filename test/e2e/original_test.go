@@ -57,6 +57,31 @@ func grantOriginalRole(t *testing.T, ns string, edit ...string) {
 	}
 }
 
+// grantOriginalClusterRole applies the original's ClusterRole and
+// ClusterRoleBinding for the default service account of ns, filled in with sed
+// as its create_role.sh filled them, under a name of the namespace's own
+// (cluster-scoped objects outlive the namespace); they are deleted when the
+// test ends.
+func grantOriginalClusterRole(t *testing.T, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	op := &framework.Operator{Namespace: ns, RBACName: "e2e-" + ns}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := op.Uninstall(ctx, f); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-template.yaml"), "s/<ROLE_NAME>/"+op.RBACName+"/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-binding-template.yaml"),
+		"s/<ROLE_NAME>/"+op.RBACName+"/g", "s/<ROLE_BINDING_NAME>/"+op.RBACName+"/g", "s/<NAMESPACE>/"+ns+"/g"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // grantRule adds one rule for the default service account of ns, as a user
 // adds the rule a message names.
 func grantRule(t *testing.T, ns, name string, rule rbacv1.PolicyRule) {
@@ -400,21 +425,7 @@ func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, "original-cr")
 	dumpOnFailure(t, ns)
-	op := &framework.Operator{Namespace: ns, RBACName: "e2e-" + ns}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := op.Uninstall(ctx, f); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-template.yaml"), "s/<ROLE_NAME>/"+op.RBACName+"/g"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-binding-template.yaml"),
-		"s/<ROLE_NAME>/"+op.RBACName+"/g", "s/<ROLE_BINDING_NAME>/"+op.RBACName+"/g", "s/<NAMESPACE>/"+ns+"/g"); err != nil {
-		t.Fatal(err)
-	}
+	grantOriginalClusterRole(t, ns)
 	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
 		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|"); err != nil {
 		t.Fatal(err)

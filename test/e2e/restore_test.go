@@ -204,16 +204,8 @@ func TestClusterWideRestoreIntoAnotherNamespace(t *testing.T) {
 	name := framework.UniqueName("cw")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
 	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
-	er := &api.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}},
-		Spec: api.RestoreSpec{
-			BackupStorageType: api.BackupStorageTypeS3,
-			RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
-				Path: bucket + "/" + key, AWSSecret: secretName, Endpoint: srv.Endpoint, ForcePathStyle: true,
-			}},
-			EtcdCluster: api.EtcdClusterRef{Name: name},
-		},
-	}
+	er := newS3Restore(name, srv, bucket+"/"+key, secretName)
+	er.Annotations = map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}
 	start := time.Now()
 	if _, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Create(ctx, er, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -223,6 +215,21 @@ func TestClusterWideRestoreIntoAnotherNamespace(t *testing.T) {
 	waitReady(t, ns, name, 3, changeTimeout, oldPods...)
 	if n := countKeys(t, ns, name, "/bench/"); n != keys {
 		t.Errorf("%d keys after the restore, want the snapshot's %d", n, keys)
+	}
+}
+
+// newS3Restore is an EtcdRestore of the cluster name (whose name it takes)
+// from the backup at path ("<bucket>/<key>") on the test's S3 server.
+func newS3Restore(name string, srv *framework.S3Server, path, secret string) *api.EtcdRestore {
+	return &api.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: api.RestoreSpec{
+			BackupStorageType: api.BackupStorageTypeS3,
+			RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
+				Path: path, AWSSecret: secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
+			}},
+			EtcdCluster: api.EtcdClusterRef{Name: name},
+		},
 	}
 }
 
@@ -337,9 +344,22 @@ func backUp(t *testing.T, ns, cluster string, srv *framework.S3Server, bucket, k
 	if _, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Create(ctx, eb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	st := waitOneShotBackup(t, ns, eb.Name)
+	size, err := srv.Head(ctx, bucket, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backed up to s3://%s/%s: %d bytes, revision %d, sha256 %s", bucket, key, size, st.EtcdRevision, st.SHA256)
+	return eb.Name
+}
+
+// waitOneShotBackup waits for a one-shot EtcdBackup to succeed and returns its
+// status; its failure is final, so it fails the test at once.
+func waitOneShotBackup(t *testing.T, ns, name string) api.BackupStatus {
+	t.Helper()
 	var st api.BackupStatus
-	err := framework.WaitFor(ctx, 2*time.Minute, framework.Poll, "EtcdBackup "+eb.Name+" to succeed", func(ctx context.Context) (bool, string, error) {
-		got, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, eb.Name, metav1.GetOptions{})
+	err := framework.WaitFor(t.Context(), backupTimeout, framework.Poll, "EtcdBackup "+name+" to succeed", func(ctx context.Context) (bool, string, error) {
+		got, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -352,12 +372,7 @@ func backUp(t *testing.T, ns, cluster string, srv *framework.S3Server, bucket, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := srv.Head(ctx, bucket, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("backed up to s3://%s/%s: %d bytes, revision %d, sha256 %s", bucket, key, size, st.EtcdRevision, st.SHA256)
-	return eb.Name
+	return st
 }
 
 // waitQuorumLost waits for the cluster to report its quorum loss.
@@ -547,16 +562,7 @@ func measureRestore(t *testing.T, mib int) float64 {
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
 	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 
-	er := &api.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: api.RestoreSpec{
-			BackupStorageType: api.BackupStorageTypeS3,
-			RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
-				Path: bucket + "/" + key, AWSSecret: secretName, Endpoint: srv.Endpoint, ForcePathStyle: true,
-			}},
-			EtcdCluster: api.EtcdClusterRef{Name: name},
-		},
-	}
+	er := newS3Restore(name, srv, bucket+"/"+key, secretName)
 	start := time.Now()
 	er, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Create(ctx, er, metav1.CreateOptions{})
 	if err != nil {
