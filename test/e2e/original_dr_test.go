@@ -22,6 +22,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -74,9 +75,14 @@ func TestOriginalInstallFromBootstrapToDisasterRecovery(t *testing.T) {
 	dumpOnFailure(t, ns)
 	grantOriginalClusterRole(t, ns)
 	t.Cleanup(func() { releaseRestores(t, ns) })
-	deployOriginalOperator(t, ns, "deployment.yaml", framework.OperatorDeployment)
+	pod := deployOriginalOperator(t, ns, "deployment.yaml", framework.OperatorDeployment)
 	deployOriginalOperator(t, ns, "backup-deployment.yaml", "etcd-backup-operator")
 	deployOriginalOperator(t, ns, "restore-deployment.yaml", "etcd-restore-operator")
+	// The role grants Endpoints and no Lease: the original's lock.
+	msg := waitPodEvent(t, pod, corev1.EventTypeNormal, operatorrun.EventLeaderElectionLock, framework.OperatorReadyTimeout)
+	if !strings.Contains(msg, "leader election uses Endpoints "+ns+"/etcd-operator") {
+		t.Errorf("event %q does not say the Endpoints lock is used", msg)
+	}
 	waitCRDsWithoutStatusSubresource(t)
 
 	// The original's example cluster. Its etcd 3.2.13 images do not run on

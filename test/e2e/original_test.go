@@ -416,34 +416,6 @@ func TestRoleWithoutAnyLockNamesTheRuleToAdd(t *testing.T) {
 	}
 }
 
-// TestOriginalClusterRoleAndDeploymentRunACluster installs the operator the
-// way the original's README did: create_role.sh's ClusterRole and binding
-// (filled in with sed), and its Deployment unchanged but for the API version
-// and the image, so with -create-crd at its default and no readiness probe.
-func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	ns := newNamespace(t, "original-cr")
-	dumpOnFailure(t, ns)
-	grantOriginalClusterRole(t, ns)
-	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
-		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|"); err != nil {
-		t.Fatal(err)
-	}
-	pod := runningOperatorPod(t, ns)
-	msg := waitPodEvent(t, pod, corev1.EventTypeNormal, operatorrun.EventLeaderElectionLock, framework.OperatorReadyTimeout)
-	if !strings.Contains(msg, "leader election uses Endpoints "+ns+"/etcd-operator") {
-		t.Errorf("event %q does not say the Endpoints lock is used", msg)
-	}
-
-	name := framework.UniqueName("origcr")
-	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
-	statusRuleNamedThenEnough(t, ns, name, pod)
-	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/original-cr", "ok", dataTimeout); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestWalkthroughPipelinesFillTheExamples runs the original walkthroughs' sed
 // pipelines over the example backup and restore resources and has the real
 // apiserver admit the result (a server-side dry run): the placeholders are
