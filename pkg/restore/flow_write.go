@@ -12,6 +12,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Writes of the EtcdRestore: its plan, finalizer and status.
@@ -85,6 +86,9 @@ func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change fun
 	upd := er.DeepCopy()
 	upd.Status = *st
 	out, err := f.restores.Write(ctx, upd)
+	if errors.Is(err, statusutil.ErrStatusNotStored) {
+		err = nil // the writer reports it; the flow goes on from the object as stored
+	}
 	return f.written(er, out, err, "update status of")
 }
 

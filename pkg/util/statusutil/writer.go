@@ -14,6 +14,7 @@ package statusutil
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -45,6 +46,10 @@ const (
 // the next write tries the subresource at once: that write was of no use,
 // and a try costs one request.
 const ReprobeInterval = 5 * time.Minute
+
+// ErrStatusNotStored is wrapped by the error of a write that the apiserver
+// accepted without storing the status written (see Writer.Write).
+var ErrStatusNotStored = errors.New("status not stored")
 
 // Object is one of the operators' custom resources.
 type Object interface {
@@ -113,6 +118,12 @@ func New[T Object, S any](cfg Config[T, S]) *Writer[T, S] {
 // decides again from the fresh object (by its generation, never by comparing
 // it with the last object seen). A deleted object gives NotFound. On success
 // it returns the object as stored.
+//
+// A write through the object that the apiserver accepts but that stores
+// another status than obj's (a CRD serving the status subresource to a role
+// without <resource>/status, a schema that prunes status) returns the object
+// as stored together with an error wrapping ErrStatusNotStored: a caller
+// that can go on without the status stored tells it with errors.Is.
 func (w *Writer[T, S]) Write(ctx context.Context, obj T) (T, error) {
 	client := w.cfg.Client(obj.GetNamespace())
 	if !w.useObject() {
@@ -161,6 +172,8 @@ func (w *Writer[T, S]) writeObject(ctx context.Context, client Client[T], obj T)
 	if !sameStored(*w.cfg.Status(out), *w.cfg.Status(upd)) {
 		w.warn(obj, ReasonStatusNotStored, w.notStoredMessage())
 		w.reprobe()
+		return out, fmt.Errorf("%s %s/%s: the update of the object was accepted, the status in it was not kept: %w",
+			w.cfg.Kind, obj.GetNamespace(), obj.GetName(), ErrStatusNotStored)
 	}
 	return out, nil
 }
@@ -189,7 +202,8 @@ func asStored[S any](s S) S {
 // writers whose change holds whatever else changed (a backup's result, the
 // restore hand-over's phase). It returns the object as stored, or as read
 // when nothing changed; an object of another uid (re-created under the name)
-// is left alone and returned as read.
+// is left alone and returned as read. A status not stored gives the object
+// as stored and an error wrapping ErrStatusNotStored, as Write does.
 func (w *Writer[T, S]) Change(ctx context.Context, namespace, name string, uid types.UID, change func(*S)) (T, error) {
 	var out T
 	client := w.cfg.Client(namespace)

@@ -2,6 +2,7 @@ package statusutil
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -62,8 +63,8 @@ func (f *fixture) write(t *testing.T, phase api.ClusterPhase) *api.EtcdCluster {
 func (f *fixture) writeNotStored(t *testing.T, phase api.ClusterPhase) *api.EtcdCluster {
 	t.Helper()
 	out, err := f.tryWrite(t, phase)
-	if err != nil {
-		t.Fatalf("write: %v", err)
+	if !errors.Is(err, ErrStatusNotStored) {
+		t.Fatalf("write: %v, want ErrStatusNotStored", err)
 	}
 	return out
 }
@@ -319,6 +320,18 @@ func TestChangeRetriesAConflictFromAFreshRead(t *testing.T) {
 	}
 	if out.Status.Phase != api.ClusterPhaseRunning {
 		t.Errorf("phase %q, want Running", out.Status.Phase)
+	}
+}
+
+func TestChangeTellsAStatusNotStored(t *testing.T) {
+	f := newFixture(t, cluster(1))
+	statustest.ForbidServedStatus(f.client, api.EtcdClusterResourcePlural)
+	out, err := f.w.Change(context.Background(), "ns", "c", "u1", func(st *api.ClusterStatus) { st.Phase = api.ClusterPhaseRunning })
+	if !errors.Is(err, ErrStatusNotStored) {
+		t.Fatalf("err %v, want ErrStatusNotStored", err)
+	}
+	if out == nil || out.Status.Phase != api.ClusterPhaseNone {
+		t.Errorf("returned %+v, want the object as stored", out)
 	}
 }
 
