@@ -119,8 +119,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	metrics := backupcontroller.NewMetrics(srv.Registry)
 
 	lead := func(ctx context.Context) {
-		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdBackup(), log) {
-			return
+		if opts.createCRD {
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdBackup(), watched, log)
+			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
+				return
+			}
 		}
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
 		ctrl := backupcontroller.New(backupcontroller.Config{

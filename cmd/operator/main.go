@@ -147,8 +147,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		Log: log.WithField("pkg", "controller"),
 	})
 	lead := func(ctx context.Context) {
-		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdCluster(), log) {
-			return
+		if opts.createCRD {
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdCluster(), watchedNamespace(id.Namespace, opts), log)
+			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
+				return
+			}
 		}
 		if plan, ok := chaos.PlanForLevel(opts.chaosLevel); ok {
 			log.Warnf("chaos level %d: etcd pods in %s will be killed at random", opts.chaosLevel, id.Namespace)
@@ -195,10 +198,7 @@ func joinImage(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 // lock (see operatorrun.ChooseLock) and what happens without each; they are
 // what example/rbac grants.
 func needs(ns string, opts options) []operatorrun.Need {
-	watched := ns
-	if opts.clusterWide {
-		watched = ""
-	}
+	watched := watchedNamespace(ns, opts)
 	rule := func(group, resource string, verbs ...string) operatorrun.Rule {
 		return operatorrun.Rule{Group: group, Resource: resource, Verbs: verbs, Namespace: watched}
 	}
@@ -220,4 +220,13 @@ func needs(ns string, opts options) []operatorrun.Need {
 		out = append(out, operatorrun.CRDNeed())
 	}
 	return out
+}
+
+// watchedNamespace is where the operator runs EtcdClusters: its own
+// namespace ns, or "" for every namespace with -cluster-wide.
+func watchedNamespace(ns string, opts options) string {
+	if opts.clusterWide {
+		return ""
+	}
+	return ns
 }

@@ -138,8 +138,11 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	metrics := restore.NewMetrics(srv.Registry)
 
 	lead := func(ctx context.Context) {
-		if opts.createCRD && !crdutil.InstallUntilDone(ctx, clients.APIExt, crdutil.EtcdRestore(), log) {
-			return
+		if opts.createCRD {
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdRestore(), watched, log)
+			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
+				return
+			}
 		}
 		open := restore.StoreOpener(clients.Kube.CoreV1())
 		// Seeds download from the leader only: it serves while it leads.

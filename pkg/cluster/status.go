@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Condition reasons, in CamelCase as Kubernetes' API conventions ask. The
@@ -341,7 +343,7 @@ func (c *Cluster) writeStatus(ctx context.Context, st api.ClusterStatus) (bool, 
 	obj.Status = st
 	out, err := c.cfg.Status.Write(ctx, obj)
 	switch {
-	case err == nil:
+	case err == nil || errors.Is(err, statusutil.ErrStatusNotStored): // not stored: kept below
 		c.take(out)
 		c.unstored = nil
 		// A server that stores the status may normalize it (times to the

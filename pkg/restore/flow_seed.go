@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // The seed: the restored cluster's first member, made from the backup, and
@@ -126,7 +128,7 @@ func (f *Flow) setPhaseRunning(ctx context.Context, cl *api.EtcdCluster) error {
 			st.Phase = api.ClusterPhaseRunning
 		}
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, statusutil.ErrStatusNotStored) {
 		return fmt.Errorf("set the phase of EtcdCluster %s/%s to Running: %w", cl.Namespace, cl.Name, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Writes of the EtcdRestore: its plan, finalizer and status.
@@ -102,7 +103,12 @@ func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change fun
 	upd := er.DeepCopy()
 	upd.Status = *st
 	out, err := f.restores.Write(ctx, upd)
-	stored := err == nil && equality.Semantic.DeepEqual(out.Status, *st)
+	// The writer tells a status the server did not keep (ErrStatusNotStored)
+	// and returns the object as stored.
+	stored := err == nil
+	if errors.Is(err, statusutil.ErrStatusNotStored) {
+		err = nil
+	}
 	if err := f.written(er, out, err, "update status of"); err != nil {
 		return err
 	}

@@ -227,7 +227,7 @@ func TestOriginalRoleElectsOnEndpoints(t *testing.T) {
 
 	name := framework.UniqueName("orig")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
-	statusRuleNamedThenEnough(t, ns, name, pod)
+	statusRuleNamedThenEnough(t, ns, name)
 	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/original-rbac", "ok", dataTimeout); err != nil {
 		t.Fatal(err)
 	}
@@ -238,10 +238,10 @@ func TestOriginalRoleElectsOnEndpoints(t *testing.T) {
 // subresource ignores status in updates of the object: one Warning event on
 // the EtcdCluster names the rule. The operator keeps the status it cannot
 // store in memory, so the cluster still grows to 3 members and serves without
-// the rule; adding the rule the event names, and restarting the operator
-// rather than waiting for its five-minute retry of the subresource, is enough
-// for the status to be stored.
-func statusRuleNamedThenEnough(t *testing.T, ns, name string, operator corev1.Pod) *api.EtcdCluster {
+// the rule; adding the rule the event names is enough for the status to be
+// stored, without a restart: after a write through the object that stored
+// nothing, the next write tries the status subresource again.
+func statusRuleNamedThenEnough(t *testing.T, ns, name string) *api.EtcdCluster {
 	t.Helper()
 	ctx := t.Context()
 	msg := waitClusterEvent(t, ns, name, corev1.EventTypeWarning, statusutil.ReasonStatusSubresourceForbidden, bootstrapTimeout(1))
@@ -269,14 +269,8 @@ func statusRuleNamedThenEnough(t *testing.T, ns, name string, operator corev1.Po
 	if stored.Status.Phase != api.ClusterPhaseNone {
 		t.Fatalf("stored status %s: a status was stored without etcdclusters/status, so this test no longer shows the cluster growing without it", framework.DescribeStatus(stored))
 	}
-	grantRule(t, ns, "etcd-operator-status", rbacv1.PolicyRule{APIGroups: []string{api.GroupName},
-		Resources: []string{"etcdclusters/status"}, Verbs: []string{"get", "update", "patch"}})
-	if err := f.Kube.CoreV1().Pods(ns).Delete(ctx, operator.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cl, _ := waitReady(t, ns, name, 3, changeTimeout+framework.OperatorReadyTimeout)
-	// The restarted operator adopts the running members (it lists them from
-	// their pods), and its next pass, with etcd's view, finds the quorum.
+	grantStatusRule(t, ns)
+	cl, _ := waitReady(t, ns, name, 3, changeTimeout)
 	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "the Available condition of "+name+" True in its stored status",
 		func(ctx context.Context) (bool, string, error) {
 			got, err := f.GetCluster(ctx, ns, name)
@@ -291,6 +285,34 @@ func statusRuleNamedThenEnough(t *testing.T, ns, name string, operator corev1.Po
 		t.Error(err)
 	}
 	return cl
+}
+
+// grantStatusRule adds the rule a StatusSubresourceForbidden event names.
+func grantStatusRule(t *testing.T, ns string) {
+	t.Helper()
+	grantRule(t, ns, "etcd-operator-status", rbacv1.PolicyRule{APIGroups: []string{api.GroupName},
+		Resources: []string{"etcdclusters/status"}, Verbs: []string{"get", "update", "patch"}})
+}
+
+// waitClusterCRDStatusSubresource waits until the EtcdCluster CRD serves
+// the status subresource, or no longer does, and returns it.
+func waitClusterCRDStatusSubresource(t *testing.T, served bool, timeout time.Duration) *apiextv1.CustomResourceDefinition {
+	t.Helper()
+	var crd *apiextv1.CustomResourceDefinition
+	err := framework.WaitFor(t.Context(), timeout, framework.Poll, fmt.Sprintf("the CRD %s serving the status subresource: %v", etcdClusterCRD, served),
+		func(ctx context.Context) (bool, string, error) {
+			got, err := f.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, etcdClusterCRD, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			crd = got
+			sub := got.Spec.Versions[0].Subresources
+			return (sub != nil && sub.Status != nil) == served, fmt.Sprintf("subresources %+v", sub), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crd
 }
 
 // clusterEvents lists the events of a reason on an EtcdCluster, as `kubectl
@@ -413,6 +435,92 @@ func TestRoleWithoutAnyLockNamesTheRuleToAdd(t *testing.T) {
 	lease, err := f.Kube.CoordinationV1().Leases(ns).Get(ctx, "etcd-operator", metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != pod.Name {
 		t.Fatalf("Lease etcd-operator: %+v, %v; want it held by %s once the rule was added", lease, err, pod.Name)
+	}
+}
+
+// TestOriginalClusterRoleAndDeploymentRunACluster installs the operator the
+// way the original's README did: create_role.sh's ClusterRole and binding
+// (filled in with sed), and its Deployment unchanged but for the API version
+// and the image, so with -create-crd at its default and no readiness probe.
+// The role grants etcdclusters but not etcdclusters/status, so the operator
+// installs the CRD without the status subresource: status is part of the
+// object, as in the original, and kubectl shows it. Once the rule is added,
+// a restart of the operator installs the CRD with the subresource again.
+//
+// Not parallel: it changes the cluster-wide CRD the other tests use, and puts
+// it back at the end (Go starts the parallel tests after the sequential ones).
+func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
+	ctx := t.Context()
+	ns := newNamespace(t, "original-cr")
+	dumpOnFailure(t, ns)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := crdutil.Install(ctx, f.APIExt, crdutil.EtcdCluster(), logrus.NewEntry(logrus.New())); err != nil {
+			t.Errorf("cleanup: put back the EtcdCluster CRD: %v", err)
+		}
+	})
+	op := &framework.Operator{Namespace: ns, RBACName: "e2e-" + ns}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := op.Uninstall(ctx, f); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-template.yaml"), "s/<ROLE_NAME>/"+op.RBACName+"/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-binding-template.yaml"),
+		"s/<ROLE_NAME>/"+op.RBACName+"/g", "s/<ROLE_BINDING_NAME>/"+op.RBACName+"/g", "s/<NAMESPACE>/"+ns+"/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
+		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|"); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningOperatorPod(t, ns)
+	msg := waitPodEvent(t, pod, corev1.EventTypeNormal, operatorrun.EventLeaderElectionLock, framework.OperatorReadyTimeout)
+	if !strings.Contains(msg, "leader election uses Endpoints "+ns+"/etcd-operator") {
+		t.Errorf("event %q does not say the Endpoints lock is used", msg)
+	}
+	crd := waitClusterCRDStatusSubresource(t, false, framework.OperatorReadyTimeout)
+	if sub := crd.Spec.Versions[0].Subresources; sub == nil || sub.Scale == nil {
+		t.Errorf("the CRD lost its scale subresource: %+v", sub)
+	}
+
+	name := framework.UniqueName("origcr")
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	cl, _ := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	if cl.Status.Phase != api.ClusterPhaseRunning || cl.Status.ReadyMembers != "3/3" {
+		t.Errorf("stored status phase %q, readyMembers %q; want Running, 3/3", cl.Status.Phase, cl.Status.ReadyMembers)
+	}
+	out, err := f.Kubectl(ctx, "get", "etcd", "-n", ns, name)
+	if got := strings.Join(strings.Fields(out), " "); err != nil || !strings.Contains(got, " 3/3 ") || !strings.Contains(got, " Running ") {
+		t.Errorf("kubectl get etcd shows no status (%v):\n%s", err, out)
+	}
+	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/original-cr", "ok", dataTimeout); err != nil {
+		t.Fatal(err)
+	}
+
+	// With the rule, a restart gets the status subresource back, and the
+	// status the object holds stays.
+	grantStatusRule(t, ns)
+	if err := f.Kube.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitClusterCRDStatusSubresource(t, true, framework.OperatorReadyTimeout)
+	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "the Available condition of "+name+" True in its stored status",
+		func(ctx context.Context) (bool, string, error) {
+			got, err := f.GetCluster(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			c := framework.StatusCondition(got, api.ClusterConditionAvailable)
+			return c != nil && c.Status == corev1.ConditionTrue, framework.DescribeStatus(got), nil
+		})
+	if err != nil {
+		t.Error(err)
 	}
 }
 

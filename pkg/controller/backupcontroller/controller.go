@@ -545,7 +545,9 @@ func (c *Controller) recordFailure(ctx context.Context, eb *api.EtcdBackup, reas
 // as the result it records holds whatever changed meanwhile.
 func (c *Controller) updateStatus(ctx context.Context, eb *api.EtcdBackup, change func(*api.BackupStatus)) error {
 	_, err := c.status.Change(ctx, eb.Namespace, eb.Name, eb.UID, change)
-	if apierrors.IsNotFound(err) {
+	// A status the server does not store is the writer's to report (a
+	// Warning event on the backup); the backup itself went as it went.
+	if apierrors.IsNotFound(err) || errors.Is(err, statusutil.ErrStatusNotStored) {
 		return nil
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
 
@@ -207,6 +208,25 @@ func TestPeriodicBackupOnACRDWithoutTheStatusSubresourceIsNotRestartedByItsOwnSt
 	eventually(t, "the ticker is waiting", f.clock.HasWaiters)
 	f.clock.Step(60 * time.Second)
 	f.waitStatus("old-crd", "the second success", func(s api.BackupStatus) bool { return s.EtcdRevision == 102 })
+}
+
+// A status the server does not store (a CRD serving the status subresource
+// to a role without etcdbackups/status) is the writer's to report: the
+// backup went well, and is not retried for it.
+func TestABackupWhoseStatusIsNotStoredIsNotRetriedForIt(t *testing.T) {
+	f := newFixture(t, []*api.EtcdBackup{newBackup("unstored", 0)}, func(f *fixture, _ *Config) {
+		statustest.ForbidServedStatus(f.client, api.EtcdBackupResourcePlural)
+	})
+	eventually(t, "the sync that took the backup", func() bool { return f.syncCount("unstored") > 0 })
+	if got := f.events.count("Warning " + statusutil.ReasonStatusNotStored); got != 1 {
+		t.Errorf("events %v, want one %s", f.events.list(), statusutil.ReasonStatusNotStored)
+	}
+	if errs := f.syncErrors("unstored"); len(errs) > 0 {
+		t.Errorf("the sync failed, and the backup is retried: %v", errs)
+	}
+	if n := f.backups.callCount("unstored"); n != 1 {
+		t.Errorf("backup ran %d times, want once", n)
+	}
 }
 
 func TestAFailingPeriodicBackupBacksOffUpToItsCap(t *testing.T) {

@@ -170,6 +170,8 @@ type fixture struct {
 
 	mu    sync.Mutex
 	syncs map[string]int
+	// syncErrs are the errors syncs returned, in order.
+	syncErrs map[string][]error
 
 	cancel context.CancelFunc
 	done   chan error
@@ -198,14 +200,15 @@ func newFixture(t *testing.T, objects []*api.EtcdBackup, opts ...fixtureOption) 
 		objs = append(objs, o)
 	}
 	f := &fixture{
-		t:       t,
-		client:  fake.NewSimpleClientset(objs...),
-		clock:   clocktesting.NewFakeClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
-		events:  &recorder{},
-		backups: &fakeBackup{script: map[string][]outcome{}, calls: map[string]int{}, verified: map[string][]bool{}, revision: 100},
-		reg:     prometheus.NewRegistry(),
-		syncs:   map[string]int{},
-		done:    make(chan error, 1),
+		t:        t,
+		client:   fake.NewSimpleClientset(objs...),
+		clock:    clocktesting.NewFakeClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
+		events:   &recorder{},
+		backups:  &fakeBackup{script: map[string][]outcome{}, calls: map[string]int{}, verified: map[string][]bool{}, revision: 100},
+		reg:      prometheus.NewRegistry(),
+		syncs:    map[string]int{},
+		syncErrs: map[string][]error{},
+		done:     make(chan error, 1),
 	}
 	factory := externalversions.NewSharedInformerFactory(f.client, 0)
 	log := logrus.New()
@@ -225,9 +228,12 @@ func newFixture(t *testing.T, objects []*api.EtcdBackup, opts ...fixtureOption) 
 		o(f, &cfg)
 	}
 	f.ctrl = New(cfg)
-	f.ctrl.afterSync = func(key string, _ error) {
+	f.ctrl.afterSync = func(key string, err error) {
 		f.mu.Lock()
 		f.syncs[key]++
+		if err != nil {
+			f.syncErrs[key] = append(f.syncErrs[key], err)
+		}
 		f.mu.Unlock()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -286,6 +292,12 @@ func (f *fixture) syncCount(name string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.syncs[testNamespace+"/"+name]
+}
+
+func (f *fixture) syncErrors(name string) []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]error(nil), f.syncErrs[testNamespace+"/"+name]...)
 }
 
 // resync makes the controller look at name again once its cache holds what cached

@@ -76,6 +76,29 @@ func newCRD(plural, kind string, obj any, shortNames []string, root schema, colu
 	}
 }
 
+// WithoutStatusSubresource returns a copy of crd that serves no status
+// subresource, for an operator whose role may update the resource but not
+// <resource>/status, as the original's roles: status is then part of the
+// object, written with an update of it as the original did, and kept by the
+// apiserver. Everything else stays, the scale subresource too: the apiserver
+// accepts it without the status subresource and reads the replicas and the
+// selector from the object's .status either way.
+func WithoutStatusSubresource(crd *apiextv1.CustomResourceDefinition) *apiextv1.CustomResourceDefinition {
+	out := crd.DeepCopy()
+	for i := range out.Spec.Versions {
+		sub := out.Spec.Versions[i].Subresources
+		if sub == nil {
+			continue
+		}
+		sub.Status = nil
+		if sub.Scale == nil {
+			// Nothing left: no block at all rather than an empty one.
+			out.Spec.Versions[i].Subresources = nil
+		}
+	}
+	return out
+}
+
 func column(name, typ, path string) apiextv1.CustomResourceColumnDefinition {
 	return apiextv1.CustomResourceColumnDefinition{Name: name, Type: typ, JSONPath: path}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/api/equality"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -235,6 +237,34 @@ func TestDefinitionNames(t *testing.T) {
 		if crd.Spec.Scope != apiextv1.NamespaceScoped {
 			t.Errorf("%s is not namespaced", crd.Name)
 		}
+	}
+}
+
+func TestWithoutStatusSubresourceDropsOnlyTheStatusSubresource(t *testing.T) {
+	for _, crd := range All() {
+		t.Run(crd.Spec.Names.Kind, func(t *testing.T) {
+			got := WithoutStatusSubresource(crd)
+			newAdmission(t, got) // the apiserver accepts it
+			if sub := got.Spec.Versions[0].Subresources; sub != nil && sub.Status != nil {
+				t.Fatal("the status subresource is still served")
+			}
+			if crd.Spec.Versions[0].Subresources.Status == nil {
+				t.Fatal("the definition handed in was changed")
+			}
+			// Everything else is the definition's: only the status subresource goes.
+			want := crd.DeepCopy()
+			want.Spec.Versions[0].Subresources.Status = nil
+			if want.Spec.Versions[0].Subresources.Scale == nil {
+				want.Spec.Versions[0].Subresources = nil
+			}
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("differs beyond the status subresource:\n%s", cmp.Diff(want, got))
+			}
+		})
+	}
+	scale := WithoutStatusSubresource(EtcdCluster()).Spec.Versions[0].Subresources
+	if scale == nil || scale.Scale == nil || scale.Scale.StatusReplicasPath != ".status.size" {
+		t.Errorf("EtcdCluster lost its scale subresource: %+v", scale)
 	}
 }
 

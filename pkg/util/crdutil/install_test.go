@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
@@ -78,6 +79,34 @@ func TestInstallUpdatesAnOlderDefinition(t *testing.T) {
 	}
 	if len(got.Spec.Versions[0].AdditionalPrinterColumns) == 0 {
 		t.Fatal("the older definition was not updated")
+	}
+}
+
+// An operator whose role lacks <resource>/status installs the definition
+// without the status subresource over one that serves it, and the other way
+// round once the role grants it.
+func TestInstallSwitchesTheStatusSubresourceEitherWay(t *testing.T) {
+	for name, tc := range map[string]struct {
+		installed, want *apiextv1.CustomResourceDefinition
+	}{
+		"dropped": {EtcdCluster(), WithoutStatusSubresource(EtcdCluster())},
+		"a definition without the status subresource gets it back": {WithoutStatusSubresource(EtcdBackup()), EtcdBackup()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.installed.Status.Conditions = []apiextv1.CustomResourceDefinitionCondition{{Type: apiextv1.Established, Status: apiextv1.ConditionTrue}}
+			client := fake.NewSimpleClientset(tc.installed)
+			apiserverLike(client, false)
+			if err := Install(context.Background(), client, tc.want, quietLog()); err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), tc.want.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got.Spec, tc.want.Spec) {
+				t.Fatalf("installed subresources %+v, want %+v", got.Spec.Versions[0].Subresources, tc.want.Spec.Versions[0].Subresources)
+			}
+		})
 	}
 }
 

@@ -78,11 +78,17 @@ func quoteAll(ss []string) string {
 // Missing returns the verbs of r that the operator's service account may not
 // use, asking the apiserver with SelfSubjectAccessReviews, which every
 // authenticated user may create. An error means the apiserver could not say.
+//
+// A rule on a subresource (etcdclusters/status) is asked as the apiserver
+// authorizes a request to it, resource and subresource apart, so that a
+// role's "*/status" counts as RBAC counts it.
 func Missing(ctx context.Context, kube kubernetes.Interface, r Rule) ([]string, error) {
+	resource, subresource, _ := strings.Cut(r.Resource, "/")
 	var missing []string
 	for _, verb := range r.Verbs {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.Namespace, Verb: verb, Group: r.Group, Resource: r.Resource},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.Namespace, Verb: verb, Group: r.Group,
+				Resource: resource, Subresource: subresource},
 		}}
 		out, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {

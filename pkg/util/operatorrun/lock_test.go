@@ -23,23 +23,49 @@ import (
 
 // grant makes the fake apiserver answer SelfSubjectAccessReviews as an RBAC
 // role granting get, create and update on the given resources, and nothing
-// else, would. A resource written "endpoints:get" is granted that verb only.
+// else, would. A resource written "endpoints:get" is granted that verb only;
+// "etcdclusters/status" and "*/status" grant a subresource, as in a Role.
 func grant(kube *fake.Clientset, resources ...string) *fake.Clientset {
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 		attrs := review.Spec.ResourceAttributes
+		if attrs == nil {
+			return true, review, nil
+		}
+		asked := attrs.Resource
+		if attrs.Subresource != "" {
+			asked += "/" + attrs.Subresource
+		}
 		for _, r := range resources {
 			resource, verbs, only := strings.Cut(r, ":")
 			if !only {
 				verbs = "get,create,update"
 			}
-			if attrs != nil && attrs.Resource == resource && slices.Contains(strings.Split(verbs, ","), attrs.Verb) {
+			matches := resource == asked || attrs.Subresource != "" && resource == "*/"+attrs.Subresource
+			if matches && slices.Contains(strings.Split(verbs, ","), attrs.Verb) {
 				review.Status.Allowed = true
 			}
 		}
 		return true, review, nil
 	})
 	return kube
+}
+
+func TestMissingAsksASubresourceAsTheApiserverAuthorizesIt(t *testing.T) {
+	kube := fake.NewClientset()
+	var asked []authorizationv1.ResourceAttributes
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		asked = append(asked, *review.Spec.ResourceAttributes)
+		return true, review, nil
+	})
+	if _, err := Missing(t.Context(), kube, Rule{Group: "etcd.database.coreos.com", Resource: "etcdclusters/status", Verbs: []string{"update"}, Namespace: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	want := authorizationv1.ResourceAttributes{Namespace: "ops", Verb: "update", Group: "etcd.database.coreos.com", Resource: "etcdclusters", Subresource: "status"}
+	if len(asked) != 1 || asked[0] != want {
+		t.Fatalf("asked %+v, want %+v", asked, want)
+	}
 }
 
 func TestChooseLock(t *testing.T) {

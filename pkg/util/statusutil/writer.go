@@ -2,16 +2,19 @@
 // way for EtcdCluster, EtcdBackup and EtcdRestore.
 //
 // The status subresource is the normal path. Installs made for the original
-// etcd-operator may lack it: a hand-made CRD without `subresources.status`
-// (the original wrote status with an update of the whole object), or a role
-// that grants the resources but not `<resource>/status`. The writer then
-// writes status with an update of the object, as the original did, and says
-// once per object (a Warning event and a log line) what to fix when even that
-// cannot store the status.
+// etcd-operator may lack it: a CRD without `subresources.status` (hand-made,
+// or installed by an operator whose role lacks `<resource>/status`, see
+// operatorrun.CRDForRole; the original wrote status with an update of the
+// whole object), or a role that grants the resources but not
+// `<resource>/status`. The writer then writes status with an update of the
+// object, as the original did, and says once per object (a Warning event and
+// a log line) what to fix when even that cannot store the status.
 package statusutil
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,10 +39,17 @@ const (
 	ReasonStatusNotStored = "StatusNotStored"
 )
 
-// ReprobeInterval is how long the writer keeps writing through the object
-// before it tries the status subresource again, so that a CRD or a role fixed
-// while the operator runs is noticed without a restart.
+// ReprobeInterval is how long the writer keeps writing through an object
+// that stores the status before it tries the status subresource again, so
+// that a CRD or a role fixed while the operator runs is noticed without a
+// restart. After a write through the object that did not store the status
+// the next write tries the subresource at once: that write was of no use,
+// and a try costs one request.
 const ReprobeInterval = 5 * time.Minute
+
+// ErrStatusNotStored is wrapped by the error of a write that the apiserver
+// accepted without storing the status written (see Writer.Write).
+var ErrStatusNotStored = errors.New("status not stored")
 
 // Object is one of the operators' custom resources.
 type Object interface {
@@ -79,13 +89,16 @@ type Writer[T Object, S any] struct {
 	cfg Config[T, S]
 
 	mu sync.Mutex
-	// viaObject: status goes with an update of the object since viaObjectAt,
-	// for why.
+	// viaObject: status goes with an update of the object since viaObjectAt.
 	viaObject   bool
 	viaObjectAt time.Time
-	why         string
-	// warned holds reason/namespace/name of the warnings given.
-	warned map[string]bool
+	// why the status subresource was last left ("forbidden", "not served"),
+	// "" after it stored a status.
+	why string
+	// warned holds, per reason/namespace/name, the UID of the object last
+	// warned about: an object deleted and created again under its name is
+	// a new one, and is warned about again.
+	warned map[string]types.UID
 }
 
 // New makes a Writer.
@@ -96,7 +109,7 @@ func New[T Object, S any](cfg Config[T, S]) *Writer[T, S] {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Writer[T, S]{cfg: cfg, warned: map[string]bool{}}
+	return &Writer[T, S]{cfg: cfg, warned: map[string]types.UID{}}
 }
 
 // Write stores the status obj carries, with the resourceVersion obj was read
@@ -105,6 +118,12 @@ func New[T Object, S any](cfg Config[T, S]) *Writer[T, S] {
 // decides again from the fresh object (by its generation, never by comparing
 // it with the last object seen). A deleted object gives NotFound. On success
 // it returns the object as stored.
+//
+// A write through the object that the apiserver accepts but that stores
+// another status than obj's (a CRD serving the status subresource to a role
+// without <resource>/status, a schema that prunes status) returns the object
+// as stored together with an error wrapping ErrStatusNotStored: a caller
+// that can go on without the status stored tells it with errors.Is.
 func (w *Writer[T, S]) Write(ctx context.Context, obj T) (T, error) {
 	client := w.cfg.Client(obj.GetNamespace())
 	if !w.useObject() {
@@ -150,10 +169,32 @@ func (w *Writer[T, S]) writeObject(ctx context.Context, client Client[T], obj T)
 	if err != nil {
 		return out, err
 	}
-	if !equality.Semantic.DeepEqual(*w.cfg.Status(out), *w.cfg.Status(upd)) {
+	if !sameStored(*w.cfg.Status(out), *w.cfg.Status(upd)) {
 		w.warn(obj, ReasonStatusNotStored, w.notStoredMessage())
+		w.reprobe()
+		return out, fmt.Errorf("%s %s/%s: the update of the object was accepted, the status in it was not kept: %w",
+			w.cfg.Kind, obj.GetNamespace(), obj.GetName(), ErrStatusNotStored)
 	}
 	return out, nil
+}
+
+// sameStored tells whether two statuses are the same once stored: the
+// apiserver keeps times to the second, so both are compared as their JSON
+// reads back.
+func sameStored[S any](a, b S) bool {
+	return equality.Semantic.DeepEqual(asStored(a), asStored(b))
+}
+
+func asStored[S any](s S) S {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return s
+	}
+	var out S
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return s
+	}
+	return out
 }
 
 // Change applies change to the status of the newest object named, and writes
@@ -161,7 +202,8 @@ func (w *Writer[T, S]) writeObject(ctx context.Context, client Client[T], obj T)
 // writers whose change holds whatever else changed (a backup's result, the
 // restore hand-over's phase). It returns the object as stored, or as read
 // when nothing changed; an object of another uid (re-created under the name)
-// is left alone and returned as read.
+// is left alone and returned as read. A status not stored gives the object
+// as stored and an error wrapping ErrStatusNotStored, as Write does.
 func (w *Writer[T, S]) Change(ctx context.Context, namespace, name string, uid types.UID, change func(*S)) (T, error) {
 	var out T
 	client := w.cfg.Client(namespace)
@@ -193,16 +235,24 @@ func (w *Writer[T, S]) useObject() bool {
 	return w.viaObject && w.cfg.Now().Sub(w.viaObjectAt) < ReprobeInterval
 }
 
-// setViaObject records the path, and tells whether it is a change.
+// setViaObject records the path and why, and tells whether why changed.
 func (w *Writer[T, S]) setViaObject(on bool, why string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := w.viaObject != on || w.why != why
+	changed := w.why != why
 	w.viaObject, w.why = on, why
 	if on {
 		w.viaObjectAt = w.cfg.Now()
 	}
 	return changed
+}
+
+// reprobe makes the next write try the status subresource first. Why it was
+// left is kept, so that the same finding is not reported again.
+func (w *Writer[T, S]) reprobe() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.viaObject = false
 }
 
 func (w *Writer[T, S]) forbiddenMessage(err error) string {
@@ -230,12 +280,13 @@ func (w *Writer[T, S]) notStoredMessage() string {
 		w.cfg.Kind, w.cfg.Resource, w.cfg.Group, w.cfg.Resource, w.cfg.Group)
 }
 
-// warn gives a warning once per object and reason.
+// warn gives a warning once per object, told by its UID, and reason.
 func (w *Writer[T, S]) warn(obj T, reason, msg string) {
 	key := reason + "/" + obj.GetNamespace() + "/" + obj.GetName()
 	w.mu.Lock()
-	done := w.warned[key]
-	w.warned[key] = true
+	uid, done := w.warned[key]
+	done = done && uid == obj.GetUID()
+	w.warned[key] = obj.GetUID()
 	w.mu.Unlock()
 	if done {
 		return

@@ -2,6 +2,8 @@ package statusutil
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -45,7 +48,28 @@ func cluster(generation int64) *api.EtcdCluster {
 	}
 }
 
+// write writes phase into the stored cluster's status, and fails the test
+// unless the status is stored.
 func (f *fixture) write(t *testing.T, phase api.ClusterPhase) *api.EtcdCluster {
+	t.Helper()
+	out, err := f.tryWrite(t, phase)
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	return out
+}
+
+// writeNotStored is write for a status the server does not store.
+func (f *fixture) writeNotStored(t *testing.T, phase api.ClusterPhase) *api.EtcdCluster {
+	t.Helper()
+	out, err := f.tryWrite(t, phase)
+	if !errors.Is(err, ErrStatusNotStored) {
+		t.Fatalf("write: %v, want ErrStatusNotStored", err)
+	}
+	return out
+}
+
+func (f *fixture) tryWrite(t *testing.T, phase api.ClusterPhase) (*api.EtcdCluster, error) {
 	t.Helper()
 	cur, err := f.client.EtcdV1beta2().EtcdClusters("ns").Get(context.Background(), "c", metav1.GetOptions{})
 	if err != nil {
@@ -54,11 +78,21 @@ func (f *fixture) write(t *testing.T, phase api.ClusterPhase) *api.EtcdCluster {
 	obj := cur.DeepCopy()
 	obj.Status.Phase = phase
 	obj.Status.ObservedGeneration = obj.Generation
-	out, err := f.w.Write(context.Background(), obj)
-	if err != nil {
-		t.Fatalf("write: %v", err)
+	return f.w.Write(context.Background(), obj)
+}
+
+// recreate deletes the cluster and creates it again under its name, with uid.
+func (f *fixture) recreate(t *testing.T, uid types.UID) {
+	t.Helper()
+	clusters := f.client.EtcdV1beta2().EtcdClusters("ns")
+	if err := clusters.Delete(context.Background(), "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	obj := cluster(1)
+	obj.UID = uid
+	if _, err := clusters.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // updates lists the updates made, "status" for the subresource, "object" for the object.
@@ -125,8 +159,11 @@ func TestWithoutTheSubresourceStatusGoesWithAnUpdateOfTheObjectAndSettles(t *tes
 func TestASchemaThatPrunesStatusIsReportedOnceWithTheFix(t *testing.T) {
 	f := newFixture(t, cluster(1))
 	statustest.WithoutStatusSubresource(f.client, api.EtcdClusterResourcePlural, true)
-	f.write(t, api.ClusterPhaseRunning)
-	f.write(t, api.ClusterPhaseRunning)
+	out := f.writeNotStored(t, api.ClusterPhaseRunning)
+	if out == nil || out.Status.Phase != api.ClusterPhaseNone {
+		t.Fatalf("returned %+v, want the object as stored, without the status", out)
+	}
+	f.writeNotStored(t, api.ClusterPhaseRunning)
 	ev := f.events()
 	if len(ev) != 1 {
 		t.Fatalf("events %v, want one", ev)
@@ -171,6 +208,70 @@ func TestTheSubresourceIsTriedAgainAfterTheReprobeInterval(t *testing.T) {
 	f.write(t, api.ClusterPhaseRunning)
 	if got := f.updates(); strings.Join(got, ",") != "status,status" {
 		t.Errorf("updates %v, want the subresource again", got)
+	}
+}
+
+func TestAStatusNotStoredThroughTheObjectSendsTheNextWriteToTheSubresource(t *testing.T) {
+	f := newFixture(t, cluster(1))
+	statustest.ForbidServedStatus(f.client, api.EtcdClusterResourcePlural)
+	f.writeNotStored(t, api.ClusterPhaseRunning)
+	f.writeNotStored(t, api.ClusterPhaseRunning)
+	if got := f.updates(); strings.Join(got, ",") != "status,object,status,object" {
+		t.Errorf("updates %v, want the subresource tried before each update of the object", got)
+	}
+	f.client.ReactionChain = f.client.ReactionChain[1:] // the role is granted <resource>/status
+	f.client.ClearActions()
+	if out := f.write(t, api.ClusterPhaseRunning); out.Status.Phase != api.ClusterPhaseRunning {
+		t.Errorf("phase %q, want Running", out.Status.Phase)
+	}
+	if got := f.updates(); strings.Join(got, ",") != "status" {
+		t.Errorf("updates %v, want the subresource at once, before ReprobeInterval", got)
+	}
+	ev := f.events()
+	if len(ev) != 2 || !strings.Contains(ev[0], ReasonStatusSubresourceForbidden) || !strings.Contains(ev[1], ReasonStatusNotStored) {
+		t.Errorf("events %v, want one of each reason", ev)
+	}
+}
+
+func TestAClusterCreatedAgainUnderItsNameIsWarnedAboutAgain(t *testing.T) {
+	f := newFixture(t, cluster(1))
+	statustest.ForbidServedStatus(f.client, api.EtcdClusterResourcePlural)
+	f.writeNotStored(t, api.ClusterPhaseRunning)
+	f.writeNotStored(t, api.ClusterPhaseRunning)
+	f.recreate(t, "u2")
+	f.writeNotStored(t, api.ClusterPhaseRunning)
+	f.writeNotStored(t, api.ClusterPhaseRunning)
+	var reasons []string
+	for _, e := range f.events() {
+		reasons = append(reasons, strings.Fields(e)[1])
+	}
+	want := []string{ReasonStatusSubresourceForbidden, ReasonStatusNotStored, ReasonStatusSubresourceForbidden, ReasonStatusNotStored}
+	if !slices.Equal(reasons, want) {
+		t.Errorf("warnings %v, want %v: each reason once for each of the two clusters", reasons, want)
+	}
+}
+
+func TestAStatusStoredWithItsTimesToTheSecondIsStored(t *testing.T) {
+	f := newFixture(t, cluster(1))
+	// The apiserver sends back what it stored as JSON: times to the second.
+	f.client.PrependReactor("update", api.EtcdClusterResourcePlural, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		stored := a.(k8stesting.UpdateAction).GetObject().(*api.EtcdCluster).DeepCopy()
+		stored.Status.Recovery.Time = metav1.NewTime(stored.Status.Recovery.Time.Truncate(time.Second))
+		return true, stored, f.client.Tracker().Update(api.SchemeGroupVersion.WithResource(api.EtcdClusterResourcePlural), stored, stored.Namespace)
+	})
+	statustest.ForbidStatus(f.client, api.EtcdClusterResourcePlural)
+	obj := cluster(1)
+	obj.Status.Phase = api.ClusterPhaseRunning
+	obj.Status.Recovery = &api.RecoveryStatus{Time: metav1.NewTime(time.Unix(1e9, 123456789)), FromMember: "c-0000"}
+	out, err := f.w.Write(context.Background(), obj)
+	if err != nil {
+		t.Fatalf("write: %v, want the status stored", err)
+	}
+	if out.Status.Recovery.Time.Nanosecond() != 0 || obj.Status.Recovery.Time.Nanosecond() == 0 {
+		t.Fatal("the fake did not store the time to the second: the test tests nothing")
+	}
+	if ev := f.events(); len(ev) != 1 || !strings.Contains(ev[0], ReasonStatusSubresourceForbidden) {
+		t.Errorf("events %v, want only the forbidden subresource", ev)
 	}
 }
 
@@ -219,6 +320,18 @@ func TestChangeRetriesAConflictFromAFreshRead(t *testing.T) {
 	}
 	if out.Status.Phase != api.ClusterPhaseRunning {
 		t.Errorf("phase %q, want Running", out.Status.Phase)
+	}
+}
+
+func TestChangeTellsAStatusNotStored(t *testing.T) {
+	f := newFixture(t, cluster(1))
+	statustest.ForbidServedStatus(f.client, api.EtcdClusterResourcePlural)
+	out, err := f.w.Change(context.Background(), "ns", "c", "u1", func(st *api.ClusterStatus) { st.Phase = api.ClusterPhaseRunning })
+	if !errors.Is(err, ErrStatusNotStored) {
+		t.Fatalf("err %v, want ErrStatusNotStored", err)
+	}
+	if out == nil || out.Status.Phase != api.ClusterPhaseNone {
+		t.Errorf("returned %+v, want the object as stored", out)
 	}
 }
 
