@@ -90,7 +90,7 @@ func newWorld(t *testing.T, mode statusMode, secretsForbidden bool, srv string) 
 			w.violations = append(w.violations, "the EtcdCluster was deleted with no EtcdRestore stored")
 			return false, nil, nil
 		}
-		if p := statusOf(stored.(*api.EtcdRestore)).Phase; p != api.RestorePhaseRestoring {
+		if p := StatusOf(stored.(*api.EtcdRestore)).Phase; p != api.RestorePhaseRestoring {
 			w.violations = append(w.violations, fmt.Sprintf("the EtcdCluster was deleted while the stored restore's phase was %q", p))
 		}
 		// A foreground deletion: the object stays, marked, until the garbage
@@ -232,7 +232,7 @@ func (w *world) checkEnd() []string {
 	if er == nil {
 		return append(out, "the EtcdRestore is gone")
 	}
-	st := statusOf(er)
+	st := StatusOf(er)
 	switch st.Phase {
 	case api.RestorePhaseCompleted:
 		if cl == nil || cl.Annotations[RestoredByAnnotation] != string(restoreUID) {

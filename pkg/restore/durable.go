@@ -44,11 +44,11 @@ func keptStatus(er *api.EtcdRestore) (api.RestoreStatus, bool) {
 	return st, true
 }
 
-// statusOf is the restore's status as the flow acts on it: the one kept in
+// StatusOf is the restore's status as the flow acts on it: the one kept in
 // StatusAnnotation unless the stored one is further on. A status stored
 // while the annotation exists removes it (updateStatus), so a kept status of
 // the same phase is the newer.
-func statusOf(er *api.EtcdRestore) api.RestoreStatus {
+func StatusOf(er *api.EtcdRestore) api.RestoreStatus {
 	kept, ok := keptStatus(er)
 	if ok && phaseRank(kept.Phase) >= phaseRank(er.Status.Phase) {
 		return kept
@@ -56,10 +56,10 @@ func statusOf(er *api.EtcdRestore) api.RestoreStatus {
 	return er.Status
 }
 
-// withKeptStatus is er with statusOf(er) as its status; er itself when there
+// withKeptStatus is er with StatusOf(er) as its status; er itself when there
 // is no kept status.
 func withKeptStatus(er *api.EtcdRestore) *api.EtcdRestore {
-	st := statusOf(er)
+	st := StatusOf(er)
 	if _, ok := keptStatus(er); !ok {
 		return er
 	}

@@ -146,7 +146,7 @@ var errGone = errors.New("the EtcdRestore is gone")
 
 // Finished tells whether a restore has ended; an ended restore is never run again.
 func Finished(er *api.EtcdRestore) bool {
-	p := statusOf(er).Phase
+	p := StatusOf(er).Phase
 	return p == api.RestorePhaseCompleted || p == api.RestorePhaseFailed
 }
 
@@ -198,7 +198,7 @@ func (f *Flow) Sync(ctx context.Context, namespace, name string, attempt int) (t
 // restore's next sync.
 func (f *Flow) LoadTokens(ctx context.Context, restores []*api.EtcdRestore) {
 	for _, er := range restores {
-		if statusOf(er).Phase != api.RestorePhaseRestoring || !api.IsManagedBy(er, f.cfg.ClusterWide) {
+		if StatusOf(er).Phase != api.RestorePhaseRestoring || !api.IsManagedBy(er, f.cfg.ClusterWide) {
 			continue
 		}
 		token, err := tokenOf(ctx, f.cfg.Kube.CoreV1(), er)

@@ -89,8 +89,8 @@ func TestWithoutTheRightToCreateSecretsTheSeedGetsTheTokenFromTheRestore(t *test
 	if _, _, ok := w.flow.cfg.Tokens.check(testNamespace, testCluster, token, "10.1.2.4"); ok {
 		t.Error("another address was served the backup with the seed's token")
 	}
-	if er := w.runToTheEnd(t); statusOf(er).Phase != api.RestorePhaseCompleted {
-		t.Fatalf("restore ended %+v", statusOf(er))
+	if er := w.runToTheEnd(t); StatusOf(er).Phase != api.RestorePhaseCompleted {
+		t.Fatalf("restore ended %+v", StatusOf(er))
 	}
 }
 
@@ -107,11 +107,11 @@ func TestWithoutTheStatusSubresourceTheRestoreKeepsItsProgressOnItself(t *testin
 	if stored.Status.Phase != "" {
 		t.Fatalf("stored phase %q: the fake stores status it should drop", stored.Status.Phase)
 	}
-	if p := statusOf(er).Phase; p != api.RestorePhaseRestoring {
+	if p := StatusOf(er).Phase; p != api.RestorePhaseRestoring {
 		t.Fatalf("the phase kept in %s is %q, want Restoring once the old cluster is being deleted", StatusAnnotation, p)
 	}
 	end := w.runToTheEnd(t)
-	if st := statusOf(end); st.Phase != api.RestorePhaseCompleted || !st.Succeeded {
+	if st := StatusOf(end); st.Phase != api.RestorePhaseCompleted || !st.Succeeded {
 		t.Fatalf("restore ended %+v", st)
 	}
 	// Ended for the controller too, which reads the informer's copy: never

@@ -127,8 +127,8 @@ func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Infof("refused: the EtcdRestore is run by the other kind of restore operator (annotation %s)", api.ScopeAnnotation)
 		refuse(w)
 		return
-	case statusOf(er).Phase != api.RestorePhaseRestoring:
-		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", statusOf(er).Phase)
+	case StatusOf(er).Phase != api.RestorePhaseRestoring:
+		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", StatusOf(er).Phase)
 		if Finished(er) {
 			h.Tokens.forget(namespace, name, uid)
 		}
