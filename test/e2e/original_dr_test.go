@@ -274,7 +274,7 @@ func TestRestoreStartedBeforeTheRulesAreCompleteKeepsTheCluster(t *testing.T) {
 	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
 		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
 	}
-	t.Logf("the restore completed once the rules were added")
+	t.Logf("the restore completed")
 }
 
 // putBackCRDsAtEnd puts this tree's three definitions back when the test
