@@ -244,3 +244,18 @@ import_image() {
 	ctr_k8s images label "$ref" "$IMAGE_SHA_LABEL=$sha" >/dev/null
 	log "image $ref: imported"
 }
+
+# NEXT_TAG_SUFFIX names the second tag of the project image: the same image
+# under another name, which a Deployment rolled to it takes for a new image,
+# as an upgrade of the operator does (see test/e2e/rollout_test.go).
+NEXT_TAG_SUFFIX=-next
+
+# tag_next_image TAR: tags the image of TAR, imported, as <ref>$NEXT_TAG_SUFFIX.
+tag_next_image() {
+	local ref next
+	ref=$(normalize_ref "$(tar_image_ref "$1")")
+	next=$ref$NEXT_TAG_SUFFIX
+	ctr_k8s images rm "$next" >/dev/null 2>&1 || true
+	ctr_k8s images tag "$ref" "$next" >/dev/null
+	log "image $next: the same image, tagged for upgrade tests"
+}

@@ -2,7 +2,9 @@
 # load-image.sh [TAR]: import an image tarball (default: the project image
 # written by hack/build-image.sh, _output/etcd-operator-image.tar) into the
 # running local cluster's containerd, namespace k8s.io, where the kubelet
-# finds it. Skipped when the same tarball is already imported.
+# finds it. Skipped when the same tarball is already imported. The project
+# image is also tagged <ref>-next: the same image under a second name, for
+# the tests that roll the operators to a new image.
 #
 # load-image.sh --cluster: rebuild the cluster's own images (etcd, busybox,
 # pause, CoreDNS; images.sh) whose recipe or inputs changed since they were
@@ -34,3 +36,6 @@ fi
 tar=${1:-$PROJECT_IMAGE_TAR}
 [[ -f $tar ]] || die "$tar not found (build it with: bash hack/build-image.sh)"
 import_image "$tar"
+if [[ $tar == "$PROJECT_IMAGE_TAR" ]]; then
+	tag_next_image "$tar"
+fi

@@ -42,6 +42,13 @@ func operatorImage() string {
 	return "openetcd/etcd-operator:v0.1.0"
 }
 
+// nextOperatorImage is the operator image under its second tag (see
+// NEXT_TAG_SUFFIX in hack/local-cluster/lib.sh): the same image, which a
+// Deployment rolled to it takes for a new one.
+func nextOperatorImage() string {
+	return operatorImage() + "-next"
+}
+
 // grantOriginalRole applies the original's namespaced Role and RoleBinding in
 // ns, filled in with sed as its create_role.sh filled them; edit changes the
 // Role further, the way a user trims it.

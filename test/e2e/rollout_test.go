@@ -37,6 +37,12 @@ var (
 	rolloutRestart = rollChange{"kubectl rollout restart", func(d string) []string {
 		return []string{"rollout", "restart", "deployment/" + d}
 	}}
+	// newImage moves every container of the pod to the operator image's
+	// second tag, which hack/local-cluster/load-image.sh gives it: a new
+	// image as the kubelet sees one, as an upgrade of the operator brings.
+	newImage = rollChange{"a new image (" + nextOperatorImage() + ")", func(d string) []string {
+		return []string{"set", "image", "deployment/" + d, "*=" + nextOperatorImage()}
+	}}
 	// newFlag adds a flag to the operator's command, as an upgrade of the
 	// manifests does.
 	newFlag = rollChange{"a new flag (--log-level=debug)", func(d string) []string {
@@ -46,8 +52,8 @@ var (
 )
 
 // TestOperatorsRollWhileAClusterScales rolls each of the three operator
-// Deployments of the example manifests (a new revision, then a new flag)
-// while their cluster scales 3 → 5 → 3 under the checker. Each rollout must
+// Deployments of the example manifests (a new revision, a new image, then a
+// new flag) while their cluster scales 3 → 5 → 3 → 5 under the checker. Each rollout must
 // complete within rolloutTimeout: the new pod Ready, the old one gone, the
 // new one the only pod labelled the leader (the restore operator's Service
 // selecting it alone). The cluster must end at its size with a linearizable
@@ -67,8 +73,8 @@ func TestOperatorsRollWhileAClusterScales(t *testing.T) {
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	underLoad(t, ns, name, "operator-rollout", 3*time.Minute, func(ctx context.Context) {
-		for i, change := range []rollChange{rolloutRestart, newFlag} {
-			size := []int{5, 3}[i]
+		for i, change := range []rollChange{rolloutRestart, newImage, newFlag} {
+			size := []int{5, 3, 5}[i]
 			if _, err := f.PatchClusterSpec(ctx, ns, name, map[string]any{"size": size}); err != nil {
 				t.Fatal(err)
 			}
