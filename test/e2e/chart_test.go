@@ -47,12 +47,13 @@ func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
 			_, _ = f.Run(t.Context(), framework.Cmd{Name: helm, Args: []string{"uninstall", release, "--namespace", ns}})
 		}
 	})
-	for _, d := range []string{"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"} {
-		if err := f.WaitDeploymentReady(ctx, ns, d, 1, framework.OperatorReadyTimeout); err != nil {
+	// The chart names its objects after the release: "<release>-etcd-operator-<operator>".
+	for _, key := range []string{"cluster", "backup", "restore"} {
+		if err := f.WaitDeploymentReady(ctx, ns, release+"-etcd-operator-"+key, 1, framework.OperatorReadyTimeout); err != nil {
 			t.Fatal(err)
 		}
 	}
-	logs, err := f.Kubectl(ctx, "logs", "-n", ns, "deployment/"+framework.OperatorDeployment)
+	logs, err := f.Kubectl(ctx, "logs", "-n", ns, "deployment/"+release+"-etcd-operator-cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
