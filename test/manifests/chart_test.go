@@ -284,9 +284,9 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join(root, "example", "chart", "crds", filepath.Base(src)))
+		got, err := os.ReadFile(filepath.Join(root, "example", "chart", "files", "crds", filepath.Base(src)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("example/chart/crds/%s is not example/crd's (%v): run hack/update-codegen.sh", filepath.Base(src), err)
+			t.Errorf("example/chart/files/crds/%s is not example/crd's (%v): run hack/update-codegen.sh", filepath.Base(src), err)
 		}
 	}
 }
