@@ -14,7 +14,7 @@ import (
 
 // everything switches on every optional object of the chart, so that the
 // naming tests see all of them.
-var everything = slices.Clone(allMonitoring)
+var everything = append(slices.Clone(allMonitoring), "networkPolicy.enabled=true")
 
 // clusterScoped are the kinds the chart renders without a namespace.
 var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "CustomResourceDefinition": true}
