@@ -101,7 +101,7 @@ func TestFullnameOverrideNamesEveryObject(t *testing.T) {
 func TestPodAndServiceAccountMetadataReachEachOperator(t *testing.T) {
 	r := render(t,
 		"podLabels.team=a", "podAnnotations.global=g", "podAnnotations.both=global",
-		"operators.backup.podAnnotations.both=backup", "operators.backup.podLabels.azure\\.workload\\.identity/use=true",
+		"operators.backup.podAnnotations.both=backup", "operators.backup.podLabels.workload=backup",
 		"operators.backup.serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/backup",
 		// The selector labels stay what the Deployment selects on.
 		"operators.restore.podLabels.app\\.kubernetes\\.io/name=other",
@@ -118,12 +118,12 @@ func TestPodAndServiceAccountMetadataReachEachOperator(t *testing.T) {
 		if l["team"] != "a" || a["global"] != "g" {
 			t.Errorf("%s: the global pod labels and annotations are missing: %v %v", name, l, a)
 		}
-		wantBoth, wantUse := "global", ""
+		wantBoth, wantWorkload := "global", ""
 		if name == "etcd-backup-operator" {
-			wantBoth, wantUse = "backup", "true"
+			wantBoth, wantWorkload = "backup", "backup"
 		}
-		if a["both"] != wantBoth || l["azure.workload.identity/use"] != wantUse {
-			t.Errorf("%s: annotation both=%q, label azure.workload.identity/use=%q; want %q, %q", name, a["both"], l["azure.workload.identity/use"], wantBoth, wantUse)
+		if a["both"] != wantBoth || l["workload"] != wantWorkload {
+			t.Errorf("%s: annotation both=%q, label workload=%q; want %q, %q", name, a["both"], l["workload"], wantBoth, wantWorkload)
 		}
 		var sa corev1.ServiceAccount
 		r.decode(t, "ServiceAccount", relName(name), &sa)

@@ -253,14 +253,6 @@ func TestChartLeavesOutDisabledOperators(t *testing.T) {
 	}
 }
 
-func TestChartRefusesUnknownScope(t *testing.T) {
-	helm := tool(t, "HELM", "helm")
-	out, err := execOutput(t, helm, "template", "rel", chartDir(t), "--set", "scope=everywhere")
-	if err == nil || !strings.Contains(out, `scope must be namespace or cluster, not "everywhere"`) {
-		t.Errorf("err %v, output:\n%s", err, out)
-	}
-}
-
 // The chart's copies of the monitoring kit and the CRDs are the files under
 // example/ (Helm reads only files inside the chart).
 func TestChartCopiesAreCurrent(t *testing.T) {

@@ -73,12 +73,3 @@ change, then the operator's podLabels, then the global ones; dict "root" .
 {{- define "etcd-operator.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
-
-{{- define "etcd-operator.checkValues" -}}
-{{- if not (has .Values.scope (list "namespace" "cluster")) }}
-{{- fail (printf "scope must be namespace or cluster, not %q" .Values.scope) }}
-{{- end }}
-{{- if not (has .Values.logFormat (list "text" "json")) }}
-{{- fail (printf "logFormat must be text or json, not %q" .Values.logFormat) }}
-{{- end }}
-{{- end }}
