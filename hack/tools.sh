@@ -11,17 +11,25 @@ PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
 PROMTOOL_VERSION=v0.316.0 # Prometheus 3.16
 HELM_MODULE=helm.sh/helm/v3/cmd/helm
 HELM_VERSION=v3.22.0
+# Helm's release builds stamp the Kubernetes version that helm template and helm
+# lint assume (1.<client-go minor>; helm v3.22.0 has client-go v0.37.0); without
+# it they assume 1.20, older than the chart's kubeVersion allows.
+HELM_LDFLAGS="-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37
+ -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
+ -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 
 cache=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-operator/tools}
 
+# build NAME MODULE VERSION [TAGS [LDFLAGS [DIR-SUFFIX]]]; a build with other
+# ldflags goes to a directory of its own (DIR-SUFFIX), so a cached one is not reused.
 build() {
-	local name=$1 module=$2 version=$3 tags=${4:-}
-	local dir=$cache/$name-$version
+	local name=$1 module=$2 version=$3 tags=${4:-} ldflags=${5:-} suffix=${6:-}
+	local dir=$cache/$name-$version$suffix
 	if [[ ! -x $dir/$name ]]; then
 		mkdir -p "$dir"
 		echo "tools.sh: building $name $version from the Go module proxy (once; minutes)" >&2
 		# Outside the repo's module, so that the tool's dependencies are its own.
-		(cd "$dir" && GOBIN=$dir CGO_ENABLED=0 go install -tags "$tags" "$module@$version") >&2
+		(cd "$dir" && GOBIN=$dir CGO_ENABLED=0 go install -tags "$tags" -ldflags "$ldflags" "$module@$version") >&2
 	fi
 	echo "$dir/$name"
 }
@@ -34,7 +42,7 @@ for tool in "$@"; do
 	# remove_all_sd leaves out the service discovery plugins (the cloud SDKs),
 	# which rule checks do not use: the build takes minutes instead of half an hour.
 	promtool) build promtool "$PROMTOOL_MODULE" "$PROMTOOL_VERSION" remove_all_sd ;;
-	helm) build helm "$HELM_MODULE" "$HELM_VERSION" ;;
+	helm) build helm "$HELM_MODULE" "$HELM_VERSION" "" "$HELM_LDFLAGS" -k8s1.37 ;;
 	*)
 		echo "tools.sh: unknown tool $tool (want promtool or helm)" >&2
 		exit 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates deepcopy functions, the typed clientset (with its fake), listers and
 # informers under pkg/generated, and the CRD manifests under example/crd and
-# example/chart/crds.
+# example/chart/files/crds.
 # Run it after changing anything in pkg/apis.
 set -o errexit -o nounset -o pipefail
 
@@ -43,4 +43,4 @@ kube::codegen::gen_client \
 # extracted first into Go so that the operators carry them too.
 (cd "$root" && go run ./hack/gen-crds -fielddocs "${out_root}/pkg/util/crdutil/zz_generated.fielddocs.go")
 (cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/crd")
-(cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/chart/crds")
+(cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/chart/files/crds")

@@ -25,12 +25,14 @@ func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
 	ns := newNamespace(t, "chart")
 	release := "e2e-" + ns
 
-	// helm install leaves CRDs that exist alone, and other tests' operators may
-	// have installed older ones: apply the chart's, as README says to on upgrade.
-	if _, err := f.Kubectl(ctx, "apply", "-f", f.Env.Path("example", "chart", "crds")+"/"); err != nil {
+	// Other tests' operators install the CRDs themselves (--create-crd=true), and
+	// Helm refuses to take over objects another release or tool made: apply
+	// example/crd/ (the chart's), and install with crds.install=false, as
+	// docs/helm.md says to when the CRDs come from elsewhere.
+	if _, err := f.Kubectl(ctx, "apply", "-f", f.Env.Path("example", "crd")+"/"); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"install", release, f.Env.Path("example", "chart"), "--namespace", ns, "--set", "logFormat=json"}
+	args := []string{"install", release, f.Env.Path("example", "chart"), "--namespace", ns, "--set", "logFormat=json,crds.install=false"}
 	if img := f.Env.OperatorImage; img != "" {
 		i := strings.LastIndex(img, ":")
 		if i < strings.LastIndex(img, "/") {
@@ -47,12 +49,13 @@ func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
 			_, _ = f.Run(t.Context(), framework.Cmd{Name: helm, Args: []string{"uninstall", release, "--namespace", ns}})
 		}
 	})
-	for _, d := range []string{"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"} {
-		if err := f.WaitDeploymentReady(ctx, ns, d, 1, framework.OperatorReadyTimeout); err != nil {
+	// The chart names its objects after the release: "<release>-etcd-operator-<operator>".
+	for _, key := range []string{"cluster", "backup", "restore"} {
+		if err := f.WaitDeploymentReady(ctx, ns, release+"-etcd-operator-"+key, 1, framework.OperatorReadyTimeout); err != nil {
 			t.Fatal(err)
 		}
 	}
-	logs, err := f.Kubectl(ctx, "logs", "-n", ns, "deployment/"+framework.OperatorDeployment)
+	logs, err := f.Kubectl(ctx, "logs", "-n", ns, "deployment/"+release+"-etcd-operator-cluster")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,17 @@ func chartDir(t *testing.T) string { return filepath.Join(repoRoot(t), "example"
 
 var operatorNames = []string{"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"}
 
+// chartKeys are the operators' keys under operators: in values.yaml, in the
+// order of operatorNames; release "rel" names an operator's objects
+// "rel-etcd-operator-<key>".
+var chartKeys = []string{"cluster", "backup", "restore"}
+
+// relName is what release "rel" of the chart names an operator's Deployment,
+// ServiceAccount and Role.
+func relName(binary string) string {
+	return "rel-etcd-operator-" + chartKeys[slices.Index(operatorNames, binary)]
+}
+
 // allMonitoring switches on every optional part of the chart.
 var allMonitoring = []string{
 	"monitoring.serviceMonitor.enabled=true", "monitoring.podMonitor.enabled=true",
@@ -35,10 +46,16 @@ func TestChartLints(t *testing.T) {
 // rendered is the output of helm template, by kind and name.
 type rendered map[string]map[string][]byte
 
+// render renders release "rel" in namespace etcd-system.
 func render(t *testing.T, set ...string) rendered {
 	t.Helper()
+	return renderRelease(t, "rel", "etcd-system", set...)
+}
+
+func renderRelease(t *testing.T, release, namespace string, set ...string) rendered {
+	t.Helper()
 	helm := tool(t, "HELM", "helm")
-	args := []string{"template", "rel", chartDir(t), "--namespace", "etcd-system", "--include-crds"}
+	args := []string{"template", release, chartDir(t), "--namespace", namespace, "--include-crds"}
 	if len(set) > 0 {
 		args = append(args, "--set", strings.Join(set, ","))
 	}
@@ -118,10 +135,14 @@ func TestChartInstallsEachOperatorWithItsOwnServiceAccount(t *testing.T) {
 			if got := r.names("CustomResourceDefinition"); len(got) != 3 {
 				t.Errorf("CRDs %v, want the three", got)
 			}
-			for i, name := range operatorNames {
+			for _, name := range operatorNames {
 				// Each operator has a role of its own, with only what it uses,
-				// bound to its own ServiceAccount only.
-				rbacName := "rel-etcd-operator-" + []string{"cluster", "backup", "restore"}[i]
+				// bound to its own ServiceAccount only. A ClusterRole's name
+				// carries the release namespace.
+				rbacName := relName(name)
+				if tc.clusterWide {
+					rbacName = strings.Replace(rbacName, "-etcd-operator-", "-etcd-operator-etcd-system-", 1)
+				}
 				var role rbacv1.ClusterRole // Role and ClusterRole decode alike
 				r.decode(t, tc.roleKind, rbacName, &role)
 				if !equality.Semantic.DeepEqual(role.Rules, rbacTemplateRules(t, name)) {
@@ -136,17 +157,17 @@ func TestChartInstallsEachOperatorWithItsOwnServiceAccount(t *testing.T) {
 				for _, s := range binding.Subjects {
 					subjects = append(subjects, s.Namespace+"/"+s.Name)
 				}
-				if !slices.Equal(subjects, []string{"etcd-system/" + name}) {
+				if !slices.Equal(subjects, []string{"etcd-system/" + relName(name)}) {
 					t.Errorf("%s's role is bound to %v, want its ServiceAccount only", name, subjects)
 				}
 				var d appsv1.Deployment
-				r.decode(t, "Deployment", name, &d)
+				r.decode(t, "Deployment", relName(name), &d)
 				pod := d.Spec.Template.Spec
-				if pod.ServiceAccountName != name {
+				if pod.ServiceAccountName != relName(name) {
 					t.Errorf("%s runs as service account %q", name, pod.ServiceAccountName)
 				}
-				if _, ok := r["ServiceAccount"][name]; !ok {
-					t.Errorf("no ServiceAccount %s", name)
+				if _, ok := r["ServiceAccount"][relName(name)]; !ok {
+					t.Errorf("no ServiceAccount %s", relName(name))
 				}
 				cmd := pod.Containers[0].Command
 				if cmd[0] != name || !slices.Contains(cmd, "--create-crd=false") || slices.Contains(cmd, "--cluster-wide") != tc.clusterWide {
@@ -154,7 +175,7 @@ func TestChartInstallsEachOperatorWithItsOwnServiceAccount(t *testing.T) {
 				}
 				checkRestricted(t, name, pod)
 				var svc corev1.Service
-				r.decode(t, "Service", name+"-metrics", &svc)
+				r.decode(t, "Service", relName(name)+"-metrics", &svc)
 				if !equality.Semantic.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) {
 					t.Errorf("Service %s-metrics selects %v, the pods carry %v", name, svc.Spec.Selector, d.Spec.Selector.MatchLabels)
 				}
@@ -199,7 +220,7 @@ func TestChartMonitoringIsOptIn(t *testing.T) {
 		Metadata         map[string]any `json:"metadata"`
 		Spec             map[string]any `json:"spec"`
 	}
-	r.decode(t, "PrometheusRule", "etcd-operator", &rule)
+	r.decode(t, "PrometheusRule", "rel-etcd-operator", &rule)
 	data, err := os.ReadFile(filepath.Join(monitoringDir(t), "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +233,7 @@ func TestChartMonitoringIsOptIn(t *testing.T) {
 		t.Error("the chart's PrometheusRule is not example/monitoring/rules.yaml")
 	}
 	var cm corev1.ConfigMap
-	r.decode(t, "ConfigMap", "etcd-operator-dashboard", &cm)
+	r.decode(t, "ConfigMap", "rel-etcd-operator-dashboard", &cm)
 	dashboard, err := os.ReadFile(filepath.Join(monitoringDir(t), "grafana-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -224,19 +245,11 @@ func TestChartMonitoringIsOptIn(t *testing.T) {
 
 func TestChartLeavesOutDisabledOperators(t *testing.T) {
 	r := render(t, "operators.backup.enabled=false", "operators.restore.enabled=false")
-	if got := r.names("Deployment"); !slices.Equal(got, []string{"etcd-operator"}) {
+	if got := r.names("Deployment"); !slices.Equal(got, []string{"rel-etcd-operator-cluster"}) {
 		t.Errorf("Deployments %v", got)
 	}
-	if got := r.names("ServiceAccount"); !slices.Equal(got, []string{"etcd-operator"}) {
+	if got := r.names("ServiceAccount"); !slices.Equal(got, []string{"rel-etcd-operator-cluster"}) {
 		t.Errorf("ServiceAccounts %v", got)
-	}
-}
-
-func TestChartRefusesUnknownScope(t *testing.T) {
-	helm := tool(t, "HELM", "helm")
-	out, err := execOutput(t, helm, "template", "rel", chartDir(t), "--set", "scope=everywhere")
-	if err == nil || !strings.Contains(out, `scope must be namespace or cluster, not "everywhere"`) {
-		t.Errorf("err %v, output:\n%s", err, out)
 	}
 }
 
@@ -263,9 +276,9 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join(root, "example", "chart", "crds", filepath.Base(src)))
+		got, err := os.ReadFile(filepath.Join(root, "example", "chart", "files", "crds", filepath.Base(src)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("example/chart/crds/%s is not example/crd's (%v): run hack/update-codegen.sh", filepath.Base(src), err)
+			t.Errorf("example/chart/files/crds/%s is not example/crd's (%v): run hack/update-codegen.sh", filepath.Base(src), err)
 		}
 	}
 }
@@ -284,7 +297,7 @@ func TestBinariesAcceptTheChartsFlags(t *testing.T) {
 	r := render(t, "scope=cluster", "logFormat=json", "logLevel=debug")
 	for _, name := range operatorNames {
 		var d appsv1.Deployment
-		r.decode(t, "Deployment", name, &d)
+		r.decode(t, "Deployment", relName(name), &d)
 		cmd := d.Spec.Template.Spec.Containers[0].Command
 		out, err := execOutput(t, filepath.Join(bin, dirs[name]), append(cmd[1:], "-version")...)
 		if err != nil {

@@ -43,7 +43,7 @@ func TestChartDeploymentsStartTheNewPodBeforeStoppingTheOld(t *testing.T) {
 	r := render(t)
 	for _, name := range operatorNames {
 		var d appsv1.Deployment
-		r.decode(t, "Deployment", name, &d)
+		r.decode(t, "Deployment", relName(name), &d)
 		checkRollsOneNewPodFirst(t, "the chart's "+name, d)
 	}
 }
@@ -56,7 +56,7 @@ func TestRestoreServiceSelectsOnlyTheLeadersPod(t *testing.T) {
 	var example appsv1.Deployment
 	readYAML(t, &example, "example", "etcd-restore-operator", "deployment.yaml")
 	var chart appsv1.Deployment
-	render(t).decode(t, "Deployment", "etcd-restore-operator", &chart)
+	render(t).decode(t, "Deployment", relName("etcd-restore-operator"), &chart)
 	for what, d := range map[string]appsv1.Deployment{"example/etcd-restore-operator/deployment.yaml": example, "the chart": chart} {
 		pod := func(name, hash string, leader bool) *corev1.Pod {
 			l := labels.Merge(d.Spec.Template.Labels, labels.Set{"pod-template-hash": hash})
