@@ -141,7 +141,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 		defer factory.Shutdown()
 		// Labelled the leader only now: the CRD established, the cache synced.
 		if err := ctrl.Run(ctx, opts.workers, func() { base.Leadership.Working(ctx) }); err != nil && ctx.Err() == nil {
-			log.Errorf("controller: %v", err)
+			log.WithError(err).Error("controller stopped")
 		}
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every backup goroutine

@@ -162,7 +162,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			}()
 		}
 		if err := ctrl.Run(ctx, func() { base.Leadership.Working(ctx) }); err != nil && ctx.Err() == nil {
-			log.Errorf("controller: %v", err)
+			log.WithError(err).Error("controller stopped")
 		}
 	}
 	// Bounds the wait for the clusters' loops to stop, so that a SIGTERM ends them

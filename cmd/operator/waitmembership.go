@@ -54,7 +54,7 @@ func waitMembership(ctx context.Context, args []string, log *logrus.Entry) int {
 		}
 	})
 	if err != nil {
-		log.Errorf("gave up waiting to be added to the cluster: %v", err)
+		log.WithError(err).Error("gave up waiting to be added to the cluster")
 		return 1
 	}
 	log.Info("this member is in the membership; etcd may start")

@@ -193,7 +193,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			base.Leadership.Working(ctx)
 		}
 		if err := ctrl.Run(ctx, opts.workers, working); err != nil && ctx.Err() == nil {
-			log.Errorf("controller: %v", err)
+			log.WithError(err).Error("controller stopped")
 		}
 	}
 	// proc waits for lead to return, so that a SIGTERM ends every worker before the

@@ -118,6 +118,12 @@ type clusterState struct {
 	phase                   api.ClusterPhase
 }
 
+// originalCounterNames are the counters kept from the original without the
+// _total suffix, each with the name it also has by convention.
+var originalCounterNames = map[string]string{
+	"etcd_operator_cluster_reconcile_failed": "etcd_operator_cluster_reconcile_failures_total",
+}
+
 // clusterCollector makes the series of every cluster when scraped.
 type clusterCollector struct {
 	reconcileDuration, passSeconds *prometheus.Desc

@@ -17,6 +17,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil/statustest"
 )
@@ -304,6 +305,11 @@ etcd_operator_cluster_quorum{name="example",namespace="ns"} 0
 	}
 	if n, err := testutil.GatherAndCount(reg, "etcd_operator_cluster_reconcile_duration_seconds"); n != 1 || err != nil {
 		t.Errorf("%d reconcile_duration_seconds series (%v), want 1", n, err)
+	}
+	// Every counter is exposed with the _total suffix; the original's name
+	// only beside its conventional twin.
+	if bad, err := promutil.CountersWithoutTotal(reg, originalCounterNames); err != nil || len(bad) > 0 {
+		t.Errorf("counters without _total: %v (%v)", bad, err)
 	}
 	m.forget(testNS, testName)
 	if n := testutil.CollectAndCount(reg); n != 0 {

@@ -162,7 +162,7 @@ func TestTombstoneDeletesToo(t *testing.T) {
 func TestFailedClustersAreIgnored(t *testing.T) {
 	f := newFixture(t, false, etcdCluster("operator", "failed", nil, api.ClusterPhaseFailed), etcdCluster("operator", "ok", nil, ""))
 	f.waitManaged("operator/ok")
-	if got := testutil.ToFloat64(f.ctrl.metrics.failed); got < 1 {
+	if got := testutil.ToFloat64(f.ctrl.metrics.failed.total); got < 1 {
 		t.Fatalf("clusters_failed = %v, want at least 1", got)
 	}
 }
@@ -184,14 +184,14 @@ func TestLosingTheScopeAnnotationHandsTheClusterOver(t *testing.T) {
 func TestUpdatesReachTheRunningGoroutine(t *testing.T) {
 	f := newFixture(t, false, etcdCluster("operator", "a", nil, ""))
 	f.waitManaged("operator/a")
-	before := testutil.ToFloat64(f.ctrl.metrics.changed)
+	before := testutil.ToFloat64(f.ctrl.metrics.changed.total)
 	cl, _ := f.etcd.EtcdV1beta2().EtcdClusters("operator").Get(context.Background(), "a", metav1.GetOptions{})
 	cl.Spec.Size = 3
 	if _, err := f.etcd.EtcdV1beta2().EtcdClusters("operator").Update(context.Background(), cl, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return testutil.ToFloat64(f.ctrl.metrics.changed) > before, nil
+		return testutil.ToFloat64(f.ctrl.metrics.changed.total) > before, nil
 	})
 	if err != nil {
 		t.Fatal("the update was not handed to the cluster goroutine")

@@ -37,10 +37,17 @@ func (f *LogFormat) Set(s string) error {
 	return fmt.Errorf("unknown log format %q (want text or json)", s)
 }
 
-// Formatter is the logrus formatter of the format.
+// TimestampFormat is RFC 3339 with milliseconds: a reconcile pass, a leader
+// election or a member's restart take well under a second per step, and lines
+// with whole seconds cannot be ordered against etcd's own logs.
+const TimestampFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Formatter is the logrus formatter of the format. In JSON an error given with
+// WithError is the field "error", apart from the message, so that a pipeline
+// can search and group on it.
 func (f LogFormat) Formatter() logrus.Formatter {
 	if f.name == "json" {
-		return &logrus.JSONFormatter{}
+		return &logrus.JSONFormatter{TimestampFormat: TimestampFormat}
 	}
 	return &logrus.TextFormatter{FullTimestamp: true}
 }

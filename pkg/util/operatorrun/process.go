@@ -56,7 +56,7 @@ func (p *Process) Fail(err error) {
 	p.mu.Unlock()
 	if first {
 		// Said now, since the shutdown may take a while before the error is returned.
-		p.log.Errorf("%v; shutting down", err)
+		p.log.WithError(err).Error("shutting down")
 	}
 	p.cancel()
 }

@@ -8,11 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
 func TestRequestKind(t *testing.T) {
@@ -120,5 +123,18 @@ func TestEachApiserverWarningIsLoggedOnce(t *testing.T) {
 	}
 	if len(got.text) != 1 || got.text[0] != deprecated {
 		t.Errorf("warnings passed on: %q, want the deprecation once", got.text)
+	}
+}
+
+func TestRequestCountersAreNamedWithTotal(t *testing.T) {
+	for _, binary := range []string{"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"} {
+		reg := prometheus.NewRegistry()
+		count := newRequestCounter(binary)
+		reg.MustRegister(count)
+		count.WithLabelValues("get", "pods").Inc()
+		bad, err := promutil.CountersWithoutTotal(reg, nil)
+		if err != nil || len(bad) > 0 {
+			t.Errorf("%s: counters without _total: %v (%v)", binary, bad, err)
+		}
 	}
 }

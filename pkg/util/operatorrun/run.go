@@ -21,7 +21,7 @@ func Run(ctx context.Context, binary string, parse func() (printVersion bool, er
 		return 0
 	}
 	if err != nil {
-		log.Error(err)
+		log.WithError(err).Error("bad flags")
 		return 2
 	}
 	if printVersion {
@@ -30,11 +30,11 @@ func Run(ctx context.Context, binary string, parse func() (printVersion bool, er
 	}
 	id, err := IdentityFromEnv(getenv)
 	if err != nil {
-		log.Error(err)
+		log.WithError(err).Error("cannot start")
 		return 1
 	}
 	if err := serve(ctx, id); err != nil {
-		log.Error(err)
+		log.WithError(err).Error("stopped on an error")
 		return 1
 	}
 	log.Info("stopped")

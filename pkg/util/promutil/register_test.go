@@ -41,3 +41,37 @@ func TestAClashingNamePanics(t *testing.T) {
 	}()
 	Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "things_total", Help: "Other things."}))
 }
+
+func TestCountersWithoutTotal(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		counters []string
+		original map[string]string
+		want     []string
+	}{
+		{"a counter named by convention passes", []string{"things_total"}, nil, nil},
+		{"a counter without _total is reported", []string{"things_total", "things_failed"}, nil, []string{"things_failed"}},
+		{"an original name passes beside its conventional twin", []string{"things_failed", "things_failed_total"},
+			map[string]string{"things_failed": "things_failed_total"}, nil},
+		{"an original name without its twin is reported", []string{"things_failed"},
+			map[string]string{"things_failed": "things_failed_total"}, []string{"things_failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			for _, name := range tc.counters {
+				c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "Things."})
+				reg.MustRegister(c)
+				c.Inc()
+			}
+			// Gauges are not counters, whatever their name.
+			reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "things", Help: "Things."}))
+			got, err := CountersWithoutTotal(reg, tc.original)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
