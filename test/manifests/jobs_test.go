@@ -57,7 +57,7 @@ func TestMembersJobIsTheSameInMonitorsRulesAndDashboard(t *testing.T) {
 		t.Errorf("podmonitor.yaml sets job %q (jobLabel %q), want %q", got, pm.Spec.JobLabel, memberJob)
 	}
 	var chartPM podMonitor
-	if err := yaml.Unmarshal(render(t, allMonitoring...)["PodMonitor"]["etcd-members"], &chartPM); err != nil {
+	if err := yaml.Unmarshal(render(t, allMonitoring...)["PodMonitor"]["rel-etcd-operator-members"], &chartPM); err != nil {
 		t.Fatal(err)
 	}
 	if got := chartPM.job(); got != memberJob || chartPM.Spec.JobLabel != "" {
