@@ -40,7 +40,7 @@ var (
 	// newImage moves every container of the pod to the operator image's
 	// second tag, which hack/local-cluster/load-image.sh gives it: a new
 	// image as the kubelet sees one, as an upgrade of the operator brings.
-	newImage = rollChange{"a new image (" + nextOperatorImage() + ")", func(d string) []string {
+	newImage = rollChange{"a new image (the operator image's second tag)", func(d string) []string {
 		return []string{"set", "image", "deployment/" + d, "*=" + nextOperatorImage()}
 	}}
 	// newFlag adds a flag to the operator's command, as an upgrade of the
