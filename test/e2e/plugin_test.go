@@ -105,7 +105,7 @@ func TestKubectlEtcdPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "snap.db")
-	if out, err = plugin("snapshot", name, "-n", opNS, "-o", file); err != nil {
+	if out, err = plugin("snapshot", name, "-n", opNS, "--file", file); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(file)
