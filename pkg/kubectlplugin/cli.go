@@ -85,7 +85,9 @@ API server; the others use the Kubernetes API only.`,
 		c.addEtcdFlags(cmd)
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{} {
+	for _, cmd := range []*cobra.Command{
+		c.pauseCommand(true), c.pauseCommand(false),
+	} {
 		cmd.GroupID = "kube"
 		root.AddCommand(cmd)
 	}

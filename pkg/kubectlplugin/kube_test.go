@@ -1,0 +1,140 @@
+package kubectlplugin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	etcdfake "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// kubeFixture is a cluster "example" of three member pods example-m0..2 in
+// fake clientsets only, for the commands that use the Kubernetes API alone;
+// beside it a cluster "other" with its member other-m0, and a pod
+// "example-stranger" that carries example's labels without being its.
+type kubeFixture struct {
+	plugin  *Plugin
+	kube    *kubefake.Clientset
+	etcd    *etcdfake.Clientset
+	cluster *api.EtcdCluster
+}
+
+func newKubeFixture(t *testing.T, change func(*api.EtcdCluster), extra ...runtime.Object) *kubeFixture {
+	t.Helper()
+	cluster := &api.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: ns, UID: types.UID("uid-example")},
+		Spec:       api.ClusterSpec{Size: 3, Version: "3.5.21"},
+	}
+	if change != nil {
+		change(cluster)
+	}
+	other := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns, UID: types.UID("uid-other")}}
+	var kubeObjs []runtime.Object
+	for _, name := range []string{"example-m0", "example-m1", "example-m2"} {
+		kubeObjs = append(kubeObjs, memberPodOf(cluster, name))
+	}
+	kubeObjs = append(kubeObjs, memberPodOf(other, "other-m0"), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "example-stranger", Namespace: ns, Labels: k8sutil.ClusterLabels("example")},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	})
+	var etcdObjs []runtime.Object
+	for _, o := range extra {
+		if _, ok := o.(*corev1.Pod); ok {
+			kubeObjs = append(kubeObjs, o)
+		} else if _, ok := o.(*corev1.Secret); ok {
+			kubeObjs = append(kubeObjs, o)
+		} else {
+			etcdObjs = append(etcdObjs, o)
+		}
+	}
+	f := &kubeFixture{
+		kube:    kubefake.NewSimpleClientset(kubeObjs...),
+		etcd:    etcdfake.NewSimpleClientset(append([]runtime.Object{cluster, other}, etcdObjs...)...),
+		cluster: cluster,
+	}
+	f.plugin = &Plugin{Kube: f.kube, Etcd: f.etcd}
+	return f
+}
+
+func memberPodOf(cluster *api.EtcdCluster, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace, UID: types.UID("uid-" + name),
+			Labels: k8sutil.MemberLabels(cluster, name), OwnerReferences: []metav1.OwnerReference{k8sutil.AsOwner(cluster)}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+func (f *kubeFixture) stored(t *testing.T) *api.EtcdCluster {
+	t.Helper()
+	c, err := f.etcd.EtcdV1beta2().EtcdClusters(ns).Get(t.Context(), "example", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPauseAndResume(t *testing.T) {
+	tests := []struct {
+		name       string
+		paused     bool // before
+		args       []string
+		wantPaused bool
+		wantOut    string
+		wantPatch  bool
+	}{
+		{"pause stops the operator and says until when", false, []string{"pause", "example", "-n", ns}, true, "paused: the operator changes nothing in it", true},
+		{"resume hands the cluster back", true, []string{"resume", "example", "-n", ns}, false, "resumed: the operator manages it again", true},
+		{"pausing a paused cluster changes nothing", true, []string{"pause", "example", "-n", ns}, true, "is paused already", false},
+		{"-o name prints the object as kubectl does", false, []string{"pause", "example", "-n", ns, "-o", "name"}, true, "etcdcluster.etcd.database.coreos.com/example\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, func(c *api.EtcdCluster) { c.Spec.Paused = tt.paused; c.Spec.Size = 5 })
+			out, _, err := cliRun(t, f.plugin, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.stored(t)
+			if got.Spec.Paused != tt.wantPaused || got.Spec.Size != 5 {
+				t.Errorf("stored spec paused=%v size=%d, want paused=%v and the size kept", got.Spec.Paused, got.Spec.Size, tt.wantPaused)
+			}
+			if !strings.Contains(out, tt.wantOut) {
+				t.Errorf("printed %q, want %q", out, tt.wantOut)
+			}
+			patched := false
+			for _, a := range f.etcd.Actions() {
+				patched = patched || a.GetVerb() == "patch"
+			}
+			if patched != tt.wantPatch {
+				t.Errorf("patched = %v, want %v", patched, tt.wantPatch)
+			}
+		})
+	}
+}
+
+func TestPauseOutputJSONIsTheStoredCluster(t *testing.T) {
+	f := newKubeFixture(t, nil)
+	out, _, err := cliRun(t, f.plugin, "pause", "example", "-n", ns, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c api.EtcdCluster
+	if err := json.Unmarshal([]byte(out), &c); err != nil || !c.Spec.Paused || c.Kind != "EtcdCluster" {
+		t.Fatalf("-o json printed %q (%v)", out, err)
+	}
+}
+
+func TestPauseOfAMissingCluster(t *testing.T) {
+	f := newKubeFixture(t, nil)
+	if _, _, err := cliRun(t, f.plugin, "pause", "missing", "-n", ns); err == nil || !strings.Contains(err.Error(), "get EtcdCluster team-a/missing") {
+		t.Fatalf("pause of a missing cluster = %v", err)
+	}
+}
