@@ -2,8 +2,10 @@ package kubectlplugin
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,5 +138,105 @@ func TestPauseOfAMissingCluster(t *testing.T) {
 	f := newKubeFixture(t, nil)
 	if _, _, err := cliRun(t, f.plugin, "pause", "missing", "-n", ns); err == nil || !strings.Contains(err.Error(), "get EtcdCluster team-a/missing") {
 		t.Fatalf("pause of a missing cluster = %v", err)
+	}
+}
+
+func TestRestart(t *testing.T) {
+	onClaim := memberPodOf(&api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: ns, UID: "uid-example"}}, "example-pv")
+	onClaim.Spec.Volumes = []corev1.Volume{{Name: k8sutil.EtcdDataVolumeName,
+		VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "example-pv"}}}}
+	tests := []struct {
+		name    string
+		paused  bool
+		args    []string
+		deleted string // the pod deleted, "" for none
+		out     string
+		err     string
+	}{
+		{"a member on a claim is restarted in place", false, []string{"restart", "example", "example-pv", "-n", ns}, "example-pv",
+			"the operator restarts example-pv in place: a new pod of the same name on claim example-pv", ""},
+		{"a member on an emptyDir is replaced, and the user is told", false, []string{"restart", "example", "example-m1", "-n", ns}, "example-m1",
+			"the operator removes the member and adds a new one", ""},
+		{"a member of another cluster is refused", false, []string{"restart", "example", "other-m0", "-n", ns}, "",
+			"", "pod team-a/other-m0 is not a member of EtcdCluster example"},
+		{"a pod with the cluster's labels that the cluster does not own is refused", false, []string{"restart", "example", "example-stranger", "-n", ns}, "",
+			"", "pod team-a/example-stranger is not a member of EtcdCluster example"},
+		{"a pod that does not exist is an error", false, []string{"restart", "example", "example-m9", "-n", ns}, "",
+			"", "get pod team-a/example-m9"},
+		{"a paused cluster is refused: nothing would start the member again", true, []string{"restart", "example", "example-m1", "-n", ns}, "",
+			"", "`kubectl etcd resume example` first"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, func(c *api.EtcdCluster) { c.Spec.Paused = tt.paused }, onClaim.DeepCopy())
+			out, _, err := cliRun(t, f.plugin, tt.args...)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			var deleted []string
+			for _, a := range f.kube.Actions() {
+				if a.GetVerb() == "delete" {
+					deleted = append(deleted, a.(interface{ GetName() string }).GetName())
+				}
+			}
+			if (tt.deleted == "" && len(deleted) > 0) || (tt.deleted != "" && (len(deleted) != 1 || deleted[0] != tt.deleted)) {
+				t.Fatalf("deleted %v, want %q", deleted, tt.deleted)
+			}
+			if !strings.Contains(out, tt.out) {
+				t.Errorf("printed %q, want %q", out, tt.out)
+			}
+		})
+	}
+}
+
+func TestLogs(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		lines []string
+		err   string
+	}{
+		// The fake clientset answers every log request with "fake logs";
+		// example-stranger (example's labels, another owner) must not show.
+		{"every member, each line prefixed with its member", []string{"logs", "example", "-n", ns},
+			[]string{"[example-m0] fake logs", "[example-m1] fake logs", "[example-m2] fake logs"}, ""},
+		{"one member", []string{"logs", "example", "example-m1", "-n", ns, "--tail", "20"}, []string{"[example-m1] fake logs"}, ""},
+		{"followed, every member", []string{"logs", "example", "-f", "-n", ns},
+			[]string{"[example-m0] fake logs", "[example-m1] fake logs", "[example-m2] fake logs"}, ""},
+		{"a member of another cluster is refused", []string{"logs", "example", "other-m0", "-n", ns}, nil, "not a member of EtcdCluster example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, nil)
+			out, _, err := cliRun(t, f.plugin, tt.args...)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimSpace(out), "\n")
+			slices.Sort(got)
+			if !slices.Equal(got, tt.lines) {
+				t.Fatalf("printed %q, want the lines %q", out, tt.lines)
+			}
+		})
+	}
+}
+
+func TestLogOptions(t *testing.T) {
+	o := LogOptions{Tail: 20, Since: 90 * time.Second, Follow: true, Previous: true}.podLogOptions()
+	if o.Container != "etcd" || *o.TailLines != 20 || *o.SinceSeconds != 90 || !o.Follow || !o.Previous {
+		t.Fatalf("pod log options %+v", o)
+	}
+	if o := (LogOptions{Tail: -1}).podLogOptions(); o.TailLines != nil || o.SinceSeconds != nil {
+		t.Fatalf("all lines asked as %+v", o)
 	}
 }
