@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	etcdfake "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
@@ -238,5 +241,99 @@ func TestLogOptions(t *testing.T) {
 	}
 	if o := (LogOptions{Tail: -1}).podLogOptions(); o.TailLines != nil || o.SinceSeconds != nil {
 		t.Fatalf("all lines asked as %+v", o)
+	}
+}
+
+func TestBackupNow(t *testing.T) {
+	at := time.Date(2026, 11, 28, 13, 30, 5, 0, time.UTC)
+	nightly := &api.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec: api.BackupSpec{ClusterName: "example", StorageType: api.BackupStorageTypeS3,
+			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 86400, MaxBackups: 7, TimeoutInSecond: 120},
+			BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "bucket/example", AWSSecret: "aws"}},
+			Compression:  "zstd"},
+	}
+	otherNightly := nightly.DeepCopy()
+	otherNightly.Name, otherNightly.Spec.ClusterName = "other-nightly", "other"
+	byEndpoint := nightly.DeepCopy()
+	byEndpoint.Name, byEndpoint.Spec.ClusterName = "by-endpoint", ""
+	byEndpoint.Spec.EtcdEndpoints = []string{"http://example-client." + ns + ".svc:2379"}
+	oneShot := nightly.DeepCopy()
+	oneShot.Name, oneShot.Spec.BackupPolicy = "before-upgrade", nil
+	oneShot.Spec.S3.Path = "bucket/before-upgrade.db"
+
+	tests := []struct {
+		name     string
+		existing []runtime.Object
+		req      BackupRequest
+		want     api.BackupSpec
+		err      string
+	}{
+		{"the cluster's periodic backup is copied as a one-shot, its path dated", []runtime.Object{nightly, otherNightly}, BackupRequest{},
+			api.BackupSpec{ClusterName: "example", StorageType: api.BackupStorageTypeS3, BackupPolicy: &api.BackupPolicy{TimeoutInSecond: 120},
+				BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "bucket/example-20261128-133005", AWSSecret: "aws"}}, Compression: "zstd"}, ""},
+		{"a periodic backup found by its endpoints", []runtime.Object{byEndpoint}, BackupRequest{},
+			api.BackupSpec{EtcdEndpoints: byEndpoint.Spec.EtcdEndpoints, StorageType: api.BackupStorageTypeS3, BackupPolicy: &api.BackupPolicy{TimeoutInSecond: 120},
+				BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "bucket/example-20261128-133005", AWSSecret: "aws"}}, Compression: "zstd"}, ""},
+		{"--from a one-shot backup copies its spec as it is", []runtime.Object{nightly, oneShot}, BackupRequest{From: "before-upgrade"},
+			oneShot.Spec, ""},
+		{"S3 from flags", nil, BackupRequest{S3Path: "b/k.db", S3Secret: "aws", S3Endpoint: "http://minio:9000", S3ForcePathStyle: true},
+			api.BackupSpec{ClusterName: "example", StorageType: api.BackupStorageTypeS3,
+				BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "b/k.db", AWSSecret: "aws", Endpoint: "http://minio:9000", ForcePathStyle: true}}}, ""},
+		{"no periodic backup and no flags", []runtime.Object{otherNightly, oneShot}, BackupRequest{}, api.BackupSpec{}, "has no periodic EtcdBackup to copy"},
+		{"two periodic backups: the user chooses", []runtime.Object{nightly, byEndpoint}, BackupRequest{}, api.BackupSpec{}, "several periodic EtcdBackups (by-endpoint, nightly)"},
+		{"--from another cluster's backup is refused", []runtime.Object{otherNightly}, BackupRequest{From: "other-nightly"}, api.BackupSpec{}, "backs up another cluster"},
+		{"S3 without a secret", nil, BackupRequest{S3Path: "b/k"}, api.BackupSpec{}, "needs --s3-path BUCKET/KEY and --s3-secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, nil, tt.existing...)
+			b, err := f.plugin.BackupNow(t.Context(), ns, "example", tt.req, at)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := f.etcd.EtcdV1beta2().EtcdBackups(ns).Get(t.Context(), "example-20261128-133005", metav1.GetOptions{})
+			if err != nil || b.Name != stored.Name {
+				t.Fatalf("stored %v, %v", stored, err)
+			}
+			if diff := cmp.Diff(tt.want, stored.Spec); diff != "" {
+				t.Errorf("spec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBackupCommandWaitsForTheResult(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status api.BackupStatus
+		out    string
+		err    string
+	}{
+		{"success", api.BackupStatus{Succeeded: true, BackupPath: "bucket/k", EtcdRevision: 42, BackupSize: 2048, EtcdVersion: "3.5.21"},
+			"succeeded: bucket/k, revision 42, 2.0KiB, etcd 3.5.21", ""},
+		{"failure", api.BackupStatus{Reason: "access denied"}, "created", "failed: access denied"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, nil)
+			// The backup operator's answer: the stored backup gets a status.
+			f.etcd.PrependReactor("get", "etcdbackups", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				name := a.(k8stesting.GetAction).GetName()
+				return true, &api.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Status: tt.status}, nil
+			})
+			out, _, err := cliRun(t, f.plugin, "backup", "example", "-n", ns, "--s3-path", "bucket/k", "--s3-secret", "aws", "--wait")
+			if (tt.err == "" && err != nil) || (tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err))) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+			if !strings.Contains(out, "etcdbackup team-a/example-") || !strings.Contains(out, tt.out) {
+				t.Errorf("printed %q, want %q", out, tt.out)
+			}
+		})
 	}
 }
