@@ -86,7 +86,7 @@ API server; the others use the Kubernetes API only.`,
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{
-		c.pauseCommand(true), c.pauseCommand(false), c.restartCommand(), c.logsCommand(), c.backupCommand(),
+		c.pauseCommand(true), c.pauseCommand(false), c.restartCommand(), c.logsCommand(), c.backupCommand(), c.etcdctlCommand(),
 	} {
 		cmd.GroupID = "kube"
 		root.AddCommand(cmd)
@@ -147,6 +147,7 @@ func connectWithKubeconfig(flags *genericclioptions.ConfigFlags) (*Plugin, strin
 		Kube:      kube,
 		Etcd:      etcd,
 		Forwarder: APIServerForwarder{Config: cfg, Client: kube},
+		Executor:  APIServerExecutor{Config: cfg, Client: kube},
 	}, namespace, nil
 }
 

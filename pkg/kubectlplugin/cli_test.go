@@ -40,7 +40,7 @@ func cliRun(t *testing.T, p *Plugin, args ...string) (stdout, stderr string, err
 func TestHelpOfEveryCommandGoesToStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"status", "--help"}, {"defrag", "--help"}, {"snapshot", "--help"}, {"move-leader", "--help"},
-		{"compact", "--help"}, {"disarm", "--help"}, {"pause", "--help"}, {"resume", "--help"}, {"restart", "--help"}, {"logs", "--help"}, {"backup", "--help"}, {"version", "--help"}, {"completion", "--help"}, {"help", "status"},
+		{"compact", "--help"}, {"disarm", "--help"}, {"pause", "--help"}, {"resume", "--help"}, {"restart", "--help"}, {"logs", "--help"}, {"backup", "--help"}, {"etcdctl", "--help"}, {"version", "--help"}, {"completion", "--help"}, {"help", "status"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, errOut, err := cliRun(t, nil, args...)
@@ -95,6 +95,7 @@ func TestCommandLineMistakes(t *testing.T) {
 		{"an unknown flag", []string{"status", "example", "--colour"}, "unknown flag: --colour"},
 		{"an unknown command", []string{"repair", "example"}, `unknown command "repair"`},
 		{"a snapshot without a file", []string{"snapshot", "example"}, "snapshot needs --file"},
+		{"etcdctl without --", []string{"etcdctl", "example", "member", "list"}, "then -- and etcdctl's arguments"},
 		{"a certificate without its key", []string{"status", "example", "--cert", "c.pem", "--cacert", "ca.pem"}, "--key is needed"},
 		{"a certificate file that is not there", []string{"status", "example", "--cert", "/nonexistent/c.pem", "--key", "k", "--cacert", "ca"}, "--cert: open /nonexistent/c.pem"},
 		{"a kubeconfig that does not exist", []string{"status", "example", "--kubeconfig", "/nonexistent"}, "kubeconfig"},
