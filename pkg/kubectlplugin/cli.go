@@ -200,10 +200,16 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 }
 
 func (c *cli) statusCommand() *cobra.Command {
-	return c.clusterCommand("status", "Members, roles, versions, DB size and in use, alarms, last backup", "",
+	var output string
+	cmd := c.clusterCommand("status", "Members, roles, versions, DB size and in use, alarms, last backup",
+		`Members, roles, versions, DB size and in use, alarms, and the last backup.
+-o wide adds each member's raft term, raft index, applied index and revision;
+-o json and -o yaml print the same as a document.`,
 		func(cmd *cobra.Command, p *Plugin, namespace, name string) error {
-			return p.Status(cmd.Context(), c.streams.Out, namespace, name)
+			return p.StatusAs(cmd.Context(), c.streams.Out, namespace, name, output)
 		})
+	cmd.Flags().StringVarP(&output, "output", "o", "", "wide, json or yaml")
+	return cmd
 }
 
 func (c *cli) defragCommand() *cobra.Command {

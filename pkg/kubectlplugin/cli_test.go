@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,42 @@ func TestFlagsAnywhereAndTheOldSnapshotFlag(t *testing.T) {
 				t.Errorf("etcd request timeout %v, want %v", f.plugin.Timeout, tt.timeout)
 			}
 		})
+	}
+}
+
+func TestStatusOutputFormats(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 3)
+	leader := f.podOf(t, f.health(t).LeaderID)
+
+	out, _, err := cliRun(t, f.plugin, "status", "example", "-n", ns, "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "ALARMS  RAFT TERM  RAFT INDEX  APPLIED  REVISION") {
+		t.Errorf("-o wide lacks the raft columns:\n%s", out)
+	}
+	for _, pod := range f.pods {
+		if !regexp.MustCompile(`(?m)^` + pod + `\s.*\s-\s+[1-9]\d*\s+[1-9]\d*\s+[1-9]\d*\s+[1-9]\d*$`).MatchString(out) {
+			t.Errorf("-o wide has no raft progress for %s:\n%s", pod, out)
+		}
+	}
+
+	out, _, err = cliRun(t, f.plugin, "status", "example", "-n", ns, "-o", "json")
+	var r StatusReport
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("-o json printed %q, %v", out, err)
+	}
+	if r.Cluster != "example" || r.Leader != leader || len(r.Members) != 3 || r.Members[0].Revision == 0 || r.LastBackup != "none" {
+		t.Errorf("-o json = %+v", r)
+	}
+
+	out, _, err = cliRun(t, f.plugin, "status", "example", "-n", ns, "-o", "yaml")
+	if err != nil || !strings.Contains(out, "leader: "+leader) || !strings.Contains(out, "role: Leader") {
+		t.Errorf("-o yaml printed %q, %v", out, err)
+	}
+
+	if _, _, err := cliRun(t, f.plugin, "status", "example", "-n", ns, "-o", "name"); err == nil || !strings.Contains(err.Error(), "wide, json or yaml") {
+		t.Errorf("-o name = %v", err)
 	}
 }
