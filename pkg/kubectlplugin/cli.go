@@ -179,6 +179,8 @@ func (c *cli) clusterCommand(use, short, long string, run func(cmd *cobra.Comman
 		Short: short,
 		Long:  long,
 		Args:  exactArgs(1, "the EtcdCluster's name"),
+		// Completion of the cluster's name.
+		ValidArgsFunction: c.completeClusterThenMember(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, namespace, err := c.plugin()
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,37 @@ func TestStatusOutputFormats(t *testing.T) {
 
 	if _, _, err := cliRun(t, f.plugin, "status", "example", "-n", ns, "-o", "name"); err == nil || !strings.Contains(err.Error(), "wide, json or yaml") {
 		t.Errorf("-o name = %v", err)
+	}
+}
+
+func TestCompletionOfClustersAndMembers(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"a cluster's name", []string{"__complete", "status", "-n", ns, ""}, []string{"example", "other"}},
+		{"a cluster's name by prefix", []string{"__complete", "pause", "-n", ns, "ex"}, []string{"example"}},
+		{"a member of the cluster, not a stranger pod", []string{"__complete", "restart", "example", "-n", ns, ""}, []string{"example-m0", "example-m1", "example-m2"}},
+		{"nothing after the cluster of a one-argument command", []string{"__complete", "status", "example", "-n", ns, ""}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, nil)
+			out, _, err := cliRun(t, f.plugin, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Cobra prints one candidate a line, then ":<directive>".
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if !strings.HasPrefix(l, ":") && l != "" {
+					got = append(got, l)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("completed %q, want %q (output %q)", got, tt.want, out)
+			}
+		})
 	}
 }

@@ -140,6 +140,7 @@ passed; flags of your own after -- come last and win.`,
 			}
 			return nil
 		},
+		ValidArgsFunction: c.completeClusterThenMember(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, namespace, err := c.connect(c.kube)
 			if err != nil {

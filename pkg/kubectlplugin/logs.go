@@ -158,6 +158,7 @@ With -f, follow them as they come, interleaved.`,
 			}
 			return nil
 		},
+		ValidArgsFunction: c.completeClusterThenMember(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, namespace, err := c.connect(c.kube)
 			if err != nil {

@@ -84,7 +84,8 @@ operator starts it again: in place on its claim when the cluster has
 pod.persistentVolumeClaimSpec, otherwise as a new member that receives the
 data from the leader. Only a member pod of that cluster is deleted, and a
 paused cluster is refused.`,
-		Args: exactArgs(2, "the EtcdCluster's name and a member (pod name)"),
+		Args:              exactArgs(2, "the EtcdCluster's name and a member (pod name)"),
+		ValidArgsFunction: c.completeClusterThenMember(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, namespace, err := c.connect(c.kube)
 			if err != nil {
