@@ -2,6 +2,7 @@ package kubectlplugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
@@ -24,6 +26,17 @@ const leaderMoveTimeout = 15 * time.Second
 // Status prints the cluster's members (role, version, database size and in
 // use, alarms), its alarms and its latest successful backup.
 func (p *Plugin) Status(ctx context.Context, w io.Writer, namespace, name string) error {
+	return p.StatusAs(ctx, w, namespace, name, "")
+}
+
+// StatusAs prints the status as a table (output ""), a table with the
+// members' raft progress and revision ("wide"), or as "json" or "yaml".
+func (p *Plugin) StatusAs(ctx context.Context, w io.Writer, namespace, name, output string) error {
+	switch output {
+	case "", "wide", "json", "yaml":
+	default:
+		return fmt.Errorf("--output %q: status prints wide, json or yaml", output)
+	}
 	s, err := p.open(ctx, namespace, name)
 	if err != nil {
 		return err
@@ -32,19 +45,105 @@ func (p *Plugin) Status(ctx context.Context, w io.Writer, namespace, name string
 	h := s.health()
 	c := s.cluster
 
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "Cluster:\t%s/%s\n", c.Namespace, c.Name)
-	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(string(c.Status.Phase)))
-	fmt.Fprintf(tw, "Size:\t%d (spec %d)\n", len(s.members)+len(s.unreachable), c.Spec.Size)
-	leader := "none agreed"
+	r := StatusReport{Cluster: c.Name, Namespace: c.Namespace, Phase: string(c.Status.Phase),
+		Size: len(s.members) + len(s.unreachable), SpecSize: c.Spec.Size, Unreachable: s.unreachable,
+		LastBackup: p.lastBackup(ctx, c)}
 	if m := s.byID(h.LeaderID); m != nil {
-		leader = m.pod
+		r.Leader = m.pod
+	}
+	for _, a := range h.Alarms {
+		who := fmt.Sprintf("%x", a.MemberID)
+		if m := s.byID(a.MemberID); m != nil {
+			who = m.pod
+		}
+		r.Alarms = append(r.Alarms, a.Type+" on "+who)
+	}
+	for _, m := range h.Members {
+		mr := MemberReport{Name: m.Name}
+		if m.Err != nil {
+			mr.Role, mr.Error = string(api.MemberRoleUnknown), m.Err.Error()
+			r.Members = append(r.Members, mr)
+			continue
+		}
+		mr.ID, mr.Role, mr.Version = fmt.Sprintf("%x", m.ID), string(role(m, h.LeaderID)), m.Version
+		mr.DBSize, mr.DBSizeInUse = m.DBSize, m.DBSizeInUse
+		mr.RaftTerm, mr.RaftIndex, mr.RaftAppliedIndex, mr.Revision = m.RaftTerm, m.RaftIndex, m.RaftAppliedIndex, m.Revision
+		for _, a := range h.Alarms {
+			if a.MemberID == m.ID {
+				mr.Alarms = append(mr.Alarms, a.Type)
+			}
+		}
+		r.Members = append(r.Members, mr)
+	}
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return r.table(w, output == "wide")
+}
+
+// StatusReport is what `kubectl etcd status` shows, and prints with -o
+// json or yaml.
+type StatusReport struct {
+	Cluster     string         `json:"cluster"`
+	Namespace   string         `json:"namespace"`
+	Phase       string         `json:"phase"`
+	Size        int            `json:"size"`
+	SpecSize    int            `json:"specSize"`
+	Leader      string         `json:"leader,omitempty"`
+	Alarms      []string       `json:"alarms,omitempty"`
+	LastBackup  string         `json:"lastBackup"`
+	Unreachable []string       `json:"unreachable,omitempty"`
+	Members     []MemberReport `json:"members"`
+}
+
+// MemberReport is one member in a StatusReport.
+type MemberReport struct {
+	Name             string   `json:"name"`
+	ID               string   `json:"id,omitempty"`
+	Role             string   `json:"role"`
+	Version          string   `json:"version,omitempty"`
+	DBSize           int64    `json:"dbSize,omitempty"`
+	DBSizeInUse      int64    `json:"dbSizeInUse,omitempty"`
+	Alarms           []string `json:"alarms,omitempty"`
+	RaftTerm         uint64   `json:"raftTerm,omitempty"`
+	RaftIndex        uint64   `json:"raftIndex,omitempty"`
+	RaftAppliedIndex uint64   `json:"raftAppliedIndex,omitempty"`
+	Revision         int64    `json:"revision,omitempty"`
+	// Error is why the member did not answer.
+	Error string `json:"error,omitempty"`
+}
+
+func (r StatusReport) table(w io.Writer, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Cluster:\t%s/%s\n", r.Namespace, r.Cluster)
+	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(r.Phase))
+	fmt.Fprintf(tw, "Size:\t%d (spec %d)\n", r.Size, r.SpecSize)
+	leader := r.Leader
+	if leader == "" {
+		leader = "none agreed"
 	}
 	fmt.Fprintf(tw, "Leader:\t%s\n", leader)
-	fmt.Fprintf(tw, "Alarms:\t%s\n", alarmList(s, h.Alarms))
-	fmt.Fprintf(tw, "Last backup:\t%s\n", p.lastBackup(ctx, c))
-	if len(s.unreachable) > 0 {
-		fmt.Fprintf(tw, "Unreachable:\t%s\n", strings.Join(s.unreachable, ", "))
+	alarms := "none"
+	if len(r.Alarms) > 0 {
+		alarms = strings.Join(r.Alarms, ", ")
+	}
+	fmt.Fprintf(tw, "Alarms:\t%s\n", alarms)
+	fmt.Fprintf(tw, "Last backup:\t%s\n", r.LastBackup)
+	if len(r.Unreachable) > 0 {
+		fmt.Fprintf(tw, "Unreachable:\t%s\n", strings.Join(r.Unreachable, ", "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -52,21 +151,27 @@ func (p *Plugin) Status(ctx context.Context, w io.Writer, namespace, name string
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tID\tROLE\tVERSION\tDB SIZE\tIN USE\tALARMS")
-	for _, m := range h.Members {
-		if m.Err != nil {
-			fmt.Fprintf(tw, "%s\t-\t%s\t-\t-\t-\t%v\n", m.Name, api.MemberRoleUnknown, m.Err)
+	header := "MEMBER\tID\tROLE\tVERSION\tDB SIZE\tIN USE\tALARMS"
+	if wide {
+		header += "\tRAFT TERM\tRAFT INDEX\tAPPLIED\tREVISION"
+	}
+	fmt.Fprintln(tw, header)
+	for _, m := range r.Members {
+		if m.Error != "" {
+			line := fmt.Sprintf("%s\t-\t%s\t-\t-\t-\t%s", m.Name, m.Role, m.Error)
+			if wide {
+				line += "\t-\t-\t-\t-"
+			}
+			fmt.Fprintln(tw, line)
 			continue
 		}
-		var alarms []string
-		for _, a := range h.Alarms {
-			if a.MemberID == m.ID {
-				alarms = append(alarms, a.Type)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%x\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.ID, role(m, h.LeaderID), m.Version,
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", m.Name, m.ID, m.Role, m.Version,
 			maintenance.HumanBytes(m.DBSize), fmt.Sprintf("%s (%d%%)", maintenance.HumanBytes(m.DBSizeInUse), percent(m.DBSizeInUse, m.DBSize)),
-			orDash(strings.Join(alarms, ",")))
+			orDash(strings.Join(m.Alarms, ",")))
+		if wide {
+			line += fmt.Sprintf("\t%d\t%d\t%d\t%d", m.RaftTerm, m.RaftIndex, m.RaftAppliedIndex, m.Revision)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
 }

@@ -46,6 +46,8 @@ type Plugin struct {
 	Kube      kubernetes.Interface
 	Etcd      versioned.Interface
 	Forwarder Forwarder
+	// Executor runs etcdctl in member pods.
+	Executor Executor
 	// ClientTLS, if set, is the user's own client certificate for TLS
 	// clusters; otherwise the cluster's operator secret is read.
 	ClientTLS *tls.Config

@@ -25,7 +25,8 @@ import (
 )
 
 // pluginRules are all the rights `kubectl etcd` needs on a plain-HTTP
-// cluster, as README.md lists them.
+// cluster, as docs/kubectl-etcd.md lists them for status, compact, defrag,
+// move-leader and snapshot.
 var pluginRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{api.GroupName}, Resources: []string{"etcdclusters"}, Verbs: []string{"get"}},
 	{APIGroups: []string{api.GroupName}, Resources: []string{"etcdbackups"}, Verbs: []string{"list"}},
@@ -35,7 +36,7 @@ var pluginRules = []rbacv1.PolicyRule{
 
 // TestKubectlEtcdPlugin runs `kubectl etcd` the way a user does: the binary
 // on PATH, found by kubectl's plugin lookup, as a service account that has
-// only the rights the README lists, against a 3-member cluster: status,
+// only the rights docs/kubectl-etcd.md lists, against a 3-member cluster: status,
 // compact, defrag (leader last, after moving leadership), move-leader and a
 // snapshot that restores; and the same user without pods/portforward is told
 // what is missing.
@@ -105,7 +106,7 @@ func TestKubectlEtcdPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "snap.db")
-	if out, err = plugin("snapshot", name, "-n", opNS, "-o", file); err != nil {
+	if out, err = plugin("snapshot", name, "-n", opNS, "--file", file); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(file)
