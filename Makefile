@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate vet lint fmt image e2e chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate vet lint fmt image release e2e chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -70,6 +70,13 @@ fuzz:
 ## unless VERSION or IMAGE is given (`make image VERSION=v0.2.0` tags v0.2.0).
 image:
 	ARCHS="amd64 arm64" $(if $(filter file,$(origin VERSION)),,VERSION=$(VERSION)) bash hack/build-image.sh
+
+## release: everything a release publishes, into _output/release (docs/release.md): the image for
+## linux/amd64 and linux/arm64 as one OCI layout tarball, the Helm chart, the kubectl plugin for
+## Linux, macOS and Windows, SHA256SUMS. Refuses a VERSION without an entry in CHANGELOG.md.
+## No Docker, no registry: `make release VERSION=v0.2.0`
+release:
+	VERSION=$(VERSION) bash hack/release.sh
 
 ## e2e: the end-to-end suite on the local cluster (sudo make local-up first, or let it start one)
 e2e:
