@@ -41,7 +41,7 @@ func TestBuildInfoSaysWhichBuildRuns(t *testing.T) {
 		{"a release says its tag and commit", "v0.2.0", "1a2b3c4"},
 		{"a build between tags says how far it is from the last one", "v0.2.0-3-g5d6e7f8", "5d6e7f8"},
 		{"a build with uncommitted changes says so", "v0.0.0-g5d6e7f8-dirty", "5d6e7f8-dirty"},
-		{"an unstamped build says so rather than nothing", "0.1.0", "unknown"},
+		{"an unstamped build says so rather than name a release", "v0.0.0-unknown", "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
