@@ -5,7 +5,7 @@
 # static binaries on an empty base, running as non-root (65532).
 #
 #   docker build -t openetcd/etcd-operator:v0.1.0 \
-#     --build-arg VERSION=0.1.0 --build-arg GIT_SHA=$(git rev-parse --short HEAD) .
+#     --build-arg VERSION=$(bash hack/version.sh) --build-arg GIT_SHA=$(git rev-parse --short HEAD) .
 #   docker buildx build --platform linux/amd64,linux/arm64 ... (both architectures)
 #
 # .git is not in the build context (.dockerignore), so the commit comes in as
@@ -26,7 +26,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 COPY . .
 ARG TARGETOS
 ARG TARGETARCH
-ARG VERSION=0.1.0
+ARG VERSION=v0.0.0-unknown
 ARG GIT_SHA=unknown
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
@@ -46,7 +46,7 @@ RUN mkdir -p /rootfs/etc /rootfs/tmp && chmod 1777 /rootfs/tmp \
  && echo 'etcd-operator:x:65532:' > /rootfs/etc/group
 
 FROM scratch
-ARG VERSION=0.1.0
+ARG VERSION=v0.0.0-unknown
 ARG GIT_SHA=unknown
 LABEL org.opencontainers.image.source=https://github.com/openetcd/etcd-operator \
       org.opencontainers.image.title=etcd-operator \

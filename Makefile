@@ -1,7 +1,13 @@
 # The verbs people expect. `make test` is what CI runs (.ci/run).
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= 0.1.0
+# VERSION is what the binaries, the image and the chart say they are: from git
+# (hack/version.sh: the tag, or git describe between tags, -dirty with
+# uncommitted changes); `make release VERSION=v0.2.0` names a release.
+# Computed once, not at each use.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell bash hack/version.sh)
+endif
 GIT_SHA := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$(VERSION) \
 	-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$(GIT_SHA)
@@ -12,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate vet lint fmt image e2e chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate vet lint fmt image release e2e chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -59,9 +65,18 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSafetyContract$$' -fuzztime $(FUZZTIME) ./pkg/cluster/ -args -contract.ignore='$(FUZZIGNORE)'
 
 ## image: the operator image for linux/amd64 and linux/arm64, without Docker: docker-archive
-## tarballs (`docker save` layout) _output/etcd-operator-image-{amd64,arm64}.tar, stamped with VERSION and the commit
+## tarballs (`docker save` layout) _output/etcd-operator-image-{amd64,arm64}.tar, stamped with VERSION and the commit.
+## Tagged openetcd/etcd-operator:v0.1.0, the tag the example manifests and the local cluster name,
+## unless VERSION or IMAGE is given (`make image VERSION=v0.2.0` tags v0.2.0).
 image:
-	ARCHS="amd64 arm64" VERSION=$(VERSION) bash hack/build-image.sh
+	ARCHS="amd64 arm64" $(if $(filter file,$(origin VERSION)),,VERSION=$(VERSION)) bash hack/build-image.sh
+
+## release: everything a release publishes, into _output/release (docs/release.md): the image for
+## linux/amd64 and linux/arm64 as one OCI layout tarball, the Helm chart, the kubectl plugin for
+## Linux, macOS and Windows, SHA256SUMS. Refuses a VERSION without an entry in CHANGELOG.md.
+## No Docker, no registry: `make release VERSION=v0.2.0`
+release:
+	VERSION=$(VERSION) bash hack/release.sh
 
 ## e2e: the end-to-end suite on the local cluster (sudo make local-up first, or let it start one)
 e2e:

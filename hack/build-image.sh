@@ -7,31 +7,40 @@
 # base: users, CA certificates, /tmp) and writes one docker-archive tarball
 # per architecture with hack/imagebuild (the layout of `docker save`:
 # manifest.json, the config, one gzipped layer):
-#   _output/etcd-operator-image-<arch>.tar, tagged openetcd/etcd-operator:v<VERSION>
+#   $OUT_DIR/etcd-operator-image-<arch>.tar, tagged IMAGE
 #   _output/etcd-operator-image.tar, the build machine's architecture (when built)
 # Load one into the local cluster with hack/local-cluster/load-image.sh, or
 # anywhere else with `docker load` / `ctr images import`.
 #
 # Environment: ARCHS (default: the build machine's, `go env GOARCH`; `make
-# image` gives "amd64 arm64"), VERSION (default 0.1.0), GIT_SHA (default the
-# commit checked out, with -dirty for uncommitted changes), IMAGE (tag),
-# OUT (the build machine's tarball).
+# image` gives "amd64 arm64"), VERSION (default from git, hack/version.sh),
+# GIT_SHA (default the commit checked out, with -dirty for uncommitted
+# changes), IMAGE (tag; default openetcd/etcd-operator:v<VERSION> when VERSION
+# is given, else openetcd/etcd-operator:v0.1.0, the tag the example manifests,
+# the local cluster and the e2e suite run, so that a development build
+# replaces it whatever its binaries say), OUT_DIR (the per-architecture
+# tarballs, default _output), OUT (the build machine's tarball, "" for none).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO_ROOT"
 HOST_ARCH=$(go env GOARCH)
 ARCHS=${ARCHS:-$HOST_ARCH}
-VERSION=${VERSION:-0.1.0}
+if [[ -n ${VERSION:-} ]]; then
+	IMAGE=${IMAGE:-openetcd/etcd-operator:v${VERSION#v}}
+else
+	VERSION=$(bash "$REPO_ROOT/hack/version.sh")
+	IMAGE=${IMAGE:-openetcd/etcd-operator:v0.1.0}
+fi
 if [[ -z ${GIT_SHA:-} ]]; then
 	GIT_SHA=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 	if [[ $GIT_SHA != unknown && -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
 		GIT_SHA=$GIT_SHA-dirty
 	fi
 fi
-IMAGE=${IMAGE:-openetcd/etcd-operator:v$VERSION}
-OUT=${OUT:-$REPO_ROOT/_output/etcd-operator-image.tar}
-mkdir -p "$REPO_ROOT/_output"
+OUT=${OUT-$REPO_ROOT/_output/etcd-operator-image.tar}
+OUT_DIR=${OUT_DIR:-$REPO_ROOT/_output}
+mkdir -p "$REPO_ROOT/_output" "$OUT_DIR"
 # A directory of its own, so that two builds in one tree (make image beside an
 # e2e run) do not remove each other's files.
 WORK=$(mktemp -d "$REPO_ROOT/_output/image-build.XXXXXX")
@@ -84,7 +93,7 @@ GROUP
 	# TLS to S3 and other object stores needs the usual CA bundle.
 	cp /etc/ssl/certs/ca-certificates.crt "$ROOTFS/etc/ssl/certs/"
 
-	tarball=$REPO_ROOT/_output/etcd-operator-image-$arch.tar
+	tarball=$OUT_DIR/etcd-operator-image-$arch.tar
 	log "writing $tarball ($IMAGE, linux/$arch)"
 	"$WORK/imagebuild" -rootfs "$ROOTFS" -tag "$IMAGE" -arch "$arch" -o "$tarball" \
 		-entrypoint /usr/local/bin/etcd-operator \
@@ -96,7 +105,7 @@ GROUP
 		-label org.opencontainers.image.title=etcd-operator \
 		-label org.opencontainers.image.version="$VERSION" \
 		-label org.opencontainers.image.revision="$GIT_SHA"
-	if [[ $arch == "$HOST_ARCH" ]]; then
+	if [[ $arch == "$HOST_ARCH" && -n $OUT ]]; then
 		mkdir -p "$(dirname "$OUT")"
 		cp "$tarball" "$OUT.part" && mv "$OUT.part" "$OUT"
 		log "$OUT is the linux/$arch image"

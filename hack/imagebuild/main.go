@@ -24,6 +24,13 @@
 // byte-identical tarball, because owners come from the flags, not the disk,
 // and every file gets a fixed modification time ($SOURCE_DATE_EPOCH, or the
 // Unix epoch).
+//
+// "imagebuild index" joins such tarballs, one per architecture, into one
+// multi-architecture image: an OCI image layout in a tarball, which skopeo,
+// crane and oras push to a registry as one tag:
+//
+//	imagebuild index -tag openetcd/etcd-operator:v0.2.0 -o _output/release/image.oci.tar \
+//	    _output/etcd-operator-image-amd64.tar _output/etcd-operator-image-arm64.tar
 package main
 
 import (
@@ -102,6 +109,10 @@ func (l *listFlag) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "index" {
+		mainIndex(os.Args[2:])
+		return
+	}
 	var (
 		o                            options
 		entrypoint, cmd, env, labels listFlag
@@ -148,6 +159,33 @@ func main() {
 		fatal(err)
 	}
 	fmt.Printf("wrote %s (%s, image id %s)\n", o.Output, o.Tag, digest)
+}
+
+// mainIndex is "imagebuild index [flags] ARCHIVE...".
+func mainIndex(args []string) {
+	fset := flag.NewFlagSet("imagebuild index", flag.ExitOnError)
+	var o indexOptions
+	fset.StringVar(&o.Tag, "tag", "", "image reference whose tag names the image in the layout (required)")
+	fset.StringVar(&o.Output, "o", "", "output OCI layout tarball path (required)")
+	fset.Usage = func() {
+		fmt.Fprintln(fset.Output(), "usage: imagebuild index -tag REF -o OUT.tar DOCKER-ARCHIVE.tar...")
+		fset.PrintDefaults()
+	}
+	_ = fset.Parse(args)
+	o.Archives = fset.Args()
+	if o.Tag == "" || o.Output == "" || len(o.Archives) == 0 {
+		fset.Usage()
+		os.Exit(2)
+	}
+	var err error
+	if o.Created, err = sourceDateEpoch(); err != nil {
+		fatal(err)
+	}
+	digest, err := writeIndex(o)
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Printf("wrote %s (%s, index %s)\n", o.Output, o.Tag, digest)
 }
 
 func fatal(err error) {

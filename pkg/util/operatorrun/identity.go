@@ -12,9 +12,12 @@ const (
 	EnvPodName      = "MY_POD_NAME"
 )
 
-// Version is the operators' version, overridden at build time with
+// Version is the operators' version, set at build time from git (make build,
+// the image and the release: hack/version.sh) with
 // -ldflags "-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=...".
-var Version = "0.1.0"
+// A plain go build says it does not know rather than name a release it may
+// not be.
+var Version = "v0.0.0-unknown"
 
 // GitSHA is the commit the binaries were built from, set the same way.
 var GitSHA = "unknown"

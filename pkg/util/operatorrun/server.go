@@ -16,7 +16,8 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
-// Server serves /healthz, /readyz and /metrics. /readyz is ready once the process
+// Server serves /healthz, /readyz and /metrics (with the Go and process
+// collectors and the build-info gauge from the start). /readyz is ready once the process
 // may contend for the leader-election lock, whether it leads or stands by: a
 // rolling update waits for the new pod to be Ready before it stops the old one,
 // and a standby never Ready would hold it up for ever. Which replica leads is
@@ -42,6 +43,7 @@ func NewServer(addr string) (*Server, error) {
 	s := &Server{Registry: prometheus.NewRegistry(), listener: ln}
 	promutil.Register(s.Registry, collectors.NewGoCollector())
 	promutil.Register(s.Registry, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promutil.Register(s.Registry, NewBuildInfo(Version, GitSHA))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
