@@ -467,21 +467,7 @@ func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
 			t.Errorf("cleanup: put back the EtcdCluster CRD: %v", err)
 		}
 	})
-	op := &framework.Operator{Namespace: ns, RBACName: "e2e-" + ns}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := op.Uninstall(ctx, f); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-template.yaml"), "s/<ROLE_NAME>/"+op.RBACName+"/g"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.CreateFromExample(ctx, ns, originalManifest("cluster-role-binding-template.yaml"),
-		"s/<ROLE_NAME>/"+op.RBACName+"/g", "s/<ROLE_BINDING_NAME>/"+op.RBACName+"/g", "s/<NAMESPACE>/"+ns+"/g"); err != nil {
-		t.Fatal(err)
-	}
+	grantOriginalClusterRole(t, ns)
 	if err := f.CreateFromExample(ctx, ns, originalManifest("deployment.yaml"),
 		"s|image: quay.io/coreos/etcd-operator:v0.9.4|image: "+operatorImage()+"|"); err != nil {
 		t.Fatal(err)
