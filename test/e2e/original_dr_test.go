@@ -146,16 +146,7 @@ func TestOriginalInstallFromBootstrapToDisasterRecovery(t *testing.T) {
 	expectKubectlShows(t, ns, "etcdrestore", name, "phase: Completed", "succeeded: true")
 	cl, newPods := waitReady(t, ns, name, 3, changeTimeout, oldPods...)
 	t.Logf("restored in %.1fs (EtcdRestore seen -> Completed); members %v", time.Since(start).Seconds(), newPods)
-	if cl.UID == original.UID || cl.Annotations[restore.RestoredByAnnotation] != string(er.UID) {
-		t.Errorf("cluster uid %s (old %s), annotation %s=%q; want a cluster re-created by EtcdRestore %s",
-			cl.UID, original.UID, restore.RestoredByAnnotation, cl.Annotations[restore.RestoredByAnnotation], er.UID)
-	}
-	if n := countKeys(t, ns, name, "/e2e/before/"); n != keysBeforeBackup {
-		t.Errorf("%d of the %d backed-up keys are back", n, keysBeforeBackup)
-	}
-	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
-		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
-	}
+	expectRestoredFromTheBackup(t, cl, original.UID, er.UID)
 	if err := f.PutAndGet(ctx, ns, name, false, "/e2e/restored", "writable", dataTimeout); err != nil {
 		t.Errorf("the restored cluster does not take writes: %v", err)
 	}
@@ -264,16 +255,7 @@ func TestRestoreStartedBeforeTheRulesAreCompleteKeepsTheCluster(t *testing.T) {
 		return
 	}
 	cl, _ := waitReady(t, ns, name, 3, changeTimeout, oldPods...)
-	if cl.UID == original.UID || cl.Annotations[restore.RestoredByAnnotation] != string(er.UID) {
-		t.Errorf("cluster uid %s (old %s), annotation %s=%q; want a cluster re-created by EtcdRestore %s",
-			cl.UID, original.UID, restore.RestoredByAnnotation, cl.Annotations[restore.RestoredByAnnotation], er.UID)
-	}
-	if n := countKeys(t, ns, name, "/e2e/before/"); n != keysBeforeBackup {
-		t.Errorf("%d of the %d backed-up keys are back", n, keysBeforeBackup)
-	}
-	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
-		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
-	}
+	expectRestoredFromTheBackup(t, cl, original.UID, er.UID)
 	t.Logf("the restore completed")
 }
 
@@ -528,4 +510,21 @@ func recordRestore(t *testing.T, er *api.EtcdRestore, d time.Duration) {
 		t.Fatal(err)
 	}
 	t.Logf("EtcdRestore %s while the restore operator lacked rules:\n%s", er.Name, strings.Join(record, "\n"))
+}
+
+// expectRestoredFromTheBackup checks that cl was re-created by the EtcdRestore
+// restore (not the cluster of uid original) and holds exactly the keys written
+// before the backup: all of /e2e/before/, none of /e2e/after/.
+func expectRestoredFromTheBackup(t *testing.T, cl *api.EtcdCluster, original, restoreUID types.UID) {
+	t.Helper()
+	if cl.UID == original || cl.Annotations[restore.RestoredByAnnotation] != string(restoreUID) {
+		t.Errorf("cluster uid %s (old %s), annotation %s=%q; want a cluster re-created by EtcdRestore %s",
+			cl.UID, original, restore.RestoredByAnnotation, cl.Annotations[restore.RestoredByAnnotation], restoreUID)
+	}
+	if n := countKeys(t, cl.Namespace, cl.Name, "/e2e/before/"); n != keysBeforeBackup {
+		t.Errorf("%d of the %d backed-up keys are back", n, keysBeforeBackup)
+	}
+	if n := countKeys(t, cl.Namespace, cl.Name, "/e2e/after/"); n != 0 {
+		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
+	}
 }
