@@ -1,0 +1,206 @@
+package etcdversion
+
+import "strings"
+
+// Release is what the releases of one etcd minor version can do, as far as
+// the operator relies on it. A feature that arrived in a patch release is a
+// Patch: the first patch release of the minor version that has it.
+type Release struct {
+	Major, Minor int
+
+	// Learners: a member can join as a learner (MemberAddAsLearner) and be
+	// promoted once it has caught up.
+	Learners bool
+	// MaxLearners: etcd reads ETCD_MAX_LEARNERS (--max-learners) and holds
+	// that many learners at once; before, it holds one.
+	MaxLearners bool
+
+	// Probes are the member pod's readiness and liveness probes.
+	Probes Probes
+	// Shell: the official image has /bin/sh. From 3.5 the images are
+	// distroless, so an exec probe of an older pod cannot run there.
+	Shell bool
+	// ReadOnlyRootFilesystem: etcd and its snapshot restore write nothing
+	// outside the data directory, a volume, so the container's root
+	// filesystem can be read-only. Older images were never run that way.
+	ReadOnlyRootFilesystem bool
+
+	// Etcdutl: the image has etcdutl, which does `snapshot restore`
+	// (etcdctl's is deprecated in 3.5 and gone in 3.6). Before, etcdctl
+	// restores, with ETCDCTL_API=3 on 3.2 and 3.3.
+	Etcdutl bool
+	// BumpRevision: the snapshot restore has --bump-revision and
+	// --mark-compacted. An unknown flag fails the restore; 3.4's etcdctl got
+	// them in a late patch release, which is not relied on.
+	BumpRevision Patch
+
+	// AutoCompactionMode: etcd has --auto-compaction-mode; before, its
+	// --auto-compaction-retention is periodic, in whole hours.
+	AutoCompactionMode bool
+	// CorruptCheckFlags are the names under which the operator passes the
+	// corruption checks. A pod keeps the flags it was created with when it
+	// is patched to another version, so a release that accepts both the
+	// older and the newer names gets the older ones.
+	CorruptCheckFlags CorruptCheckFlags
+	// ExperimentalCompactHashCheck: etcd accepts
+	// --experimental-compact-hash-check-enabled.
+	ExperimentalCompactHashCheck Patch
+	// FeatureGates: etcd accepts --feature-gates and --corrupt-check-time
+	// (which the next minor version's flags rely on).
+	FeatureGates bool
+
+	// DefaultSnapshotCount is etcd's default --snapshot-count.
+	DefaultSnapshotCount uint64
+	// HealthWritesV2: /health puts a v2 QGET through raft, a log entry on
+	// every member per probe.
+	HealthWritesV2 bool
+	// RefusesV2Entries: etcd refuses to start on a log that still holds v2
+	// requests ("detected disallowed v2 WAL"), so a cluster moves to this
+	// minor version only once every member has snapshotted past the ones
+	// written while older members ran.
+	RefusesV2Entries bool
+
+	// UpgradeFromPatch is the patch release every member of the previous
+	// minor version must run before the cluster moves to this one, and the
+	// least a downgrade from this one may go to; 0 when any will do.
+	UpgradeFromPatch int
+	// Downgrade: a cluster at this minor version can go back to the
+	// previous one through etcd's downgrade API (which drops the cluster
+	// version first; members are then moved one at a time).
+	Downgrade bool
+}
+
+// Probes are the kinds of member probes.
+type Probes int
+
+const (
+	// ProbeEtcdctl: `etcdctl endpoint status` in a shell, for readiness and
+	// liveness. Before 3.3 etcd has no metrics listener to probe over plain
+	// HTTP, and its images have a shell.
+	ProbeEtcdctl Probes = iota
+	// ProbeHealthTCP: readiness is /health on the metrics listener; liveness
+	// is a TCP connect to the client port, because /health of these
+	// versions has no serializable mode and fails on quorum loss.
+	ProbeHealthTCP
+	// ProbeHealth: readiness is /health, liveness the serializable /health,
+	// which answers without a leader, both on the metrics listener.
+	ProbeHealth
+)
+
+// CorruptCheckFlags are the ways etcd names its corruption checks.
+type CorruptCheckFlags int
+
+const (
+	// CorruptCheckNone: etcd has no corruption checks.
+	CorruptCheckNone CorruptCheckFlags = iota
+	// CorruptCheckExperimental: --experimental-initial-corrupt-check and
+	// --experimental-corrupt-check-time.
+	CorruptCheckExperimental
+	// CorruptCheckFeatureGates: --feature-gates=InitialCorruptCheck=true,
+	// CompactHashCheck=true and --corrupt-check-time.
+	CorruptCheckFeatureGates
+)
+
+// Patch is the first patch release of a minor version that has a feature.
+type Patch int
+
+// Never: no patch release of the minor version has the feature.
+const Never Patch = -1
+
+// In tells whether the release v has the feature.
+func (p Patch) In(v Version) bool { return p != Never && v.Patch >= int(p) }
+
+// releases is what each etcd minor version can do, oldest first. A version
+// older than the first row is read as the first row, one newer than the last
+// as the last: the operator drives 3.2 and later, and a release it does not
+// know yet as the newest it knows. Supporting a new minor version is adding
+// its row.
+var releases = []Release{
+	{
+		Major: 3, Minor: 2,
+		Probes: ProbeEtcdctl, Shell: true,
+		BumpRevision:                 Never,
+		ExperimentalCompactHashCheck: Never,
+		DefaultSnapshotCount:         100000, HealthWritesV2: true,
+	},
+	{
+		Major: 3, Minor: 3,
+		Probes: ProbeHealthTCP, Shell: true,
+		BumpRevision:       Never,
+		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckExperimental, ExperimentalCompactHashCheck: Never,
+		DefaultSnapshotCount: 100000, HealthWritesV2: true,
+	},
+	{
+		Major: 3, Minor: 4,
+		Learners: true,
+		Probes:   ProbeHealthTCP, Shell: true, ReadOnlyRootFilesystem: true,
+		BumpRevision:       Never,
+		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckExperimental, ExperimentalCompactHashCheck: Never,
+		DefaultSnapshotCount: 100000, HealthWritesV2: true,
+	},
+	{
+		Major: 3, Minor: 5,
+		Learners: true,
+		Probes:   ProbeHealth, ReadOnlyRootFilesystem: true,
+		Etcdutl: true, BumpRevision: 10,
+		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckExperimental, ExperimentalCompactHashCheck: 5,
+		DefaultSnapshotCount: 100000,
+	},
+	{
+		// etcd's 3.6 upgrade guide asks for every 3.5 member on 3.5.32 or
+		// later: 3.5.20 stopped promoted learners from reverting to learners
+		// in 3.6 (the operator adds every member as a learner), 3.5.26 the
+		// members removed long ago that 3.6 brought back, and the releases up
+		// to 3.5.32 other upgrade blockers. Its downgrade guide asks for a
+		// current 3.5 release too.
+		Major: 3, Minor: 6,
+		Learners: true, MaxLearners: true,
+		Probes: ProbeHealth, ReadOnlyRootFilesystem: true,
+		Etcdutl: true, BumpRevision: 0,
+		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckExperimental, ExperimentalCompactHashCheck: 0, FeatureGates: true,
+		DefaultSnapshotCount: 10000, RefusesV2Entries: true,
+		UpgradeFromPatch: 32, Downgrade: true,
+	},
+	{
+		// The experimental corruption check flags are gone.
+		Major: 3, Minor: 7,
+		Learners: true, MaxLearners: true,
+		Probes: ProbeHealth, ReadOnlyRootFilesystem: true,
+		Etcdutl: true, BumpRevision: 0,
+		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckFeatureGates, ExperimentalCompactHashCheck: Never, FeatureGates: true,
+		DefaultSnapshotCount: 10000,
+	},
+}
+
+// Release is the row of v's minor version in the releases table.
+func (v Version) Release() Release {
+	r := releases[0]
+	for _, row := range releases {
+		if v.Compare(New(row.Major, row.Minor, 0)) < 0 {
+			break
+		}
+		r = row
+	}
+	return r
+}
+
+// Supported tells whether the operator drives v: a release of the major
+// version it knows, from the oldest minor version in the table on.
+func (v Version) Supported() bool {
+	oldest := releases[0]
+	return v.Major == oldest.Major && v.Minor >= oldest.Minor
+}
+
+// Oldest is the oldest release the operator drives, as "3.2".
+func Oldest() string { return New(releases[0].Major, releases[0].Minor, 0).MinorString() }
+
+// Downgrades names the downgrades etcd's API allows, as "3.6 to 3.5".
+func Downgrades() string {
+	var out []string
+	for _, r := range releases {
+		if r.Downgrade {
+			out = append(out, New(r.Major, r.Minor, 0).MinorString()+" to "+New(r.Major, r.Minor-1, 0).MinorString())
+		}
+	}
+	return strings.Join(out, ", ")
+}
