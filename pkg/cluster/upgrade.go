@@ -3,18 +3,13 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
-	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
-
-// shellFreeMinor is the first etcd 3.x minor whose official images have no
-// shell, so the exec probes of pods made for 3.2 cannot run on them.
-const shellFreeMinor = 5
 
 // versionPlan compares every member pod with spec.version. Each pod is
 // compared with the current spec, not with the version an upgrade started
@@ -43,7 +38,12 @@ type versionPlan struct {
 func (s *snapshot) planVersions() versionPlan {
 	target := s.spec.Spec.Version
 	p := versionPlan{target: target, newMembers: target}
-	_, targetMinor, _ := api.ParseVersion(target)
+	// Official images without a shell cannot run the exec probes of pods
+	// made for 3.2.
+	shellFree := false
+	if v, err := etcdversion.Parse(target); err == nil {
+		shellFree = !v.Release().Shell
+	}
 	newest := ""
 	specced := map[string]bool{}
 	running := map[string]bool{}
@@ -82,7 +82,7 @@ func (s *snapshot) planVersions() versionPlan {
 				name, displayVersion(from), target, err)
 			p.refused = &pr
 		}
-		if k8sutil.HasExecProbes(m.pod) && targetMinor >= shellFreeMinor {
+		if k8sutil.HasExecProbes(m.pod) && shellFree {
 			p.replace = append(p.replace, name)
 		}
 	}
@@ -138,23 +138,23 @@ func oldestVersion(versions map[string]bool) string {
 // (the cluster-wide conditions of that move are maintenance.CheckVersionMove's).
 // Patch releases may go either way.
 func checkUpgrade(from, to string) error {
-	fMajor, fMinor, err := api.ParseVersion(from)
+	f, err := etcdversion.Parse(from)
 	if err != nil {
 		return errors.New("its version is unknown")
 	}
-	tMajor, tMinor, err := api.ParseVersion(to)
+	t, err := etcdversion.Parse(to)
 	if err != nil {
 		return err
 	}
 	switch {
-	case fMajor != tMajor:
+	case f.Major != t.Major:
 		return errors.New("etcd cannot change its major version in place")
-	case fMajor == 3 && fMinor == 6 && tMinor == 5:
+	case f.Release().Downgrade && t.Minor == f.Minor-1:
 		return nil
-	case tMinor < fMinor:
-		return fmt.Errorf("etcd does not support downgrading from %d.%d to %d.%d", fMajor, fMinor, tMajor, tMinor)
-	case tMinor > fMinor+1:
-		return fmt.Errorf("etcd upgrades one minor version at a time: upgrade to a %d.%d release first", fMajor, fMinor+1)
+	case t.Minor < f.Minor:
+		return fmt.Errorf("etcd does not support downgrading from %s to %s", f.MinorString(), t.MinorString())
+	case t.Minor > f.Minor+1:
+		return fmt.Errorf("etcd upgrades one minor version at a time: upgrade to a %d.%d release first", f.Major, f.Minor+1)
 	}
 	return nil
 }
@@ -163,7 +163,7 @@ func checkUpgrade(from, to string) error {
 // annotation, or else the tag of its etcd image.
 func podVersion(pod *corev1.Pod) string {
 	if v := k8sutil.PodEtcdVersion(pod); v != "" {
-		return api.NormalizeVersion(v)
+		return etcdversion.Normalize(v)
 	}
 	for _, ctr := range pod.Spec.Containers {
 		if ctr.Name == k8sutil.EtcdContainerName {
@@ -199,7 +199,7 @@ func sameImage(spec, status string) bool {
 // imageVersion is the version in an image's tag, "" without a tag.
 func imageVersion(image string) string {
 	if i := strings.LastIndex(image, ":"); i >= 0 && !strings.Contains(image[i:], "/") {
-		return api.NormalizeVersion(image[i+1:])
+		return etcdversion.Normalize(image[i+1:])
 	}
 	return ""
 }
@@ -211,28 +211,12 @@ func displayVersion(v string) string {
 	return v
 }
 
-// compareVersions orders "3.5.21"-style versions numerically; pre-release
-// suffixes are ignored and unparsable parts count as 0.
+// compareVersions orders "3.5.21"-style versions; one that cannot be parsed
+// counts as 0.0.0.
 func compareVersions(a, b string) int {
-	pa, pb := versionParts(a), versionParts(b)
-	for i := range pa {
-		if pa[i] != pb[i] {
-			if pa[i] < pb[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
-}
-
-func versionParts(v string) [3]int {
-	var out [3]int
-	core, _, _ := strings.Cut(api.NormalizeVersion(v), "-")
-	for i, s := range strings.SplitN(core, ".", 3) {
-		out[i], _ = strconv.Atoi(s)
-	}
-	return out
+	va, _ := etcdversion.Parse(a)
+	vb, _ := etcdversion.Parse(b)
+	return va.Compare(vb)
 }
 
 func etcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {

@@ -191,8 +191,8 @@ func (v Version) Supported() bool {
 	return v.Major == oldest.Major && v.Minor >= oldest.Minor
 }
 
-// Oldest is the oldest release the operator drives, as "3.2".
-func Oldest() string { return New(releases[0].Major, releases[0].Minor, 0).MinorString() }
+// Oldest is the first release of the oldest minor version the operator drives.
+func Oldest() Version { return New(releases[0].Major, releases[0].Minor, 0) }
 
 // Downgrades names the downgrades etcd's API allows, as "3.6 to 3.5".
 func Downgrades() string {

@@ -131,7 +131,7 @@ func TestVersionMoveRules(t *testing.T) {
 			}
 		})
 	}
-	if Downgrades() != "3.6 to 3.5" || Oldest() != "3.2" {
+	if Downgrades() != "3.6 to 3.5" || Oldest() != New(3, 2, 0) {
 		t.Errorf("Downgrades %q, Oldest %q", Downgrades(), Oldest())
 	}
 }

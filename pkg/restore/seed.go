@@ -3,14 +3,13 @@ package restore
 import (
 	"crypto/sha256"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
@@ -243,7 +242,7 @@ const RevisionBump = 1_000_000_000
 func restoreCommand(version string, m *etcdutil.Member, token string) ([]string, []corev1.EnvVar) {
 	tool := "/usr/local/bin/etcdutl"
 	var env []corev1.EnvVar
-	if major, minor, err := api.ParseVersion(version); err == nil && (major < 3 || major == 3 && minor < 5) {
+	if v, err := etcdversion.Parse(version); err == nil && !v.Release().Etcdutl {
 		tool = "/usr/local/bin/etcdctl"
 		env = []corev1.EnvVar{{Name: "ETCDCTL_API", Value: "3"}}
 	}
@@ -261,29 +260,10 @@ func restoreCommand(version string, m *etcdutil.Member, token string) ([]string,
 }
 
 // bumpsRevision says whether the restore of a cluster of version moves its
-// revision past the backup's: etcdutl has --bump-revision and --mark-compacted
-// from 3.5.10 on. An unknown flag would fail the restore, so older releases
-// restore the backup's revision as before (3.4's etcdctl got the flags in a
-// later patch release, not relied on here).
+// revision past the backup's (etcdversion.Release.BumpRevision). An unknown
+// flag would fail the restore, so older releases restore the backup's
+// revision as before.
 func bumpsRevision(version string) bool {
-	major, minor, err := api.ParseVersion(version)
-	if err != nil {
-		return false
-	}
-	if major != 3 {
-		return major > 3
-	}
-	switch {
-	case minor > 5:
-		return true
-	case minor < 5:
-		return false
-	}
-	// "3.5.10", "v3.5.10-rc.0": the patch is the digits after the second dot.
-	patch := strings.SplitN(api.NormalizeVersion(version), ".", 3)[2]
-	if i := strings.IndexFunc(patch, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
-		patch = patch[:i]
-	}
-	n, err := strconv.Atoi(patch)
-	return err == nil && n >= 10
+	v, err := etcdversion.Parse(version)
+	return err == nil && v.Release().BumpRevision.In(v)
 }

@@ -23,7 +23,7 @@ func All() []*apiextv1.CustomResourceDefinition {
 const (
 	dnsSubdomainRE = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	envNameRE      = `^[-._a-zA-Z][-._a-zA-Z0-9]*$`
-	// schemaVersionRE is api.VersionPattern narrowed to what the operator runs: 3.2 and later.
+	// schemaVersionRE is etcdversion.Pattern narrowed to what the operator runs: 3.2 and later.
 	schemaVersionRE = `^v?3\.([2-9]|[1-9][0-9]+)\.[0-9]+(-[0-9A-Za-z.-]+)?$`
 )
 

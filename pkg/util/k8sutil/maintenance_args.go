@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 )
 
 // MaintenanceArgs returns the etcd flags that carry a cluster's maintenance
@@ -36,10 +37,11 @@ import (
 // written setting and the same variable are refused by validation; what is
 // left out here is a default the user chose to override.
 func MaintenanceArgs(spec *v1beta2.ClusterSpec, version string) []string {
-	v, ok := parseEtcdVersion(version)
-	if !ok {
+	v, err := etcdversion.Parse(version)
+	if err != nil {
 		return nil
 	}
+	r := v.Release()
 	m := spec.ResolvedMaintenance()
 	env := userEnv(spec)
 	var args []string
@@ -54,7 +56,7 @@ func MaintenanceArgs(spec *v1beta2.ClusterSpec, version string) []string {
 	}
 	if ac := m.AutoCompaction; ac != nil {
 		switch {
-		case v.atLeast(3, 3, 0):
+		case r.AutoCompactionMode:
 			add("--auto-compaction-mode="+string(ac.Mode), v1beta2.EnvAutoCompactionMode)
 			add("--auto-compaction-retention="+ac.Retention, v1beta2.EnvAutoCompactionRetention)
 		case ac.Mode == v1beta2.AutoCompactionPeriodic && isWhole(ac.Retention):
@@ -62,9 +64,8 @@ func MaintenanceArgs(spec *v1beta2.ClusterSpec, version string) []string {
 		}
 	}
 
-	switch {
-	case !v.atLeast(3, 3, 0):
-	case v.atLeast(3, 7, 0):
+	switch r.CorruptCheckFlags {
+	case etcdversion.CorruptCheckFeatureGates:
 		var gates []string
 		if m.InitialCorruptCheck {
 			gates = append(gates, "InitialCorruptCheck=true")
@@ -78,14 +79,14 @@ func MaintenanceArgs(spec *v1beta2.ClusterSpec, version string) []string {
 		if m.CorruptCheckInterval > 0 {
 			add("--corrupt-check-time="+m.CorruptCheckInterval.String(), v1beta2.EnvCorruptCheckTime36, v1beta2.EnvCorruptCheckTime)
 		}
-	default:
+	case etcdversion.CorruptCheckExperimental:
 		if m.InitialCorruptCheck {
 			add("--experimental-initial-corrupt-check=true", v1beta2.EnvInitialCorruptCheck, v1beta2.EnvFeatureGates)
 		}
 		if m.CorruptCheckInterval > 0 {
 			add("--experimental-corrupt-check-time="+m.CorruptCheckInterval.String(), v1beta2.EnvCorruptCheckTime, v1beta2.EnvCorruptCheckTime36)
 		}
-		if m.CompactHashCheck && v.atLeast(3, 5, 5) {
+		if m.CompactHashCheck && r.ExperimentalCompactHashCheck.In(v) {
 			add("--experimental-compact-hash-check-enabled=true", v1beta2.EnvCompactHashCheck, v1beta2.EnvFeatureGates)
 		}
 	}
@@ -98,21 +99,22 @@ func MaintenanceArgs(spec *v1beta2.ClusterSpec, version string) []string {
 // version while its command holds such a flag must be replaced by a new pod
 // instead.
 func RefusedArgs(command []string, version string) []string {
-	v, ok := parseEtcdVersion(version)
-	if !ok {
+	v, err := etcdversion.Parse(version)
+	if err != nil {
 		return nil
 	}
+	r := v.Release()
 	var refused []string
 	for _, arg := range command {
 		name, _, _ := strings.Cut(arg, "=")
 		var accepted bool
 		switch name {
 		case "--auto-compaction-mode", "--experimental-initial-corrupt-check", "--experimental-corrupt-check-time":
-			accepted = v.atLeast(3, 3, 0) && !v.atLeast(3, 7, 0)
+			accepted = r.CorruptCheckFlags == etcdversion.CorruptCheckExperimental
 		case "--experimental-compact-hash-check-enabled":
-			accepted = v.atLeast(3, 5, 5) && !v.atLeast(3, 7, 0)
+			accepted = r.ExperimentalCompactHashCheck.In(v)
 		case "--feature-gates", "--corrupt-check-time":
-			accepted = v.atLeast(3, 6, 0)
+			accepted = r.FeatureGates
 		default:
 			continue
 		}
@@ -141,32 +143,4 @@ func userEnv(spec *v1beta2.ClusterSpec) envNames {
 func isWhole(s string) bool {
 	_, err := strconv.ParseUint(s, 10, 64)
 	return err == nil
-}
-
-// etcdVersion is a parsed major.minor.patch; pre-release suffixes count as
-// the release they precede, which is close enough for flag names.
-type etcdVersion struct{ major, minor, patch int }
-
-func parseEtcdVersion(s string) (etcdVersion, bool) {
-	major, minor, err := v1beta2.ParseVersion(s)
-	if err != nil {
-		return etcdVersion{}, false
-	}
-	parts := strings.SplitN(v1beta2.NormalizeVersion(s), ".", 3)
-	patchText, _, _ := strings.Cut(parts[2], "-")
-	patch, err := strconv.Atoi(patchText)
-	if err != nil {
-		return etcdVersion{}, false
-	}
-	return etcdVersion{major, minor, patch}, true
-}
-
-func (v etcdVersion) atLeast(major, minor, patch int) bool {
-	if v.major != major {
-		return v.major > major
-	}
-	if v.minor != minor {
-		return v.minor > minor
-	}
-	return v.patch >= patch
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 )
 
@@ -149,7 +150,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 	// The operator's annotations win: upgrades compare the version with
 	// spec.version, and a joining pod made for an older spec.pod is made
 	// again.
-	annotations[v1beta2.AnnotationVersion] = v1beta2.NormalizeVersion(version)
+	annotations[v1beta2.AnnotationVersion] = etcdversion.Normalize(version)
 	annotations[AnnotationPodPolicy] = PodPolicyHash(cluster)
 
 	ports := []corev1.ContainerPort{
@@ -261,7 +262,7 @@ func NewEtcdPVC(cluster *v1beta2.EtcdCluster, memberName, version string) *corev
 			Name:            memberName,
 			Namespace:       cluster.Namespace,
 			Labels:          ClusterLabels(cluster.Name),
-			Annotations:     map[string]string{v1beta2.AnnotationVersion: v1beta2.NormalizeVersion(version)},
+			Annotations:     map[string]string{v1beta2.AnnotationVersion: etcdversion.Normalize(version)},
 			OwnerReferences: []metav1.OwnerReference{AsOwner(cluster)},
 		},
 		Spec: *policy.PersistentVolumeClaimSpec.DeepCopy(),
@@ -375,8 +376,7 @@ type memberProbes struct {
 // follow a member's start within a second, with six failures in a row (6 s)
 // taking a member out, so that a leader election alone does not; every 2 s,
 // three failures, before 3.5, whose /health puts a v2 QGET through raft (a
-// log entry and an fsync on every member per probe). An unparsable version,
-// which validation rejects, gets the probes of current etcd.
+// log entry and an fsync on every member per probe).
 func probesFor(version string, secureClient bool) memberProbes {
 	readiness := func(h corev1.ProbeHandler) *corev1.Probe {
 		return &corev1.Probe{
@@ -396,12 +396,17 @@ func probesFor(version string, secureClient bool) memberProbes {
 			FailureThreshold:    3,
 		}
 	}
-	major, minor, err := v1beta2.ParseVersion(version)
-	switch {
-	case err == nil && (major < 3 || major == 3 && minor <= 2):
+	// An unparsable version, which validation rejects, gets the probes of
+	// current etcd.
+	kind := etcdversion.ProbeHealth
+	if v, err := etcdversion.Parse(version); err == nil {
+		kind = v.Release().Probes
+	}
+	switch kind {
+	case etcdversion.ProbeEtcdctl:
 		h := etcdctlProbe(secureClient)
 		return memberProbes{readiness: readiness(h), liveness: liveness(h), operatorSecret: secureClient}
-	case err == nil && major == 3 && minor <= 4:
+	case etcdversion.ProbeHealthTCP:
 		return memberProbes{
 			readiness: readiness(httpProbe(readinessPath)),
 			liveness:  liveness(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(EtcdClientPort)}}),
@@ -512,7 +517,7 @@ const MaxLearners = 2
 // is patched to 3.6, and every member of a cluster then allows the same.
 func etcdEnv(policy *v1beta2.PodPolicy, version string) []corev1.EnvVar {
 	env := copyEnv(v1beta2.FilterReservedEtcdEnv(policy.EtcdEnv))
-	if v, ok := parseEtcdVersion(version); ok && v.atLeast(3, 4, 0) {
+	if v, err := etcdversion.Parse(version); err == nil && v.Release().Learners {
 		env = append(env, corev1.EnvVar{Name: v1beta2.EnvMaxLearners, Value: strconv.Itoa(MaxLearners)})
 	}
 	return env
@@ -587,7 +592,7 @@ func ContainerSecurity() *corev1.SecurityContext {
 // older releases' images keep a writable one, as they were never run that way.
 func EtcdContainerSecurity(version string) *corev1.SecurityContext {
 	sc := ContainerSecurity()
-	if major, minor, err := v1beta2.ParseVersion(version); err != nil || major < 3 || major == 3 && minor < 4 {
+	if v, err := etcdversion.Parse(version); err != nil || !v.Release().ReadOnlyRootFilesystem {
 		sc.ReadOnlyRootFilesystem = nil
 	}
 	return sc

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 )
 
 // IsPodReady tells whether the kubelet reports the pod Ready, that is whether
@@ -119,7 +120,7 @@ func ClaimRestarts(pvc *corev1.PersistentVolumeClaim) (int, time.Time) {
 // ClaimVersion is the etcd version that last wrote a member's claim, "" when
 // the claim does not say.
 func ClaimVersion(pvc *corev1.PersistentVolumeClaim) string {
-	return v1beta2.NormalizeVersion(pvc.Annotations[v1beta2.AnnotationVersion])
+	return etcdversion.Normalize(pvc.Annotations[v1beta2.AnnotationVersion])
 }
 
 // EtcdContainerStatus is the status of a member pod's etcd container, nil

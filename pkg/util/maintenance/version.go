@@ -6,23 +6,8 @@ import (
 	"strings"
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
-)
-
-// MinPatchBefore36 is the 3.5 release every member must run before the
-// cluster moves to 3.6, per etcd's upgrade guide (docs/v3.6/upgrades/
-// upgrade_3_6, as of July 2026: "make sure that all of your 3.5 members are
-// updated to 3.5.32 or later"). 3.5.20 fixed promoted learners reverting to
-// learners in 3.6 (etcd issue 19557), 3.5.26 the "zombie" members removed
-// long ago that 3.6 brought back (etcd issue 20967), and the releases up to
-// 3.5.32 further upgrade blockers. The operator uses learners for every
-// join, so the first of these is not hypothetical here.
-const MinPatchBefore36 = 32
-
-// Default --snapshot-count of etcd: 100 000 up to 3.5, 10 000 from 3.6.
-const (
-	DefaultSnapshotCount   = 100000
-	DefaultSnapshotCount36 = 10000
 )
 
 // VersionMoveKind is the verdict on moving to spec.version.
@@ -68,70 +53,74 @@ type VersionMoveInput struct {
 }
 
 // CheckVersionMove says whether the members may be moved to in.Target, by
-// etcd's rules for version moves:
+// etcd's rules for version moves, as etcdversion's releases table gives them:
 //
 //   - the cluster version (the lowest minor all members have agreed on)
 //     moves one minor at a time; patches within it move freely, and so does
 //     a return to it (rolling back an upgrade that has not finished);
-//   - to 3.6: every 3.5 member at MinPatchBefore36 or later, the cluster
-//     fully on 3.5, and every 3.5 member snapshotted past the v2 requests
-//     its log may hold from when the cluster ran 3.4 (measured: 3.6 panics
-//     on them with "detected disallowed v2 WAL", see
-//     hack/version-move/measure.sh);
-//   - down one minor only from 3.6 to 3.5 (etcd's downgrade API), to a 3.5
-//     release at MinPatchBefore36 or later; enabling the downgrade drops the
-//     cluster version, after which members are patched one at a time.
+//   - to the next minor: every member of the current one at the target
+//     release's UpgradeFromPatch or later and, where the target refuses v2
+//     entries (3.6), every member snapshotted past the v2 requests its log
+//     may hold from when the cluster ran 3.4 (3.6 panics on them with
+//     "detected disallowed v2 WAL", see hack/version-move/measure.sh);
+//   - down one minor only where the cluster's release allows a downgrade
+//     (3.6 to 3.5, etcd's downgrade API), to a release at UpgradeFromPatch or
+//     later; enabling the downgrade drops the cluster version, after which
+//     members are patched one at a time.
 func CheckVersionMove(in VersionMoveInput) VersionMove {
-	target, ok := parseVersion(in.Target)
-	if !ok {
+	target, err := etcdversion.Parse(in.Target)
+	if err != nil {
 		return refused(fmt.Sprintf("spec.version %q is not an etcd version", in.Target))
 	}
 	if gone := missing(in.Health); gone != "" {
 		return VersionMove{Kind: MoveWait, Reason: "waiting for " + gone + " to answer before judging a version move"}
 	}
-	cluster, ok := parseVersion(in.ClusterVersion)
-	if !ok {
+	cluster, err := etcdversion.Parse(in.ClusterVersion)
+	if err != nil {
 		return VersionMove{Kind: MoveWait, Reason: fmt.Sprintf("the cluster version is not decided yet (%q)", in.ClusterVersion)}
 	}
+	next := etcdversion.New(cluster.Major, cluster.Minor+1, 0)
+	previous := etcdversion.New(cluster.Major, cluster.Minor-1, 0)
 	switch {
-	case target.minorOf() == cluster.minorOf():
-		return VersionMove{Kind: MovePatches, Reason: fmt.Sprintf("the cluster runs at %s; members move to %s one at a time", cluster.minorOf(), in.Target)}
-	case target.major == cluster.major && target.minor == cluster.minor+1:
-		if target.major == 3 && target.minor == 6 {
-			if why := notReadyFor36(in); why != "" {
-				return refused(why)
-			}
+	case target.SameMinor(cluster):
+		return VersionMove{Kind: MovePatches, Reason: fmt.Sprintf("the cluster runs at %s; members move to %s one at a time", cluster.MinorString(), in.Target)}
+	case target.SameMinor(next):
+		if why := notReadyFor(target, in); why != "" {
+			return refused(why)
 		}
-		return VersionMove{Kind: MovePatches, Reason: fmt.Sprintf("upgrading from %s to %s one member at a time", cluster.minorOf(), in.Target)}
-	case target.major == 3 && target.minor == 5 && cluster.major == 3 && cluster.minor == 6:
-		if target.patch < MinPatchBefore36 {
-			return refused(fmt.Sprintf("downgrading to %s: etcd's 3.6 downgrade guide asks for a current 3.5 release; use 3.5.%d or later",
-				in.Target, MinPatchBefore36))
+		return VersionMove{Kind: MovePatches, Reason: fmt.Sprintf("upgrading from %s to %s one member at a time", cluster.MinorString(), in.Target)}
+	case target.SameMinor(previous) && cluster.Release().Downgrade:
+		if min := cluster.Release().UpgradeFromPatch; target.Patch < min {
+			return refused(fmt.Sprintf("downgrading to %s: etcd's %s downgrade guide asks for a current %s release; use %s.%d or later",
+				in.Target, cluster.MinorString(), target.MinorString(), target.MinorString(), min))
 		}
-		return VersionMove{Kind: MoveEnableDowngrade, DowngradeTarget: "3.5",
-			Reason: "downgrading from 3.6 to 3.5: enabling etcd's downgrade first, then members move to " + in.Target + " one at a time"}
-	case target.major == cluster.major && target.minor < cluster.minor:
-		return refused(fmt.Sprintf("the cluster runs at %s and cannot go down to %s: etcd downgrades only one minor version, from 3.6 to 3.5; restore a backup into a new cluster instead",
-			cluster.minorOf(), in.Target))
+		return VersionMove{Kind: MoveEnableDowngrade, DowngradeTarget: target.MinorString(),
+			Reason: fmt.Sprintf("downgrading from %s to %s: enabling etcd's downgrade first, then members move to %s one at a time", cluster.MinorString(), target.MinorString(), in.Target)}
+	case target.Major == cluster.Major && target.Minor < cluster.Minor:
+		return refused(fmt.Sprintf("the cluster runs at %s and cannot go down to %s: etcd downgrades only one minor version, from %s; restore a backup into a new cluster instead",
+			cluster.MinorString(), in.Target, etcdversion.Downgrades()))
 	default:
-		return refused(fmt.Sprintf("the cluster runs at %s and cannot skip to %s: move one minor version at a time (to %d.%d first)",
-			cluster.minorOf(), in.Target, cluster.major, cluster.minor+1))
+		return refused(fmt.Sprintf("the cluster runs at %s and cannot skip to %s: move one minor version at a time (to %s first)",
+			cluster.MinorString(), in.Target, next.MinorString()))
 	}
 }
 
-// notReadyFor36 checks the 3.5 members against etcd's 3.6 upgrade guide.
-func notReadyFor36(in VersionMoveInput) string {
+// notReadyFor checks the members of the previous minor version against what
+// target's release asks of them before a cluster moves to it.
+func notReadyFor(target etcdversion.Version, in VersionMoveInput) string {
+	r := target.Release()
+	previous := etcdversion.New(target.Major, target.Minor-1, 0)
 	var old, unsnapshotted []string
 	var behind uint64
 	for _, m := range in.Health.Members {
-		v, ok := parseVersion(m.Version)
-		if !ok || v.major != 3 || v.minor != 5 {
+		v, err := etcdversion.Parse(m.Version)
+		if err != nil || !v.SameMinor(previous) {
 			continue
 		}
-		if v.patch < MinPatchBefore36 {
+		if v.Patch < r.UpgradeFromPatch {
 			old = append(old, fmt.Sprintf("%s runs %s", m.Name, m.Version))
 		}
-		if in.V2EntriesUntilIndex > 0 {
+		if r.RefusesV2Entries && in.V2EntriesUntilIndex > 0 {
 			// A snapshot is taken whenever the applied index passes the last
 			// snapshot's by more than the snapshot count, so past this
 			// index one is certain to have been taken after the v2 entries.
@@ -144,11 +133,11 @@ func notReadyFor36(in VersionMoveInput) string {
 	}
 	switch {
 	case len(old) > 0:
-		return fmt.Sprintf("etcd's 3.6 upgrade guide requires every member on 3.5.%d or later first (%s): set spec.version to a 3.5 release of at least 3.5.%d, let every member move to it, then set 3.6",
-			MinPatchBefore36, strings.Join(old, ", "), MinPatchBefore36)
+		return fmt.Sprintf("etcd's %s upgrade guide requires every member on %s.%d or later first (%s): set spec.version to a %s release of at least %s.%d, let every member move to it, then set %s",
+			target.MinorString(), previous.MinorString(), r.UpgradeFromPatch, strings.Join(old, ", "), previous.MinorString(), previous.MinorString(), r.UpgradeFromPatch, target.MinorString())
 	case len(unsnapshotted) > 0:
-		return fmt.Sprintf("the logs of %s may still hold etcd v2 requests written while the cluster ran etcd 3.4 (its /health answers each probe with one, up to raft index %d); etcd 3.6 refuses to start on them (\"detected disallowed v2 WAL\") until a snapshot has passed them, which needs about %d more writes at --snapshot-count=%d. The upgrade can go ahead once the cluster has written that much",
-			strings.Join(unsnapshotted, ", "), in.V2EntriesUntilIndex, behind, in.SnapshotCount)
+		return fmt.Sprintf("the logs of %s may still hold etcd v2 requests written while the cluster ran etcd 3.4 (its /health answers each probe with one, up to raft index %d); etcd %s refuses to start on them (\"detected disallowed v2 WAL\") until a snapshot has passed them, which needs about %d more writes at --snapshot-count=%d. The upgrade can go ahead once the cluster has written that much",
+			strings.Join(unsnapshotted, ", "), in.V2EntriesUntilIndex, target.MinorString(), behind, in.SnapshotCount)
 	}
 	return ""
 }
@@ -167,10 +156,12 @@ func SnapshotCount(spec *v1beta2.ClusterSpec, version string) uint64 {
 			}
 		}
 	}
-	if v, ok := parseVersion(version); ok && (v.major > 3 || v.major == 3 && v.minor >= 6) {
-		return DefaultSnapshotCount36
+	if v, err := etcdversion.Parse(version); err == nil {
+		return v.Release().DefaultSnapshotCount
 	}
-	return DefaultSnapshotCount
+	// An unknown version gets the larger default of older releases: it asks
+	// for more writes before an upgrade that needs snapshots, never fewer.
+	return etcdversion.Oldest().Release().DefaultSnapshotCount
 }
 
 // TrackV2Entries keeps status.maintenance.v2EntriesUntilIndex and
@@ -190,7 +181,7 @@ func TrackV2Entries(prev v1beta2.MaintenanceStatus, h etcdutil.Health) (untilInd
 			continue
 		}
 		commit = max(commit, m.RaftIndex)
-		if v, ok := parseVersion(m.Version); ok && v.major == 3 && v.minor < 5 {
+		if v, err := etcdversion.Parse(m.Version); err == nil && v.Release().HealthWritesV2 {
 			oldRunning = true
 		}
 	}
@@ -205,28 +196,3 @@ func TrackV2Entries(prev v1beta2.MaintenanceStatus, h etcdutil.Health) (untilInd
 }
 
 func refused(reason string) VersionMove { return VersionMove{Kind: MoveRefused, Reason: reason} }
-
-type version struct{ major, minor, patch int }
-
-func (v version) minorOf() string { return fmt.Sprintf("%d.%d", v.major, v.minor) }
-
-// parseVersion reads "3.5.21", "v3.5.21" or "3.6.0-rc.1" (as 3.6.0).
-func parseVersion(s string) (version, bool) {
-	parts := strings.SplitN(strings.TrimLeft(s, "v"), ".", 3)
-	if len(parts) != 3 {
-		return version{}, false
-	}
-	patch, _, _ := strings.Cut(parts[2], "-")
-	var v version
-	var err error
-	if v.major, err = strconv.Atoi(parts[0]); err != nil {
-		return version{}, false
-	}
-	if v.minor, err = strconv.Atoi(parts[1]); err != nil {
-		return version{}, false
-	}
-	if v.patch, err = strconv.Atoi(patch); err != nil {
-		return version{}, false
-	}
-	return v, true
-}

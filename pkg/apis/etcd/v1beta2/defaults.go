@@ -2,10 +2,11 @@ package v1beta2
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 )
 
 // Labels the operator puts on everything it creates for a cluster.
@@ -19,14 +20,9 @@ const (
 	AnnotationVersion = "etcd.version"
 )
 
-// NormalizeVersion strips the leading "v" characters the original tolerated ("v3.5.21").
-func NormalizeVersion(v string) string {
-	return strings.TrimLeft(v, "v")
-}
-
 // EtcdImage is the image of an etcd member: official etcd tags carry a leading "v".
 func EtcdImage(repository, version string) string {
-	return repository + ":v" + NormalizeVersion(version)
+	return repository + ":v" + etcdversion.Normalize(version)
 }
 
 // WithDefaults returns a deep copy of the cluster whose spec has every default
@@ -41,7 +37,7 @@ func (c *EtcdCluster) WithDefaults() *EtcdCluster {
 	if s.Version == "" {
 		s.Version = DefaultEtcdVersion
 	}
-	s.Version = NormalizeVersion(s.Version)
+	s.Version = etcdversion.Normalize(s.Version)
 	if s.Pod == nil {
 		s.Pod = &PodPolicy{}
 	}

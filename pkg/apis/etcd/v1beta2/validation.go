@@ -3,7 +3,6 @@ package v1beta2
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/robfig/cron/v3"
@@ -12,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 )
 
 // The same patterns are used by the CRD schemas (crd.go), so admission and the
 // operators agree on what a valid spec is.
 const (
-	// VersionPattern accepts "3.5.21", "v3.5.21" and pre-releases like "3.6.0-rc.1".
-	VersionPattern = `^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`
 	// RepositoryPattern is an image name without tag or digest; a registry port is allowed.
 	RepositoryPattern = `^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$`
 	// ImagePattern is an image reference with an optional tag or digest.
@@ -42,14 +41,9 @@ const (
 	BadKeyPattern = `//|/\.\.?(/|$)|/$`
 	// ControlCharPattern finds control characters, which no store keeps in a key.
 	ControlCharPattern = `[\x00-\x1f\x7f]`
-
-	// MinSupportedMinor is the oldest etcd 3.x minor the operator drives (the v3 API
-	// and `etcdctl endpoint` arrived in 3.2).
-	MinSupportedMinor = 2
 )
 
 var (
-	versionRE       = regexp.MustCompile(VersionPattern)
 	repositoryRE    = regexp.MustCompile(RepositoryPattern)
 	imageRE         = regexp.MustCompile(ImagePattern)
 	clusterDomainRE = regexp.MustCompile(ClusterDomainPattern)
@@ -143,15 +137,12 @@ func FilterReservedEtcdEnv(env []corev1.EnvVar) []corev1.EnvVar {
 }
 
 // ParseVersion splits "3.5.21" (or "v3.5.21") into major and minor.
+//
+// Deprecated: use etcdversion.Parse and its releases table. It stays only
+// while pkg/cluster's planning is being split into files, which still calls it.
 func ParseVersion(v string) (major, minor int, err error) {
-	v = NormalizeVersion(v)
-	if !versionRE.MatchString(v) {
-		return 0, 0, fmt.Errorf("%q is not an etcd version like 3.5.21", v)
-	}
-	parts := strings.SplitN(v, ".", 3)
-	major, _ = strconv.Atoi(parts[0])
-	minor, _ = strconv.Atoi(parts[1])
-	return major, minor, nil
+	ev, err := etcdversion.Parse(v)
+	return ev.Major, ev.Minor, err
 }
 
 // Validate checks a cluster as the user wrote it (before defaults).
@@ -209,12 +200,12 @@ func (s *ClusterSpec) validate(p *field.Path) field.ErrorList {
 }
 
 func validateVersion(p *field.Path, v string) field.ErrorList {
-	major, minor, err := ParseVersion(v)
+	ev, err := etcdversion.Parse(v)
 	if err != nil {
 		return field.ErrorList{field.Invalid(p, v, "must be an etcd version like 3.5.21")}
 	}
-	if major != 3 || minor < MinSupportedMinor {
-		return field.ErrorList{field.Invalid(p, v, "only etcd 3.2 and later 3.x versions are supported")}
+	if !ev.Supported() {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("only etcd %s and later %d.x versions are supported", etcdversion.Oldest().MinorString(), etcdversion.Oldest().Major))}
 	}
 	return nil
 }
@@ -621,7 +612,7 @@ func (m *MaintenancePolicy) validate(p *field.Path, spec *ClusterSpec) field.Err
 			errs = append(errs, field.Invalid(ap.Child("retention"), ac.Retention, "revision mode keeps a whole number of revisions, like 10000"))
 		}
 		// etcd 3.2 has no --auto-compaction-mode and takes hours only.
-		if _, minor, err := ParseVersion(spec.Version); err == nil && minor < 3 &&
+		if v, err := etcdversion.Parse(spec.Version); err == nil && !v.Release().AutoCompactionMode &&
 			(ac.Mode == AutoCompactionRevision || !wholeRE.MatchString(ac.Retention)) {
 			errs = append(errs, field.Invalid(ap, ac.Retention, "etcd 3.2 only compacts periodically by whole hours, like retention \"1\""))
 		}
