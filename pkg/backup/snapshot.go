@@ -1,14 +1,10 @@
 package backup
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"time"
 
@@ -100,7 +96,7 @@ func SaveEncodedSnapshot(ctx context.Context, src Source, store Store, codec Cod
 	defer func() { _ = stream.Close() }()
 
 	key := name(rev)
-	body := &checkedStream{r: stream, check: newTrailerCheck()}
+	body := &checkedStream{r: stream, check: NewSnapshotCheck()}
 	encoded := codec.Encode(body)
 	var upload io.Reader = encoded
 	if codec.IsIdentity() {
@@ -149,7 +145,7 @@ var errDamaged = errors.New("snapshot failed its sha256 check")
 // when its reader ends with io.EOF.
 type checkedStream struct {
 	r       io.Reader
-	check   *trailerCheck
+	check   *SnapshotCheck
 	damaged error
 	n       int64
 }
@@ -162,7 +158,7 @@ func (c *checkedStream) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	_, _ = c.check.Write(p[:n])
 	if errors.Is(err, io.EOF) {
-		if verr := c.check.verify(); verr != nil {
+		if verr := c.check.Verify(); verr != nil {
 			c.damaged = verr
 			return n, fmt.Errorf("%w: %v", errDamaged, verr)
 		}
@@ -172,64 +168,4 @@ func (c *checkedStream) Read(p []byte) (int, error) {
 
 // Digest makes checkedStream a DigestReader: its trailer check has hashed
 // every byte but the trailer, and adds the trailer once it has matched.
-func (c *checkedStream) Digest() (int64, string) { return c.n, c.check.sum() }
-
-// trailerCheck checks the sha256 that etcd's Snapshot RPC appends to the database
-// bytes. It hashes everything written to it except the last sha256.Size bytes,
-// which it holds back to compare at the end, so it needs no more memory than that.
-type trailerCheck struct {
-	h    hash.Hash
-	tail [sha256.Size]byte
-	n    int // bytes held in tail
-	// verified: the trailer matched and has been hashed too.
-	verified bool
-}
-
-func newTrailerCheck() *trailerCheck { return &trailerCheck{h: sha256.New()} }
-
-func (c *trailerCheck) Write(p []byte) (int, error) {
-	total := len(p)
-	if c.n+len(p) <= len(c.tail) {
-		c.n += copy(c.tail[c.n:], p)
-		return total, nil
-	}
-	// Hash whatever falls out of the last len(c.tail) bytes seen so far.
-	out := c.n + len(p) - len(c.tail)
-	if out <= c.n {
-		c.h.Write(c.tail[:out])
-		c.n = copy(c.tail[:], c.tail[out:c.n])
-		c.n += copy(c.tail[c.n:], p)
-		return total, nil
-	}
-	c.h.Write(c.tail[:c.n])
-	c.h.Write(p[:len(p)-len(c.tail)])
-	c.n = copy(c.tail[:], p[len(p)-len(c.tail):])
-	return total, nil
-}
-
-// verify compares the trailer with the hash of what came before it; once it has
-// matched, the hash goes on over the trailer, so that sum is of the whole stream.
-// A reader may report io.EOF more than once: the second verify is a no-op.
-func (c *trailerCheck) verify() error {
-	if c.verified {
-		return nil
-	}
-	if c.n < len(c.tail) {
-		return fmt.Errorf("only %d bytes arrived, fewer than its %d-byte sha256 trailer", c.n, len(c.tail))
-	}
-	if !bytes.Equal(c.h.Sum(nil), c.tail[:]) {
-		return errors.New("its trailing sha256 does not match its content")
-	}
-	c.h.Write(c.tail[:])
-	c.verified = true
-	return nil
-}
-
-// sum is the hex sha256 of the whole stream, trailer included, once verify has
-// passed; "" before.
-func (c *trailerCheck) sum() string {
-	if !c.verified {
-		return ""
-	}
-	return hex.EncodeToString(c.h.Sum(nil))
-}
+func (c *checkedStream) Digest() (int64, string) { return c.n, c.check.SHA256() }

@@ -19,8 +19,9 @@ func withTrailer(data []byte) []byte {
 }
 
 // feed writes b to c in random chunks, including empty ones and ones smaller and
-// larger than the trailer, so every branch of Write sees use.
-func feed(c *trailerCheck, b []byte, rng *rand.Rand) {
+// larger than the trailer, so every branch of Write sees use: an S3 body
+// arrives in chunks of any size, some shorter than the trailer.
+func feed(c *SnapshotCheck, b []byte, rng *rand.Rand) {
 	for len(b) > 0 {
 		n := min(rng.IntN(80), len(b))
 		_, _ = c.Write(b[:n])
@@ -28,7 +29,7 @@ func feed(c *trailerCheck, b []byte, rng *rand.Rand) {
 	}
 }
 
-func TestTrailerCheck(t *testing.T) {
+func TestSnapshotCheckWhateverTheChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([]byte, 1000)
 	for i := range data {
@@ -37,40 +38,62 @@ func TestTrailerCheck(t *testing.T) {
 	for _, size := range []int{0, 1, 31, 32, 33, 64, 1000} {
 		good := withTrailer(data[:size])
 		for round := range 20 {
-			c := newTrailerCheck()
+			c := NewSnapshotCheck()
 			feed(c, good, rng)
-			if err := c.verify(); err != nil {
+			if err := c.Verify(); err != nil {
 				t.Fatalf("size %d round %d: intact snapshot refused: %v", size, round, err)
 			}
 			// The store takes the stored bytes' sha256 from the check: the
 			// whole stream, trailer included, however often EOF is seen.
-			if err := c.verify(); err != nil {
+			if err := c.Verify(); err != nil {
 				t.Fatalf("size %d: a second verify refused: %v", size, err)
 			}
-			if want := sha256.Sum256(good); c.sum() != hex.EncodeToString(want[:]) {
-				t.Fatalf("size %d: sum %s, want the sha256 of the whole stream %x", size, c.sum(), want)
+			if want := sha256.Sum256(good); c.SHA256() != hex.EncodeToString(want[:]) || c.Size() != int64(len(good)) {
+				t.Fatalf("size %d: %d bytes with sha256 %s, want the whole stream's %d and %x", size, c.Size(), c.SHA256(), len(good), want)
 			}
 		}
 		for _, flip := range []int{0, len(good) / 2, len(good) - 1} {
 			bad := append([]byte{}, good...)
 			bad[flip] ^= 0x40
-			c := newTrailerCheck()
+			c := NewSnapshotCheck()
 			feed(c, bad, rng)
-			if err := c.verify(); err == nil || !strings.Contains(err.Error(), "does not match") {
+			if err := c.Verify(); err == nil || !strings.Contains(err.Error(), "does not match") {
 				t.Fatalf("size %d, byte %d flipped: got %v, want a mismatch", size, flip, err)
 			}
-			if c.sum() != "" {
-				t.Fatalf("size %d, byte %d flipped: a damaged stream has the sum %s", size, flip, c.sum())
+			if c.SHA256() != "" {
+				t.Fatalf("size %d, byte %d flipped: a damaged stream has the sum %s", size, flip, c.SHA256())
 			}
 		}
 	}
 }
 
-func TestTrailerCheckRefusesAShortStream(t *testing.T) {
-	c := newTrailerCheck()
-	_, _ = c.Write(make([]byte, 31))
-	if err := c.verify(); err == nil || !strings.Contains(err.Error(), "31 bytes") {
-		t.Fatalf("got %v", err)
+func TestSnapshotCheckRefusesDamage(t *testing.T) {
+	good := withTrailer([]byte("hello, a database"))
+	flipLast := bytes.Clone(good)
+	flipLast[len(flipLast)-1] ^= 1
+	tests := []struct {
+		name    string
+		data    []byte
+		errHas  string
+		wantErr bool
+	}{
+		{"an intact snapshot passes", good, "", false},
+		{"any bytes followed by their sha256 pass", withTrailer(nil), "", false},
+		{"a damaged trailer is refused", flipLast, "does not match", true},
+		{"a truncated snapshot is refused", good[:len(good)-1], "does not match", true},
+		{"a trailer alone is refused", good[len(good)-sha256.Size:], "does not match", true},
+		{"a stream shorter than a trailer is refused with its length", good[:31], "31 bytes long", true},
+		{"an empty stream is refused", nil, "0 bytes long", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewSnapshotCheck()
+			_, _ = c.Write(tt.data)
+			err := c.Verify()
+			if (err != nil) != tt.wantErr || err != nil && !strings.Contains(err.Error(), tt.errHas) {
+				t.Fatalf("Verify() = %v, want error %v containing %q", err, tt.wantErr, tt.errHas)
+			}
+		})
 	}
 }
 
@@ -109,7 +132,7 @@ func TestCheckedStreamFailsTheUploadOfADamagedSnapshot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &commitOnEOF{objects: map[string][]byte{"k": []byte("previous backup")}}
-			body := &checkedStream{r: bytes.NewReader(tc.stream), check: newTrailerCheck()}
+			body := &checkedStream{r: bytes.NewReader(tc.stream), check: NewSnapshotCheck()}
 			_, _, err := store.Put(context.Background(), "k", body)
 			if tc.wantErr {
 				if !errors.Is(err, errDamaged) || body.damaged == nil {

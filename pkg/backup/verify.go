@@ -87,7 +87,7 @@ func download(ctx context.Context, store Store, key string, decodeKey []byte, f 
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %q cannot be decoded: %v", ErrVerification, key, err)
 	}
-	check := newTrailerCheck()
+	check := NewSnapshotCheck()
 	n, err := io.Copy(io.MultiWriter(f, check), decoded)
 	if cerr := decoded.Close(); err == nil {
 		err = cerr
@@ -106,7 +106,7 @@ func download(ctx context.Context, store Store, key string, decodeKey []byte, f 
 	if size >= 0 && stored.n != size {
 		return nil, 0, fmt.Errorf("%w: the store announces %d bytes at %q but %d arrived", ErrVerification, size, key, stored.n)
 	}
-	if err := check.verify(); err != nil {
+	if err := check.Verify(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s", ErrVerification, err)
 	}
 	return &Verification{Key: key, Size: stored.n, SHA256: hex.EncodeToString(whole.Sum(nil))}, n, nil

@@ -150,7 +150,7 @@ func TestVerifyReadsABackupBackFromEveryStore(t *testing.T) {
 			}{
 				{"a flipped byte", "trailing sha256 does not match", flipped},
 				{"cut short", "trailing sha256 does not match", good[:len(good)/2]},
-				{"shorter than a trailer", "fewer than its 32-byte sha256 trailer", good[:10]},
+				{"shorter than a trailer", "shorter than the 32-byte sha256 trailer", good[:10]},
 				{"not a database, with a matching trailer", "not a bbolt database", withTrailer(bytes.Repeat([]byte("not etcd "), 4000))},
 				{"damaged pages, with a matching trailer", "bbolt", withTrailer(damagedPages)},
 				{"a bbolt database that etcd did not write", `no "key" bucket`, withTrailer(boltWithout(t, "other"))},

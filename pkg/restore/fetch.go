@@ -214,7 +214,7 @@ func (o *FetchOptions) decodeTo(w io.Writer, body io.Reader) (int64, error) {
 		return 0, err
 	}
 	defer func() { _ = decoded.Close() }()
-	check := NewSnapshotCheck()
+	check := backup.NewSnapshotCheck()
 	n, err := io.Copy(io.MultiWriter(w, check), decoded)
 	if err != nil {
 		return n, err

@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,7 +68,7 @@ func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Locatio
 		return VerifiedBackup{}, decodeError(url, stored, err)
 	}
 	defer func() { _ = decoded.Close() }()
-	check := NewSnapshotCheck()
+	check := backup.NewSnapshotCheck()
 	if _, err := io.Copy(check, decoded); err != nil {
 		return VerifiedBackup{}, decodeError(url, stored, err)
 	}
@@ -123,61 +122,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// SnapshotCheck is an io.Writer that checks an etcd snapshot streamed through it:
-// the sha256 of all bytes but the last 32 must equal those 32 bytes. It also
-// computes the sha256 and length of the whole stream.
-type SnapshotCheck struct {
-	whole hash.Hash
-	body  hash.Hash
-	tail  [sha256.Size]byte
-	held  int // bytes held in tail
-	n     int64
-}
-
-// NewSnapshotCheck returns an empty check.
-func NewSnapshotCheck() *SnapshotCheck {
-	return &SnapshotCheck{whole: sha256.New(), body: sha256.New()}
-}
-
-// Write never fails.
-func (c *SnapshotCheck) Write(p []byte) (int, error) {
-	c.whole.Write(p)
-	c.n += int64(len(p))
-	total := len(p)
-	// Keep the last len(tail) bytes seen; whatever is pushed out of them is body.
-	if c.held+len(p) <= len(c.tail) {
-		c.held += copy(c.tail[c.held:], p)
-		return total, nil
-	}
-	if out := c.held + len(p) - len(c.tail); out <= c.held {
-		c.body.Write(c.tail[:out])
-		c.held = copy(c.tail[:], c.tail[out:c.held])
-		c.held += copy(c.tail[c.held:], p)
-		return total, nil
-	}
-	c.body.Write(c.tail[:c.held])
-	c.body.Write(p[:len(p)-len(c.tail)])
-	c.held = copy(c.tail[:], p[len(p)-len(c.tail):])
-	return total, nil
-}
-
-// Verify says whether what was written is a snapshot with a matching trailer.
-func (c *SnapshotCheck) Verify() error {
-	if c.held < len(c.tail) {
-		return fmt.Errorf("it is %d bytes long, shorter than the %d-byte sha256 trailer of a snapshot", c.n, len(c.tail))
-	}
-	if !bytes.Equal(c.body.Sum(nil), c.tail[:]) {
-		return errors.New("its trailing sha256 does not match its content (damaged, truncated, or not a snapshot taken with etcd's Snapshot API)")
-	}
-	return nil
-}
-
-// Size is the number of bytes written.
-func (c *SnapshotCheck) Size() int64 { return c.n }
-
-// SHA256 is the hex sha256 of everything written.
-func (c *SnapshotCheck) SHA256() string { return hex.EncodeToString(c.whole.Sum(nil)) }
 
 // CheckRecorded compares a verified backup with what the backup operator recorded
 // when it stored the object. An object overwritten or damaged since then passes its

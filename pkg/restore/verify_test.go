@@ -1,8 +1,6 @@
 package restore
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"testing"
 	"time"
 
@@ -11,51 +9,6 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
-
-// The trailer check must not depend on how the stream is cut into writes: the
-// S3 body arrives in chunks of any size, some shorter than the trailer.
-func TestSnapshotCheckWhateverTheChunks(t *testing.T) {
-	for _, chunk := range []int{1, 7, 31, 32, 33, 1000, 4096, len(snapshot)} {
-		c := NewSnapshotCheck()
-		for data := snapshot; len(data) > 0; {
-			n := min(chunk, len(data))
-			_, _ = c.Write(data[:n])
-			data = data[n:]
-		}
-		if err := c.Verify(); err != nil {
-			t.Errorf("chunks of %d: %v", chunk, err)
-		}
-		if c.Size() != int64(len(snapshot)) || c.SHA256() != sha256Hex(snapshot) {
-			t.Errorf("chunks of %d: size %d sha256 %s", chunk, c.Size(), c.SHA256())
-		}
-	}
-}
-
-func TestSnapshotCheckRefusesDamage(t *testing.T) {
-	flipLast := bytes.Clone(snapshot)
-	flipLast[len(flipLast)-1] ^= 1
-	body := []byte("hello")
-	sum := sha256.Sum256(body)
-	tests := []struct {
-		name string
-		data []byte
-		ok   bool
-	}{
-		{"intact", snapshot, true},
-		{"trailer damaged", flipLast, false},
-		{"truncated", snapshot[:len(snapshot)-1], false},
-		{"trailer only", snapshot[len(snapshot)-sha256.Size:], false},
-		{"empty", nil, false},
-		{"any bytes followed by their sha256", append(bytes.Clone(body), sum[:]...), true},
-	}
-	for _, tc := range tests {
-		c := NewSnapshotCheck()
-		_, _ = c.Write(tc.data)
-		if err := c.Verify(); (err == nil) != tc.ok {
-			t.Errorf("%s: Verify() = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-	}
-}
 
 func TestCheckRecordedUsesTheNewestRecord(t *testing.T) {
 	v := VerifiedBackup{Path: "b/k", Size: 10, SHA256: "new"}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
@@ -290,7 +291,7 @@ func TestChaosLongS3Outage(t *testing.T) {
 		t.Fatalf("%d backups stored with maxBackups %d: %v", len(stored), outageKeep, framework.KeysOf(stored))
 	}
 	for _, o := range stored {
-		check := restore.NewSnapshotCheck()
+		check := backup.NewSnapshotCheck()
 		if _, err := check.Write(download(t, srv, bucket, o.Key)); err != nil {
 			t.Fatal(err)
 		}

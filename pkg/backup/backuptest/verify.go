@@ -1,7 +1,6 @@
 package backuptest
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/openetcd/etcd-operator/pkg/backup"
 )
 
 // CheckSnapshot proves that data is a snapshot as etcd sends it: a bbolt database
@@ -17,13 +18,12 @@ import (
 // etcd's "key" bucket, one per revision written (and not compacted). dir receives a
 // temporary copy of the database, since bbolt opens only files.
 func CheckSnapshot(dir string, data []byte) (keys int, err error) {
-	if len(data) < sha256.Size {
-		return 0, fmt.Errorf("%d bytes is shorter than the sha256 trailer", len(data))
+	check := backup.NewSnapshotCheck()
+	_, _ = check.Write(data)
+	if err := check.Verify(); err != nil {
+		return 0, err
 	}
-	db, trailer := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if sum := sha256.Sum256(db); !bytes.Equal(sum[:], trailer) {
-		return 0, errors.New("the trailing sha256 does not match the database bytes")
-	}
+	db := data[:len(data)-sha256.Size]
 	path := filepath.Join(dir, "snapshot.db")
 	if err := os.WriteFile(path, db, 0o600); err != nil {
 		return 0, err
