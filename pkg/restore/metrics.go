@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
@@ -36,19 +37,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// storageLabel keeps the label set fixed whatever string a CRD without a schema
-// lets into spec.backupStorageType.
-func storageLabel(t api.BackupStorageType) string {
-	switch t {
-	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS, api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
-		return string(t)
-	}
-	return "unknown"
-}
-
 func (m *Metrics) started(t api.BackupStorageType) {
 	if m != nil {
-		m.restores.WithLabelValues(storageLabel(t)).Inc()
+		m.restores.WithLabelValues(storage.MetricLabel(t)).Inc()
 	}
 }
 
@@ -59,7 +50,7 @@ func (m *Metrics) finished(t api.BackupStorageType, failed bool, seconds float64
 	result := "completed"
 	if failed {
 		result = "failed"
-		m.failed.WithLabelValues(storageLabel(t)).Inc()
+		m.failed.WithLabelValues(storage.MetricLabel(t)).Inc()
 	}
 	if seconds >= 0 {
 		m.duration.WithLabelValues(result).Observe(seconds)

@@ -43,11 +43,28 @@ func ParsePath(path string) (Location, error) {
 // CheckSupported refuses a storage type the operator cannot use. The original
 // exited the whole process on an unknown type.
 func CheckSupported(t api.BackupStorageType) error {
-	switch t {
-	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS, api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
+	if supported(t) {
 		return nil
 	}
 	return failure.Permanent(fmt.Errorf("unknown storage type %q: use S3, ABS, GCS or OSS", t))
+}
+
+// MetricLabel is the storage_type label of a metric: the storage type, or
+// "unknown", which keeps the label set fixed whatever string a CRD without a
+// schema lets into the spec.
+func MetricLabel(t api.BackupStorageType) string {
+	if supported(t) {
+		return string(t)
+	}
+	return "unknown"
+}
+
+func supported(t api.BackupStorageType) bool {
+	switch t {
+	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS, api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
+		return true
+	}
+	return false
 }
 
 // ForBackup opens the store an EtcdBackup names, with the credentials secret read

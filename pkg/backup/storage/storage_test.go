@@ -170,3 +170,29 @@ func TestParseEncryptionKey(t *testing.T) {
 		}
 	}
 }
+
+func TestSupportedTypesAndTheirMetricLabel(t *testing.T) {
+	tests := []struct {
+		name      string
+		t         api.BackupStorageType
+		supported bool
+		label     string
+	}{
+		{"S3 is its own label", api.BackupStorageTypeS3, true, "S3"},
+		{"OSS is its own label", api.BackupStorageTypeOSS, true, "OSS"},
+		{"ABS is its own label", api.BackupStorageTypeABS, true, "ABS"},
+		{"GCS is its own label", api.BackupStorageTypeGCS, true, "GCS"},
+		{"a type a CRD without a schema let in is unknown", "ftp", false, "unknown"},
+		{"an empty type is unknown", "", false, "unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := CheckSupported(tt.t); (err == nil) != tt.supported {
+				t.Errorf("CheckSupported(%q) = %v, want supported=%v", tt.t, err, tt.supported)
+			}
+			if got := MetricLabel(tt.t); got != tt.label {
+				t.Errorf("MetricLabel(%q) = %q, want %q", tt.t, got, tt.label)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
@@ -65,18 +66,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// storageLabel keeps the label set fixed even when a CRD without a schema lets any
-// string into spec.storageType.
-func storageLabel(t api.BackupStorageType) string {
-	switch t {
-	case api.BackupStorageTypeS3, api.BackupStorageTypeOSS, api.BackupStorageTypeABS, api.BackupStorageTypeGCS:
-		return string(t)
-	}
-	return "unknown"
-}
-
 func (m *Metrics) attempt(t api.BackupStorageType, seconds float64, failed bool) {
-	l := storageLabel(t)
+	l := storage.MetricLabel(t)
 	m.backups.WithLabelValues(l).Inc()
 	if failed {
 		m.failed.WithLabelValues(l).Inc()
@@ -115,7 +106,7 @@ func (m *Metrics) restoreLastSuccess(namespace, name string, t time.Time) {
 }
 
 func (m *Metrics) verification(t api.BackupStorageType, failed bool) {
-	l := storageLabel(t)
+	l := storage.MetricLabel(t)
 	m.verifications.WithLabelValues(l).Inc()
 	if failed {
 		m.verifyFailed.WithLabelValues(l).Inc()
