@@ -120,7 +120,7 @@ func (c *Cluster) failUpgrade(e *upgradeExpectation, evidence string) {
 
 // restartedOn tells whether the etcd container runs the image of the upgrade.
 func restartedOn(pod *corev1.Pod, e *upgradeExpectation) bool {
-	st := etcdContainerStatus(pod)
+	st := k8sutil.EtcdContainerStatus(pod)
 	return st != nil && (st.RestartCount > e.restarts || sameImage(e.image, st.Image)) && st.State.Running != nil
 }
 

@@ -178,7 +178,7 @@ func podVersion(pod *corev1.Pod) string {
 // version while the kubelet still runs the old container: the container's
 // own image tells.
 func runningVersion(pod *corev1.Pod) string {
-	st := etcdContainerStatus(pod)
+	st := k8sutil.EtcdContainerStatus(pod)
 	if st == nil || st.State.Running == nil {
 		return ""
 	}
@@ -219,11 +219,8 @@ func compareVersions(a, b string) int {
 	return va.Compare(vb)
 }
 
+// etcdContainerStatus is k8sutil.EtcdContainerStatus, under the name the
+// planning files (decide.go, act.go) still call while they are being split.
 func etcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == k8sutil.EtcdContainerName {
-			return &pod.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
+	return k8sutil.EtcdContainerStatus(pod)
 }
