@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
@@ -102,10 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {
-	watched := id.Namespace
-	if opts.clusterWide {
-		watched = metav1.NamespaceAll
-	}
+	watched := k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide)
 	log.Infof("%s %s (git %s) in namespace %s, watching %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
 		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
 

@@ -11,6 +11,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/chaos"
 	"github.com/openetcd/etcd-operator/pkg/cluster"
@@ -19,8 +22,6 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
-	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 )
 
 const binary = "etcd-operator"
@@ -148,7 +149,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	})
 	lead := func(ctx context.Context) {
 		if opts.createCRD {
-			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdCluster(), watchedNamespace(id.Namespace, opts), log)
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdCluster(), k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide), log)
 			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
 				return
 			}
@@ -198,7 +199,7 @@ func joinImage(ctx context.Context, clients *operatorrun.Clients, id operatorrun
 // lock (see operatorrun.ChooseLock) and what happens without each; they are
 // what example/rbac grants.
 func needs(ns string, opts options) []operatorrun.Need {
-	watched := watchedNamespace(ns, opts)
+	watched := k8sutil.WatchedNamespace(ns, opts.clusterWide)
 	rule := func(group, resource string, verbs ...string) operatorrun.Rule {
 		return operatorrun.Rule{Group: group, Resource: resource, Verbs: verbs, Namespace: watched}
 	}
@@ -220,13 +221,4 @@ func needs(ns string, opts options) []operatorrun.Need {
 		out = append(out, operatorrun.CRDNeed())
 	}
 	return out
-}
-
-// watchedNamespace is where the operator runs EtcdClusters: its own
-// namespace ns, or "" for every namespace with -cluster-wide.
-func watchedNamespace(ns string, opts options) string {
-	if opts.clusterWide {
-		return ""
-	}
-	return ns
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -24,6 +23,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
@@ -116,10 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logrus.Entry) error {
-	watched := id.Namespace
-	if opts.clusterWide {
-		watched = metav1.NamespaceAll
-	}
+	watched := k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide)
 	log.Infof("%s %s (git %s) in namespace %s, restoring in %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
 		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
 

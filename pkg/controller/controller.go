@@ -9,12 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/cluster"
-	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
-	"github.com/openetcd/etcd-operator/pkg/util/failure"
-	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
-	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -28,6 +22,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/cluster"
+	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 // Config is how the controller is wired.
@@ -76,10 +77,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg, metrics: newMetrics(cfg.Registerer), clusters: map[string]*cluster.Cluster{},
 		scope: k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdClusterResourceKind)}
 
-	ns := cfg.Namespace
-	if cfg.ClusterWide {
-		ns = metav1.NamespaceAll
-	}
+	ns := k8sutil.WatchedNamespace(cfg.Namespace, cfg.ClusterWide)
 	clusters := cfg.EtcdClient.EtcdV1beta2().EtcdClusters(ns)
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
@@ -265,10 +263,7 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 // an older role (the original's, say) runs without them rather than waiting
 // for a cache it can never fill, and says what to add.
 func (c *Controller) mayManageBudgets(ctx context.Context) bool {
-	ns := c.cfg.Namespace
-	if c.cfg.ClusterWide {
-		ns = metav1.NamespaceAll
-	}
+	ns := k8sutil.WatchedNamespace(c.cfg.Namespace, c.cfg.ClusterWide)
 	var missing []string
 	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{

@@ -21,6 +21,17 @@ const (
 	ReasonInvalidScope = "InvalidScope"
 )
 
+// WatchedNamespace is the namespace an operator lists and watches its
+// resources in: its own, or every namespace (metav1.NamespaceAll) when it runs
+// cluster-wide, where it then takes only the resources annotated for it
+// (v1beta2.IsManagedBy).
+func WatchedNamespace(own string, clusterWide bool) string {
+	if clusterWide {
+		return metav1.NamespaceAll
+	}
+	return own
+}
+
 // ScopeNotices tells, once per resource and cause, why an operator skips a
 // resource because of its scope annotation. Without it a resource annotated
 // "ClusterWide", or meant for the other kind of operator, was left unmanaged

@@ -54,3 +54,20 @@ func TestScopeNoticesTellOncePerCause(t *testing.T) {
 		})
 	}
 }
+func TestWatchedNamespace(t *testing.T) {
+	tests := []struct {
+		name        string
+		clusterWide bool
+		want        string
+	}{
+		{"a namespaced operator watches its own namespace", false, "operators"},
+		{"a cluster-wide operator watches every namespace", true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := WatchedNamespace("operators", tt.clusterWide); got != tt.want {
+				t.Fatalf("WatchedNamespace = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
