@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // DefaultTerminationLog is where Kubernetes reads a container's termination
@@ -73,15 +74,6 @@ func (o *FetchOptions) withDefaults() FetchOptions {
 	return out
 }
 
-// fetchError is an attempt's failure; final ones are not retried.
-type fetchError struct {
-	err   error
-	final bool
-}
-
-func (e *fetchError) Error() string { return e.err.Error() }
-func (e *fetchError) Unwrap() error { return e.err }
-
 // Fetch downloads the backup to o.Out and proves it is the verified one: exactly
 // o.Size bytes with sha256 o.SHA256. Failures that may pass (the restore operator
 // restarting or changing leader, the object store slow to answer, a connection
@@ -116,20 +108,16 @@ func Fetch(ctx context.Context, opts FetchOptions) error {
 				o.Size, o.URL, secs, float64(o.Size)/(1<<20)/max(secs, 1e-3), o.SHA256)
 			return nil
 		}
-		var fe *fetchError
-		if !errors.As(err, &fe) {
-			fe = &fetchError{err: err}
-		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("fetch %s: gave up after %d attempts (%v): %w", o.URL, attempt, ctx.Err(), fe.err)
+			return fmt.Errorf("fetch %s: gave up after %d attempts (%v): %w", o.URL, attempt, ctx.Err(), err)
 		}
-		if fe.final {
-			return fmt.Errorf("fetch %s (attempt %d): %w", o.URL, attempt, fe.err)
+		if failure.IsPermanent(err) {
+			return fmt.Errorf("fetch %s (attempt %d): %w", o.URL, attempt, err)
 		}
-		_, _ = fmt.Fprintf(o.Log, "attempt %d failed, retrying in %v: %v\n", attempt, backoff, fe.err)
+		_, _ = fmt.Fprintf(o.Log, "attempt %d failed, retrying in %v: %v\n", attempt, backoff, err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fetch %s: gave up after %d attempts (%v): %w", o.URL, attempt, ctx.Err(), fe.err)
+			return fmt.Errorf("fetch %s: gave up after %d attempts (%v): %w", o.URL, attempt, ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, o.MaxBackoff)
@@ -139,14 +127,14 @@ func Fetch(ctx context.Context, opts FetchOptions) error {
 func (o *FetchOptions) attempt(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.URL, nil)
 	if err != nil {
-		return &fetchError{err: err, final: true}
+		return failure.Permanent(err)
 	}
 	if o.token != "" {
 		req.Header.Set("Authorization", bearerPrefix+o.token)
 	}
 	resp, err := o.Client.Do(req)
 	if err != nil {
-		return &fetchError{err: err}
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
@@ -154,17 +142,19 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 		err := fmt.Errorf("the backup server answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 		// 404: no restore in progress serves this backup any more; 4xx in general
 		// is a wrong request that asking again will not fix.
-		final := resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests
-		return &fetchError{err: err, final: final}
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+			return failure.Permanent(err)
+		}
+		return err
 	}
 	if resp.ContentLength >= 0 && resp.ContentLength != o.Size {
-		return &fetchError{err: fmt.Errorf("the backup server announces %d bytes, but the verified backup has %d", resp.ContentLength, o.Size), final: true}
+		return failure.Permanent(fmt.Errorf("the backup server announces %d bytes, but the verified backup has %d", resp.ContentLength, o.Size))
 	}
 
 	dir := filepath.Dir(o.Out)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(o.Out)+".part-*")
 	if err != nil {
-		return &fetchError{err: fmt.Errorf("create a file in %s: %w", dir, err), final: true}
+		return failure.Permanent(fmt.Errorf("create a file in %s: %w", dir, err))
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // a no-op after the rename
 	// The stored bytes are counted and hashed as they arrive, and decoded
@@ -179,28 +169,28 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 		decodeErr = cerr
 	}
 	if body.err != nil {
-		return &fetchError{err: fmt.Errorf("download interrupted after %d of %d bytes: %w", body.n, o.Size, body.err)}
+		return fmt.Errorf("download interrupted after %d of %d bytes: %w", body.n, o.Size, body.err)
 	}
 	// The size and sha256 come first: a download that is not the verified
 	// backup says so, whatever decoding it made of it.
 	if body.n != o.Size {
-		return &fetchError{err: fmt.Errorf("downloaded %d bytes, but the verified backup has %d", body.n, o.Size), final: true}
+		return failure.Permanent(fmt.Errorf("downloaded %d bytes, but the verified backup has %d", body.n, o.Size))
 	}
 	if sum := hex.EncodeToString(body.h.Sum(nil)); sum != o.SHA256 {
-		return &fetchError{err: fmt.Errorf("the downloaded backup has sha256 %s, but the verified backup has %s", sum, o.SHA256), final: true}
+		return failure.Permanent(fmt.Errorf("the downloaded backup has sha256 %s, but the verified backup has %s", sum, o.SHA256))
 	}
 	if decodeErr != nil {
-		return &fetchError{err: fmt.Errorf("write the backup (%d bytes decoded) to %s: %w", n, o.Out, decodeErr), final: true}
+		return failure.Permanent(fmt.Errorf("write the backup (%d bytes decoded) to %s: %w", n, o.Out, decodeErr))
 	}
 	// The restore step runs as another user when the etcd image runs as root
 	// (this step runs as the operator image's 65532), and it has no
 	// CAP_DAC_OVERRIDE to read past a 0600 file: every capability is dropped. The
 	// volume is the pod's own, so readable by all is readable by its containers.
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return &fetchError{err: err, final: true}
+		return failure.Permanent(err)
 	}
 	if err := os.Rename(tmp.Name(), o.Out); err != nil {
-		return &fetchError{err: err, final: true}
+		return failure.Permanent(err)
 	}
 	return nil
 }

@@ -135,12 +135,6 @@ func NewFlow(cfg Config) *Flow {
 // Timeout is the configured restore timeout.
 func (f *Flow) Timeout() time.Duration { return f.cfg.Timeout }
 
-// RetryError is a failure that may pass; the caller retries the restore later.
-type RetryError struct{ Err error }
-
-func (e *RetryError) Error() string { return e.Err.Error() }
-func (e *RetryError) Unwrap() error { return e.Err }
-
 // errGone: the EtcdRestore was deleted, or replaced by another of the same name.
 var errGone = errors.New("the EtcdRestore is gone")
 

@@ -47,7 +47,7 @@ func (f *Flow) restore(ctx context.Context, er *api.EtcdRestore) (time.Duration,
 	case apierrors.IsNotFound(err) || errors.Is(err, errTokenNotOwned):
 		return 0, f.fail(ctx, er, fmt.Sprintf("the restore's token is gone (%v): its plan cannot be trusted any more; restore again with a new EtcdRestore", err))
 	case err != nil:
-		return 0, &RetryError{Err: err}
+		return 0, failure.Retry(err)
 	}
 	if _, err := verifiedPlan(er, token.value); err != nil {
 		return 0, f.fail(ctx, er, fmt.Sprintf("the restore plan is not followed: %v; restore again with a new EtcdRestore", err))
@@ -63,7 +63,7 @@ func (f *Flow) restore(ctx context.Context, er *api.EtcdRestore) (time.Duration,
 		permanent = failure.IsPermanent(err)
 		if !permanent && elapsed < f.cfg.Timeout {
 			f.logFor(er).Warnf("hand-over step failed, will retry: %v", err)
-			return 0, &RetryError{Err: err}
+			return 0, failure.Retry(err)
 		}
 		waiting = err.Error()
 	case waiting == "":

@@ -122,8 +122,7 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 	if err := f.writePlan(ctx, er, plan); err != nil {
 		// A conflict starts the pass again; anything else (a refused
 		// write, the API unreachable) is said on the restore and retried.
-		var again *RetryError
-		if errors.Is(err, errGone) || errors.As(err, &again) {
+		if errors.Is(err, errGone) || failure.IsRetry(err) {
 			return 0, err
 		}
 		return f.failOrRetry(ctx, er, attempt, err)
@@ -211,7 +210,7 @@ func (f *Flow) failOrRetry(ctx context.Context, er *api.EtcdRestore, attempt int
 	if uerr := f.updateStatus(ctx, er, func(st *api.RestoreStatus) { st.Reason = reason }); uerr != nil {
 		return 0, uerr
 	}
-	return 0, &RetryError{Err: err}
+	return 0, failure.Retry(err)
 }
 
 // clientIPOf is the cluster IP of the old cluster's client Service, or "" when

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -346,9 +346,8 @@ func TestMissingSecretIsRetriedFirst(t *testing.T) {
 	putObject(t, store, "good.db", snapshot)
 	f := newFixture(t, oldDependents(), newCluster(), newRestore(testCluster, "good.db", srv))
 	_, err := f.sync(testCluster, 0)
-	var retry *RetryError
-	if !errors.As(err, &retry) {
-		t.Fatalf("sync error %v, want a RetryError", err)
+	if !failure.IsRetry(err) {
+		t.Fatalf("sync error %v, want one marked failure.Retry", err)
 	}
 	st := f.restore(testCluster).Status
 	if st.Phase != api.RestorePhaseValidating || !strings.Contains(st.Reason, "secret ns/aws (spec.s3.awsSecret) not found") {
@@ -613,9 +612,8 @@ func TestASlowerSecondOperatorCannotFailARestoreInProgress(t *testing.T) {
 		t.Fatalf("the first operator did not start the hand-over: %+v", st)
 	}
 	_, err := f.flow.prepare(context.Background(), stale, 0)
-	var retry *RetryError
-	if !errors.As(err, &retry) {
-		t.Fatalf("prepare on a stale read = %v, want a RetryError for the conflict", err)
+	if !failure.IsRetry(err) {
+		t.Fatalf("prepare on a stale read = %v, want a retry for the conflict", err)
 	}
 	if st := f.restore(testCluster).Status; st.Phase != api.RestorePhaseRestoring {
 		t.Fatalf("the slower operator overwrote the restore in progress: %+v", st)

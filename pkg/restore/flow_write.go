@@ -142,7 +142,7 @@ func (f *Flow) updateStatus(ctx context.Context, er *api.EtcdRestore, change fun
 }
 
 // written takes the result of a write of er: the new object on success, errGone
-// or a RetryError when the restore went or changed meanwhile.
+// or an error marked failure.Retry when the restore went or changed meanwhile.
 func (f *Flow) written(er, out *api.EtcdRestore, err error, verb string) error {
 	switch {
 	case err == nil:
@@ -153,7 +153,7 @@ func (f *Flow) written(er, out *api.EtcdRestore, err error, verb string) error {
 	case apierrors.IsNotFound(err):
 		return errGone
 	case apierrors.IsConflict(err):
-		return &RetryError{Err: fmt.Errorf("EtcdRestore %s/%s changed while it was processed; starting again from its new state: %w", er.Namespace, er.Name, err)}
+		return failure.Retry(fmt.Errorf("EtcdRestore %s/%s changed while it was processed; starting again from its new state: %w", er.Namespace, er.Name, err))
 	}
 	return fmt.Errorf("%s EtcdRestore %s/%s: %w", verb, er.Namespace, er.Name, err)
 }

@@ -196,7 +196,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	err := c.sync(ctx, key)
 	if err != nil && ctx.Err() == nil {
-		if !errors.As(err, new(errRetry)) { // runOneShot has logged those
+		if !failure.IsRetry(err) { // runOneShot has logged those
 			c.logForKey(key).Warnf("sync failed, will retry: %v", err)
 		}
 		c.queue.AddRateLimited(key)
@@ -208,10 +208,6 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	return true
 }
-
-// errRetry wraps a backup failure that the queue is to retry; its Reason is not
-// written yet.
-type errRetry struct{ error }
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
@@ -301,7 +297,7 @@ func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBac
 		if attempt := c.queue.NumRequeues(key) + 1; attempt <= c.maxRetries {
 			c.logFor(eb).Warnf("backup attempt %d of %d failed verification, will retry: %v", attempt, c.maxRetries+1, res.VerifyErr)
 			c.recorder.Event(eb, corev1.EventTypeWarning, ReasonVerificationFailed, verifyFailureReason(res))
-			return errRetry{res.VerifyErr}
+			return failure.Retry(res.VerifyErr)
 		}
 		return c.recordVerifyFailure(ctx, eb, res)
 	}
@@ -312,7 +308,7 @@ func (c *Controller) runOneShot(ctx context.Context, key string, eb *api.EtcdBac
 	if attempt := c.queue.NumRequeues(key) + 1; !failure.IsPermanent(err) && attempt <= c.maxRetries {
 		c.logFor(eb).Warnf("backup attempt %d of %d failed, will retry: %s", attempt, c.maxRetries+1, reason)
 		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonBackupFailed, reason)
-		return errRetry{err}
+		return failure.Retry(err)
 	}
 	return c.recordFailure(ctx, eb, reason, false)
 }

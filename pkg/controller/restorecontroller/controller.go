@@ -6,7 +6,6 @@ package restorecontroller
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -98,8 +97,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	requeue, err := c.sync(ctx, key)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		var retry *restore.RetryError
-		if !errors.As(err, &retry) { // the flow has logged those
+		if !failure.IsRetry(err) { // the flow has logged those
 			c.logForKey(key).Warnf("sync failed, will retry: %v", err)
 		}
 		c.queue.AddRateLimited(key)

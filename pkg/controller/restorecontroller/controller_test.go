@@ -21,6 +21,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/restore"
+	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
 // waitTimeout bounds every wait; tests poll for state, they never sleep for it.
@@ -206,7 +207,7 @@ func TestRestoresInProgressAreLookedAtAgain(t *testing.T) {
 
 func TestFailuresAreRetriedWithTheirAttemptNumber(t *testing.T) {
 	key := testNamespace + "/flaky"
-	fail := func() (time.Duration, error) { return 0, &restore.RetryError{Err: errors.New("store unreachable")} }
+	fail := func() (time.Duration, error) { return 0, failure.Retry(errors.New("store unreachable")) }
 	flow := &fakeFlow{script: map[string][]func() (time.Duration, error){key: {
 		fail, fail, fail, func() (time.Duration, error) { return 0, nil },
 	}}}

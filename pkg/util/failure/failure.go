@@ -1,5 +1,7 @@
 // Package failure classifies errors as worth retrying or permanent, one way for
-// the three binaries, and spaces retries.
+// the three binaries, and spaces retries. An error carries one of two marks:
+// Permanent (retrying cannot fix it) or Retry (it is to be retried, and has
+// been reported already).
 //
 // A permanent error is one that retrying fails the same way until a user acts:
 // a wrong spec, a secret without the keys it needs, credentials the store
@@ -26,6 +28,29 @@ func Permanent(err error) error {
 		return nil
 	}
 	return &permanentError{err: err}
+}
+
+// retryError marks a failure to retry that has been reported already.
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// Retry marks err as a failure that may pass, which the caller is to retry
+// (a work queue with its backoff) and which has already been logged, written
+// to status or sent as an event where the user sees it: whoever retries it
+// says nothing more. nil stays nil.
+func Retry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryError{err: err}
+}
+
+// IsRetry tells whether err, or an error it wraps, was marked Retry.
+func IsRetry(err error) bool {
+	var r *retryError
+	return errors.As(err, &r)
 }
 
 // permanentStoreCodes are the error codes of S3 and S3-compatible stores

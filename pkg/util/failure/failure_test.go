@@ -44,6 +44,36 @@ func TestIsPermanent(t *testing.T) {
 	}
 }
 
+func TestIsRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		retry     bool
+		permanent bool
+	}{
+		{"nil is no retry", nil, false, false},
+		{"a plain error is not marked", errors.New("connection refused"), false, false},
+		{"a marked error is a retry", Retry(errors.New("store unreachable")), true, false},
+		{"a marked error stays a retry when wrapped", fmt.Errorf("restore: %w", Retry(errors.New("conflict"))), true, false},
+		{"a permanent error is no retry", Permanent(errors.New("no secret")), false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsRetry(tc.err); got != tc.retry {
+				t.Errorf("IsRetry(%v) = %v, want %v", tc.err, got, tc.retry)
+			}
+			if got := IsPermanent(tc.err); got != tc.permanent {
+				t.Errorf("IsPermanent(%v) = %v, want %v", tc.err, got, tc.permanent)
+			}
+		})
+	}
+	if Retry(nil) != nil {
+		t.Error("Retry(nil) is not nil")
+	}
+	if got := Retry(errors.New("store unreachable")).Error(); got != "store unreachable" {
+		t.Errorf("Retry changed the message to %q", got)
+	}
+}
+
 func TestBackoffDoublesUpToItsCapAndResets(t *testing.T) {
 	b := Backoff{Min: time.Minute, Max: 5 * time.Minute}
 	var got []time.Duration
