@@ -645,18 +645,7 @@ func (c *Cluster) event(eventType, reason, msg string) {
 
 // memberTemplate is a member of this cluster without name or ID: namespace,
 // TLS and DNS are properties of the cluster.
-func memberTemplate(cl *api.EtcdCluster) etcdutil.Member {
-	m := etcdutil.Member{
-		Namespace:    cl.Namespace,
-		ClusterName:  cl.Name,
-		SecurePeer:   cl.Spec.TLS.IsSecurePeer(),
-		SecureClient: cl.Spec.TLS.IsSecureClient(),
-	}
-	if cl.Spec.Pod != nil {
-		m.ClusterDomain = cl.Spec.Pod.ClusterDomain
-	}
-	return m
-}
+func memberTemplate(cl *api.EtcdCluster) etcdutil.Member { return k8sutil.MemberOf(cl, "") }
 
 func (s *snapshot) memberTemplate() *etcdutil.Member {
 	m := memberTemplate(s.spec)

@@ -213,11 +213,7 @@ func (p *Plugin) clientTLS(ctx context.Context, cluster *api.EtcdCluster) (*tls.
 }
 
 func memberAddr(cluster *api.EtcdCluster, pod string) string {
-	m := etcdutil.Member{Name: pod, Namespace: cluster.Namespace, ClusterName: cluster.Name}
-	if cluster.Spec.Pod != nil {
-		m.ClusterDomain = cluster.Spec.Pod.ClusterDomain
-	}
-	return m.Addr()
+	return k8sutil.MemberOf(cluster, pod).Addr()
 }
 
 // errNoMember is returned for a --member that is not a reachable member.

@@ -79,21 +79,6 @@ type SeedConfig struct {
 	Token string
 }
 
-// SeedMember is the member the seed pod runs.
-func SeedMember(cl *api.EtcdCluster, name string) *etcdutil.Member {
-	m := &etcdutil.Member{
-		Name:         name,
-		Namespace:    cl.Namespace,
-		ClusterName:  cl.Name,
-		SecurePeer:   cl.Spec.TLS.IsSecurePeer(),
-		SecureClient: cl.Spec.TLS.IsSecureClient(),
-	}
-	if cl.Spec.Pod != nil {
-		m.ClusterDomain = cl.Spec.Pod.ClusterDomain
-	}
-	return m
-}
-
 // memberNameAlphabet is the alphabet of the random suffix of member names (that of
 // k8s.io/apimachinery/pkg/util/rand): no vowels, no look-alike characters.
 const memberNameAlphabet = "bcdfghjklmnpqrstvwxz2456789"
@@ -131,7 +116,7 @@ func SeedMemberName(cluster string, restoreUID types.UID) string {
 // that is gone would keep the member from starting.
 func NewSeedPod(c SeedConfig) *corev1.Pod {
 	cl := c.Cluster.WithDefaults()
-	m := SeedMember(cl, c.MemberName)
+	m := new(k8sutil.MemberOf(cl, c.MemberName))
 	// etcd ignores --initial-cluster* once its data directory exists; they are
 	// given to the restore, which writes the membership into it.
 	token := string(cl.UID) + "-restored"

@@ -63,6 +63,24 @@ const (
 	livenessPath  = "/health?exclude=NOSPACE&serializable=true"
 )
 
+// MemberOf is the member named name of cluster cl, without an etcd ID yet:
+// its namespace, TLS and DNS domain are the cluster's. The operator's members
+// and a restore's seed are built from it alike, so the seed is a member the
+// operator adopts.
+func MemberOf(cl *v1beta2.EtcdCluster, name string) etcdutil.Member {
+	m := etcdutil.Member{
+		Name:         name,
+		Namespace:    cl.Namespace,
+		ClusterName:  cl.Name,
+		SecurePeer:   cl.Spec.TLS.IsSecurePeer(),
+		SecureClient: cl.Spec.TLS.IsSecureClient(),
+	}
+	if cl.Spec.Pod != nil {
+		m.ClusterDomain = cl.Spec.Pod.ClusterDomain
+	}
+	return m
+}
+
 // PodOption changes a member pod after NewEtcdPod has built it, for callers
 // that need more than a plain member, such as the seed of a restored cluster.
 type PodOption func(*corev1.Pod)

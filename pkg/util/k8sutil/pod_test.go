@@ -364,3 +364,38 @@ func TestMemberPodsGetThePolicysPriorityAndSpread(t *testing.T) {
 		t.Error("a cluster without the new fields sees a change")
 	}
 }
+
+func TestMemberOf(t *testing.T) {
+	cluster := func(opts ...func(*v1beta2.EtcdCluster)) *v1beta2.EtcdCluster {
+		c := &v1beta2.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: "db"}}
+		for _, o := range opts {
+			o(c)
+		}
+		return c
+	}
+	withDomain := func(c *v1beta2.EtcdCluster) { c.Spec.Pod = &v1beta2.PodPolicy{ClusterDomain: ".cluster.local"} }
+	tests := []struct {
+		name string
+		cl   *v1beta2.EtcdCluster
+		want etcdutil.Member
+		addr string
+	}{
+		{"a plain cluster's member speaks http in the cluster's namespace", cluster(),
+			etcdutil.Member{Name: "example-abc", Namespace: "db", ClusterName: "example"},
+			"example-abc.example.db.svc"},
+		{"a cluster with TLS makes its members speak https", cluster(withTLS),
+			etcdutil.Member{Name: "example-abc", Namespace: "db", ClusterName: "example", SecurePeer: true, SecureClient: true},
+			"example-abc.example.db.svc"},
+		{"the cluster's DNS domain is the member's", cluster(withDomain),
+			etcdutil.Member{Name: "example-abc", Namespace: "db", ClusterName: "example", ClusterDomain: ".cluster.local"},
+			"example-abc.example.db.svc.cluster.local"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := MemberOf(tt.cl, "example-abc")
+			if got != tt.want || got.Addr() != tt.addr {
+				t.Fatalf("MemberOf = %+v at %s, want %+v at %s", got, got.Addr(), tt.want, tt.addr)
+			}
+		})
+	}
+}
