@@ -33,8 +33,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/openetcd/etcd-operator/pkg/checker"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
-	"github.com/openetcd/etcd-operator/test/checker"
 )
 
 // ResultPrefix starts the line that carries the result.

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/test/checker"
+	"github.com/openetcd/etcd-operator/pkg/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 

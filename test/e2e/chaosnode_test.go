@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/openetcd/etcd-operator/test/checker"
+	"github.com/openetcd/etcd-operator/pkg/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/test/checker"
+	"github.com/openetcd/etcd-operator/pkg/checker"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 

@@ -13,9 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/openetcd/etcd-operator/pkg/checker"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
-	"github.com/openetcd/etcd-operator/test/checker"
 )
 
 // CheckerBinary is where the operator image keeps the linearizability checker.

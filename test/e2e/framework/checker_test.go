@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openetcd/etcd-operator/test/checker"
+	"github.com/openetcd/etcd-operator/pkg/checker"
 )
 
 func TestCheckerCommand(t *testing.T) {
