@@ -32,7 +32,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath \
-        -ldflags "-s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=${VERSION} -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=${GIT_SHA}" \
+        -ldflags "-s -w -X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=${VERSION} -X github.com/openetcd/etcd-operator/pkg/operatorrun.GitSHA=${GIT_SHA}" \
         -o /out/ \
         ./cmd/operator ./cmd/backup-operator ./cmd/restore-operator ./cmd/etcd-checker \
  && mv /out/operator /out/etcd-operator \

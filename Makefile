@@ -9,8 +9,8 @@ ifeq ($(origin VERSION),undefined)
 VERSION := $(shell bash hack/version.sh)
 endif
 GIT_SHA := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$(VERSION) \
-	-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$(GIT_SHA)
+LDFLAGS := -s -w -X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=$(VERSION) \
+	-X github.com/openetcd/etcd-operator/pkg/operatorrun.GitSHA=$(GIT_SHA)
 BINARIES := etcd-operator etcd-backup-operator etcd-restore-operator kubectl-etcd etcd-checker
 PKG_etcd-operator := ./cmd/operator
 PKG_etcd-backup-operator := ./cmd/backup-operator

@@ -46,7 +46,7 @@ mkdir -p "$REPO_ROOT/_output" "$OUT_DIR"
 WORK=$(mktemp -d "$REPO_ROOT/_output/image-build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 APP_UID=65532
-LDFLAGS="-s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$VERSION -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$GIT_SHA"
+LDFLAGS="-s -w -X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=$VERSION -X github.com/openetcd/etcd-operator/pkg/operatorrun.GitSHA=$GIT_SHA"
 
 log() { printf '[build-image] %s\n' "$*" >&2; }
 

@@ -84,7 +84,7 @@ main() {
 		fi
 	fi
 	export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-	local ldflags="-s -w -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=$VERSION -X github.com/openetcd/etcd-operator/pkg/util/operatorrun.GitSHA=$GIT_SHA"
+	local ldflags="-s -w -X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=$VERSION -X github.com/openetcd/etcd-operator/pkg/operatorrun.GitSHA=$GIT_SHA"
 
 	if ! changelog_has_entry "$VERSION" CHANGELOG.md; then
 		if is_development_version "$VERSION"; then

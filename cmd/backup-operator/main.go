@@ -14,9 +14,9 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
 const (

@@ -3,7 +3,7 @@
 // kubeconfig and RBAC; pkg/kubectlplugin holds its commands.
 //
 // Its version is operatorrun.Version (and GitSHA), set at build time with
-// -ldflags "-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=...".
+// -ldflags "-X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=...".
 package main
 
 import (

@@ -18,10 +18,10 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/chaos"
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	"github.com/openetcd/etcd-operator/pkg/controller"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
 const binary = "etcd-operator"

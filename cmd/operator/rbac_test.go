@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 )
 
 // TestExampleRolesGrantWhatTheBinaryUses holds the rules the binary checks

@@ -21,10 +21,10 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
 const (

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 )
 
 // TestExampleRolesGrantWhatTheBinaryUses holds the rules the binary checks

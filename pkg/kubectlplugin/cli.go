@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
 // Connect builds the Plugin for one command from the standard kubectl
@@ -292,7 +292,7 @@ func (c *cli) versionCommand() *cobra.Command {
 		Use:   "version",
 		Short: "Print the plugin's version",
 		Long: `Print the plugin's version: the one it was built with
-(-ldflags "-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=...").`,
+(-ldflags "-X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=...").`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var v clientVersion

@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 )
 
 // cliRun runs `kubectl etcd args...` with p as the clients; the namespace

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/restore"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 

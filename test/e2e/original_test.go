@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/restore"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 )
 
 // Both ways of building the image, the Dockerfile and hack/build-image.sh,

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/restore"
-	"github.com/openetcd/etcd-operator/pkg/util/operatorrun"
 )
 
 // checkRollsOneNewPodFirst: a rolling update starts a new pod, which becomes

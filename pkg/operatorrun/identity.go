@@ -14,7 +14,7 @@ const (
 
 // Version is the operators' version, set at build time from git (make build,
 // the image and the release: hack/version.sh) with
-// -ldflags "-X github.com/openetcd/etcd-operator/pkg/util/operatorrun.Version=...".
+// -ldflags "-X github.com/openetcd/etcd-operator/pkg/operatorrun.Version=...".
 // A plain go build says it does not know rather than name a release it may
 // not be.
 var Version = "v0.0.0-unknown"
