@@ -41,6 +41,6 @@ kube::codegen::gen_client \
 # The Helm chart carries its own copy (Helm reads only files inside the chart).
 # The schema's descriptions (kubectl explain) are the API types' doc comments,
 # extracted first into Go so that the operators carry them too.
-(cd "$root" && go run ./hack/gen-crds -fielddocs "${out_root}/pkg/util/crdutil/zz_generated.fielddocs.go")
+(cd "$root" && go run ./hack/gen-crds -fielddocs "${out_root}/pkg/crds/zz_generated.fielddocs.go")
 (cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/crd")
 (cd "$root" && go run ./hack/gen-crds -o "${out_root}/example/chart/files/crds")

@@ -13,7 +13,7 @@ mkdir -p "$tmp/tree"
 (cd "$tmp/tree" && CODEGEN_OUTPUT_ROOT="$tmp/tree" bash hack/update-codegen.sh >/dev/null)
 
 status=0
-for dir in pkg/apis pkg/generated pkg/util/crdutil example/crd example/chart/files/crds; do
+for dir in pkg/apis pkg/generated pkg/crds example/crd example/chart/files/crds; do
     if ! diff -Nru "$root/$dir" "$tmp/tree/$dir"; then
         status=1
     fi

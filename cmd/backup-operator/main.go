@@ -13,9 +13,9 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -117,8 +117,8 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 
 	lead := func(ctx context.Context) {
 		if opts.createCRD {
-			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdBackup(), watched, log)
-			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crds.EtcdBackup(), watched, log)
+			if !crds.InstallUntilDone(ctx, clients.APIExt, crd, log) {
 				return
 			}
 		}

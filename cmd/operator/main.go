@@ -18,8 +18,8 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/chaos"
 	"github.com/openetcd/etcd-operator/pkg/cluster"
 	"github.com/openetcd/etcd-operator/pkg/controller"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
@@ -149,8 +149,8 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	})
 	lead := func(ctx context.Context) {
 		if opts.createCRD {
-			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdCluster(), k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide), log)
-			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crds.EtcdCluster(), k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide), log)
+			if !crds.InstallUntilDone(ctx, clients.APIExt, crd, log) {
 				return
 			}
 		}

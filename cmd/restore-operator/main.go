@@ -20,10 +20,10 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/restore"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -136,8 +136,8 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 
 	lead := func(ctx context.Context) {
 		if opts.createCRD {
-			crd := operatorrun.CRDForRole(ctx, clients.Kube, crdutil.EtcdRestore(), watched, log)
-			if !crdutil.InstallUntilDone(ctx, clients.APIExt, crd, log) {
+			crd := operatorrun.CRDForRole(ctx, clients.Kube, crds.EtcdRestore(), watched, log)
+			if !crds.InstallUntilDone(ctx, clients.APIExt, crd, log) {
 				return
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 )
 
 func main() {
@@ -28,10 +28,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, crd := range crdutil.All() {
-		data, err := crdutil.YAML(crd)
+	for _, crd := range crds.All() {
+		data, err := crds.YAML(crd)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(*out, crdutil.FileName(crd)), data, 0o644)
+			err = os.WriteFile(filepath.Join(*out, crds.FileName(crd)), data, 0o644)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -7,7 +7,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 )
 
 // StatusRule is the rule that writing the status of resource through its
@@ -18,7 +18,7 @@ func StatusRule(group, resource, ns string) Rule {
 
 // CRDForRole returns want as -create-crd=true installs it for an operator
 // working in ns ("" for every namespace): without the status subresource
-// (crdutil.WithoutStatusSubresource) when the role may update the resource
+// (crds.WithoutStatusSubresource) when the role may update the resource
 // but not <resource>/status, as the original's roles, and want itself
 // otherwise.
 //
@@ -56,5 +56,5 @@ func CRDForRole(ctx context.Context, kube kubernetes.Interface, want *apiextv1.C
 	log.WithFields(fields).Warnf("the role may not update %s, so the CRD is installed without the status subresource and status is written "+
 		"with an update of the object, as the original etcd-operator did; grant {apiGroups: [%q], resources: [%q], verbs: [get, update, patch]} "+
 		"and restart the operator to get the status subresource back", status.Resource, group, status.Resource)
-	return crdutil.WithoutStatusSubresource(want)
+	return crds.WithoutStatusSubresource(want)
 }

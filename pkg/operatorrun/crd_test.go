@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 )
 
 func TestCRDForRole(t *testing.T) {
@@ -52,7 +52,7 @@ func TestCRDForRole(t *testing.T) {
 				return tc.reviewErr != nil, nil, tc.reviewErr
 			})
 			logger, hook := logtest.NewNullLogger()
-			want := crdutil.EtcdCluster()
+			want := crds.EtcdCluster()
 			got := CRDForRole(t.Context(), kube, want, "ops", logrus.NewEntry(logger))
 
 			if sub := got.Spec.Versions[0].Subresources; (sub != nil && sub.Status != nil) != tc.wantStatus {
@@ -92,7 +92,7 @@ func TestCRDForRole(t *testing.T) {
 func TestCRDForRoleAsksForEveryNamespaceWhenClusterWide(t *testing.T) {
 	kube := grant(fake.NewClientset(), "etcdbackups")
 	logger, hook := logtest.NewNullLogger()
-	got := CRDForRole(t.Context(), kube, crdutil.EtcdBackup(), "", logrus.NewEntry(logger))
+	got := CRDForRole(t.Context(), kube, crds.EtcdBackup(), "", logrus.NewEntry(logger))
 	if got.Spec.Versions[0].Subresources != nil {
 		t.Errorf("subresources %+v, want none", got.Spec.Versions[0].Subresources)
 	}

@@ -19,7 +19,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -149,8 +149,8 @@ func ensureBackupRestoreCRDs(t *testing.T) {
 	// shared local cluster keeps the definitions of earlier runs), so that
 	// the table meets this tree's rules.
 	log := logrus.NewEntry(logrus.New())
-	for _, crd := range []*apiextv1.CustomResourceDefinition{crdutil.EtcdBackup(), crdutil.EtcdRestore()} {
-		if err := crdutil.Install(ctx, f.APIExt, crd, log); err != nil {
+	for _, crd := range []*apiextv1.CustomResourceDefinition{crds.EtcdBackup(), crds.EtcdRestore()} {
+		if err := crds.Install(ctx, f.APIExt, crd, log); err != nil {
 			t.Fatal(err)
 		}
 	}

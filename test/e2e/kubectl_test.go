@@ -12,7 +12,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -24,8 +24,8 @@ import (
 func TestKubectlExplainsEveryKindAndGetShowsReadiness(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	for _, crd := range []*apiextv1.CustomResourceDefinition{crdutil.EtcdCluster(), crdutil.EtcdBackup(), crdutil.EtcdRestore()} {
-		if err := crdutil.Install(ctx, f.APIExt, crd, logrus.NewEntry(logrus.New())); err != nil {
+	for _, crd := range []*apiextv1.CustomResourceDefinition{crds.EtcdCluster(), crds.EtcdBackup(), crds.EtcdRestore()} {
+		if err := crds.Install(ctx, f.APIExt, crd, logrus.NewEntry(logrus.New())); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/restore"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -268,8 +268,8 @@ func putBackCRDsAtEnd(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		log := logrus.NewEntry(logrus.New())
-		for _, crd := range crdutil.All() {
-			if err := crdutil.Install(ctx, f.APIExt, crd, log); err != nil {
+		for _, crd := range crds.All() {
+			if err := crds.Install(ctx, f.APIExt, crd, log); err != nil {
 				t.Errorf("cleanup: put back CRD %s: %v", crd.Name, err)
 			}
 		}
@@ -344,11 +344,11 @@ func expectKubectlShows(t *testing.T, ns, resource, name string, want ...string)
 // cannot update status through it.
 func waitCRDsWithoutStatusSubresource(t *testing.T) {
 	t.Helper()
-	crds := f.APIExt.ApiextensionsV1().CustomResourceDefinitions()
-	for _, want := range crdutil.All() {
+	crdClient := f.APIExt.ApiextensionsV1().CustomResourceDefinitions()
+	for _, want := range crds.All() {
 		err := framework.WaitFor(t.Context(), framework.OperatorReadyTimeout, framework.Poll, "CRD "+want.Name+" without the status subresource",
 			func(ctx context.Context) (bool, string, error) {
-				crd, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+				crd, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error(), nil
 				}

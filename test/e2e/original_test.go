@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
-	"github.com/openetcd/etcd-operator/pkg/util/crdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
@@ -463,7 +463,7 @@ func TestOriginalClusterRoleAndDeploymentRunACluster(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := crdutil.Install(ctx, f.APIExt, crdutil.EtcdCluster(), logrus.NewEntry(logrus.New())); err != nil {
+		if err := crds.Install(ctx, f.APIExt, crds.EtcdCluster(), logrus.NewEntry(logrus.New())); err != nil {
 			t.Errorf("cleanup: put back the EtcdCluster CRD: %v", err)
 		}
 	})
@@ -638,24 +638,24 @@ func swapClusterCRD(t *testing.T, manifest string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := crdutil.Install(ctx, f.APIExt, crdutil.EtcdCluster(), logrus.NewEntry(logrus.New())); err != nil {
+		if err := crds.Install(ctx, f.APIExt, crds.EtcdCluster(), logrus.NewEntry(logrus.New())); err != nil {
 			t.Errorf("cleanup: put back the EtcdCluster CRD: %v", err)
 		}
 	})
-	crds := f.APIExt.ApiextensionsV1().CustomResourceDefinitions()
+	crdClient := f.APIExt.ApiextensionsV1().CustomResourceDefinitions()
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+		live, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		live.Spec = want.Spec
-		_, err = crds.Update(ctx, live, metav1.UpdateOptions{})
+		_, err = crdClient.Update(ctx, live, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("replace the EtcdCluster CRD with %s: %v", manifest, err)
 	}
-	if err := crdutil.WaitEstablished(ctx, f.APIExt, want.Name); err != nil {
+	if err := crds.WaitEstablished(ctx, f.APIExt, want.Name); err != nil {
 		t.Fatal(err)
 	}
 }

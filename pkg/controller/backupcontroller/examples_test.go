@@ -31,7 +31,7 @@ func readExample(t *testing.T, name string, into any) {
 	}
 }
 
-// The schema test in pkg/util/crdutil admits the examples; this one checks that
+// The schema test in pkg/crds admits the examples; this one checks that
 // the operator then accepts them too, and that the secret example parses.
 func TestExampleBackupsAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))

@@ -1,7 +1,7 @@
-// Package crdutil defines the project's CustomResourceDefinitions, the single source of
+// Package crds defines the project's CustomResourceDefinitions, the single source of
 // both install paths (the operators' --create-crd=true and the YAML under example/crd),
 // and installs them.
-package crdutil
+package crds
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package crdutil
+package crds
 
 import (
 	"bytes"
@@ -126,8 +126,8 @@ func TestSchemaRejectsInvalidCases(t *testing.T) {
 func exampleObjects(t *testing.T) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
-	err := filepath.Walk(filepath.Join("..", "..", "..", "example"), func(path string, info os.FileInfo, err error) error {
-		if err == nil && info.IsDir() && path == filepath.Join("..", "..", "..", "example", "chart", "templates") {
+	err := filepath.Walk(filepath.Join("..", "..", "example"), func(path string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() && path == filepath.Join("..", "..", "example", "chart", "templates") {
 			return filepath.SkipDir // Helm templates, YAML only once rendered (test/manifests renders them)
 		}
 		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".yaml") {
@@ -206,7 +206,7 @@ func TestManifestsMatchDefinitions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join("..", "..", "..", "example", "crd", FileName(crd))
+		path := filepath.Join("..", "..", "example", "crd", FileName(crd))
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatalf("%v (run hack/update-codegen.sh)", err)

@@ -1,4 +1,4 @@
-package crdutil
+package crds
 
 import (
 	"reflect"

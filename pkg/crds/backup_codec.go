@@ -1,4 +1,4 @@
-package crdutil
+package crds
 
 import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
