@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/maintenance"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
-	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
 // decide is the algorithm: from the snapshot of a pass, the one action the

@@ -10,9 +10,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/maintenance"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
-	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
 // snapshot is what one pass knows, taken at its start and never changed

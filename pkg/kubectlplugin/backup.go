@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
+	"github.com/openetcd/etcd-operator/pkg/maintenance"
 )
 
 // BackupRequest says where a one-shot backup goes: a copy of an existing

@@ -16,8 +16,8 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/maintenance"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
-	"github.com/openetcd/etcd-operator/pkg/util/maintenance"
 )
 
 // leaderMoveTimeout bounds the wait for a new leader after MoveLeader.
