@@ -28,7 +28,7 @@ func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
 	// Other tests' operators install the CRDs themselves (--create-crd=true), and
 	// Helm refuses to take over objects another release or tool made: apply
 	// example/crd/ (the chart's), and install with crds.install=false, as
-	// docs/helm.md says to when the CRDs come from elsewhere.
+	// docs/user-guide/helm.md says to when the CRDs come from elsewhere.
 	if _, err := f.Kubectl(ctx, "apply", "-f", f.Env.Path("example", "crd")+"/"); err != nil {
 		t.Fatal(err)
 	}
