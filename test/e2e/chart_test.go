@@ -12,7 +12,7 @@ import (
 )
 
 // TestChartInstallRunsAClusterThatKubectlScales installs the three operators
-// with the Helm chart (example/chart) the way README's Install section does,
+// with the Helm chart (example/chart) the way docs/user-guide/install.md does,
 // runs a cluster with them, scales it with `kubectl scale` (the scale
 // subresource), checks the JSON log format, and uninstalls the release.
 func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
