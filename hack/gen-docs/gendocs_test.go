@@ -33,6 +33,7 @@ func TestAPIReferenceDescribesTheFields(t *testing.T) {
 		"| `storageType` | string |",
 		"| `Reason` | string |", // the backup status key keeps the original's casing
 		"short names `etcd`, `etcdclus`",
+		"each item's rule: name is reserved", // the rules of list items show on the list
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("api.md lacks %q", want)

@@ -172,6 +172,11 @@ func describeField(s apiextv1.JSONSchemaProps, required bool) string {
 	for _, r := range s.XValidations {
 		c = append(c, "rule: "+cell(r.Message))
 	}
+	if s.Items != nil && s.Items.Schema != nil {
+		for _, r := range s.Items.Schema.XValidations {
+			c = append(c, "each item's rule: "+cell(r.Message))
+		}
+	}
 	if len(c) > 0 {
 		parts = append(parts, "("+strings.Join(c, "; ")+")")
 	}
