@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -98,5 +100,67 @@ func TestMarkdownLinksLeaveCodeAlone(t *testing.T) {
 	got := markdownLinks("see [a](a.md#x) and `[b](b.md)`\n```\n[c](c.md)\n```\n[d](https://example.org)\n")
 	if strings.Join(got, ",") != "a.md#x,https://example.org" {
 		t.Errorf("links: %v", got)
+	}
+}
+
+func TestChaosPageFromResults(t *testing.T) {
+	dir := t.TempDir()
+	in, out := dir+"/results.json", dir+"/chaos.md"
+	if err := os.WriteFile(in, []byte(`[{"scenario":"leader-kill","ops":10,"acked":9,"failed":0,"indeterminate":1,"linearizable":"yes","ackedLost":0,"longestUnavailableSeconds":1.2,"recoverySeconds":16.9,"passed":true,"test":"TestChaosLeaderKill"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runChaos([]string{"-in", in, "-o", out, "-commit", "abc1234", "-date", "2026-11-25", "-machine", "single node, 2 cores", "-run", "1 scenarios in 60 s, 6 at a time"}); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(out)
+	for _, want := range []string{
+		"Last run: 2026-11-25, commit abc1234, single node, 2 cores; 1 scenarios in 60 s, 6 at a time.\n",
+		"| leader-kill | 10 | 9 | 0 | 1 | yes | 0 | 0 | 1.2 s | 16.9 s | yes |",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("chaos.md lacks %q:\n%s", want, page)
+		}
+	}
+}
+
+func TestBenchPageTakesTheNewestReportOfEachKind(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := "single node, 2 cores"
+	write("speed-20261125-010000.json", `{"kind":"speed","date":"2026-11-25","machine":"`+m+`"}`)
+	write("speed-20261125-010000.md", "Speed, 2026-11-25, "+m+"; seconds\n\n| old |\n")
+	write("speed-20261126-010000.json", `{"kind":"speed","date":"2026-11-26","machine":"`+m+`"}`)
+	write("speed-20261126-010000.md", "Speed, 2026-11-26, "+m+"; seconds\n\n| new |\n")
+	out := filepath.Join(dir, "bench.md")
+	if err := runBench([]string{"-in", dir, "-o", out, "-commit", "abc1234"}); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(out)
+	if !strings.Contains(string(page), "Last run: 2026-11-26, commit abc1234, single node, 2 cores; seconds.\n\n| new |") || strings.Contains(string(page), "| old |") {
+		t.Errorf("bench.md:\n%s", page)
+	}
+}
+
+// The committed result pages are in the generator's own format: read back and
+// written again, they do not change.
+func TestCommittedResultPagesAreInTheGeneratedFormat(t *testing.T) {
+	for _, c := range []struct {
+		path, intro string
+		order       []string
+	}{
+		{"../../docs/results/bench.md", benchIntro, []string{"speed", "scale"}},
+		{"../../docs/results/chaos.md", chaosIntro, []string{"matrix"}},
+	} {
+		old, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again := page(c.intro, c.order, nil, string(old)); again != string(old) {
+			t.Errorf("%s is not what hack/gen-docs writes; regenerate it rather than editing it", c.path)
+		}
 	}
 }
