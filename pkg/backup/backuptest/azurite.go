@@ -59,11 +59,15 @@ func StartAzurite(ctx context.Context, dir string, containers ...string) (*Azuri
 // StartAzuriteOn is StartAzurite listening on host, e.g. the address by which
 // pods of a local cluster reach the machine the tests run on.
 func StartAzuriteOn(ctx context.Context, host, dir string, containers ...string) (*Azurite, error) {
+	return startAzuriteWithContainers(ctx, host, dir, nil, containers)
+}
+
+func startAzuriteWithContainers(ctx context.Context, host, dir string, tlsFiles *AzuriteTLS, containers []string) (*Azurite, error) {
 	bin, err := AzuriteBinary()
 	if err != nil {
 		return nil, err
 	}
-	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, host, dir, nil) })
+	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, host, dir, tlsFiles) })
 	if err != nil {
 		return nil, err
 	}
@@ -87,21 +91,7 @@ type AzuriteTLS struct {
 // token's issuer, audience and lifetime, not its signature, and only over
 // https).
 func StartAzuriteOAuth(ctx context.Context, dir string, tlsFiles AzuriteTLS, containers ...string) (*Azurite, error) {
-	bin, err := AzuriteBinary()
-	if err != nil {
-		return nil, err
-	}
-	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) {
-		return startAzurite(ctx, bin, "127.0.0.1", dir, &tlsFiles)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := a.CreateContainers(ctx, containers...); err != nil {
-		a.Close()
-		return nil, err
-	}
-	return a, nil
+	return startAzuriteWithContainers(ctx, "127.0.0.1", dir, &tlsFiles, containers)
 }
 
 func startAzurite(ctx context.Context, bin, host, dir string, tlsFiles *AzuriteTLS) (*Azurite, error) {

@@ -64,6 +64,22 @@ func s3IdentitySpec(endpoint string) *api.BackupSpec {
 	}}}
 }
 
+// roundTripVia opens the store of spec as the backup operator lending its
+// identity to namespace ns, stores and reads back one object through it, and
+// checks that the credentials came from where the test says (served counts
+// what that place handed out).
+func roundTripVia(t *testing.T, spec *api.BackupSpec, served *atomic.Int32, from string) {
+	t.Helper()
+	store, loc, err := ForBackup(context.Background(), fake.NewSimpleClientset().CoreV1(), lending(t, "ns"), "ns", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, store, loc.Key)
+	if served != nil && served.Load() == 0 {
+		t.Fatalf("the credentials did not come from %s", from)
+	}
+}
+
 // roundTrip stores and reads back one object, which versitygw accepts only
 // signed with its own keys.
 func roundTrip(t *testing.T, store backup.Store, key string) {
@@ -88,11 +104,7 @@ func TestS3WithTheOperatorsKeysFromItsEnvironment(t *testing.T) {
 	isolateAWS(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", backuptest.AccessKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", backuptest.SecretAccessKey)
-	store, loc, err := ForBackup(context.Background(), fake.NewSimpleClientset().CoreV1(), lending(t, "ns"), "ns", s3IdentitySpec(gw.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTrip(t, store, loc.Key)
+	roundTripVia(t, s3IdentitySpec(gw.URL), nil, "")
 }
 
 // EKS Pod Identity: the agent on the node serves credentials at
@@ -123,14 +135,7 @@ func TestS3WithEKSPodIdentity(t *testing.T) {
 	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", agent.URL+"/v1/credentials")
 	t.Setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokenFile)
 
-	store, loc, err := ForBackup(context.Background(), fake.NewSimpleClientset().CoreV1(), lending(t, "ns"), "ns", s3IdentitySpec(gw.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTrip(t, store, loc.Key)
-	if served.Load() == 0 {
-		t.Fatal("the credentials did not come from the Pod Identity agent")
-	}
+	roundTripVia(t, s3IdentitySpec(gw.URL), &served, "the Pod Identity agent")
 }
 
 // IRSA: the SDK exchanges the projected ServiceAccount token in
