@@ -120,7 +120,9 @@ func clientOptions(cfg Config) ([]option.ClientOption, error) {
 // or the metadata server, which on GKE with Workload Identity answers for the
 // Google service account the pod's ServiceAccount is bound to. A token is
 // fetched once here, so that an identity the pod does not have is reported
-// when the store is opened, not as a failed upload later.
+// when the store is opened, not as a failed upload later. Unlike a secret's
+// credentials.json, a file of any type is taken here (an external account's
+// too): the pod's environment is its administrator's, not a namespace user's.
 func DefaultCredentials(ctx context.Context) (*google.Credentials, error) {
 	creds, err := google.FindDefaultCredentials(ctx, storage.ScopeReadWrite)
 	if err != nil {

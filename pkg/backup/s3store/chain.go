@@ -14,26 +14,25 @@ import (
 // AWS_SECRET_ACCESS_KEY; IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE
 // (exchanged with STS); EKS Pod Identity's AWS_CONTAINER_CREDENTIALS_FULL_URI
 // and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE; then the instance's role. It
-// returns the region of that environment (AWS_REGION, which both EKS webhooks
-// set) and a provider that renews the credentials before they expire. The
+// returns the region of that environment (AWS_REGION, which the IRSA webhook
+// sets) and a provider that renews the credentials before they expire. The
 // credentials are fetched once here, so that an identity the pod does not
 // have is reported when the store is opened, not as a failed upload later.
-func DefaultChain(ctx context.Context) (region string, provider aws.CredentialsProvider, source string, err error) {
+func DefaultChain(ctx context.Context) (region string, provider aws.CredentialsProvider, err error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return "", nil, "", fmt.Errorf("the AWS SDK's default configuration: %w", err)
+		return "", nil, fmt.Errorf("the AWS SDK's default configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return "", nil, "", errors.New("the operator's environment names no AWS region: " +
-			"set AWS_REGION in its pod (the IRSA and EKS Pod Identity webhooks do)")
+		return "", nil, errors.New("the operator's environment names no AWS region: " +
+			"set AWS_REGION in its pod (the IRSA webhook does)")
 	}
 	if cfg.Credentials == nil {
-		return "", nil, "", errors.New("the AWS SDK's default chain has no credentials provider")
+		return "", nil, errors.New("the AWS SDK's default chain has no credentials provider")
 	}
-	creds, err := cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return "", nil, "", fmt.Errorf("the operator's AWS identity: the SDK's default chain found no credentials "+
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return "", nil, fmt.Errorf("the operator's AWS identity: the SDK's default chain found no credentials "+
 			"(IRSA sets AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, EKS Pod Identity AWS_CONTAINER_CREDENTIALS_FULL_URI): %w", err)
 	}
-	return cfg.Region, cfg.Credentials, creds.Source, nil
+	return cfg.Region, cfg.Credentials, nil
 }

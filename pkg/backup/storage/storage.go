@@ -125,7 +125,7 @@ func OpenS3(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudI
 	cfg := s3store.Config{Bucket: loc.Bucket, Endpoint: src.Endpoint, ForcePathStyle: src.ForcePathStyle}
 	if how == fromOperatorIdentity {
 		// Not Permanent: STS or the Pod Identity agent may be down for a while.
-		if cfg.Region, cfg.Provider, _, err = s3store.DefaultChain(ctx); err != nil {
+		if cfg.Region, cfg.Provider, err = s3store.DefaultChain(ctx); err != nil {
 			return nil, Location{}, fmt.Errorf("spec.s3.credentialSource %s: %w", src.CredentialSource, err)
 		}
 	} else {
