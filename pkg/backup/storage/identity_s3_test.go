@@ -222,3 +222,28 @@ func TestS3OptInWhereTheIdentityIsNotLentIsRefused(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// A bucket in another region than the pod's: spec.s3.region signs for the
+// bucket's region, which versitygw checks, whatever AWS_REGION says.
+func TestS3RegionOfTheBucketWinsOverThePods(t *testing.T) {
+	gw := startVersityGW(t)
+	isolateAWS(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", backuptest.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", backuptest.SecretAccessKey)
+	t.Setenv("AWS_REGION", "eu-central-1")
+	spec := s3IdentitySpec(gw.URL)
+	store, loc, err := ForBackup(context.Background(), fake.NewSimpleClientset().CoreV1(), lending(t, "ns"), "ns", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Put(context.Background(), loc.Key, strings.NewReader("x")); err == nil {
+		t.Fatal("versitygw took a request signed for another region; this test would prove nothing")
+	}
+	spec.S3.Region = backuptest.Region
+	roundTripVia(t, spec, nil, "")
+
+	// Without any region in the environment, the spec's is enough.
+	t.Setenv("AWS_REGION", "")
+	_ = os.Unsetenv("AWS_REGION")
+	roundTripVia(t, spec, nil, "")
+}

@@ -65,7 +65,7 @@ func ForRestore(ctx context.Context, secrets corev1client.SecretsGetter, lend Cl
 	var src api.BackupSource
 	if s := spec.S3; s != nil {
 		src.S3 = &api.S3BackupSource{Path: s.Path, AWSSecret: s.AWSSecret, Endpoint: s.Endpoint, ForcePathStyle: s.ForcePathStyle,
-			CredentialSource: s.CredentialSource}
+			CredentialSource: s.CredentialSource, Region: s.Region}
 	}
 	if s := spec.ABS; s != nil {
 		src.ABS = &api.ABSBackupSource{Path: s.Path, ABSSecret: s.ABSSecret, Endpoint: s.Endpoint, CredentialSource: s.CredentialSource}
@@ -125,7 +125,7 @@ func OpenS3(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudI
 	cfg := s3store.Config{Bucket: loc.Bucket, Endpoint: src.Endpoint, ForcePathStyle: src.ForcePathStyle}
 	if how == fromOperatorIdentity {
 		// Not Permanent: STS or the Pod Identity agent may be down for a while.
-		if cfg.Region, cfg.Provider, err = s3store.DefaultChain(ctx); err != nil {
+		if cfg.Region, cfg.Provider, err = s3store.DefaultChain(ctx, src.Region); err != nil {
 			return nil, Location{}, fmt.Errorf("spec.s3.credentialSource %s: %w", src.CredentialSource, err)
 		}
 	} else {

@@ -372,7 +372,9 @@ func sourceSchemas() map[string]schema {
 			"endpoint":         str(),
 			"forcePathStyle":   boolean(),
 			"credentialSource": credentialSource(),
-		}, "path"), credentialRules("awsSecret", false)...),
+			"region":           withRules(boundedStr(64), [2]string{matches(api.RegionPattern), "must be a region name such as eu-west-1"}),
+		}, "path"), append(credentialRules("awsSecret", false),
+			[2]string{lendsIdentity + " || !has(self.region)", api.RegionWithSecretMessage})...),
 		"abs": withRules(object(map[string]schema{
 			"path":             bucketPath(false),
 			"absSecret":        secretName(),

@@ -168,8 +168,13 @@ type S3BackupSource struct {
 	// CredentialSource is Secret (the default: awsSecret's keys) or
 	// OperatorServiceAccount: the operator's own AWS identity (IRSA, EKS Pod
 	// Identity) from the SDK's default chain, with the region of its
-	// environment (AWS_REGION), and no awsSecret.
+	// environment (AWS_REGION) unless Region names one, and no awsSecret.
 	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
+	// Region is the bucket's region, with credentialSource
+	// OperatorServiceAccount only (a secret's config file names its own);
+	// empty means the operator's AWS_REGION. Backups kept in another region
+	// than the cluster's need it.
+	Region string `json:"region,omitempty"`
 }
 
 // ABSBackupSource stores backups in Azure Blob Storage.

@@ -81,6 +81,9 @@ type S3RestoreSource struct {
 	// CredentialSource is Secret (the default) or OperatorServiceAccount, as
 	// in S3BackupSource.
 	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
+	// Region is the bucket's region with credentialSource
+	// OperatorServiceAccount, as in S3BackupSource.
+	Region string `json:"region,omitempty"`
 }
 
 // ABSRestoreSource reads a backup from Azure Blob Storage, as ABSBackupSource.
