@@ -64,7 +64,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.verifyDir, "verify-dir", os.TempDir(),
 		"directory for the temporary copy of a backup being verified (EtcdBackup spec.verify); needs room for one snapshot per concurrent backup")
 	o.cloudIdentity.Operator = binary
-	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdBackups may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/backup-cloud-identity.md)")
+	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdBackups may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/user-guide/backup-cloud-identity.md)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

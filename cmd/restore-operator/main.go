@@ -71,7 +71,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.DurationVar(&o.restoreTimeout, "restore-timeout", restore.DefaultTimeout,
 		"how long the hand-over may take, from deleting the old cluster to the restored one available at full size, before the restore is Failed; also bounds reading the backup through")
 	o.cloudIdentity.Operator = binary
-	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdRestores may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/backup-cloud-identity.md)")
+	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdRestores may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/user-guide/backup-cloud-identity.md)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -30,7 +30,7 @@ CNI_IPAM_DIR=$STATE_DIR/cni/ipam
 # ---------------------------------------------------------------------------
 # Versions
 # ---------------------------------------------------------------------------
-K8S_VERSION=v1.32.2
+K8S_VERSION=v1.32.9
 COREDNS_VERSION=v1.15.0
 # Built from the Go module proxy. 3.5.35 is the newest 3.5 the proxy serves
 # (3.5.26, 3.5.28-3.5.30 are refused): etcd's guide wants 3.5.32 or later

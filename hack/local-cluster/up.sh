@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh: bring up a single-node Kubernetes (v1.32.2, built from source) on
+# up.sh: bring up a single-node Kubernetes (v1.32.9, built from source) on
 # this host, for the etcd-operator e2e tests. `make local-up` runs it.
 #
 # Everything is local: binaries are built through the Go module proxy,

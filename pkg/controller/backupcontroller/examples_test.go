@@ -71,7 +71,7 @@ func TestExampleBackupsAreAccepted(t *testing.T) {
 }
 
 // The examples of a backup by cluster name, of a compressed and encrypted backup
-// with its key Secret, and of its restore fit together as the README tells.
+// with its key Secret, and of its restore fit together as docs/user-guide/backup.md tells.
 func TestExampleEncryptedBackupAndItsRestore(t *testing.T) {
 	var byName api.EtcdBackup
 	readExample(t, "backup_cr_by_name.yaml", &byName)

@@ -95,7 +95,7 @@ const EnvMaxLearners = "ETCD_MAX_LEARNERS"
 const ReservedEtcdEnvPrefix = "ETCD_DISCOVERY"
 
 // ReservedEtcdEnvMessage is the Go and schema message of a reserved variable.
-const ReservedEtcdEnvMessage = "is reserved: the operator owns etcd's bootstrap, identity, membership, URL and TLS settings (see the README's list of reserved etcdEnv variables)"
+const ReservedEtcdEnvMessage = "is reserved: the operator owns etcd's bootstrap, identity, membership, URL and TLS settings (see docs/user-guide/troubleshooting.md#reserved-podetcdenv-variables)"
 
 // IsReservedEtcdEnv tells whether pod.etcdEnv may not set the variable.
 func IsReservedEtcdEnv(name string) bool {
