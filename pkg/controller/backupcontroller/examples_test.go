@@ -35,8 +35,8 @@ func readExample(t *testing.T, name string, into any) {
 // the operator then accepts them too, and that the secret example parses.
 func TestExampleBackupsAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))
-	if err != nil || len(files) != 8 {
-		t.Fatalf("example backups %v (%v), want 8", files, err)
+	if err != nil || len(files) != 9 {
+		t.Fatalf("example backups %v (%v), want 9", files, err)
 	}
 	for _, f := range files {
 		var eb api.EtcdBackup
