@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate vet lint fmt image release e2e chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -38,9 +38,10 @@ unit:
 	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) \
 		$(GO) test -race -count=1 ./...
 
-## verify: formatting, vet and generated code are up to date
+## verify: formatting, vet, generated code and generated docs are up to date, and the docs' links resolve
 verify: fmt vet
 	bash hack/verify-codegen.sh
+	bash hack/verify-docs.sh
 
 fmt:
 	@out=$$(gofmt -l cmd pkg hack test 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -48,9 +49,15 @@ fmt:
 vet lint:
 	$(GO) vet ./...
 
-## generate: regenerate clients, deepcopy and example/crd
+## generate: regenerate clients, deepcopy and example/crd, then the generated docs
 generate:
 	bash hack/update-codegen.sh
+	$(MAKE) --no-print-directory docs
+
+## docs: the reference pages made from the code: docs/reference/api.md (the API types'
+## field docs, through the CRDs) and docs/reference/events.md (pkg/cluster's problem vocabulary)
+docs:
+	$(GO) run ./hack/gen-docs reference -o docs/reference
 
 ## test: everything CI checks
 test:
@@ -71,7 +78,7 @@ fuzz:
 image:
 	ARCHS="amd64 arm64" $(if $(filter file,$(origin VERSION)),,VERSION=$(VERSION)) bash hack/build-image.sh
 
-## release: everything a release publishes, into _output/release (docs/release.md): the image for
+## release: everything a release publishes, into _output/release (docs/development/release.md): the image for
 ## linux/amd64 and linux/arm64 as one OCI layout tarball, the Helm chart, the kubectl plugin for
 ## Linux, macOS and Windows, SHA256SUMS. Refuses a VERSION without an entry in CHANGELOG.md.
 ## No Docker, no registry: `make release VERSION=v0.2.0`

@@ -6,6 +6,8 @@
 #   scenario, ops, acked, failed, indeterminate, linearizable, ackedLost,
 #   longestUnavailableSeconds, recoverySeconds, passed; a history that is not
 # linearizable also leaves porcupine's visualisation, _output/chaos/scenarios/<scenario>.html.
+# The table is also written to docs/results/chaos.md (hack/gen-docs chaos): the latest
+# run, with its date, commit and machine; commit it to publish the figures.
 # Environment: E2E_CHAOS_MINUTES (the -chaos-level 1 scenario, default 3), and
 # whatever hack/e2e.sh reads (E2E_PARALLEL, E2E_SKIP_BUILD, ...).
 set -o errexit -o nounset -o pipefail
@@ -46,4 +48,12 @@ for h in "$OUT"/scenarios/*.html; do
 	echo "[chaos] not linearizable: $h"
 done
 echo "[chaos] ${#files[@]} scenarios in $((SECONDS - start))s; results in $OUT/results.json"
+if ((${#files[@]} > 0)); then
+	commit=$(git rev-parse --short HEAD)
+	git diff --quiet HEAD -- . ':(exclude)docs/results' || commit+="-dirty"
+	go run ./hack/gen-docs chaos -in "$OUT/results.json" -commit "$commit" \
+		-kubernetes "$(sed -n 's/^K8S_VERSION=//p' hack/local-cluster/lib.sh)" \
+		-run "${#files[@]} scenarios in $((SECONDS - start)) s, ${E2E_PARALLEL:-6} at a time" \
+		-o docs/results/chaos.md && echo "[chaos] docs/results/chaos.md written"
+fi
 exit "$rc"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # release.sh: builds a release into _output/release, without Docker or a
-# registry (`make release VERSION=v0.2.0`; docs/release.md):
+# registry (`make release VERSION=v0.2.0`; docs/development/release.md):
 #   etcd-operator-image-<VERSION>.oci.tar   the operator image for linux/amd64 and
 #                                           linux/arm64: one OCI layout whose index.json
 #                                           names one image index by the tag

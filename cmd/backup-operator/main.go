@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/controller/backupcontroller"
 	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
@@ -40,6 +41,7 @@ type options struct {
 	workers              int
 	maxConcurrentBackups int
 	verifyDir            string
+	cloudIdentity        storage.CloudIdentity
 }
 
 // parseFlags reads the original's flags (single or double dash) plus the new ones.
@@ -61,6 +63,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		"snapshots streamed at once, one-shot and periodic together; each holds about 32 MiB of upload buffers")
 	fs.StringVar(&o.verifyDir, "verify-dir", os.TempDir(),
 		"directory for the temporary copy of a backup being verified (EtcdBackup spec.verify); needs room for one snapshot per concurrent backup")
+	o.cloudIdentity.Operator = binary
+	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdBackups may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/user-guide/backup-cloud-identity.md)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -105,6 +109,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	watched := k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide)
 	log.Infof("%s %s (git %s) in namespace %s, watching %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
 		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
+	log.Infof("its own cloud identity (credentialSource: %s) is lent to %s", api.CredentialSourceOperatorServiceAccount, opts.cloudIdentity.Describe())
 
 	base, ctx, err := operatorrun.Start(ctx, binary, opts.kubeconfig, opts.listenAddr, id, log)
 	if err != nil {
@@ -129,7 +134,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			Recorder: recorder,
 			Metrics:  metrics,
 			Backup: (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1(), Clusters: clients.Etcd,
-				ClusterWide: opts.clusterWide, VerifyDir: opts.verifyDir}).Backup,
+				ClusterWide: opts.clusterWide, VerifyDir: opts.verifyDir, CloudIdentity: opts.cloudIdentity}).Backup,
 			Log:                  log,
 			MaxConcurrentBackups: opts.maxConcurrentBackups,
 			ClusterWide:          opts.clusterWide,

@@ -25,7 +25,8 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{name: "defaults", check: func(o options) bool {
 			return o.createCRD && !o.clusterWide && o.listenAddr == "0.0.0.0:8081" && o.kubeconfig == "" &&
-				!o.printVersion && o.workers == 4 && o.maxConcurrentBackups == 2
+				!o.printVersion && o.workers == 4 && o.maxConcurrentBackups == 2 &&
+				!o.cloudIdentity.LendsTo("default") && o.cloudIdentity.Operator == "etcd-backup-operator"
 		}},
 		{name: "JSON logs", args: []string{"-log-format=json"}, check: func(o options) bool { return o.logFormat.String() == "json" }},
 		{name: "an unknown log format is refused", args: []string{"-log-format=xml"}, wantErr: "unknown log format"},
@@ -37,6 +38,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "no backup slots are refused", args: []string{"-max-concurrent-backups=0"}, wantErr: "-max-concurrent-backups must be at least 1"},
 		{name: "a bad boolean is refused", args: []string{"-create-crd=maybe"}, wantErr: "invalid boolean value"},
 		{name: "an unknown flag is refused", args: []string{"-chaos-level=1"}, wantErr: "flag provided but not defined"},
+		{name: "the cloud identity lent to two namespaces", args: []string{"--cloud-identity-namespaces=team-a,team-b"},
+			check: func(o options) bool { return o.cloudIdentity.String() == "team-a,team-b" }},
 		{name: "stray arguments are refused", args: []string{"extra"}, wantErr: "unexpected arguments"},
 	}
 	for _, tc := range tests {

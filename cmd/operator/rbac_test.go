@@ -24,8 +24,8 @@ func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
 }
 
 // TestWhatTheOriginalsRolesLack: the original's roles, as published (kept in
-// test/e2e/testdata/original), lack only what README's "Coming from the
-// original" marks new: the lock aside, the status subresource and
+// test/e2e/testdata/original), lack only what docs/user-guide/permissions.md
+// marks new: the lock aside, the status subresource and
 // disruption budgets.
 func TestWhatTheOriginalsRolesLack(t *testing.T) {
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {

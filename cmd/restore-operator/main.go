@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/controller/restorecontroller"
 	"github.com/openetcd/etcd-operator/pkg/crds"
 	"github.com/openetcd/etcd-operator/pkg/generated/informers/externalversions"
@@ -48,6 +49,7 @@ type options struct {
 	workers        int
 	fetchImage     string
 	restoreTimeout time.Duration
+	cloudIdentity  storage.CloudIdentity
 }
 
 // parseFlags reads the original's flags (single or double dash) plus the new ones.
@@ -68,6 +70,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.fetchImage, "fetch-image", "", "image of the seed pod's fetch-backup step (default: this operator's own image, read from its pod)")
 	fs.DurationVar(&o.restoreTimeout, "restore-timeout", restore.DefaultTimeout,
 		"how long the hand-over may take, from deleting the old cluster to the restored one available at full size, before the restore is Failed; also bounds reading the backup through")
+	o.cloudIdentity.Operator = binary
+	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdRestores may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/user-guide/backup-cloud-identity.md)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -119,6 +123,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 	watched := k8sutil.WatchedNamespace(id.Namespace, opts.clusterWide)
 	log.Infof("%s %s (git %s) in namespace %s, restoring in %s", binary, operatorrun.Version, operatorrun.GitSHA, id.Namespace,
 		map[bool]string{true: "all namespaces", false: "namespace " + id.Namespace}[opts.clusterWide])
+	log.Infof("its own cloud identity (credentialSource: %s) is lent to %s", api.CredentialSourceOperatorServiceAccount, opts.cloudIdentity.Describe())
 
 	base, ctx, err := operatorrun.Start(ctx, binary, opts.kubeconfig, opts.listenAddr, id, log)
 	if err != nil {
@@ -141,7 +146,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 				return
 			}
 		}
-		open := restore.StoreOpener(clients.Kube.CoreV1())
+		open := restore.StoreOpener(clients.Kube.CoreV1(), opts.cloudIdentity)
 		// Seeds download from the leader only: it serves while it leads.
 		ln, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", restore.BackupServerPort))
 		if err != nil {

@@ -32,7 +32,8 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{name: "defaults", check: func(o options) bool {
 			return o.createCRD && !o.clusterWide && o.listenAddr == "0.0.0.0:8082" && o.kubeconfig == "" &&
-				!o.printVersion && o.workers == 4 && o.fetchImage == "" && o.restoreTimeout == 20*time.Minute
+				!o.printVersion && o.workers == 4 && o.fetchImage == "" && o.restoreTimeout == 20*time.Minute &&
+				!o.cloudIdentity.LendsTo("default") && o.cloudIdentity.Operator == "etcd-restore-operator"
 		}},
 		{name: "JSON logs", args: []string{"-log-format=json"}, check: func(o options) bool { return o.logFormat.String() == "json" }},
 		{name: "an unknown log format is refused", args: []string{"-log-format=xml"}, wantErr: "unknown log format"},
@@ -46,6 +47,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "a tiny timeout is refused", args: []string{"-restore-timeout=5s"}, wantErr: "-restore-timeout must be at least 1m"},
 		{name: "a bad boolean is refused", args: []string{"-cluster-wide=maybe"}, wantErr: "invalid boolean value"},
 		{name: "an unknown flag is refused", args: []string{"-chaos-level=1"}, wantErr: "flag provided but not defined"},
+		{name: "the cloud identity lent to two namespaces", args: []string{"--cloud-identity-namespaces=team-a,team-b"},
+			check: func(o options) bool { return o.cloudIdentity.String() == "team-a,team-b" }},
 		{name: "stray arguments are refused", args: []string{"extra"}, wantErr: "unexpected arguments"},
 	}
 	for _, tc := range tests {

@@ -4,7 +4,9 @@
 # (test/e2e TestMeasureSpeed), then its cost with many idle clusters
 # (TestMeasureScale). Brings the local cluster up if it is not (root), builds
 # and imports the operator image, runs both through hack/e2e.sh, prints the
-# tables and leaves them as markdown and JSON under _output/bench/.
+# tables and leaves them as markdown and JSON under _output/bench/. A run that
+# passes also writes them to docs/results/bench.md (hack/gen-docs bench), with
+# the date, commit and machine; a part not run (BENCH_ONLY) keeps its last run.
 # Run it alone on the node: other work there slows the figures down.
 #
 #   hack/bench/run.sh                      # everything, median of 3 (about an hour)
@@ -56,5 +58,10 @@ done < <(find _output/bench -name '*.md' -newer "$marker" | sort)
 if ((found == 0)); then
 	echo "bench: no table was written; see the go test log under _output/e2e/" >&2
 	((rc != 0)) || rc=1
+elif ((rc == 0)); then
+	commit=$(git rev-parse --short HEAD)
+	git diff --quiet HEAD -- . ':(exclude)docs/results' || commit+="-dirty"
+	go run ./hack/gen-docs bench -in _output/bench -since "$marker" -commit "$commit" -o docs/results/bench.md &&
+		echo "bench: docs/results/bench.md written"
 fi
 exit "$rc"

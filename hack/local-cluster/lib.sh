@@ -30,13 +30,17 @@ CNI_IPAM_DIR=$STATE_DIR/cni/ipam
 # ---------------------------------------------------------------------------
 # Versions
 # ---------------------------------------------------------------------------
-K8S_VERSION=v1.32.2
+K8S_VERSION=v1.32.9
 COREDNS_VERSION=v1.15.0
 # Built from the Go module proxy. 3.5.35 is the newest 3.5 the proxy serves
 # (3.5.26, 3.5.28-3.5.30 are refused): etcd's guide wants 3.5.32 or later
 # before a move to 3.6, so version-move tests go 3.5.21 -> 3.5.35 -> 3.6.6.
-ETCD_BUILT_VERSIONS=(3.5.21 3.5.35 3.6.6)
+# 3.6.16 and 3.7.3 are the newest 3.6 and 3.7 it serves; etcd 3.7 wants a
+# recent 3.6 patch before a move to it.
+ETCD_BUILT_VERSIONS=(3.5.21 3.5.35 3.6.6 3.6.16 3.7.3)
 ETCD_LATEST_35=3.5.35
+ETCD_LATEST_36=3.6.16
+ETCD_LATEST_37=3.7.3
 ETCD_DEBIAN_VERSION=3.4.23         # Debian's etcd-server / etcd-client
 STORE_ETCD_VERSION=3.5.21          # the etcd that backs the apiserver
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh: bring up a single-node Kubernetes (v1.32.2, built from source) on
+# up.sh: bring up a single-node Kubernetes (v1.32.9, built from source) on
 # this host, for the etcd-operator e2e tests. `make local-up` runs it.
 #
 # Everything is local: binaries are built through the Go module proxy,
@@ -430,6 +430,8 @@ write_env() {
 		export ETCD_BIN_DIR_3_5=$(etcd_bin_dir 3.5.21)
 		export ETCD_BIN_DIR_3_5_LATEST=$(etcd_bin_dir "$ETCD_LATEST_35")
 		export ETCD_BIN_DIR_3_6=$(etcd_bin_dir 3.6.6)
+		export ETCD_BIN_DIR_3_6_LATEST=$(etcd_bin_dir "$ETCD_LATEST_36")
+		export ETCD_BIN_DIR_3_7=$(etcd_bin_dir "$ETCD_LATEST_37")
 		export OPERATOR_IMAGE=$PROJECT_IMAGE
 	EOF
 }

@@ -366,20 +366,56 @@ var storageTypes = []string{
 // sourceSchemas are the per-store blocks shared by EtcdBackup and EtcdRestore.
 func sourceSchemas() map[string]schema {
 	return map[string]schema{
-		"s3": object(map[string]schema{
-			"path":           bucketPath(true),
-			"awsSecret":      secretName(),
-			"endpoint":       str(),
-			"forcePathStyle": boolean(),
-		}, "path", "awsSecret"),
-		"abs": object(map[string]schema{"path": bucketPath(false), "absSecret": secretName(), "endpoint": str()}, "path", "absSecret"),
-		"gcs": object(map[string]schema{"path": bucketPath(false), "gcpSecret": secretName(), "endpoint": str()}, "path"),
+		"s3": withRules(object(map[string]schema{
+			"path":             bucketPath(true),
+			"awsSecret":        secretName(),
+			"endpoint":         str(),
+			"forcePathStyle":   boolean(),
+			"credentialSource": credentialSource(),
+			"region":           withRules(boundedStr(64), [2]string{matches(api.RegionPattern), "must be a region name such as eu-west-1"}),
+		}, "path"), append(credentialRules("awsSecret", false),
+			[2]string{lendsIdentity + " || !has(self.region)", api.RegionWithSecretMessage})...),
+		"abs": withRules(object(map[string]schema{
+			"path":             bucketPath(false),
+			"absSecret":        secretName(),
+			"endpoint":         str(),
+			"credentialSource": credentialSource(),
+		}, "path"), append(credentialRules("absSecret", false),
+			[2]string{"!" + lendsIdentity + " || has(self.endpoint)", api.ABSIdentityEndpointMessage})...),
+		"gcs": withRules(object(map[string]schema{
+			"path":             bucketPath(false),
+			"gcpSecret":        secretName(),
+			"endpoint":         str(),
+			"credentialSource": credentialSource(),
+		}, "path"), credentialRules("gcpSecret", true)...),
 		"oss": object(map[string]schema{
 			"path":      bucketPath(false),
 			"ossSecret": secretName(),
 			"endpoint":  str(),
 		}, "path", "ossSecret"),
 	}
+}
+
+func credentialSource() schema {
+	return enum(string(api.CredentialSourceSecret), string(api.CredentialSourceOperatorServiceAccount))
+}
+
+// lendsIdentity is true for a source that asks for the operator's cloud identity.
+const lendsIdentity = "(has(self.credentialSource) && self.credentialSource == '" + string(api.CredentialSourceOperatorServiceAccount) + "')"
+
+// credentialRules say a source names its secret or asks for the operator's
+// identity, not both; without either, only GCS is admitted (it then uses the
+// operator's application default credentials, as the original did), unless its
+// credentialSource is Secret.
+func credentialRules(secretField string, optional bool) [][2]string {
+	rules := [][2]string{{"!" + lendsIdentity + " || !has(self." + secretField + ")", api.SecretAndIdentityMessage}}
+	need := "has(self." + secretField + ") || " + lendsIdentity
+	msg := secretField + " names the secret holding the store's credentials; without one, credentialSource: OperatorServiceAccount uses the operator's own cloud identity where it lends it"
+	if optional {
+		need = "!has(self.credentialSource) || self.credentialSource != '" + string(api.CredentialSourceSecret) + "' || has(self." + secretField + ")"
+		msg = "credentialSource Secret needs " + secretField
+	}
+	return append(rules, [2]string{need, msg})
 }
 
 // storageRules require the block that matches the storage type field.

@@ -20,7 +20,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// The restore's part of the safety contract (docs/safety.md): a restore
+// The restore's part of the safety contract (docs/design/safety.md): a restore
 // either completes or leaves the cluster as it found it, and its message says
 // which. It is checked over every combination of what installs made for the
 // original lack (the status subresource rule, the right to create Secrets),

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
@@ -116,7 +117,7 @@ func NewFlow(cfg Config) *Flow {
 		cfg.MaxRetries = DefaultMaxRetries
 	}
 	if cfg.Open == nil {
-		cfg.Open = StoreOpener(cfg.Kube.CoreV1())
+		cfg.Open = StoreOpener(cfg.Kube.CoreV1(), storage.CloudIdentity{})
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

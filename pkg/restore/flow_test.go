@@ -293,6 +293,11 @@ func TestRefusedRestoresLeaveTheClusterAlone(t *testing.T) {
 			er.Spec.S3 = nil
 			return er
 		}, want: "spec.s3: Required value"},
+		{name: "the operator's cloud identity asked for where it is not lent", restore: func() *api.EtcdRestore {
+			er := newRestore(testCluster, "good.db", srv)
+			er.Spec.S3.AWSSecret, er.Spec.S3.CredentialSource = "", api.CredentialSourceOperatorServiceAccount
+			return er
+		}, want: "spec.s3.credentialSource OperatorServiceAccount: the operator does not lend its cloud identity to namespace ns"},
 		{name: "missing secret, after the last retry", restore: func() *api.EtcdRestore { return newRestore(testCluster, "good.db", srv) },
 			noKube: true, attempt: 3, want: "secret ns/aws (spec.s3.awsSecret) not found (gave up after 4 attempts)"},
 		{name: "unreachable store, after the last retry", restore: func() *api.EtcdRestore { return newRestore(testCluster, "good.db", nil) },

@@ -112,7 +112,7 @@ func newBackupServer(t *testing.T, clusterWide bool, open OpenFunc, known []*api
 		kube: kubefake.NewSimpleClientset(awsSecretObject()),
 	}
 	if open == nil {
-		open = StoreOpener(b.kube.CoreV1())
+		open = StoreOpener(b.kube.CoreV1(), storage.CloudIdentity{})
 	}
 	tokens := NewTokens()
 	for _, er := range known {
@@ -307,7 +307,7 @@ func TestBackupServerClusterWideServesEveryNamespace(t *testing.T) {
 	putObject(t, store, "good.db", snapshot)
 	secret := awsSecretObject()
 	secret.Namespace = "elsewhere"
-	open := StoreOpener(kubefake.NewSimpleClientset(secret).CoreV1())
+	open := StoreOpener(kubefake.NewSimpleClientset(secret).CoreV1(), storage.CloudIdentity{})
 	size := int64(len(snapshot))
 	base := serveBackups(t, true, open,
 		clusterWide(inProgress("elsewhere", "running", "good.db", size, srv)),
@@ -442,7 +442,7 @@ func TestARestartedOperatorServesTheRestoresInProgressWithTheirTokens(t *testing
 	flow := NewFlow(Config{Kube: kube, Etcd: etcd, Log: testLog(t), OperatorNamespace: opNamespace, FetchImage: fetchImage, Tokens: tokens})
 	flow.LoadTokens(context.Background(), []*api.EtcdRestore{running, planted, done})
 
-	h := &BackupHandler{Client: etcd, Tokens: tokens, Namespace: testNamespace, Open: StoreOpener(kube.CoreV1()), Log: testLog(t)}
+	h := &BackupHandler{Client: etcd, Tokens: tokens, Namespace: testNamespace, Open: StoreOpener(kube.CoreV1(), storage.CloudIdentity{}), Log: testLog(t)}
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	if code, body := get(t, ts.URL+"/v1/backup/running"); code != http.StatusOK || !bytes.Equal(body, snapshot) {

@@ -14,9 +14,11 @@ import (
 type OpenFunc func(ctx context.Context, namespace string, spec *api.RestoreSpec) (backup.Store, storage.Location, error)
 
 // StoreOpener is the real OpenFunc: the backup operator's stores, with the
-// credentials secret read from the EtcdRestore's namespace.
-func StoreOpener(secrets corev1client.SecretsGetter) OpenFunc {
+// credentials secret read from the EtcdRestore's namespace, or the restore
+// operator's own cloud identity where the source asks for it and lend lends
+// it to that namespace.
+func StoreOpener(secrets corev1client.SecretsGetter, lend storage.CloudIdentity) OpenFunc {
 	return func(ctx context.Context, namespace string, spec *api.RestoreSpec) (backup.Store, storage.Location, error) {
-		return storage.ForRestore(ctx, secrets, namespace, spec)
+		return storage.ForRestore(ctx, secrets, lend, namespace, spec)
 	}
 }

@@ -68,7 +68,7 @@ func TestBackupPruneAndRestoreOnEveryStore(t *testing.T) {
 	src := backup.Source{Endpoints: []string{e.Endpoint}, DialTimeout: time.Second}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			store, loc, err := storage.ForBackup(ctx, kube.CoreV1(), "ns", &st.backup)
+			store, loc, err := storage.ForBackup(ctx, kube.CoreV1(), storage.CloudIdentity{}, "ns", &st.backup)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestBackupPruneAndRestoreOnEveryStore(t *testing.T) {
 			}
 			for _, p := range paths {
 				spec := st.restore(p)
-				rstore, rloc, err := storage.ForRestore(ctx, kube.CoreV1(), "ns", &spec)
+				rstore, rloc, err := storage.ForRestore(ctx, kube.CoreV1(), storage.CloudIdentity{}, "ns", &spec)
 				if err != nil {
 					t.Fatal(err)
 				}

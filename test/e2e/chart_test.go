@@ -12,7 +12,7 @@ import (
 )
 
 // TestChartInstallRunsAClusterThatKubectlScales installs the three operators
-// with the Helm chart (example/chart) the way README's Install section does,
+// with the Helm chart (example/chart) the way docs/user-guide/install.md does,
 // runs a cluster with them, scales it with `kubectl scale` (the scale
 // subresource), checks the JSON log format, and uninstalls the release.
 func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
@@ -28,7 +28,7 @@ func TestChartInstallRunsAClusterThatKubectlScales(t *testing.T) {
 	// Other tests' operators install the CRDs themselves (--create-crd=true), and
 	// Helm refuses to take over objects another release or tool made: apply
 	// example/crd/ (the chart's), and install with crds.install=false, as
-	// docs/helm.md says to when the CRDs come from elsewhere.
+	// docs/user-guide/helm.md says to when the CRDs come from elsewhere.
 	if _, err := f.Kubectl(ctx, "apply", "-f", f.Env.Path("example", "crd")+"/"); err != nil {
 		t.Fatal(err)
 	}

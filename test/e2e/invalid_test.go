@@ -141,8 +141,8 @@ func expectReported(t *testing.T, c apitest.InvalidCase, name, manifest string) 
 
 // ensureBackupRestoreCRDs makes sure the apiserver knows EtcdBackup and
 // EtcdRestore, whose cases are in the table too. The etcd-operator only installs
-// EtcdCluster; the other two come from their own operators or, as README says for
-// installs without them, from example/crd/.
+// EtcdCluster; the other two come from their own operators or, as docs/user-guide/install.md says
+// for installs without them, from example/crd/.
 func ensureBackupRestoreCRDs(t *testing.T) {
 	ctx := t.Context()
 	// Installed, or updated when the cluster holds another version (the

@@ -132,6 +132,8 @@ func checkPrerequisites(ctx context.Context) error {
 		normalizeImage(framework.EtcdImage("3.5.21")): "sudo make local-up (it imports the etcd images)",
 		normalizeImage(framework.EtcdImage("3.5.35")): "sudo make local-up (it imports the etcd images)",
 		normalizeImage(framework.EtcdImage("3.6.6")):  "sudo make local-up (it imports the etcd images)",
+		normalizeImage(framework.EtcdImage(newest36)): "sudo make local-up (it imports the etcd images)",
+		normalizeImage(framework.EtcdImage(newest37)): "sudo make local-up (it imports the etcd images)",
 		normalizeImage("busybox:1.28.0-glibc"):        "sudo make local-up (it imports busybox)",
 	}
 	var missing []string

@@ -86,7 +86,7 @@ func TestOriginalInstallFromBootstrapToDisasterRecovery(t *testing.T) {
 	waitCRDsWithoutStatusSubresource(t)
 
 	// The original's example cluster. Its etcd 3.2.13 images do not run on
-	// current nodes (README, "Supported versions and limits"), so the version
+	// current nodes (README, "Supported versions"), so the version
 	// is the one line changed.
 	name := exampleCluster
 	watchCluster(t, framework.DumpTarget{Namespace: ns, Cluster: name, OperatorNamespace: ns})

@@ -25,7 +25,7 @@ import (
 )
 
 // pluginRules are all the rights `kubectl etcd` needs on a plain-HTTP
-// cluster, as docs/kubectl-etcd.md lists them for status, compact, defrag,
+// cluster, as docs/user-guide/kubectl-etcd.md lists them for status, compact, defrag,
 // move-leader and snapshot.
 var pluginRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{api.GroupName}, Resources: []string{"etcdclusters"}, Verbs: []string{"get"}},
@@ -36,7 +36,7 @@ var pluginRules = []rbacv1.PolicyRule{
 
 // TestKubectlEtcdPlugin runs `kubectl etcd` the way a user does: the binary
 // on PATH, found by kubectl's plugin lookup, as a service account that has
-// only the rights docs/kubectl-etcd.md lists, against a 3-member cluster: status,
+// only the rights docs/user-guide/kubectl-etcd.md lists, against a 3-member cluster: status,
 // compact, defrag (leader last, after moving leadership), move-leader and a
 // snapshot that restores; and the same user without pods/portforward is told
 // what is missing.

@@ -10,13 +10,20 @@ import (
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
+const (
+	// newest36 and newest37 are the newest 3.6 and 3.7 patches the local cluster
+	// builds (hack/local-cluster/lib.sh).
+	newest36 = "3.6.16"
+	newest37 = "3.7.3"
+)
+
 // TestScaleUpFromThreeToFive is the original's TestResizeCluster3to5, plus a check
 // that etcd itself lists the five members and the data is still there; on
-// etcd 3.5, where etcd takes one learner at a time, and on 3.6, where the
-// operator adds the two new members' learners side by side.
+// etcd 3.5, where etcd takes one learner at a time, and on 3.6 and 3.7, where
+// the operator adds the two new members' learners side by side.
 func TestScaleUpFromThreeToFive(t *testing.T) {
 	t.Parallel()
-	for _, version := range []string{"3.5.21", "3.6.6"} {
+	for _, version := range []string{"3.5.21", "3.6.6", newest37} {
 		t.Run(version, func(t *testing.T) {
 			t.Parallel()
 			scaleUpFromThreeToFive(t, version)

@@ -46,7 +46,7 @@ const (
 )
 
 // TestRestoreAfterQuorumLoss is the backup -> disaster -> restore walkthrough of
-// README, on a namespace of its own with the three operators installed from the
+// docs/user-guide/restore.md, on a namespace of its own with the three operators installed from the
 // examples: 1000 keys are backed up to an S3-compatible store, 100 more are
 // written, two of three members are killed (quorum lost), and an EtcdRestore made
 // from example/etcd-restore-operator/restore_cr_minio.yaml brings the cluster back

@@ -121,14 +121,14 @@ func runbookPage(t *testing.T) string {
 	if err := yaml.Unmarshal(data, &chart); err != nil || chart.Home == "" {
 		t.Fatalf("Chart.yaml has no home (%v)", err)
 	}
-	return chart.Home + "/blob/main/docs/troubleshooting.md"
+	return chart.Home + "/blob/main/docs/user-guide/troubleshooting.md"
 }
 
-// Every alert links a section of docs/troubleshooting.md that exists, so the
+// Every alert links a section of docs/user-guide/troubleshooting.md that exists, so the
 // person paged lands on what to check and what to do.
 func TestEveryAlertHasARunbookInTheTroubleshootingPage(t *testing.T) {
 	page := runbookPage(t)
-	anchors := markdownAnchors(t, filepath.Join(repoRoot(t), "docs", "troubleshooting.md"))
+	anchors := markdownAnchors(t, filepath.Join(repoRoot(t), "docs", "user-guide", "troubleshooting.md"))
 	for _, r := range alertRules(t) {
 		url := r.Annotations["runbook_url"]
 		if url == "" {
@@ -141,7 +141,7 @@ func TestEveryAlertHasARunbookInTheTroubleshootingPage(t *testing.T) {
 			continue
 		}
 		if !anchors[anchor] {
-			t.Errorf("%s: runbook_url %s: docs/troubleshooting.md has no heading with anchor #%s", r.Alert, url, anchor)
+			t.Errorf("%s: runbook_url %s: docs/user-guide/troubleshooting.md has no heading with anchor #%s", r.Alert, url, anchor)
 		}
 	}
 }

@@ -294,7 +294,7 @@ func TestBinariesAcceptTheChartsFlags(t *testing.T) {
 	}
 	// cmd/<dir> builds a binary named after the directory.
 	dirs := map[string]string{"etcd-operator": "operator", "etcd-backup-operator": "backup-operator", "etcd-restore-operator": "restore-operator"}
-	r := render(t, "scope=cluster", "logFormat=json", "logLevel=debug")
+	r := render(t, "scope=cluster", "logFormat=json", "logLevel=debug", "cloudIdentity.namespaces={team-a,team-b}")
 	for _, name := range operatorNames {
 		var d appsv1.Deployment
 		r.decode(t, "Deployment", relName(name), &d)
@@ -302,6 +302,35 @@ func TestBinariesAcceptTheChartsFlags(t *testing.T) {
 		out, err := execOutput(t, filepath.Join(bin, dirs[name]), append(cmd[1:], "-version")...)
 		if err != nil {
 			t.Errorf("%s refuses the chart's flags %v: %v\n%s", name, cmd[1:], err, out)
+		}
+	}
+}
+
+// The backup and restore operators lend their cloud identity only when
+// cloudIdentity.namespaces names where; etcd-operator has no such flag.
+func TestChartLendsTheCloudIdentityOnlyWhereAsked(t *testing.T) {
+	flags := func(r rendered, name string) []string {
+		var d appsv1.Deployment
+		r.decode(t, "Deployment", relName(name), &d)
+		var out []string
+		for _, arg := range d.Spec.Template.Spec.Containers[0].Command {
+			if strings.HasPrefix(arg, "--cloud-identity-namespaces") {
+				out = append(out, arg)
+			}
+		}
+		return out
+	}
+	byDefault, lent := render(t), render(t, "cloudIdentity.namespaces={team-a,team-b}")
+	for _, name := range operatorNames {
+		if got := flags(byDefault, name); len(got) > 0 {
+			t.Errorf("%s lends its identity by default: %v", name, got)
+		}
+		want := []string{"--cloud-identity-namespaces=team-a,team-b"}
+		if name == "etcd-operator" {
+			want = nil
+		}
+		if got := flags(lent, name); !slices.Equal(got, want) {
+			t.Errorf("%s with cloudIdentity.namespaces: %v, want %v", name, got, want)
 		}
 	}
 }

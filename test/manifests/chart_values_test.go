@@ -31,6 +31,8 @@ func TestChartRefusesMistypedValues(t *testing.T) {
 		{"a switch that is a word", "crds.install=maybe", "at '/crds/install': got string, want boolean"},
 		{"a pod label that is not a string", "podLabels.team.name=a", "at '/podLabels/team': got object, want string"},
 		{"a misspelled NetworkPolicy switch", "networkPolicy.enable=true", "at '/networkPolicy': additional properties 'enable' not allowed"},
+		{"a cloud identity lent to a namespace that cannot exist", "cloudIdentity.namespaces={Team A}", "at '/cloudIdentity/namespaces/0': 'Team A' does not match pattern"},
+		{"a cloud identity lent to one namespace as a string", "cloudIdentity.namespaces=team-a", "at '/cloudIdentity/namespaces': got string, want array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, cmd := range []string{"template", "lint"} {

@@ -206,7 +206,7 @@ func backupServer(s3 *backuptest.S3, vb restore.VerifiedBackup) (string, func(),
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	h := &restore.BackupHandler{Client: fake.NewSimpleClientset(er), Namespace: "ns",
-		Open: restore.StoreOpener(secrets.CoreV1()), Log: logrus.NewEntry(log)}
+		Open: restore.StoreOpener(secrets.CoreV1(), storage.CloudIdentity{}), Log: logrus.NewEntry(log)}
 	mux := http.NewServeMux()
 	mux.Handle(restore.BackupPathPrefix, h)
 	srv := httptest.NewServer(mux)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
@@ -51,6 +52,13 @@ type Config struct {
 	// Endpoint overrides the account's service URL, for Azurite or Azure Stack:
 	// e.g. http://127.0.0.1:10000/devstoreaccount1.
 	Endpoint string
+	// Credential, when set, is a Microsoft Entra token credential used instead
+	// of Account and Key (the operator's own identity); the service URL is then
+	// Endpoint, which must be https: the SDK sends tokens over nothing else.
+	Credential azcore.TokenCredential
+	// ClientOptions are the SDK client's (tests give a transport that trusts
+	// their certificate); nil means the defaults.
+	ClientOptions *azblob.ClientOptions
 
 	// BlockSize, Concurrency and ListPageSize default to the constants above; tests
 	// shrink them to exercise many blocks and pages.
@@ -81,8 +89,10 @@ func (cfg Config) ServiceURL() (string, error) {
 
 // Store is a backup.Store on one container.
 type Store struct {
-	container   *container.Client
-	name        string
+	container *container.Client
+	name      string
+	// byToken is true when the operator's identity, not a key, reaches the account.
+	byToken     bool
 	blockSize   int64
 	concurrency int
 	pageSize    int32
@@ -92,30 +102,17 @@ var _ backup.Store = (*Store)(nil)
 
 // New builds a store; it makes no request.
 func New(cfg Config) (*Store, error) {
-	switch {
-	case cfg.Container == "":
+	if cfg.Container == "" {
 		return nil, errors.New("abs store: no container")
-	case cfg.Account == "":
-		return nil, errors.New("abs store: no storage account")
-	case cfg.Key == "":
-		return nil, errors.New("abs store: no storage key")
 	}
-	serviceURL, err := cfg.ServiceURL()
+	svc, err := newClient(cfg)
 	if err != nil {
 		return nil, err
-	}
-	cred, err := azblob.NewSharedKeyCredential(cfg.Account, cfg.Key)
-	if err != nil {
-		// The SDK says only that base64 decoding failed; the key is not repeated.
-		return nil, fmt.Errorf("the storage key of account %q is not base64: %w", cfg.Account, err)
-	}
-	svc, err := azblob.NewClientWithSharedKeyCredential(serviceURL, cred, nil)
-	if err != nil {
-		return nil, fmt.Errorf("abs client for %s: %w", serviceURL, err)
 	}
 	s := &Store{
 		container:   svc.ServiceClient().NewContainerClient(cfg.Container),
 		name:        cfg.Container,
+		byToken:     cfg.Credential != nil,
 		blockSize:   cfg.BlockSize,
 		concurrency: cfg.Concurrency,
 		pageSize:    cfg.ListPageSize,
@@ -130,6 +127,46 @@ func New(cfg Config) (*Store, error) {
 		s.pageSize = DefaultListPageSize
 	}
 	return s, nil
+}
+
+func newClient(cfg Config) (*azblob.Client, error) {
+	if cfg.Credential != nil {
+		if cfg.Endpoint == "" {
+			return nil, errors.New("abs store: a token credential needs the account's blob service URL as its endpoint")
+		}
+		serviceURL, err := cfg.ServiceURL()
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(serviceURL, "https://") {
+			return nil, fmt.Errorf("ABS endpoint %q: the operator's identity is sent over https only", cfg.Endpoint)
+		}
+		svc, err := azblob.NewClient(serviceURL, cfg.Credential, cfg.ClientOptions)
+		if err != nil {
+			return nil, fmt.Errorf("abs client for %s: %w", serviceURL, err)
+		}
+		return svc, nil
+	}
+	switch {
+	case cfg.Account == "":
+		return nil, errors.New("abs store: no storage account")
+	case cfg.Key == "":
+		return nil, errors.New("abs store: no storage key")
+	}
+	serviceURL, err := cfg.ServiceURL()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := azblob.NewSharedKeyCredential(cfg.Account, cfg.Key)
+	if err != nil {
+		// The SDK says only that base64 decoding failed; the key is not repeated.
+		return nil, fmt.Errorf("the storage key of account %q is not base64: %w", cfg.Account, err)
+	}
+	svc, err := azblob.NewClientWithSharedKeyCredential(serviceURL, cred, cfg.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("abs client for %s: %w", serviceURL, err)
+	}
+	return svc, nil
 }
 
 // Container is the container the store writes to.
@@ -212,6 +249,8 @@ func (s *Store) describe(op, key string, err error) error {
 		return fmt.Errorf("%s: container %q does not exist: %w", where, s.name, err)
 	case bloberror.HasCode(err, bloberror.BlobNotFound):
 		return fmt.Errorf("%s: %w (%v)", where, backup.ErrNotFound, err)
+	case s.byToken && bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch):
+		return fmt.Errorf("%s: the operator's identity is refused; it needs a data role on the container, such as Storage Blob Data Contributor: %w", where, err)
 	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure):
 		return fmt.Errorf("%s: the storage account or key is wrong: %w", where, err)
 	}

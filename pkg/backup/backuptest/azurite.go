@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
@@ -41,6 +43,8 @@ type Azurite struct {
 	URL string
 	cmd *exec.Cmd
 	out *etcdtest.Output
+	// client reaches an https Azurite; nil is the SDK's default.
+	client *http.Client
 
 	done    chan struct{}
 	waitErr error
@@ -55,11 +59,15 @@ func StartAzurite(ctx context.Context, dir string, containers ...string) (*Azuri
 // StartAzuriteOn is StartAzurite listening on host, e.g. the address by which
 // pods of a local cluster reach the machine the tests run on.
 func StartAzuriteOn(ctx context.Context, host, dir string, containers ...string) (*Azurite, error) {
+	return startAzuriteWithContainers(ctx, host, dir, nil, containers)
+}
+
+func startAzuriteWithContainers(ctx context.Context, host, dir string, tlsFiles *AzuriteTLS, containers []string) (*Azurite, error) {
 	bin, err := AzuriteBinary()
 	if err != nil {
 		return nil, err
 	}
-	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, host, dir) })
+	a, err := startOnFreePort(dir, "azurite", "EADDRINUSE", func(dir string) (*Azurite, error) { return startAzurite(ctx, bin, host, dir, tlsFiles) })
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +78,23 @@ func StartAzuriteOn(ctx context.Context, host, dir string, containers ...string)
 	return a, nil
 }
 
-func startAzurite(ctx context.Context, bin, host, dir string) (*Azurite, error) {
+// AzuriteTLS is how StartAzuriteOAuth serves https.
+type AzuriteTLS struct {
+	// CertFile and KeyFile are PEM files of a certificate for 127.0.0.1.
+	CertFile, KeyFile string
+	// Client trusts that certificate; CreateContainers uses it.
+	Client *http.Client
+}
+
+// StartAzuriteOAuth is StartAzurite serving https and accepting Microsoft
+// Entra bearer tokens besides the account key (--oauth basic: Azurite checks a
+// token's issuer, audience and lifetime, not its signature, and only over
+// https).
+func StartAzuriteOAuth(ctx context.Context, dir string, tlsFiles AzuriteTLS, containers ...string) (*Azurite, error) {
+	return startAzuriteWithContainers(ctx, "127.0.0.1", dir, &tlsFiles, containers)
+}
+
+func startAzurite(ctx context.Context, bin, host, dir string, tlsFiles *AzuriteTLS) (*Azurite, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -82,8 +106,14 @@ func startAzurite(ctx context.Context, bin, host, dir string) (*Azurite, error) 
 	a := &Azurite{URL: "http://" + addr + "/" + AzuriteAccount, out: &etcdtest.Output{}, done: make(chan struct{})}
 	// --skipApiVersionCheck: the SDK may speak a newer API version than this
 	// Azurite knows; the operations the store uses are old.
-	a.cmd = exec.Command(bin, "--blobHost", host, "--blobPort", fmt.Sprint(ports[0]),
-		"--location", dir, "--silent", "--skipApiVersionCheck", "--disableTelemetry")
+	args := []string{"--blobHost", host, "--blobPort", fmt.Sprint(ports[0]),
+		"--location", dir, "--silent", "--skipApiVersionCheck", "--disableTelemetry"}
+	if tlsFiles != nil {
+		a.URL = "https://" + addr + "/" + AzuriteAccount
+		a.client = tlsFiles.Client
+		args = append(args, "--cert", tlsFiles.CertFile, "--key", tlsFiles.KeyFile, "--oauth", "basic")
+	}
+	a.cmd = exec.Command(bin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w; %s", bin, err, howToGetAzurite)
@@ -121,7 +151,11 @@ func (a *Azurite) CreateContainers(ctx context.Context, containers ...string) er
 	if err != nil {
 		return err
 	}
-	c, err := azblob.NewClientWithSharedKeyCredential(a.URL+"/", cred, nil)
+	var opts *azblob.ClientOptions
+	if a.client != nil {
+		opts = &azblob.ClientOptions{ClientOptions: policy.ClientOptions{Transport: a.client}}
+	}
+	c, err := azblob.NewClientWithSharedKeyCredential(a.URL+"/", cred, opts)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -34,8 +35,14 @@ type Config struct {
 	AccessToken     string
 	CredentialsJSON []byte
 	// Endpoint is the URL of a GCS emulator such as fake-gcs-server
-	// ("http://host:4443"); it is reached without credentials. Empty means Google.
+	// ("http://host:4443"); it is reached without credentials unless
+	// DefaultCredentials is set. Empty means Google.
 	Endpoint string
+	// DefaultCredentials are the operator's own application default
+	// credentials (GKE Workload Identity's metadata server,
+	// GOOGLE_APPLICATION_CREDENTIALS), found by DefaultCredentials; they are
+	// used with an Endpoint too.
+	DefaultCredentials *google.Credentials
 	// ChunkSize defaults to DefaultChunkSize; tests shrink it to make many chunks.
 	ChunkSize int
 }
@@ -87,11 +94,16 @@ func clientOptions(cfg Config) ([]option.ClientOption, error) {
 			// Reads default to the XML API on storage.googleapis.com's host layout,
 			// which an emulator on one address need not serve.
 			storage.WithJSONReads())
-		if cfg.AccessToken == "" && len(cfg.CredentialsJSON) == 0 {
+		if cfg.AccessToken == "" && len(cfg.CredentialsJSON) == 0 && cfg.DefaultCredentials == nil {
 			opts = append(opts, option.WithoutAuthentication())
 		}
 	}
+	if cfg.DefaultCredentials != nil && (cfg.AccessToken != "" || len(cfg.CredentialsJSON) > 0) {
+		return nil, errors.New("gcs store: give the operator's default credentials or a secret's, not both")
+	}
 	switch {
+	case cfg.DefaultCredentials != nil:
+		opts = append(opts, option.WithCredentials(cfg.DefaultCredentials))
 	case cfg.AccessToken != "":
 		opts = append(opts, option.WithTokenSource(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: cfg.AccessToken})))
 	case len(cfg.CredentialsJSON) > 0:
@@ -101,6 +113,25 @@ func clientOptions(cfg Config) ([]option.ClientOption, error) {
 		opts = append(opts, option.WithCredentialsJSON(cfg.CredentialsJSON))
 	}
 	return opts, nil
+}
+
+// DefaultCredentials are the process's application default credentials, as
+// the client library finds them: GOOGLE_APPLICATION_CREDENTIALS, gcloud's file,
+// or the metadata server, which on GKE with Workload Identity answers for the
+// Google service account the pod's ServiceAccount is bound to. A token is
+// fetched once here, so that an identity the pod does not have is reported
+// when the store is opened, not as a failed upload later. Unlike a secret's
+// credentials.json, a file of any type is taken here (an external account's
+// too): the pod's environment is its administrator's, not a namespace user's.
+func DefaultCredentials(ctx context.Context) (*google.Credentials, error) {
+	creds, err := google.FindDefaultCredentials(ctx, storage.ScopeReadWrite)
+	if err != nil {
+		return nil, fmt.Errorf("the operator's Google identity: no application default credentials: %w", err)
+	}
+	if _, err := creds.TokenSource.Token(); err != nil {
+		return nil, fmt.Errorf("the operator's Google identity: a token from its application default credentials: %w", err)
+	}
+	return creds, nil
 }
 
 // checkCredentialsType reads the "type" of a Google credentials JSON. Only types

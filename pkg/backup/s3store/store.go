@@ -37,6 +37,9 @@ type Config struct {
 	// Region is the signing region; AWS also uses it to find the endpoint.
 	Region      string
 	Credentials aws.Credentials
+	// Provider, when set, is used instead of Credentials: the default chain's
+	// provider (DefaultChain), which renews short-lived credentials itself.
+	Provider aws.CredentialsProvider
 	// Endpoint is an S3-compatible endpoint such as "http://minio:9000"; empty means
 	// AWS. Without a scheme, https is assumed.
 	Endpoint string
@@ -77,6 +80,9 @@ func New(cfg Config) (*Store, error) {
 		Region: cfg.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(
 			cfg.Credentials.AccessKeyID, cfg.Credentials.SecretAccessKey, cfg.Credentials.SessionToken),
+	}
+	if cfg.Provider != nil {
+		awsCfg.Credentials = cfg.Provider
 	}
 	// The SDK's flexible checksums (x-amz-checksum-* headers, aws-chunked bodies
 	// with trailers, x-amz-checksum-mode on reads) are refused by S3-compatible

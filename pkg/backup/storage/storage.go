@@ -68,33 +68,36 @@ func supported(t api.BackupStorageType) bool {
 }
 
 // ForBackup opens the store an EtcdBackup names, with the credentials secret read
-// from the backup's own namespace.
-func ForBackup(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, spec *api.BackupSpec) (backup.Store, Location, error) {
-	return open(ctx, secrets, namespace, "storage type", spec.StorageType, spec.BackupSource)
+// from the backup's own namespace, or the operator's own cloud identity where
+// the source asks for it and lend lends it to that namespace.
+func ForBackup(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudIdentity, namespace string, spec *api.BackupSpec) (backup.Store, Location, error) {
+	return open(ctx, secrets, lend, namespace, "storage type", spec.StorageType, spec.BackupSource)
 }
 
 // ForRestore opens the store an EtcdRestore reads from, with the credentials
-// secret read from the restore's namespace. Its sources have the fields of the
-// backup's, so both go through the same code.
-func ForRestore(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, spec *api.RestoreSpec) (backup.Store, Location, error) {
+// secret read from the restore's namespace, or the operator's own cloud
+// identity as in ForBackup. Its sources have the fields of the backup's, so
+// both go through the same code.
+func ForRestore(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudIdentity, namespace string, spec *api.RestoreSpec) (backup.Store, Location, error) {
 	var src api.BackupSource
 	if s := spec.S3; s != nil {
-		src.S3 = &api.S3BackupSource{Path: s.Path, AWSSecret: s.AWSSecret, Endpoint: s.Endpoint, ForcePathStyle: s.ForcePathStyle}
+		src.S3 = &api.S3BackupSource{Path: s.Path, AWSSecret: s.AWSSecret, Endpoint: s.Endpoint, ForcePathStyle: s.ForcePathStyle,
+			CredentialSource: s.CredentialSource, Region: s.Region}
 	}
 	if s := spec.ABS; s != nil {
-		src.ABS = &api.ABSBackupSource{Path: s.Path, ABSSecret: s.ABSSecret, Endpoint: s.Endpoint}
+		src.ABS = &api.ABSBackupSource{Path: s.Path, ABSSecret: s.ABSSecret, Endpoint: s.Endpoint, CredentialSource: s.CredentialSource}
 	}
 	if s := spec.GCS; s != nil {
-		src.GCS = &api.GCSBackupSource{Path: s.Path, GCPSecret: s.GCPSecret, Endpoint: s.Endpoint}
+		src.GCS = &api.GCSBackupSource{Path: s.Path, GCPSecret: s.GCPSecret, Endpoint: s.Endpoint, CredentialSource: s.CredentialSource}
 	}
 	if s := spec.OSS; s != nil {
 		// OpenOSS applies the default endpoint, which the original's restore forgot.
 		src.OSS = &api.OSSBackupSource{Path: s.Path, OSSSecret: s.OSSSecret, Endpoint: s.Endpoint}
 	}
-	return open(ctx, secrets, namespace, "backupStorageType", spec.BackupStorageType, src)
+	return open(ctx, secrets, lend, namespace, "backupStorageType", spec.BackupStorageType, src)
 }
 
-func open(ctx context.Context, secrets corev1client.SecretsGetter, namespace, typeField string, t api.BackupStorageType, src api.BackupSource) (backup.Store, Location, error) {
+func open(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudIdentity, namespace, typeField string, t api.BackupStorageType, src api.BackupSource) (backup.Store, Location, error) {
 	if err := CheckSupported(t); err != nil {
 		return nil, Location{}, err
 	}
@@ -106,17 +109,17 @@ func open(ctx context.Context, secrets corev1client.SecretsGetter, namespace, ty
 		if src.S3 == nil {
 			return nil, Location{}, missing("s3")
 		}
-		return OpenS3(ctx, secrets, namespace, src.S3)
+		return OpenS3(ctx, secrets, lend, namespace, src.S3)
 	case api.BackupStorageTypeABS:
 		if src.ABS == nil {
 			return nil, Location{}, missing("abs")
 		}
-		return OpenABS(ctx, secrets, namespace, src.ABS)
+		return OpenABS(ctx, secrets, lend, namespace, src.ABS)
 	case api.BackupStorageTypeGCS:
 		if src.GCS == nil {
 			return nil, Location{}, missing("gcs")
 		}
-		return OpenGCS(ctx, secrets, namespace, src.GCS)
+		return OpenGCS(ctx, secrets, lend, namespace, src.GCS)
 	default: // OSS; CheckSupported let nothing else through.
 		if src.OSS == nil {
 			return nil, Location{}, missing("oss")
@@ -125,27 +128,35 @@ func open(ctx context.Context, secrets corev1client.SecretsGetter, namespace, ty
 	}
 }
 
-// OpenS3 opens an S3 or S3-compatible bucket with the AWS files in src.AWSSecret.
-func OpenS3(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, src *api.S3BackupSource) (backup.Store, Location, error) {
+// OpenS3 opens an S3 or S3-compatible bucket with the AWS files in
+// src.AWSSecret, or with the operator's own AWS identity (see CloudIdentity).
+func OpenS3(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudIdentity, namespace string, src *api.S3BackupSource) (backup.Store, Location, error) {
 	loc, err := ParsePath(src.Path)
 	if err != nil {
 		return nil, Location{}, fmt.Errorf("spec.s3: %w", err)
 	}
-	secret, err := GetSecret(ctx, secrets, namespace, src.AWSSecret, "spec.s3.awsSecret")
+	how, err := lend.chooseCredentials(namespace, credentialsRequest{block: "s3", secretField: "awsSecret", secret: src.AWSSecret, source: src.CredentialSource})
 	if err != nil {
 		return nil, Location{}, err
 	}
-	profile, err := s3store.ParseAWSSecret(namespace+"/"+src.AWSSecret, secret.Data)
-	if err != nil {
-		return nil, Location{}, failure.Permanent(err)
+	cfg := s3store.Config{Bucket: loc.Bucket, Endpoint: src.Endpoint, ForcePathStyle: src.ForcePathStyle}
+	if how == fromOperatorIdentity {
+		// Not Permanent: STS or the Pod Identity agent may be down for a while.
+		if cfg.Region, cfg.Provider, err = s3store.DefaultChain(ctx, src.Region); err != nil {
+			return nil, Location{}, fmt.Errorf("spec.s3.credentialSource %s: %w", src.CredentialSource, err)
+		}
+	} else {
+		secret, err := GetSecret(ctx, secrets, namespace, src.AWSSecret, "spec.s3.awsSecret")
+		if err != nil {
+			return nil, Location{}, err
+		}
+		profile, err := s3store.ParseAWSSecret(namespace+"/"+src.AWSSecret, secret.Data)
+		if err != nil {
+			return nil, Location{}, failure.Permanent(err)
+		}
+		cfg.Region, cfg.Credentials = profile.Region, profile.Credentials
 	}
-	store, err := s3store.New(s3store.Config{
-		Bucket:         loc.Bucket,
-		Region:         profile.Region,
-		Credentials:    profile.Credentials,
-		Endpoint:       src.Endpoint,
-		ForcePathStyle: src.ForcePathStyle,
-	})
+	store, err := s3store.New(cfg)
 	if err != nil {
 		return nil, Location{}, failure.Permanent(err)
 	}
@@ -189,11 +200,19 @@ func OpenOSS(ctx context.Context, secrets corev1client.SecretsGetter, namespace 
 }
 
 // OpenABS opens an Azure Blob Storage container with the account and key in
-// src.ABSSecret.
-func OpenABS(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, src *api.ABSBackupSource) (backup.Store, Location, error) {
+// src.ABSSecret, or with the operator's own Microsoft Entra identity (see
+// CloudIdentity) on the account src.Endpoint names.
+func OpenABS(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudIdentity, namespace string, src *api.ABSBackupSource) (backup.Store, Location, error) {
 	loc, err := ParsePath(src.Path)
 	if err != nil {
 		return nil, Location{}, fmt.Errorf("spec.abs: %w", err)
+	}
+	how, err := lend.chooseCredentials(namespace, credentialsRequest{block: "abs", secretField: "absSecret", secret: src.ABSSecret, source: src.CredentialSource})
+	if err != nil {
+		return nil, Location{}, err
+	}
+	if how == fromOperatorIdentity {
+		return openABSWithIdentity(ctx, lend, src, loc)
 	}
 	secret, err := GetSecret(ctx, secrets, namespace, src.ABSSecret, "spec.abs.absSecret")
 	if err != nil {
@@ -222,15 +241,27 @@ func OpenABS(ctx context.Context, secrets corev1client.SecretsGetter, namespace 
 }
 
 // OpenGCS opens a Google Cloud Storage bucket with the access-token or
-// credentials.json in src.GCPSecret; without a secret, the pod's application
-// default credentials are used, as in the original.
-func OpenGCS(ctx context.Context, secrets corev1client.SecretsGetter, namespace string, src *api.GCSBackupSource) (backup.Store, Location, error) {
+// credentials.json in src.GCPSecret, or with the operator's own Google identity
+// (see CloudIdentity); a source that names no secret and asks for nothing uses
+// the pod's application default credentials, as in the original.
+func OpenGCS(ctx context.Context, secrets corev1client.SecretsGetter, lend CloudIdentity, namespace string, src *api.GCSBackupSource) (backup.Store, Location, error) {
 	loc, err := ParsePath(src.Path)
 	if err != nil {
 		return nil, Location{}, fmt.Errorf("spec.gcs: %w", err)
 	}
+	how, err := lend.chooseCredentials(namespace, credentialsRequest{block: "gcs", secretField: "gcpSecret", secret: src.GCPSecret,
+		source: src.CredentialSource, defaultsToADC: true})
+	if err != nil {
+		return nil, Location{}, err
+	}
 	cfg := gcsstore.Config{Bucket: loc.Bucket, Endpoint: src.Endpoint}
-	if src.GCPSecret != "" {
+	switch how {
+	case fromOperatorIdentity:
+		// Not Permanent: the metadata server may be slow to answer for a new pod.
+		if cfg.DefaultCredentials, err = gcsstore.DefaultCredentials(ctx); err != nil {
+			return nil, Location{}, fmt.Errorf("spec.gcs.credentialSource %s: %w", src.CredentialSource, err)
+		}
+	case fromSecret:
 		// The original fell back to default credentials when the named secret could
 		// not be read; a named secret that is missing is an error here, since
 		// backing up with other credentials than the ones asked for is a surprise.

@@ -95,7 +95,7 @@ func TestForBackup(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fake.NewSimpleClientset(objects...)
-			store, loc, err := ForBackup(context.Background(), kube.CoreV1(), "ns", &tc.spec)
+			store, loc, err := ForBackup(context.Background(), kube.CoreV1(), CloudIdentity{}, "ns", &tc.spec)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -137,14 +137,14 @@ func TestForRestoreOpensWhatTheBackupWrote(t *testing.T) {
 	kube := fake.NewSimpleClientset(secret("abs", map[string]string{"storage-account": "acct", "storage-key": "a2V5"}))
 	spec := &api.RestoreSpec{BackupStorageType: api.BackupStorageTypeABS,
 		RestoreSource: api.RestoreSource{ABS: &api.ABSRestoreSource{Path: "c/snap", ABSSecret: "abs", Endpoint: "http://azurite:10000/acct"}}}
-	store, loc, err := ForRestore(context.Background(), kube.CoreV1(), "ns", spec)
+	store, loc, err := ForRestore(context.Background(), kube.CoreV1(), CloudIdentity{}, "ns", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s, ok := store.(*absstore.Store); !ok || s.Container() != "c" || loc.Key != "snap" {
 		t.Fatalf("ForRestore = %T %+v", store, loc)
 	}
-	_, _, err = ForRestore(context.Background(), kube.CoreV1(), "ns", &api.RestoreSpec{BackupStorageType: api.BackupStorageTypeGCS})
+	_, _, err = ForRestore(context.Background(), kube.CoreV1(), CloudIdentity{}, "ns", &api.RestoreSpec{BackupStorageType: api.BackupStorageTypeGCS})
 	if err == nil || !strings.Contains(err.Error(), "backupStorageType GCS needs spec.gcs") || !failure.IsPermanent(err) {
 		t.Fatalf("restore without its gcs block: %v", err)
 	}

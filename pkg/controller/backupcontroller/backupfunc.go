@@ -33,6 +33,9 @@ type Backuper struct {
 	// VerifyDir holds the temporary copy of a backup being verified; "" is the
 	// system's temporary directory.
 	VerifyDir string
+	// CloudIdentity says to which namespaces the operator lends its own cloud
+	// identity; the zero value lends it to none.
+	CloudIdentity storage.CloudIdentity
 }
 
 // Backup takes one backup, bounded by spec.backupPolicy.timeoutInSecond, and with
@@ -58,7 +61,7 @@ func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup, verify bool) 
 	if err != nil {
 		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
-	store, loc, err := storage.ForBackup(tctx, b.Secrets, eb.Namespace, spec)
+	store, loc, err := storage.ForBackup(tctx, b.Secrets, b.CloudIdentity, eb.Namespace, spec)
 	if err != nil {
 		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
+	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 )
 
@@ -268,4 +269,36 @@ func TestBackuperPeriodicNamesAndPrunes(t *testing.T) {
 	if len(objs) != 1 || objs[0].Key != last {
 		t.Fatalf("left %+v, want only %s (maxBackups 1)", objs, last)
 	}
+}
+
+// A backup that asks for the operator's cloud identity where the operator does
+// not lend it fails with a reason that says who can change that, and a Warning,
+// without reaching for the store in any other way.
+func TestBackupAskingForAnIdentityNotLentIsRefused(t *testing.T) {
+	kube := kubefake.NewSimpleClientset(awsSecret("aws", backuptest.AWSSecretData()))
+	var lend storage.CloudIdentity
+	lend.Operator = "etcd-backup-operator"
+	if err := lend.Set("other-team"); err != nil {
+		t.Fatal(err)
+	}
+	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second, CloudIdentity: lend}
+	eb := newBackup("identity", 0)
+	eb.Spec.EtcdEndpoints = []string{deadEndpoint(t)}
+	eb.Spec.S3 = &api.S3BackupSource{Path: "backups/identity", Endpoint: "http://127.0.0.1:1", ForcePathStyle: true,
+		CredentialSource: api.CredentialSourceOperatorServiceAccount}
+	f := newFixture(t, []*api.EtcdBackup{eb}, withBackupFunc(backuper.Backup))
+	st := f.waitStatus("identity", "a reason", func(s api.BackupStatus) bool { return s.Reason != "" })
+	const want = "spec.s3.credentialSource OperatorServiceAccount: etcd-backup-operator does not lend its cloud identity to namespace " +
+		testNamespace + "; its administrator lends it with -cloud-identity-namespaces=" + testNamespace
+	if st.Succeeded || !strings.Contains(st.Reason, want) {
+		t.Fatalf("status %+v, want a reason containing %q", st, want)
+	}
+	eventually(t, "a Warning event with the reason", func() bool {
+		for _, e := range f.events.list() {
+			if strings.HasPrefix(e, corev1.EventTypeWarning+" "+ReasonBackupFailed) && strings.Contains(e, want) {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -35,8 +35,8 @@ func readExample(t *testing.T, name string, into any) {
 // the operator then accepts them too, and that the secret example parses.
 func TestExampleBackupsAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))
-	if err != nil || len(files) != 8 {
-		t.Fatalf("example backups %v (%v), want 8", files, err)
+	if err != nil || len(files) != 9 {
+		t.Fatalf("example backups %v (%v), want 9", files, err)
 	}
 	for _, f := range files {
 		var eb api.EtcdBackup
@@ -71,7 +71,7 @@ func TestExampleBackupsAreAccepted(t *testing.T) {
 }
 
 // The examples of a backup by cluster name, of a compressed and encrypted backup
-// with its key Secret, and of its restore fit together as the README tells.
+// with its key Secret, and of its restore fit together as docs/user-guide/backup.md tells.
 func TestExampleEncryptedBackupAndItsRestore(t *testing.T) {
 	var byName api.EtcdBackup
 	readExample(t, "backup_cr_by_name.yaml", &byName)

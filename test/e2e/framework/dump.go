@@ -3,8 +3,11 @@ package framework
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,6 +139,7 @@ func (f *Framework) nodeHealth(ctx context.Context, ns string) string {
 			}
 		}
 	}
+	b.WriteString(kubeProxyFreshness(ctx))
 	if len(lost) > 0 {
 		fmt.Fprintf(&b, "WARNING: containers lost by the node (ContainerStatusUnknown): %s\n"+
 			"The container runtime or kubelet restarted under the test; pods with restartPolicy Never die from that. "+
@@ -145,6 +149,68 @@ func (f *Framework) nodeHealth(ctx context.Context, ns string) string {
 		b.WriteString("no container lost by the node in this namespace\n")
 	}
 	return b.String()
+}
+
+// kubeProxyMetrics is where the local cluster's kube-proxy serves its metrics
+// (metricsBindAddress in hack/local-cluster/templates/kube-proxy-config.yaml).
+const kubeProxyMetrics = "http://127.0.0.1:10249/metrics"
+
+// kubeProxyFreshness tells how long Service changes have waited for kube-proxy.
+// A kube-proxy stuck in its sync loop keeps routing a Service to old pod
+// addresses or rejecting it as without endpoints, while the EndpointSlices are
+// right: clients then fail against a healthy cluster, and that is the test bed's
+// failure, not the operator's.
+func kubeProxyFreshness(ctx context.Context) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kubeProxyMetrics, nil)
+	if err != nil {
+		return fmt.Sprintf("kube-proxy: %v\n", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Sprintf("kube-proxy metrics not readable (%v)\n", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fmt.Sprintf("kube-proxy metrics not readable (%v)\n", err)
+	}
+	return describeKubeProxySync(string(body), time.Now())
+}
+
+// describeKubeProxySync reads kube-proxy's last sync and the oldest change it
+// has queued since from its metrics text.
+func describeKubeProxySync(metrics string, now time.Time) string {
+	synced, okSynced := metricSeconds(metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+	queued, okQueued := metricSeconds(metrics, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
+	if !okSynced {
+		return "kube-proxy has not synced its rules since it started\n"
+	}
+	line := fmt.Sprintf("kube-proxy last applied Service changes %s ago", now.Sub(synced).Round(time.Second))
+	if okQueued && queued.After(synced) {
+		waiting := now.Sub(queued).Round(time.Second)
+		line += fmt.Sprintf("; a change has waited %s", waiting)
+		if waiting > 30*time.Second {
+			line = "WARNING: " + line + ": kube-proxy is stuck, Services route to old addresses or reject (see /var/lib/etcd-operator-local/logs/kube-proxy.log)"
+		}
+	}
+	return line + "\n"
+}
+
+// metricSeconds is the value of an unlabelled gauge holding a Unix time.
+func metricSeconds(metrics, name string) (time.Time, bool) {
+	for _, l := range strings.Split(metrics, "\n") {
+		rest, ok := strings.CutPrefix(l, name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil || v <= 0 {
+			return time.Time{}, false
+		}
+		sec := int64(v)
+		return time.Unix(sec, int64((v-float64(sec))*1e9)), true
+	}
+	return time.Time{}, false
 }
 
 // podLogs is the tail of every container log of the cluster's pods.

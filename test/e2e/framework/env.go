@@ -23,7 +23,7 @@ const DefaultEnvFile = "/var/lib/etcd-operator-local/env"
 type Env struct {
 	// Kubeconfig is the admin kubeconfig.
 	Kubeconfig string
-	// Kubectl is the absolute path of the kubectl matching the cluster (v1.32.2);
+	// Kubectl is the absolute path of the kubectl matching the local cluster's version;
 	// a kubectl from PATH may be of another version and is never used.
 	Kubectl string
 	// NodeIP is the address pods use to reach servers on the host.
@@ -80,7 +80,7 @@ func LoadEnv() (*Env, error) {
 	case e.Kubeconfig == "":
 		return nil, fmt.Errorf("KUBECONFIG is not set and %s does not name one", file)
 	case e.Kubectl == "" || !filepath.IsAbs(e.Kubectl):
-		return nil, fmt.Errorf("KUBECTL must be the absolute path of kubectl v1.32.2 (got %q); source %s", e.Kubectl, file)
+		return nil, fmt.Errorf("KUBECTL must be the absolute path of the local cluster's kubectl (got %q); source %s", e.Kubectl, file)
 	case e.NodeIP == "":
 		return nil, fmt.Errorf("NODE_IP is not set; source %s", file)
 	}

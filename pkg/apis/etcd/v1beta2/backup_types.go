@@ -41,6 +41,23 @@ const (
 	CliCAFile   = "etcd-client-ca.crt"
 )
 
+// CredentialSource says whose credentials reach an S3, ABS or GCS store.
+type CredentialSource string
+
+const (
+	// CredentialSourceSecret is the original's way: the keys in the secret the
+	// source names (awsSecret, absSecret, gcpSecret).
+	CredentialSourceSecret CredentialSource = "Secret"
+	// CredentialSourceOperatorServiceAccount is the cloud identity of the
+	// backup (or restore) operator's own ServiceAccount, found by the cloud
+	// SDK's default credential chain: IRSA or EKS Pod Identity for S3, Azure
+	// Workload Identity for ABS, GKE Workload Identity (application default
+	// credentials) for GCS. The operator lends it only to the namespaces its
+	// -cloud-identity-namespaces flag lists, since it may reach whatever that
+	// identity may, not only one namespace's bucket.
+	CredentialSourceOperatorServiceAccount CredentialSource = "OperatorServiceAccount"
+)
+
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
@@ -142,11 +159,22 @@ type S3BackupSource struct {
 	// Path is "<bucket>/<key>".
 	Path string `json:"path"`
 	// AWSSecret holds the AWS "credentials" and "config" files (profile default).
-	AWSSecret string `json:"awsSecret"`
+	// Required unless CredentialSource is OperatorServiceAccount.
+	AWSSecret string `json:"awsSecret,omitempty"`
 	// Endpoint is an S3-compatible endpoint; empty means AWS.
 	Endpoint string `json:"endpoint,omitempty"`
 	// ForcePathStyle addresses buckets as "<endpoint>/<bucket>", as MinIO and Ceph need.
 	ForcePathStyle bool `json:"forcePathStyle"`
+	// CredentialSource is Secret (the default: awsSecret's keys) or
+	// OperatorServiceAccount: the operator's own AWS identity (IRSA, EKS Pod
+	// Identity) from the SDK's default chain, with the region of its
+	// environment (AWS_REGION) unless Region names one, and no awsSecret.
+	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
+	// Region is the bucket's region, with credentialSource
+	// OperatorServiceAccount only (a secret's config file names its own);
+	// empty means the operator's AWS_REGION. Backups kept in another region
+	// than the cluster's need it.
+	Region string `json:"region,omitempty"`
 }
 
 // ABSBackupSource stores backups in Azure Blob Storage.
@@ -154,10 +182,16 @@ type ABSBackupSource struct {
 	// Path is "<container>/<blob>".
 	Path string `json:"path"`
 	// ABSSecret holds storage-account, storage-key and optionally cloud.
-	ABSSecret string `json:"absSecret"`
+	// Required unless CredentialSource is OperatorServiceAccount.
+	ABSSecret string `json:"absSecret,omitempty"`
 	// Endpoint overrides the account's blob service URL (Azurite, Azure Stack);
 	// empty means https://<account>.blob.<cloud's domain>.
 	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialSource is Secret (the default: absSecret's account and key) or
+	// OperatorServiceAccount: the operator's own Microsoft Entra identity
+	// (Azure Workload Identity) from the SDK's default chain, for the account
+	// whose blob service URL Endpoint gives, and no absSecret.
+	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
 }
 
 // GCSBackupSource stores backups in Google Cloud Storage.
@@ -168,8 +202,16 @@ type GCSBackupSource struct {
 	// application default credentials.
 	GCPSecret string `json:"gcpSecret,omitempty"`
 	// Endpoint is a GCS emulator's URL (fake-gcs-server), reached without
-	// credentials; empty means Google.
+	// credentials unless CredentialSource is OperatorServiceAccount; empty
+	// means Google.
 	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialSource is empty (gcpSecret's keys, or without it the
+	// operator's application default credentials, as in the original), Secret
+	// (gcpSecret's keys, never anything else) or OperatorServiceAccount: the
+	// operator's own Google identity (GKE Workload Identity) through
+	// application default credentials, only where the operator lends it, and
+	// no gcpSecret.
+	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
 }
 
 // OSSBackupSource stores backups in Alibaba Cloud OSS through its S3-compatible API.

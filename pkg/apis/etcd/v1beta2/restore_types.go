@@ -72,11 +72,18 @@ type S3RestoreSource struct {
 	// Path is "<bucket>/<key>" of the snapshot.
 	Path string `json:"path"`
 	// AWSSecret holds the AWS "credentials" and "config" files (profile default).
-	AWSSecret string `json:"awsSecret"`
+	// Required unless CredentialSource is OperatorServiceAccount.
+	AWSSecret string `json:"awsSecret,omitempty"`
 	// Endpoint is an S3-compatible endpoint; empty means AWS.
 	Endpoint string `json:"endpoint"`
 	// ForcePathStyle addresses buckets as "<endpoint>/<bucket>", as MinIO and Ceph need.
 	ForcePathStyle bool `json:"forcePathStyle"`
+	// CredentialSource is Secret (the default) or OperatorServiceAccount, as
+	// in S3BackupSource.
+	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
+	// Region is the bucket's region with credentialSource
+	// OperatorServiceAccount, as in S3BackupSource.
+	Region string `json:"region,omitempty"`
 }
 
 // ABSRestoreSource reads a backup from Azure Blob Storage, as ABSBackupSource.
@@ -84,9 +91,13 @@ type ABSRestoreSource struct {
 	// Path is "<container>/<blob>" of the snapshot.
 	Path string `json:"path"`
 	// ABSSecret holds storage-account, storage-key and optionally cloud.
-	ABSSecret string `json:"absSecret"`
+	// Required unless CredentialSource is OperatorServiceAccount.
+	ABSSecret string `json:"absSecret,omitempty"`
 	// Endpoint overrides the account's blob service URL (Azurite, Azure Stack).
 	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialSource is Secret (the default) or OperatorServiceAccount, as
+	// in ABSBackupSource.
+	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
 }
 
 // GCSRestoreSource reads a backup from Google Cloud Storage, as GCSBackupSource.
@@ -98,6 +109,9 @@ type GCSRestoreSource struct {
 	GCPSecret string `json:"gcpSecret,omitempty"`
 	// Endpoint is a GCS emulator's URL; empty means Google.
 	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialSource is empty, Secret or OperatorServiceAccount, as in
+	// GCSBackupSource.
+	CredentialSource CredentialSource `json:"credentialSource,omitempty"`
 }
 
 // OSSRestoreSource reads a backup from Alibaba Cloud OSS.

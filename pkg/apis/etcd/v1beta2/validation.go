@@ -89,7 +89,7 @@ const EnvMaxLearners = "ETCD_MAX_LEARNERS"
 const ReservedEtcdEnvPrefix = "ETCD_DISCOVERY"
 
 // ReservedEtcdEnvMessage is the Go and schema message of a reserved variable.
-const ReservedEtcdEnvMessage = "is reserved: the operator owns etcd's bootstrap, identity, membership, URL and TLS settings (see the README's list of reserved etcdEnv variables)"
+const ReservedEtcdEnvMessage = "is reserved: the operator owns etcd's bootstrap, identity, membership, URL and TLS settings (see docs/user-guide/troubleshooting.md#reserved-podetcdenv-variables)"
 
 // IsReservedEtcdEnv tells whether pod.etcdEnv may not set the variable.
 func IsReservedEtcdEnv(name string) bool {
@@ -449,22 +449,28 @@ func (r *EtcdRestore) Validate() error {
 	return errs.ToAggregate()
 }
 
-// storeRef is the path and credentials secret of one storage source.
-type storeRef struct{ path, secret string }
+// storeRef is the path, credentials and endpoint of one storage source.
+type storeRef struct {
+	path, secret string
+	source       CredentialSource
+	endpoint     string
+	// region is S3's; only the operator's identity takes one from the spec.
+	region string
+}
 
 func (b *BackupSource) stores() map[BackupStorageType]storeRef {
 	refs := map[BackupStorageType]storeRef{}
 	if b.S3 != nil {
-		refs[BackupStorageTypeS3] = storeRef{b.S3.Path, b.S3.AWSSecret}
+		refs[BackupStorageTypeS3] = storeRef{b.S3.Path, b.S3.AWSSecret, b.S3.CredentialSource, b.S3.Endpoint, b.S3.Region}
 	}
 	if b.OSS != nil {
-		refs[BackupStorageTypeOSS] = storeRef{b.OSS.Path, b.OSS.OSSSecret}
+		refs[BackupStorageTypeOSS] = storeRef{path: b.OSS.Path, secret: b.OSS.OSSSecret}
 	}
 	if b.ABS != nil {
-		refs[BackupStorageTypeABS] = storeRef{b.ABS.Path, b.ABS.ABSSecret}
+		refs[BackupStorageTypeABS] = storeRef{b.ABS.Path, b.ABS.ABSSecret, b.ABS.CredentialSource, b.ABS.Endpoint, ""}
 	}
 	if b.GCS != nil {
-		refs[BackupStorageTypeGCS] = storeRef{b.GCS.Path, b.GCS.GCPSecret}
+		refs[BackupStorageTypeGCS] = storeRef{b.GCS.Path, b.GCS.GCPSecret, b.GCS.CredentialSource, b.GCS.Endpoint, ""}
 	}
 	return refs
 }
@@ -472,16 +478,16 @@ func (b *BackupSource) stores() map[BackupStorageType]storeRef {
 func (r *RestoreSource) stores() map[BackupStorageType]storeRef {
 	refs := map[BackupStorageType]storeRef{}
 	if r.S3 != nil {
-		refs[BackupStorageTypeS3] = storeRef{r.S3.Path, r.S3.AWSSecret}
+		refs[BackupStorageTypeS3] = storeRef{r.S3.Path, r.S3.AWSSecret, r.S3.CredentialSource, r.S3.Endpoint, r.S3.Region}
 	}
 	if r.OSS != nil {
-		refs[BackupStorageTypeOSS] = storeRef{r.OSS.Path, r.OSS.OSSSecret}
+		refs[BackupStorageTypeOSS] = storeRef{path: r.OSS.Path, secret: r.OSS.OSSSecret}
 	}
 	if r.ABS != nil {
-		refs[BackupStorageTypeABS] = storeRef{r.ABS.Path, r.ABS.ABSSecret}
+		refs[BackupStorageTypeABS] = storeRef{r.ABS.Path, r.ABS.ABSSecret, r.ABS.CredentialSource, r.ABS.Endpoint, ""}
 	}
 	if r.GCS != nil {
-		refs[BackupStorageTypeGCS] = storeRef{r.GCS.Path, r.GCS.GCPSecret}
+		refs[BackupStorageTypeGCS] = storeRef{r.GCS.Path, r.GCS.GCPSecret, r.GCS.CredentialSource, r.GCS.Endpoint, ""}
 	}
 	return refs
 }
@@ -493,6 +499,21 @@ var sourceFields = map[BackupStorageType][2]string{
 	BackupStorageTypeABS: {"abs", "absSecret"},
 	BackupStorageTypeGCS: {"gcs", "gcpSecret"},
 }
+
+// Messages of the credential rules, shared with the CRD schema.
+const (
+	SecretAndIdentityMessage = "a source names either its secret or credentialSource OperatorServiceAccount, not both: " +
+		"one of the two would be ignored"
+	ABSIdentityEndpointMessage = "credentialSource OperatorServiceAccount needs the account's blob service URL in endpoint, " +
+		"e.g. https://<account>.blob.core.windows.net"
+	RegionWithSecretMessage = "region is taken with credentialSource OperatorServiceAccount only: " +
+		"with awsSecret the region is the one its config file names"
+	// RegionPattern is an AWS region name such as eu-west-1 (S3-compatible
+	// stores take other names, such as MinIO's default us-east-1 or a bare word).
+	RegionPattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+)
+
+var regionRE = regexp.MustCompile(RegionPattern)
 
 func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorageType]storeRef) field.ErrorList {
 	keys, known := sourceFields[t]
@@ -507,9 +528,34 @@ func validateSource(p *field.Path, t BackupStorageType, stores map[BackupStorage
 	}
 	var errs field.ErrorList
 	errs = append(errs, validateBucketPath(p.Child(key, "path"), ref.path, t == BackupStorageTypeS3)...)
-	// GCS alone may fall back to the workload's default credentials.
-	if ref.secret == "" && t != BackupStorageTypeGCS {
-		errs = append(errs, field.Required(p.Child(key, secretKey), "names the secret holding the store's credentials"))
+	switch ref.source {
+	case CredentialSourceOperatorServiceAccount:
+		if ref.secret != "" {
+			errs = append(errs, field.Invalid(p.Child(key, secretKey), ref.secret, SecretAndIdentityMessage))
+		}
+		if t == BackupStorageTypeABS && ref.endpoint == "" {
+			errs = append(errs, field.Required(p.Child(key, "endpoint"), ABSIdentityEndpointMessage))
+		}
+		if ref.region != "" && !regionRE.MatchString(ref.region) {
+			errs = append(errs, field.Invalid(p.Child(key, "region"), ref.region, "must be a region name such as eu-west-1"))
+		}
+		return errs
+	case "", CredentialSourceSecret:
+		if ref.region != "" {
+			errs = append(errs, field.Invalid(p.Child(key, "region"), ref.region, RegionWithSecretMessage))
+		}
+	default:
+		return append(errs, field.NotSupported(p.Child(key, "credentialSource"), ref.source,
+			[]CredentialSource{CredentialSourceSecret, CredentialSourceOperatorServiceAccount}))
+	}
+	// GCS alone may fall back to the workload's default credentials, as in the
+	// original, unless the source asks for its secret and nothing else.
+	if ref.secret == "" && (t != BackupStorageTypeGCS || ref.source == CredentialSourceSecret) {
+		msg := "names the secret holding the store's credentials"
+		if t != BackupStorageTypeOSS {
+			msg += "; without one, credentialSource: OperatorServiceAccount uses the operator's own cloud identity where it lends it"
+		}
+		errs = append(errs, field.Required(p.Child(key, secretKey), msg))
 	}
 	errs = append(errs, validateSecretName(p.Child(key, secretKey), ref.secret)...)
 	return errs
