@@ -109,7 +109,9 @@ func RefusedArgs(command []string, version string) []string {
 		name, _, _ := strings.Cut(arg, "=")
 		var accepted bool
 		switch name {
-		case "--auto-compaction-mode", "--experimental-initial-corrupt-check", "--experimental-corrupt-check-time":
+		case "--auto-compaction-mode":
+			accepted = r.AutoCompactionMode
+		case "--experimental-initial-corrupt-check", "--experimental-corrupt-check-time":
 			accepted = r.CorruptCheckFlags == etcdversion.CorruptCheckExperimental
 		case "--experimental-compact-hash-check-enabled":
 			accepted = r.ExperimentalCompactHashCheck.In(v)

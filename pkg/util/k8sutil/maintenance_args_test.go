@@ -106,6 +106,8 @@ func TestRefusedArgs(t *testing.T) {
 		{"a 3.7 member can be patched back to 3.6", on37, "3.6.6", nil},
 		{"a 3.7 member cannot go to 3.5", on37, "3.5.21", on37},
 		{"a 3.5.5 member cannot go to 3.5.4", on35, "3.5.4", on35[2:]},
+		{"auto-compaction flags move to 3.7, which kept their names", []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=1h"}, "3.7.3", nil},
+		{"3.2 has no compaction mode", []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=1"}, "3.2.32", []string{"--auto-compaction-mode=periodic"}},
 		{"other flags are not judged", []string{"/usr/local/bin/etcd", "--name=m", "--data-dir=/var/etcd/data"}, "3.2.0", nil},
 	}
 	for _, tt := range tests {
