@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// seedClaim is the claim a Creating cluster's seed starts on, "" for a new
+// one: the claim of the member the status lists, else the only claim.
+func seedClaim(s *snapshot) string {
+	for _, name := range s.lastMembers {
+		if s.claims[name] != nil {
+			return name
+		}
+	}
+	if len(s.claims) == 1 {
+		return sortedKeys(s.claims)[0]
+	}
+	return ""
+}
+
+// lonelyNeverStartedPod finds the one pod of a cluster that was never
+// available, when that pod cannot run: such a cluster holds no data anyone
+// was told is stored, so making a new seed loses nothing. A seed made by the
+// restore operator (it restores a backup in init containers of its own) is
+// that operator's to make again.
+func lonelyNeverStartedPod(s *snapshot) (string, bool) {
+	if s.everAvailable {
+		return "", false
+	}
+	// A joining pod made while the seed started does not count: it waits
+	// for a membership that never came.
+	seeds := map[string]*corev1.Pod{}
+	for name, pod := range s.pods {
+		if !k8sutil.WaitsForMembership(pod) {
+			seeds[name] = pod
+		}
+	}
+	if len(seeds) != 1 {
+		return "", false
+	}
+	for name, pod := range seeds {
+		if !k8sutil.IsMadeByOperator(pod) {
+			return "", false
+		}
+		if (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)) && seedMayBeMadeAgain(s, pod) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// seedMayBeMadeAgain tells whether a seed of a cluster never seen available
+// can be made again without losing what it may hold. On a claim it can: the
+// new seed starts on that claim, and etcd finds whatever data the old one
+// wrote. On an emptyDir, only a seed whose etcd never started holds nothing:
+// one that started may have served between two passes.
+func seedMayBeMadeAgain(s *snapshot, pod *corev1.Pod) bool {
+	if s.usesClaims() && s.claims[pod.Name] != nil {
+		return true
+	}
+	st := k8sutil.EtcdContainerStatus(pod)
+	return st == nil || st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil
+}
+
+// seed creates the first member of a new cluster. The phase is written as
+// Creating before the seed pod exists, so that an operator restarting in
+// between finds either no pod (and creates the seed) or the seed (and adopts
+// it); it never has to fail the cluster as the original did. The write also
+// finds the restore operator's hand-over, which sets the phase first.
+func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
+	if s.phase == api.ClusterPhaseNone {
+		st := statusOf(s, *c.status(), api.ClusterPhaseCreating, c.latest.Generation, assess(s), outcome{})
+		written, err := c.writeStatus(ctx, st)
+		if err != nil || !written {
+			return outcome{err: err, stop: true, requeue: c.cfg.MinPassInterval}
+		}
+		c.log.Infof("creating cluster: size %d, version %s", s.spec.Spec.Size, a.version)
+	}
+	m := c.newMember(s.spec)
+	if a.member != "" {
+		m.Name = a.member
+	}
+	members := etcdutil.NewMemberSet(m)
+	// The token keeps members of different clusters from ever forming one
+	// cluster; the CR's UID in it makes sure a re-created cluster of the same
+	// name never talks to leftover members of its predecessor.
+	token := string(s.spec.UID) + "-" + c.randomSuffix()
+	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
+		return outcome{err: err}
+	}
+	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, members.PeerURLPairs(), k8sutil.ClusterStateNew, token)
+	if err := c.createPod(ctx, pod); err != nil {
+		return outcome{err: err}
+	}
+	c.members.learn(members)
+	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
+	c.log.Infof("created seed member %s", m.Name)
+	return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
+}
+
+// reseed deletes a seed that never ran, so that the next pass makes a new
+// one from the spec in force: the cluster never served, there is nothing to
+// lose, and a spec fixed since (memory, environment, secrets) takes effect.
+func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("making a new seed: member %s never ran (%s)", a.member, a.reason)
+	if a.member != "" {
+		// Its claim stays: the next seed starts on it (bootstrap).
+		if err := c.deletePod(ctx, a.member); err != nil {
+			return outcome{err: err}
+		}
+		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", a.member))
+	}
+	// A joining pod made while the seed started names the seed in its
+	// --initial-cluster: it goes with it, or it would be adopted as a member.
+	for _, name := range sortedKeys(s.pods) {
+		if name == a.member || !k8sutil.WaitsForMembership(s.pods[name]) || s.membership[name] != nil {
+			continue
+		}
+		if err := c.deletePod(ctx, name); err != nil {
+			return outcome{err: err}
+		}
+		if err := c.deleteClaim(ctx, s, name); err != nil {
+			return outcome{err: err}
+		}
+	}
+	if a.member != "" && s.claims[a.member] != nil {
+		// The status keeps listing it, for the next seed to take its claim.
+		m := memberTemplate(s.spec)
+		m.Name = a.member
+		c.members.learn(etcdutil.NewMemberSet(&m))
+	} else {
+		c.members.forget()
+	}
+	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
+}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// removeMember shrinks the cluster by one, choosing the member whose removal
+// costs availability least:
+//  1. a member replaced because it cannot be upgraded in place, once every
+//     other member is ready;
+//  2. a member whose pod is not Ready;
+//  3. a follower (the original could pick the leader, #1191, costing an
+//     election);
+//  4. the leader, only when it is the sole candidate.
+func removeMember(s *snapshot) (action, bool) {
+	if a, ok := needEtcd(s, "remove a member"); ok {
+		return a, true
+	}
+	ready := s.readyNames()
+	var notReady []string
+	for _, name := range sortedKeys(s.members) {
+		if !slices.Contains(ready, name) && quorumWithout(s, name) {
+			notReady = append(notReady, name)
+		}
+	}
+	remove := func(name, why string) (action, bool) {
+		return action{kind: actRemoveMember, member: name, reason: why}, true
+	}
+	if len(s.plan.replace) > 0 {
+		victim := s.plan.replace[0]
+		for _, n := range notReady {
+			if n != victim {
+				return wait(fmt.Sprintf("member %s is not ready; %s is removed once it is", n, victim)), true
+			}
+		}
+		return remove(victim, "it was replaced because it cannot run the new version in place")
+	}
+	if len(notReady) > 0 {
+		return remove(notReady[0], "its pod is not ready")
+	}
+	leader := s.etcd.health.LeaderID
+	for _, name := range sortedKeys(s.members) {
+		if s.members[name].member.ID != leader && quorumWithout(s, name) {
+			return remove(name, "a follower")
+		}
+	}
+	for _, name := range sortedKeys(s.members) {
+		if quorumWithout(s, name) {
+			return remove(name, "the only member left to choose")
+		}
+	}
+	return wait("no member can be removed while the others hold no quorum without it"), true
+}
+
+// quorumWithout tells whether the voting members left once member name is
+// removed still have a quorum of them running.
+func quorumWithout(s *snapshot, name string) bool {
+	m := s.members[name]
+	if m.member.IsLearner {
+		return true
+	}
+	voters, up := s.quorum.voters-1, 0
+	for other, v := range s.members {
+		switch {
+		case other == name || v.member.IsLearner || v.state != memberRunning:
+		case s.etcd != nil && s.etcd.err == nil && !s.etcd.answers(v.member.ID):
+			// Its pod runs, but etcd, asked in this pass, says it does not.
+		default:
+			up++
+		}
+	}
+	return voters == 0 || up >= voters/2+1
+}
+
+// removeMember removes a member from etcd, then deletes its pod and claim.
+// A deletion that fails leaves a pod or claim of no member, which a later
+// pass collects. dead adds the original's "Replacing Dead Member" event, in
+// its order: once etcd has let the member go, before "Member Removed".
+func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead bool) outcome {
+	m := s.members[a.member].member
+	if m.ID == 0 {
+		return outcome{err: newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))}
+	}
+	c.log.Infof("removing member %s: %s", a.member, a.reason)
+	if err := c.cfg.Etcd.MemberRemove(ctx, c.clientConfig(s, s.changeEndpoints(a.member)), m.ID); err != nil {
+		if isNotReadyForChange(err) {
+			c.log.Debugf("etcd refused to remove %s for now: %v", a.member, err)
+			return outcome{requeue: c.waitBackoff.Next()}
+		}
+		c.members.forget()
+		return outcome{err: etcdError("remove member "+m.Name, err)}
+	}
+	c.waitBackoff.Reset()
+	members := s.membership.Clone()
+	members.Remove(m.Name)
+	c.members.learn(members)
+	c.log.Infof("removed member %s (%x) from etcd; membership %s", m.Name, m.ID, members)
+	if dead {
+		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", m.Name))
+	}
+	c.event(corev1.EventTypeNormal, eventMemberRemoved, fmt.Sprintf("Existing member %s removed from the cluster", m.Name))
+	if err := c.deletePod(ctx, m.Name); err != nil {
+		return outcome{err: err}
+	}
+	return outcome{err: c.deleteClaim(ctx, s, m.Name), requeue: c.cfg.MinPassInterval}
+}
