@@ -78,40 +78,19 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 	case actSeed:
 		return c.seed(ctx, s, a)
 	case actAdopt:
-		c.log.Infof("%s; adopting them", a.reason)
-		c.members.forget()
-		return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
+		return c.adopt(a)
 	case actReseed:
 		return c.reseed(ctx, s, a)
 	case actDeleteStrayPod:
-		c.log.Infof("deleting pod %s: %s", a.member, a.reason)
-		return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}
+		return c.deleteStrayPod(ctx, a)
 	case actDeleteJoiner:
-		c.log.Infof("deleting pod %s of a member that was never added: %s", a.member, a.reason)
-		err := c.deletePod(ctx, a.member)
-		if err == nil {
-			err = c.deleteClaim(ctx, s, a.member)
-		}
-		return outcome{err: err, requeue: c.cfg.MinPassInterval}
+		return c.deleteJoiner(ctx, s, a)
 	case actDeleteStrayClaim:
-		c.log.Infof("deleting claim %s: %s", a.member, a.reason)
-		return outcome{err: c.deleteClaim(ctx, s, a.member), requeue: c.cfg.MinPassInterval}
+		return c.deleteStrayClaim(ctx, s, a)
 	case actRemoveDeadMember:
-		out := c.removeMember(ctx, s, a, true)
-		if known := c.members.known(); out.err == nil && known != nil && known[a.member] == nil {
-			c.recordReplacement(s.members[a.member].cause)
-		}
-		return out
+		return c.removeDeadMember(ctx, s, a)
 	case actDeleteFailedPod:
-		c.log.Infof("deleting the pod of member %s: %s", a.member, a.reason)
-		if m := s.members[a.member]; m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
-			c.recovering = &recovering{member: a.member, started: c.now(), flagRemoved: true}
-		}
-		err := c.deletePod(ctx, a.member)
-		if err == nil && a.failure {
-			c.noteEndedPod(a.member)
-		}
-		return outcome{err: err, requeue: c.cfg.MinPassInterval, downed: a.member}
+		return c.deleteFailedPod(ctx, s, a)
 	case actForceNewCluster:
 		return c.forceNewCluster(ctx, s, a)
 	case actRestoreFromBackup:
@@ -119,17 +98,25 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 	case actRestartMembers:
 		return c.restartMembers(ctx, s, a)
 	case actRemoveMember:
-		return c.removeMember(ctx, s, a, false)
+		return c.removeOneMember(ctx, s, a)
 	case actPromoteLearner:
-		return c.promote(ctx, s, a)
+		return c.promoteLearner(ctx, s, a)
 	case actCreateJoiner:
 		return c.createJoiner(ctx, s, a)
 	case actAddJoiner:
-		return c.addJoiner(ctx, s, a)
+		return c.addOneMember(ctx, s, a)
 	case actUpgradeMember:
-		return c.upgradeMember(ctx, s, a)
-	case actEnableDowngrade, actMoveLeader, actCompact, actDefragment, actDisarmNoSpace:
-		return c.maintain(ctx, s, a)
+		return c.upgradeOneMember(ctx, s, a)
+	case actEnableDowngrade:
+		return c.enableDowngrade(ctx, s, a)
+	case actMoveLeader:
+		return c.moveLeader(ctx, s, a)
+	case actCompact:
+		return c.compact(ctx, s, a)
+	case actDefragment:
+		return c.defragment(ctx, s, a)
+	case actDisarmNoSpace:
+		return c.disarmNoSpace(ctx, s, a)
 	}
 	return outcome{err: fmt.Errorf("no way to act on %s", a)}
 }

@@ -118,10 +118,10 @@ func (k actionKind) String() string { return actionNames[k] }
 // action is one decision of decide.
 type action struct {
 	kind actionKind
-	// member is the member, pod or claim the action is about; members are
+	// member is the member, pod or claim the action is about; names are
 	// the members of an action about several.
-	member  string
-	members []string
+	member string
+	names  []string
 	// without are members a joining pod is made without, in its
 	// --initial-cluster: they are removed before it is added.
 	without []string
@@ -153,7 +153,7 @@ func (a action) String() string {
 	if a.member != "" {
 		s += " " + a.member
 	}
-	for _, m := range a.members {
+	for _, m := range a.names {
 		s += " " + m
 	}
 	if a.version != "" {

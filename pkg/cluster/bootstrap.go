@@ -99,9 +99,17 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 	if err := c.createPod(ctx, pod); err != nil {
 		return outcome{err: err}
 	}
-	c.members.learn(members)
+	c.knownMembership.learn(members)
 	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
 	c.log.Infof("created seed member %s", m.Name)
+	return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
+}
+
+// adopt takes over pods found while the phase says Creating: the phase
+// becomes Running and the membership is read from etcd next.
+func (c *Cluster) adopt(a action) outcome {
+	c.log.Infof("%s; adopting them", a.reason)
+	c.knownMembership.forget()
 	return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
 }
 
@@ -134,9 +142,9 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 		// The status keeps listing it, for the next seed to take its claim.
 		m := memberTemplate(s.spec)
 		m.Name = a.member
-		c.members.learn(etcdutil.NewMemberSet(&m))
+		c.knownMembership.learn(etcdutil.NewMemberSet(&m))
 	} else {
-		c.members.forget()
+		c.knownMembership.forget()
 	}
 	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
 }

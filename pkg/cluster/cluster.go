@@ -208,8 +208,8 @@ type Cluster struct {
 	spec     *api.EtcdCluster
 	specSeen int64
 
-	// members caches etcd's membership (see membershipCache).
-	members membershipCache
+	// knownMembership caches etcd's membership (see membershipCache).
+	knownMembership membershipCache
 	// tlsConfig is the client TLS of a secure-client cluster, read from the
 	// operator secret and kept until etcd stops answering with it.
 	tlsConfig *tls.Config

@@ -420,7 +420,7 @@ func (r *run) checkAfterPass(a action) []violation {
 		c := w.claims[name]
 		if stuck == "" || !w.onClaims || c == nil || !c.data || w.pods[name] != nil || m.refused || m.corrupt ||
 			w.restartsWithin(name, ladderWindow) >= ladderRestarts || w.op.recovering != nil ||
-			a.kind == actRestartMembers && slices.Contains(a.members, name) {
+			a.kind == actRestartMembers && slices.Contains(a.names, name) {
 			delete(r.goneSince, name)
 			delete(r.gonePasses, name)
 			continue
@@ -532,8 +532,8 @@ func summarize(s *snapshot) string {
 		b.WriteString("; membership unknown")
 	} else {
 		var ms []string
-		for _, name := range sortedKeys(s.members) {
-			m := s.members[name]
+		for _, name := range sortedKeys(s.views) {
+			m := s.views[name]
 			d := name + " " + m.state.String()
 			if m.ready {
 				d += " ready"
@@ -556,7 +556,7 @@ func summarize(s *snapshot) string {
 	}
 	var pods []string
 	for _, name := range sortedKeys(s.pods) {
-		if _, member := s.members[name]; !member {
+		if _, member := s.views[name]; !member {
 			pods = append(pods, name+" "+string(s.pods[name].Status.Phase))
 		}
 	}

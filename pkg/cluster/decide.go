@@ -16,64 +16,65 @@ import (
 // the specification of what the operator does. The steps run in order and the
 // first one with something to do decides:
 //
-//  1. Hands off: no valid spec yet, a cluster the original marked Failed, a
+//  1. handsOff: hands off: no valid spec yet, a cluster the original marked Failed, a
 //     cluster being deleted.
-//  2. Services: the peer and client services are created when missing (even
-//     while paused: the restore operator's seed waits for the peer service),
+//  2. servicesAndBudget (services.go): the peer and client services are
+//     created when missing (even while paused: the restore operator's seed waits for the peer service),
 //     and the PodDisruptionBudget keeps a quorum through voluntary
 //     disruptions (kubectl drain, evictions).
-//  3. Paused: nothing else is touched; nor without the operator's client TLS
+//  3. paused: nothing else is touched; nor without the operator's client TLS
 //     secret, when the cluster serves clients over TLS.
-//  4. Bootstrap: a new cluster gets a seed member; pods found while the phase
+//  4. bootstrap (bootstrap.go): a new cluster gets a seed member; pods found while the phase
 //     still says Creating (an operator restart, the restore hand-over) are
 //     adopted, and so are claims under a status that names no phase (one the
 //     server did not store): nothing is seeded while the cluster owns claims
 //     or member pods.
-//  5. Unknown membership (operator restart, hand-over, an uncertain change):
+//  5. unknownMembership (repair.go): unknown membership (operator restart, hand-over, an uncertain change):
 //     read from etcd once a member pod runs; with no member running, every
 //     member is restarted from the claims the status listed. A seed that
 //     never ran, in a cluster that was never available, is made again.
-//  6. Expectations: pods just created and not in the cache yet are waited for.
-//  7. A seed that never started is made again from the spec in force.
-//  8. Restart in place: a member whose pod is gone or failed, and whose claim
+//  6. expectations: pods just created and not in the cache yet are waited for.
+//  7. neverStartedSeed: a seed that never started is made again from the spec in force.
+//  8. restartInPlace (repair.go): a member whose pod is gone or failed, and whose claim
 //     holds its data, gets a new pod on that claim: same name, same member
 //     ID, no membership change and no copy of the data. Members stopped
 //     together are restarted together (they need each other for a quorum);
 //     this is how a cluster comes back after a node restart or after every
 //     pod was deleted, with or without a quorum. A pod stuck terminating
 //     holds back its own member only.
-//  9. Quorum: without a quorum of voting members running, nothing is changed
+//  9. withoutQuorum (recovery.go): without a quorum of voting members running, nothing is changed
 //     but the opt-in disaster recovery, on proof read from etcd (recoverQuorum).
-//  10. Space: with a NOSPACE alarm (the cluster takes no write), the history
+//  10. recoverNoSpace (maintenance.go): with a NOSPACE alarm (the cluster takes no write), the history
 //     is compacted, the members defragmented one at a time (the leader last,
 //     after leadership moved away) and the alarm disarmed once every member
 //     has room again.
-//  11. Clean-up: pods, joining pods and claims that belong to no member.
-//  12. Replacement: a member that cannot come back (its data was on an
+//  11. cleanUp (join.go): pods, joining pods and claims that belong to no member.
+//  12. replaceDeadMembers (repair.go): a member that cannot come back (its data was on an
 //     emptyDir, it keeps failing after restarts in place, etcd refuses its
 //     data or raised a CORRUPT alarm for it) is removed from etcd — once its
 //     pod is gone and etcd confirms it does not answer — and a new member
 //     replaces it in step 14. While a member whose pod is gone still answers
 //     (a pod deleted at once, its etcd stopped a moment later), its
 //     successor's pod is made, without it in --initial-cluster.
-//  13. Learners are promoted once they run.
-//  14. Size: one member is added (its pod first, then MemberAdd once the pod
+//  13. promoteLearners (join.go): learners are promoted once they run.
+//  14. resize (join.go, remove.go): one member is added (its pod first, then MemberAdd once the pod
 //     resolves in DNS and etcd can take the change) or removed (not-ready
 //     members first, the leader last).
-//  15. Version: one member is patched to spec.version (not-ready members
+//  15. upgradeMembers (upgrade.go): one member is patched to spec.version (not-ready members
 //     first, the leader last after leadership moved away), one at a time,
 //     as etcd's rules for the cluster version allow (3.6 to 3.5 through
 //     etcd's downgrade API).
-//  16. Day-2 care: a cluster at rest is looked at every minute; a member
+//  16. routineMaintenance (maintenance.go): a cluster at rest is looked at every minute; a member
 //     whose free space passes the threshold, or whose scheduled run is due,
 //     is defragmented (followers first, the leader last).
-//  17. A pod stuck terminating (its node never confirms the deletion) is
+//  17. stuckPods: a pod stuck terminating (its node never confirms the deletion) is
 //     waited for, and said to be; it is never deleted again.
 //  18. Otherwise the cluster is what its spec asks for.
 //
 // Every change that depends on the membership (steps 11, 12, 14, 15) needs it
 // confirmed by etcd's leader in this very pass: decide then answers "read
-// etcd", the pass asks etcd and decides again.
+// etcd", the pass asks etcd and decides again. The gates every change
+// passes first are in gates.go.
 func decide(s *snapshot) action {
 	for _, step := range decisionSteps {
 		if a, decided := step(s); decided {
@@ -85,46 +86,46 @@ func decide(s *snapshot) action {
 
 var decisionSteps = []func(*snapshot) (action, bool){
 	handsOff,
-	services,
+	servicesAndBudget,
 	paused,
 	bootstrap,
 	unknownMembership,
 	expectations,
 	neverStartedSeed,
 	restartInPlace,
-	quorum,
-	space,
+	withoutQuorum,
+	recoverNoSpace,
 	cleanUp,
-	deadMembers,
-	learners,
-	size,
-	version,
-	care,
+	replaceDeadMembers,
+	promoteLearners,
+	resize,
+	upgradeMembers,
+	routineMaintenance,
 	stuckPods,
 }
 
-// 1.
+// handsOff is step 1.
 func handsOff(s *snapshot) (action, bool) {
 	switch {
 	case s.spec == nil:
-		return wait("no valid spec yet"), true
+		return waiting("no valid spec yet"), true
 	case s.phase == api.ClusterPhaseFailed:
 		// Never set by this operator: a cluster failed by the original is
 		// left alone.
-		return wait("the cluster is Failed"), true
+		return waiting("the cluster is Failed"), true
 	case s.beingDeleted:
-		return wait("the cluster is being deleted"), true
+		return waiting("the cluster is being deleted"), true
 	}
 	return action{}, false
 }
 
-// 2.
-func services(s *snapshot) (action, bool) {
+// servicesAndBudget is step 2.
+func servicesAndBudget(s *snapshot) (action, bool) {
 	switch {
 	case len(s.missingServices) > 0:
 		return action{kind: actCreateServices, reason: strings.Join(s.missingServices, ", ")}, true
 	case s.serviceConflict != "":
-		return wait(s.serviceConflict), true
+		return waiting(s.serviceConflict), true
 	}
 	if why := budgetOutOfDate(s); why != "" {
 		return action{kind: actSyncBudget, reason: why}, true
@@ -132,18 +133,18 @@ func services(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// 3.
+// paused is step 3.
 func paused(s *snapshot) (action, bool) {
 	switch {
 	case s.spec.Spec.Paused:
-		return wait("spec.paused is true"), true
+		return waiting("spec.paused is true"), true
 	case s.tlsProblem != nil:
-		return wait("the operator's etcd client TLS secret is not usable"), true
+		return waiting("the operator's etcd client TLS secret is not usable"), true
 	}
 	return action{}, false
 }
 
-// 4.
+// bootstrap is step 4.
 func bootstrap(s *snapshot) (action, bool) {
 	if s.phase != api.ClusterPhaseNone && s.phase != api.ClusterPhaseCreating {
 		return action{}, false
@@ -159,37 +160,37 @@ func bootstrap(s *snapshot) (action, bool) {
 		// is that seed's, from an interrupted try, and holds nothing.
 		return action{kind: actAdopt, reason: "member claims exist for a cluster whose status names no phase"}, true
 	case len(s.terminating) > 0:
-		return wait("pods of an earlier seed are being deleted"), true
+		return waiting("pods of an earlier seed are being deleted"), true
 	case len(s.certProblems) > 0:
 		// The seed would only fail its handshakes, over and over.
-		return wait("the TLS certificates are not usable"), true
+		return waiting("the TLS certificates are not usable"), true
 	case s.podExpect != nil:
-		return wait(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(s.podExpect.names, ", "))), true
+		return waiting(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(s.podExpect.names, ", "))), true
 	}
 	// A seed made again, or one whose pod was never made, starts on the
 	// claim its predecessor had: whatever etcd wrote there is kept.
 	return action{kind: actSeed, member: seedClaim(s), version: s.spec.Spec.Version}, true
 }
 
-// 6.
+// expectations is step 6.
 func expectations(s *snapshot) (action, bool) {
 	if e := s.podExpect; e != nil {
 		// Until the created pod is in the cache its member would look dead,
 		// and the next change would be made on a wrong picture. Its informer
 		// event wakes the loop; the deadline bounds the wait.
-		a := wait(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(e.names, ", ")))
+		a := waiting(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(e.names, ", ")))
 		a.after = e.deadline.Sub(s.now)
 		return a, true
 	}
 	return action{}, false
 }
 
-// 7.
+// neverStartedSeed is step 7.
 func neverStartedSeed(s *snapshot) (action, bool) {
-	if len(s.members) != 1 || s.everAvailable {
+	if len(s.views) != 1 || s.everAvailable {
 		return action{}, false
 	}
-	for name, m := range s.members {
+	for name, m := range s.views {
 		if m.state == memberFailed && k8sutil.IsMadeByOperator(m.pod) && seedMayBeMadeAgain(s, m.pod) {
 			return action{kind: actReseed, member: name, reason: "the seed never ran and the cluster was never available"}, true
 		}
@@ -197,11 +198,11 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// 17.
+// stuckPods is step 17.
 func stuckPods(s *snapshot) (action, bool) {
-	for _, name := range sortedKeys(s.members) {
-		if pod := s.members[name].pod; s.members[name].state == memberGone && pod != nil {
-			return wait(stuckMessage(pod) + "; its member is restarted or replaced once it is gone"), true
+	for _, name := range sortedKeys(s.views) {
+		if pod := s.views[name].pod; s.views[name].state == memberGone && pod != nil {
+			return waiting(stuckMessage(pod) + "; its member is restarted or replaced once it is gone"), true
 		}
 	}
 	return action{}, false
@@ -216,6 +217,8 @@ func stuckMessage(pod *corev1.Pod) string {
 	return msg
 }
 
-func wait(reason string) action { return action{kind: actWait, reason: reason} }
+// waiting is the action of a step that waits; reason says for what.
+func waiting(reason string) action { return action{kind: actWait, reason: reason} }
 
+// readEtcd asks the pass to read etcd and decide again.
 func readEtcd(why string) action { return action{kind: actReadEtcd, reason: why} }

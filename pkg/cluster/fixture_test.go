@@ -500,7 +500,7 @@ func claimsFixture(t *testing.T) *fixture {
 
 // forgetMembership makes the loop lose its record of the membership, as an
 // operator restart does.
-func (f *fixture) forgetMembership() { f.c.members.forget() }
+func (f *fixture) forgetMembership() { f.c.knownMembership.forget() }
 
 type testWriter struct{ t testing.TB }
 
@@ -532,7 +532,7 @@ func (f *fixture) withMembers(names ...string) *fixture {
 	if len(names) > 0 {
 		f.etcd.leader = memberID(names[0])
 	}
-	f.c.members.learn(set)
+	f.c.knownMembership.learn(set)
 	return f
 }
 

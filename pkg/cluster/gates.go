@@ -17,11 +17,11 @@ func needEtcd(s *snapshot, what string) (action, bool) {
 	case s.etcd == nil:
 		return readEtcd(what), true
 	case s.etcd.err != nil:
-		a := wait(fmt.Sprintf("etcd cannot be asked before the change (%s): %v", what, s.etcd.err))
+		a := waiting(fmt.Sprintf("etcd cannot be asked before the change (%s): %v", what, s.etcd.err))
 		a.backoff = true
 		return a, true
 	case !s.etcd.confirmed:
-		a := wait(fmt.Sprintf("etcd has no leader to confirm the membership before the change (%s)", what))
+		a := waiting(fmt.Sprintf("etcd has no leader to confirm the membership before the change (%s)", what))
 		a.backoff = true
 		return a, true
 	}
@@ -37,10 +37,10 @@ func needEtcd(s *snapshot, what string) (action, bool) {
 // starting does not hold the next add back.
 func readyForChange(s *snapshot, what string) (action, bool) {
 	if q := s.quorum; q.ready < q.voters {
-		return wait(fmt.Sprintf("%d of %d voting members are ready; every one must be to %s", q.ready, q.voters, what)), true
+		return waiting(fmt.Sprintf("%d of %d voting members are ready; every one must be to %s", q.ready, q.voters, what)), true
 	}
 	if d := untilConnectedLongEnough(s); d > 0 {
-		a := wait("the newest member has not been connected for etcd's health interval")
+		a := waiting("the newest member has not been connected for etcd's health interval")
 		a.after = d
 		return a, true
 	}
@@ -70,7 +70,7 @@ func readyForUpgrade(s *snapshot) (action, bool) {
 	h := s.etcd.health
 	leader, ok := h.Member(h.LeaderID)
 	if !ok {
-		a := wait(fmt.Sprintf("the leader %x is not in the member list", h.LeaderID))
+		a := waiting(fmt.Sprintf("the leader %x is not in the member list", h.LeaderID))
 		a.backoff = true
 		return a, true
 	}
@@ -79,7 +79,7 @@ func readyForUpgrade(s *snapshot) (action, bool) {
 			continue
 		}
 		if m.Leader != leader.ID || leader.RaftIndex > m.RaftAppliedIndex+etcdutil.MaxTransfereeLag {
-			a := wait(fmt.Sprintf("member %s (%x) has not caught up with leader %s: it follows %x and applied %d of %d",
+			a := waiting(fmt.Sprintf("member %s (%x) has not caught up with leader %s: it follows %x and applied %d of %d",
 				m.Name, m.ID, leader.Name, m.Leader, m.RaftAppliedIndex, leader.RaftIndex))
 			a.backoff = true
 			return a, true
@@ -89,8 +89,8 @@ func readyForUpgrade(s *snapshot) (action, bool) {
 }
 
 func everyMemberReady(s *snapshot, what string) (action, bool) {
-	if ready := len(s.readyNames()); ready < len(s.members) {
-		return wait(fmt.Sprintf("%d of %d members are ready; every member must be to %s", ready, len(s.members), what)), true
+	if ready := len(s.readyNames()); ready < len(s.views) {
+		return waiting(fmt.Sprintf("%d of %d members are ready; every member must be to %s", ready, len(s.views), what)), true
 	}
 	return action{}, false
 }
@@ -102,7 +102,7 @@ func everyMemberReady(s *snapshot, what string) (action, bool) {
 func everyMemberAnswers(s *snapshot) (action, bool) {
 	for _, m := range s.etcd.health.Members {
 		if m.Err != nil && !m.IsLearner {
-			a := wait(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
+			a := waiting(fmt.Sprintf("member %s (%x) does not answer etcd: %v", m.Name, m.ID, m.Err))
 			a.backoff = true
 			return a, true
 		}
@@ -120,7 +120,7 @@ func untilConnectedLongEnough(s *snapshot) time.Duration {
 		return 0
 	}
 	var longest time.Duration
-	for _, m := range s.members {
+	for _, m := range s.views {
 		if m.pod == nil || m.member.IsLearner {
 			continue
 		}

@@ -13,19 +13,19 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// 14.
-func size(s *snapshot) (action, bool) {
-	n := len(s.members)
+// resize is step 14 of decide.
+func resize(s *snapshot) (action, bool) {
+	n := len(s.views)
 	switch {
 	case wantsMember(s):
-		return addMember(s)
+		return nextAdd(s)
 	case n > s.spec.Spec.Size:
-		return removeMember(s)
+		return pickMemberToRemove(s)
 	}
 	return action{}, false
 }
 
-func addMember(s *snapshot) (action, bool) {
+func nextAdd(s *snapshot) (action, bool) {
 	chain := joinChain(s)
 	if len(chain) == 0 {
 		// Its --initial-cluster names the membership: it has to be etcd's.
@@ -42,7 +42,7 @@ func addMember(s *snapshot) (action, bool) {
 			}
 			return a, true
 		}
-		return wait(fmt.Sprintf("the pod of joining member %s does not resolve in DNS yet", joiner.Name)), true
+		return waiting(fmt.Sprintf("the pod of joining member %s does not resolve in DNS yet", joiner.Name)), true
 	}
 	if a, ok := readyForChange(s, "add member "+joiner.Name); ok {
 		return a, true
@@ -74,7 +74,7 @@ func prepareJoiner(s *snapshot, why string) (action, bool) {
 	case len(chain) == 0:
 		return action{kind: actCreateJoiner, version: s.plan.newMembers, without: leaving(s), reason: why}, true
 	case len(chain) >= s.learnerSlots || len(leaving(s)) > 0 ||
-		len(s.members)+len(chain) >= s.spec.Spec.Size:
+		len(s.views)+len(chain) >= s.spec.Spec.Size:
 		return action{}, false
 	}
 	return action{kind: actCreateJoiner, version: s.plan.newMembers, behind: chain, reason: why}, true
@@ -84,7 +84,7 @@ func prepareJoiner(s *snapshot, why string) (action, bool) {
 // etcd 3.4 or later, which have learners.
 func learnersSupported(s *snapshot) bool {
 	versions := []string{s.plan.newMembers}
-	for _, m := range s.members {
+	for _, m := range s.views {
 		if m.pod != nil {
 			versions = append(versions, podVersion(m.pod))
 		}
@@ -98,7 +98,7 @@ func learnersSupported(s *snapshot) bool {
 	return true
 }
 
-// 11.
+// cleanUp is step 11 of decide.
 func cleanUp(s *snapshot) (action, bool) {
 	if len(s.strayPods) > 0 {
 		if a, ok := needEtcd(s, "delete a pod that belongs to no member"); ok {
@@ -121,6 +121,31 @@ func cleanUp(s *snapshot) (action, bool) {
 		return action{kind: actDeleteStrayClaim, member: s.strayClaims[0], reason: "it belongs to no member, pod or joining pod of the cluster"}, true
 	}
 	return action{}, false
+}
+
+// deleteJoiner deletes a joining pod that can no longer be added, and its
+// claim: etcd never knew its member.
+func (c *Cluster) deleteJoiner(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("deleting pod %s of a member that was never added: %s", a.member, a.reason)
+	err := c.deletePod(ctx, a.member)
+	if err == nil {
+		err = c.deleteClaim(ctx, s, a.member)
+	}
+	return outcome{err: err, requeue: c.cfg.MinPassInterval}
+}
+
+// deleteStrayPod deletes a pod of the cluster that belongs to no member and
+// is no joining pod; its claim goes in a later pass.
+func (c *Cluster) deleteStrayPod(ctx context.Context, a action) outcome {
+	c.log.Infof("deleting pod %s: %s", a.member, a.reason)
+	return outcome{err: c.deletePod(ctx, a.member), requeue: c.cfg.MinPassInterval}
+}
+
+// deleteStrayClaim deletes a claim that belongs to no member, pod or joining
+// pod.
+func (c *Cluster) deleteStrayClaim(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("deleting claim %s: %s", a.member, a.reason)
+	return outcome{err: c.deleteClaim(ctx, s, a.member), requeue: c.cfg.MinPassInterval}
 }
 
 // unusableJoiner says why a joining pod can never be added, "" when it can.
@@ -169,7 +194,7 @@ func joinersAhead(s *snapshot, name string) []string {
 	var ahead []string
 	for _, pair := range k8sutil.InitialCluster(s.joiners[name]) {
 		other, _, _ := strings.Cut(pair, "=")
-		if _, member := s.members[other]; !member && other != name {
+		if _, member := s.views[other]; !member && other != name {
 			ahead = append(ahead, other)
 		}
 	}
@@ -199,7 +224,7 @@ func joinChain(s *snapshot) []string {
 	if !wantsMember(s) {
 		return nil
 	}
-	room := max(1, s.spec.Spec.Size-(len(s.members)-len(leaving(s))))
+	room := max(1, s.spec.Spec.Size-(len(s.views)-len(leaving(s))))
 	var chain []string
 	for len(chain) < min(room, s.learnerSlots) {
 		next := ""
@@ -228,8 +253,8 @@ func (s *snapshot) countLearnerSlots() int {
 		return 1
 	}
 	slots := k8sutil.MaxLearners
-	pods := make([]*corev1.Pod, 0, len(s.members)+len(s.joiners))
-	for _, m := range s.members {
+	pods := make([]*corev1.Pod, 0, len(s.views)+len(s.joiners))
+	for _, m := range s.views {
 		pods = append(pods, m.pod)
 	}
 	for _, pod := range s.joiners {
@@ -257,7 +282,7 @@ func atLeast36(version string) bool {
 // than its spec, or a member that cannot be upgraded in place is to be
 // replaced (added first, removed once the new one is ready).
 func wantsMember(s *snapshot) bool {
-	n := len(s.members) - len(leaving(s))
+	n := len(s.views) - len(leaving(s))
 	return n < s.spec.Spec.Size || n == s.spec.Spec.Size && len(s.plan.replace) > 0
 }
 
@@ -266,8 +291,8 @@ func wantsMember(s *snapshot) bool {
 // with an --initial-cluster that leaves them out.
 func leaving(s *snapshot) []string {
 	var out []string
-	for _, name := range sortedKeys(s.members) {
-		if s.members[name].repair == repairReplace {
+	for _, name := range sortedKeys(s.views) {
+		if s.views[name].repair == repairReplace {
 			out = append(out, name)
 		}
 	}
@@ -298,8 +323,8 @@ func joiningMembership(s *snapshot, joining, without []string) etcdutil.MemberSe
 	return members
 }
 
-// 13.
-func learners(s *snapshot) (action, bool) {
+// promoteLearners is step 13 of decide.
+func promoteLearners(s *snapshot) (action, bool) {
 	names := s.membership.Learners()
 	if len(names) == 0 {
 		return action{}, false
@@ -320,13 +345,13 @@ func learners(s *snapshot) (action, bool) {
 			return a, true
 		}
 		if learnersStarted(s, names) {
-			return addMember(s)
+			return nextAdd(s)
 		}
 	}
 	// A learner is a join not finished: nothing else changes before it
 	// votes. etcd refuses the promotion until it has caught up.
 	for _, name := range names {
-		m := s.members[name]
+		m := s.views[name]
 		if m.state != memberRunning {
 			continue
 		}
@@ -335,7 +360,7 @@ func learners(s *snapshot) (action, bool) {
 		// promotion would wait that long anyway.
 		if next != nil {
 			if d := etcdStartedAt(m.pod).Add(etcdHealthInterval).Sub(s.now); d > 0 {
-				a := wait(fmt.Sprintf("learner %s votes once the next learner %s is added", name, next.Name))
+				a := waiting(fmt.Sprintf("learner %s votes once the next learner %s is added", name, next.Name))
 				a.after = d
 				// Nothing in Kubernetes tells when the learner's etcd has
 				// started: etcd is asked again soon.
@@ -352,16 +377,16 @@ func learners(s *snapshot) (action, bool) {
 		return a, true
 	}
 	if len(names) > 1 {
-		return wait(fmt.Sprintf("learners %s do not run yet", strings.Join(names, ", "))), true
+		return waiting(fmt.Sprintf("learners %s do not run yet", strings.Join(names, ", "))), true
 	}
-	return wait(fmt.Sprintf("learner %s does not run yet", names[0])), true
+	return waiting(fmt.Sprintf("learner %s does not run yet", names[0])), true
 }
 
 // learnersStarted tells whether etcd lists every one of the learners by
 // name, which a member publishes once it has started and joined.
 func learnersStarted(s *snapshot, names []string) bool {
 	for _, name := range names {
-		h, ok := s.etcd.healthOf(s.members[name].member.ID)
+		h, ok := s.etcd.healthOf(s.views[name].member.ID)
 		if !ok || h.Name == "" {
 			return false
 		}
@@ -396,8 +421,8 @@ func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outco
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 
-// addJoiner adds the member of a joining pod to etcd.
-func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome {
+// addOneMember adds the member of a joining pod to etcd.
+func (c *Cluster) addOneMember(ctx context.Context, s *snapshot, a action) outcome {
 	m := *s.memberTemplate()
 	m.Name = a.member
 	add := c.cfg.Etcd.MemberAdd
@@ -413,14 +438,14 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 		// The reply may have been lost after etcd added the member: the
 		// membership is unknown until read again, so that the pod is not
 		// taken for a joiner (and deleted) while etcd counts it as a member.
-		c.members.forget()
+		c.knownMembership.forget()
 		return outcome{err: etcdError("add member "+m.Name, err)}
 	}
 	c.waitBackoff.Reset()
 	m.ID, m.IsLearner = added.ID, added.IsLearner
 	members := s.membership.Clone()
 	members.Add(&m)
-	c.members.learn(members)
+	c.knownMembership.learn(members)
 	kind := "member"
 	if m.IsLearner {
 		kind = "learner"
@@ -430,10 +455,10 @@ func (c *Cluster) addJoiner(ctx context.Context, s *snapshot, a action) outcome 
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 
-// promote makes a learner vote; etcd refuses until it has caught up with the
+// promoteLearner makes a learner vote; etcd refuses until it has caught up with the
 // leader, and the loop asks again shortly.
-func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
-	m := s.members[a.member].member
+func (c *Cluster) promoteLearner(ctx context.Context, s *snapshot, a action) outcome {
+	m := s.views[a.member].member
 	if err := c.cfg.Etcd.MemberPromote(ctx, c.clientConfig(s, s.changeEndpoints(a.member)), m.ID); err != nil {
 		if isNotReadyForChange(err) {
 			c.log.Debugf("etcd refused to promote %s for now: %v", a.member, err)
@@ -444,7 +469,7 @@ func (c *Cluster) promote(ctx context.Context, s *snapshot, a action) outcome {
 	c.waitBackoff.Reset()
 	members := s.membership.Clone()
 	members[a.member].IsLearner = false
-	c.members.learn(members)
+	c.knownMembership.learn(members)
 	c.log.Infof("promoted learner %s (%x) to a voting member", a.member, m.ID)
 	return outcome{requeue: c.cfg.MinPassInterval}
 }

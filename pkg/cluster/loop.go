@@ -208,7 +208,7 @@ func (c *Cluster) safePass(ctx context.Context) (requeue time.Duration, err erro
 // one Warning event and the metric, and forgets what the goroutine recorded,
 // so that the next pass starts from what it observes.
 func (c *Cluster) recovered(err error) {
-	c.members.forget()
+	c.knownMembership.forget()
 	c.podExpect, c.upgradeExpect = nil, nil
 	p := newProblem(problemInternal, "internal error in the operator (reported in its log; the pass is retried): %v", err)
 	if _, done := c.announced[p.key()]; !done {

@@ -17,20 +17,22 @@ import (
 // a minute, and no request to Kubernetes.
 const etcdObserveInterval = time.Minute
 
-// space recovers a cluster that ran out of space: with a NOSPACE alarm it
+// recoverNoSpace is step 10 of decide: it recovers a cluster that ran out
+// of space: with a NOSPACE alarm it
 // takes no write at all, so this comes before any other change.
-func space(s *snapshot) (action, bool) {
+func recoverNoSpace(s *snapshot) (action, bool) {
 	if !s.etcd.hasAlarm(etcdutil.AlarmNoSpace) {
 		return action{}, false
 	}
-	if a, ok := maintain(s); ok {
+	if a, ok := nextMaintenance(s); ok {
 		return a, true
 	}
 	return action{}, false
 }
 
-// care is the day-2 care of a cluster at rest.
-func care(s *snapshot) (action, bool) {
+// routineMaintenance is step 16 of decide: the day-2 care of a cluster at
+// rest.
+func routineMaintenance(s *snapshot) (action, bool) {
 	if s.etcd == nil {
 		if s.now.Sub(s.etcdReadAt) >= etcdObserveInterval || runningNotReady(s) {
 			return readEtcd("day-2 care: the members' databases and alarms"), true
@@ -40,13 +42,13 @@ func care(s *snapshot) (action, bool) {
 	if !s.etcd.confirmed {
 		return action{}, false
 	}
-	return maintain(s)
+	return nextMaintenance(s)
 }
 
 // runningNotReady tells whether a member runs but is not ready: with an
 // alarm (NOSPACE, CORRUPT) etcd's /health fails on every member.
 func runningNotReady(s *snapshot) bool {
-	for _, m := range s.members {
+	for _, m := range s.views {
 		if m.state == memberRunning && !m.ready {
 			return true
 		}
@@ -54,8 +56,9 @@ func runningNotReady(s *snapshot) bool {
 	return false
 }
 
-// maintain turns the maintenance planner's next step into an action.
-func maintain(s *snapshot) (action, bool) {
+// nextMaintenance turns the maintenance planner's next step into an
+// action; it chooses, the executors below carry it out.
+func nextMaintenance(s *snapshot) (action, bool) {
 	if s.etcd == nil || !s.etcd.confirmed {
 		return action{}, false
 	}
@@ -86,55 +89,73 @@ func maintain(s *snapshot) (action, bool) {
 		return action{kind: actDisarmNoSpace, reason: next.Reason}, true
 	}
 	if s.etcd.hasAlarm(etcdutil.AlarmNoSpace) {
-		a := wait(next.Reason)
+		a := waiting(next.Reason)
 		a.backoff = true
 		return a, true
 	}
 	return action{}, false
 }
 
-// maintain carries out a step of day-2 care. Each is said in an event: they
-// are what a user would otherwise have done by hand with etcdctl.
-func (c *Cluster) maintain(ctx context.Context, s *snapshot, a action) outcome {
-	cc := c.clientConfig(s, s.endpoints())
+// The executors of maintenance. Each is said in an event: they are what a
+// user would otherwise have done by hand with etcdctl.
+
+// enableDowngrade enables etcd's downgrade of the cluster version, after
+// which the members are patched back one at a time.
+func (c *Cluster) enableDowngrade(ctx context.Context, s *snapshot, a action) outcome {
 	c.log.Infof("%s", a)
-	switch a.kind {
-	case actEnableDowngrade:
-		if err := c.cfg.Etcd.EnableDowngrade(ctx, cc, a.version); err != nil {
-			return outcome{err: etcdError("enable the downgrade to "+a.version, err)}
-		}
-		c.event(corev1.EventTypeNormal, eventDowngradeEnabled, a.reason)
-	case actMoveLeader:
-		m := s.members[a.member]
-		if m == nil {
-			return outcome{err: fmt.Errorf("move leadership to %s: no such member", a.member)}
-		}
-		if err := c.cfg.Etcd.MoveLeader(ctx, cc, m.member.ID); err != nil {
-			return outcome{err: etcdError("move leadership to "+a.member, err)}
-		}
-		c.event(corev1.EventTypeNormal, eventLeaderMoved, fmt.Sprintf("Leadership moved to %s: %s", a.member, a.reason))
-	case actCompact:
-		rev, err := c.cfg.Etcd.Compact(ctx, cc)
-		if err != nil {
-			return outcome{err: etcdError("compact", err)}
-		}
-		c.event(corev1.EventTypeNormal, eventCompacted, fmt.Sprintf("History compacted to revision %d: %s", rev, a.reason))
-		return outcome{compacted: rev, requeue: c.cfg.MinPassInterval}
-	case actDefragment:
-		m := s.members[a.member]
-		if m == nil {
-			return outcome{err: fmt.Errorf("defragment %s: no such member", a.member)}
-		}
-		if err := c.cfg.Etcd.Defragment(ctx, cc, m.member.ClientURL()); err != nil {
-			return outcome{err: etcdError("defragment "+a.member, err)}
-		}
-		c.event(corev1.EventTypeNormal, eventDefragmented, fmt.Sprintf("Member %s defragmented: %s", a.member, a.reason))
-		return outcome{defragmented: a.member, requeue: c.cfg.MinPassInterval}
-	case actDisarmNoSpace:
-		if err := c.cfg.Etcd.DisarmNoSpace(ctx, cc); err != nil {
-			return outcome{err: etcdError("disarm the NOSPACE alarm", err)}
-		}
-		c.event(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
+	if err := c.cfg.Etcd.EnableDowngrade(ctx, c.clientConfig(s, s.endpoints()), a.version); err != nil {
+		return outcome{err: etcdError("enable the downgrade to "+a.version, err)}
 	}
+	c.event(corev1.EventTypeNormal, eventDowngradeEnabled, a.reason)
+	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// moveLeader hands leadership to member a.member.
+func (c *Cluster) moveLeader(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("%s", a)
+	m := s.views[a.member]
+	if m == nil {
+		return outcome{err: fmt.Errorf("move leadership to %s: no such member", a.member)}
+	}
+	if err := c.cfg.Etcd.MoveLeader(ctx, c.clientConfig(s, s.endpoints()), m.member.ID); err != nil {
+		return outcome{err: etcdError("move leadership to "+a.member, err)}
+	}
+	c.event(corev1.EventTypeNormal, eventLeaderMoved, fmt.Sprintf("Leadership moved to %s: %s", a.member, a.reason))
+	return outcome{requeue: c.cfg.MinPassInterval}
+}
+
+// compact compacts the history to the current revision; the status records
+// the revision.
+func (c *Cluster) compact(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("%s", a)
+	rev, err := c.cfg.Etcd.Compact(ctx, c.clientConfig(s, s.endpoints()))
+	if err != nil {
+		return outcome{err: etcdError("compact", err)}
+	}
+	c.event(corev1.EventTypeNormal, eventCompacted, fmt.Sprintf("History compacted to revision %d: %s", rev, a.reason))
+	return outcome{compacted: rev, requeue: c.cfg.MinPassInterval}
+}
+
+// defragment defragments one member; the status records when.
+func (c *Cluster) defragment(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("%s", a)
+	m := s.views[a.member]
+	if m == nil {
+		return outcome{err: fmt.Errorf("defragment %s: no such member", a.member)}
+	}
+	if err := c.cfg.Etcd.Defragment(ctx, c.clientConfig(s, s.endpoints()), m.member.ClientURL()); err != nil {
+		return outcome{err: etcdError("defragment "+a.member, err)}
+	}
+	c.event(corev1.EventTypeNormal, eventDefragmented, fmt.Sprintf("Member %s defragmented: %s", a.member, a.reason))
+	return outcome{defragmented: a.member, requeue: c.cfg.MinPassInterval}
+}
+
+// disarmNoSpace disarms the NOSPACE alarm once every member has room.
+func (c *Cluster) disarmNoSpace(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("%s", a)
+	if err := c.cfg.Etcd.DisarmNoSpace(ctx, c.clientConfig(s, s.endpoints())); err != nil {
+		return outcome{err: etcdError("disarm the NOSPACE alarm", err)}
+	}
+	c.event(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
 	return outcome{requeue: c.cfg.MinPassInterval}
 }

@@ -60,7 +60,7 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		out.requeue = 0
 	}
 	problems = c.noteWait(s, a, problems)
-	if known := c.members.known(); known != nil && !out.stop {
+	if known := c.knownMembership.known(); known != nil && !out.stop {
 		// The status tells the membership after the action.
 		s.membership = known
 		s.classify()

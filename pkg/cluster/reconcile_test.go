@@ -324,7 +324,7 @@ func TestReconcileMembers(t *testing.T) {
 				if cmd := strings.Join(f.createdPod(seed).Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--initial-cluster-state=new") {
 					t.Errorf("the new seed does not start a new cluster: %q", cmd)
 				}
-				expect(t, "membership", f.c.members.set.Names(), []string{seed})
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{seed})
 				expectEvents(t, f.events(),
 					"Normal Replacing Dead Member The dead member "+memberA+" is being replaced",
 					"Normal New Member Added New member "+seed+" added to cluster")
@@ -420,14 +420,14 @@ func TestReconcileMembers(t *testing.T) {
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC)
-				f.c.members.forget()
+				f.c.knownMembership.forget()
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
 				f.pod("example-stray")
 				f.mustPass()
-				expect(t, "membership", f.c.members.set.Names(), []string{memberA, memberB, memberC})
-				if id := f.c.members.set[memberB].ID; id != memberID(memberB) {
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{memberA, memberB, memberC})
+				if id := f.c.knownMembership.set[memberB].ID; id != memberID(memberB) {
 					t.Errorf("member ID = %x, want %x", id, memberID(memberB))
 				}
 				expect(t, "pod actions", f.podActions(), []string{"delete pods example-stray"})
@@ -439,7 +439,7 @@ func TestReconcileMembers(t *testing.T) {
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC)
-				f.c.members.forget()
+				f.c.knownMembership.forget()
 				f.pod(memberA)
 				f.etcd.listErr = errors.New("context deadline exceeded")
 				f.etcd.noQuorum = true
@@ -451,8 +451,8 @@ func TestReconcileMembers(t *testing.T) {
 					t.Errorf("Available = %+v", c)
 				}
 				expectEvents(t, f.events(), "Warning LostQuorum")
-				if f.c.members.set != nil {
-					t.Errorf("a membership read without a leader was kept: %v", f.c.members.set)
+				if f.c.knownMembership.set != nil {
+					t.Errorf("a membership read without a leader was kept: %v", f.c.knownMembership.set)
 				}
 			},
 		},
@@ -467,7 +467,7 @@ func TestReconcileMembers(t *testing.T) {
 				f.etcd.members = append(f.etcd.members, &etcdserverpb.Member{ID: memberID(memberD), PeerURLs: []string{f.member(memberD).PeerURL()}})
 				f.mustPass()
 				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
-				expect(t, "membership", f.c.members.set.Names(), []string{memberA, memberB, memberC})
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{memberA, memberB, memberC})
 				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD})
 			},
 		},

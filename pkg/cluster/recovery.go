@@ -14,8 +14,8 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// 9.
-func quorum(s *snapshot) (action, bool) {
+// withoutQuorum is step 9 of decide.
+func withoutQuorum(s *snapshot) (action, bool) {
 	q := s.quorum
 	switch {
 	case q.held():
@@ -28,14 +28,14 @@ func quorum(s *snapshot) (action, bool) {
 				return a, true
 			}
 		}
-		return wait(fmt.Sprintf("%d of %d voting members run and %d are starting; %d are needed", q.up, q.voters, q.starting, q.needed)), true
+		return waiting(fmt.Sprintf("%d of %d voting members run and %d are starting; %d are needed", q.up, q.voters, q.starting, q.needed)), true
 	}
 	if a, ok := recoverQuorum(s); ok {
 		return a, true
 	}
 	// Without quorum etcd cannot change its membership, and a member removed
 	// now could hold the data needed to recover.
-	return wait(fmt.Sprintf("quorum lost: %d of %d voting members run, %d are needed", q.up, q.voters, q.needed)), true
+	return waiting(fmt.Sprintf("quorum lost: %d of %d voting members run, %d are needed", q.up, q.voters, q.needed)), true
 }
 
 // recoverQuorum is the opt-in disaster recovery (spec.disasterRecovery) of a
@@ -64,9 +64,9 @@ func recoverQuorum(s *snapshot) (action, bool) {
 		loss = *s.quorumLoss
 	}
 	var survivors []string
-	for _, name := range sortedKeys(s.members) {
+	for _, name := range sortedKeys(s.views) {
 		// A learner was never a voter: it may hold nothing of the log.
-		if m := s.members[name]; m.state == memberRunning && m.claim != nil && !m.member.IsLearner {
+		if m := s.views[name]; m.state == memberRunning && m.claim != nil && !m.member.IsLearner {
 			survivors = append(survivors, name)
 		}
 	}
@@ -77,7 +77,7 @@ func recoverQuorum(s *snapshot) (action, bool) {
 		return readEtcd("disaster recovery: ask every member for its leader and raft index"), true
 	}
 	if why := noLeaderUnproven(s); why != "" {
-		a := wait("disaster recovery waits: " + why)
+		a := waiting("disaster recovery waits: " + why)
 		a.backoff = true
 		return a, true
 	}
@@ -91,13 +91,13 @@ func recoverQuorum(s *snapshot) (action, bool) {
 		}
 	}
 	if loss.leaderlessReads < leaderlessReadsNeeded {
-		a := wait(fmt.Sprintf("disaster recovery waits for more reads of etcd without a leader (%d of %d)", loss.leaderlessReads, leaderlessReadsNeeded))
+		a := waiting(fmt.Sprintf("disaster recovery waits for more reads of etcd without a leader (%d of %d)", loss.leaderlessReads, leaderlessReadsNeeded))
 		a.backoff = true
 		return a, true
 	}
 	best, index := survivors[0], uint64(0)
 	for _, name := range survivors {
-		if h, _ := s.etcd.healthOf(s.members[name].member.ID); h.RaftIndex > index {
+		if h, _ := s.etcd.healthOf(s.views[name].member.ID); h.RaftIndex > index {
 			best, index = name, h.RaftIndex
 		}
 	}
@@ -123,8 +123,8 @@ func noLeaderUnproven(s *snapshot) string {
 		return fmt.Sprintf("member %s follows leader %x: the quorum may be held where the operator does not see its pods", name, m.Leader)
 	}
 	var newest uint64
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		h, answered := s.etcd.healthOf(m.member.ID)
 		answered = answered && h.Err == nil
 		switch {
@@ -141,8 +141,8 @@ func noLeaderUnproven(s *snapshot) string {
 			return fmt.Sprintf("member %s is starting", name)
 		}
 	}
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if h, ok := s.etcd.healthOf(m.member.ID); ok && h.Err == nil && m.claim != nil && m.state == memberRunning && h.RaftIndex >= newest {
 			return ""
 		}
@@ -157,7 +157,7 @@ func graceNotOver(s *snapshot, loss quorumLoss) (action, bool) {
 	if !s.now.Before(at) {
 		return action{}, false
 	}
-	a := wait(fmt.Sprintf("quorum lost since %s; disaster recovery starts at %s unless the members come back",
+	a := waiting(fmt.Sprintf("quorum lost since %s; disaster recovery starts at %s unless the members come back",
 		loss.since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339)))
 	a.after = at.Sub(s.now)
 	return a, true
@@ -168,10 +168,10 @@ func graceNotOver(s *snapshot, loss quorumLoss) (action, bool) {
 // every member and whatever was written after the backup is lost.
 func recoverFromBackup(s *snapshot, loss quorumLoss) (action, bool) {
 	if !s.spec.Spec.DisasterRecovery.FromBackup {
-		return wait("disaster recovery cannot start: no member with its data on a claim runs to become a one-member cluster; restore the cluster from a backup with an EtcdRestore"), true
+		return waiting("disaster recovery cannot start: no member with its data on a claim runs to become a one-member cluster; restore the cluster from a backup with an EtcdRestore"), true
 	}
 	if why := dataLeft(s); why != "" {
-		return wait("disaster recovery cannot start: " + why + ", which a restore from a backup would delete: fix what keeps them from starting and they come back with it"), true
+		return waiting("disaster recovery cannot start: " + why + ", which a restore from a backup would delete: fix what keeps them from starting and they come back with it"), true
 	}
 	if a, ok := graceNotOver(s, loss); ok {
 		return a, true
@@ -188,8 +188,8 @@ func dataLeft(s *snapshot) string {
 		return "the operator cannot see the cluster's claims"
 	}
 	var onClaims, inPods []string
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		switch {
 		case m.claim != nil:
 			onClaims = append(onClaims, name)
@@ -211,7 +211,7 @@ func dataLeft(s *snapshot) string {
 // --force-new-cluster. What only the lost members held is lost; the status
 // records how much may be.
 func (c *Cluster) forceNewCluster(ctx context.Context, s *snapshot, a action) outcome {
-	m := s.members[a.member]
+	m := s.views[a.member]
 	var revision int64
 	if h, ok := s.etcd.healthOf(m.member.ID); ok {
 		revision = h.Revision

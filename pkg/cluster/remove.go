@@ -9,21 +9,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// removeMember shrinks the cluster by one, choosing the member whose removal
-// costs availability least:
+// pickMemberToRemove picks the member to remove to shrink the cluster by
+// one: the one whose removal costs availability least:
 //  1. a member replaced because it cannot be upgraded in place, once every
 //     other member is ready;
 //  2. a member whose pod is not Ready;
-//  3. a follower (the original could pick the leader, #1191, costing an
+//  3. a follower (the original could pick the leader, costing an
 //     election);
 //  4. the leader, only when it is the sole candidate.
-func removeMember(s *snapshot) (action, bool) {
+func pickMemberToRemove(s *snapshot) (action, bool) {
 	if a, ok := needEtcd(s, "remove a member"); ok {
 		return a, true
 	}
 	ready := s.readyNames()
 	var notReady []string
-	for _, name := range sortedKeys(s.members) {
+	for _, name := range sortedKeys(s.views) {
 		if !slices.Contains(ready, name) && quorumWithout(s, name) {
 			notReady = append(notReady, name)
 		}
@@ -35,7 +35,7 @@ func removeMember(s *snapshot) (action, bool) {
 		victim := s.plan.replace[0]
 		for _, n := range notReady {
 			if n != victim {
-				return wait(fmt.Sprintf("member %s is not ready; %s is removed once it is", n, victim)), true
+				return waiting(fmt.Sprintf("member %s is not ready; %s is removed once it is", n, victim)), true
 			}
 		}
 		return remove(victim, "it was replaced because it cannot run the new version in place")
@@ -44,28 +44,28 @@ func removeMember(s *snapshot) (action, bool) {
 		return remove(notReady[0], "its pod is not ready")
 	}
 	leader := s.etcd.health.LeaderID
-	for _, name := range sortedKeys(s.members) {
-		if s.members[name].member.ID != leader && quorumWithout(s, name) {
+	for _, name := range sortedKeys(s.views) {
+		if s.views[name].member.ID != leader && quorumWithout(s, name) {
 			return remove(name, "a follower")
 		}
 	}
-	for _, name := range sortedKeys(s.members) {
+	for _, name := range sortedKeys(s.views) {
 		if quorumWithout(s, name) {
 			return remove(name, "the only member left to choose")
 		}
 	}
-	return wait("no member can be removed while the others hold no quorum without it"), true
+	return waiting("no member can be removed while the others hold no quorum without it"), true
 }
 
 // quorumWithout tells whether the voting members left once member name is
 // removed still have a quorum of them running.
 func quorumWithout(s *snapshot, name string) bool {
-	m := s.members[name]
+	m := s.views[name]
 	if m.member.IsLearner {
 		return true
 	}
 	voters, up := s.quorum.voters-1, 0
-	for other, v := range s.members {
+	for other, v := range s.views {
 		switch {
 		case other == name || v.member.IsLearner || v.state != memberRunning:
 		case s.etcd != nil && s.etcd.err == nil && !s.etcd.answers(v.member.ID):
@@ -77,12 +77,19 @@ func quorumWithout(s *snapshot, name string) bool {
 	return voters == 0 || up >= voters/2+1
 }
 
-// removeMember removes a member from etcd, then deletes its pod and claim.
-// A deletion that fails leaves a pod or claim of no member, which a later
-// pass collects. dead adds the original's "Replacing Dead Member" event, in
-// its order: once etcd has let the member go, before "Member Removed".
-func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead bool) outcome {
-	m := s.members[a.member].member
+// removeOneMember removes a member to shrink the cluster (or to finish the
+// replacement of one that cannot be upgraded in place).
+func (c *Cluster) removeOneMember(ctx context.Context, s *snapshot, a action) outcome {
+	return c.removeMemberAndData(ctx, s, a, false)
+}
+
+// removeMemberAndData removes a member from etcd, then deletes its pod and
+// claim. A deletion that fails leaves a pod or claim of no member, which a
+// later pass collects. dead adds the original's "Replacing Dead Member"
+// event, in its order: once etcd has let the member go, before "Member
+// Removed".
+func (c *Cluster) removeMemberAndData(ctx context.Context, s *snapshot, a action, dead bool) outcome {
+	m := s.views[a.member].member
 	if m.ID == 0 {
 		return outcome{err: newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))}
 	}
@@ -92,13 +99,13 @@ func (c *Cluster) removeMember(ctx context.Context, s *snapshot, a action, dead 
 			c.log.Debugf("etcd refused to remove %s for now: %v", a.member, err)
 			return outcome{requeue: c.waitBackoff.Next()}
 		}
-		c.members.forget()
+		c.knownMembership.forget()
 		return outcome{err: etcdError("remove member "+m.Name, err)}
 	}
 	c.waitBackoff.Reset()
 	members := s.membership.Clone()
 	members.Remove(m.Name)
-	c.members.learn(members)
+	c.knownMembership.learn(members)
 	c.log.Infof("removed member %s (%x) from etcd; membership %s", m.Name, m.ID, members)
 	if dead {
 		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", m.Name))

@@ -88,7 +88,7 @@ func (s *snapshot) claimRestarts(name string) int {
 	return 0
 }
 
-// 5.
+// unknownMembership is step 5 of decide.
 func unknownMembership(s *snapshot) (action, bool) {
 	if s.membership != nil {
 		return action{}, false
@@ -115,16 +115,16 @@ func unknownMembership(s *snapshot) (action, bool) {
 	case ok && restart.kind != actWait:
 		return restart, true
 	case running > 0:
-		return wait("etcd did not tell its membership"), true
+		return waiting("etcd did not tell its membership"), true
 	case ok:
 		return restart, true
 	case starting > 0:
-		return wait("the membership is unknown and no member pod runs yet"), true
+		return waiting("the membership is unknown and no member pod runs yet"), true
 	}
 	if seed, ok := lonelyNeverStartedPod(s); ok {
 		return action{kind: actReseed, member: seed, reason: "the only member pod never ran and the cluster was never available"}, true
 	}
-	return wait("no member pod runs"), true
+	return waiting("no member pod runs"), true
 }
 
 // restartFromClaims restarts every member in place when no member runs and
@@ -169,15 +169,15 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	case len(gone) == 0 && len(ended) > 0:
 		return deleteToRestart(s, ended[0]), true
 	case len(gone) == 0:
-		return wait(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
+		return waiting(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
-	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
+	return action{kind: actRestartMembers, names: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
 }
 
-// 8.
+// restartInPlace is step 8 of decide.
 func restartInPlace(s *snapshot) (action, bool) {
-	for _, name := range sortedKeys(s.members) {
-		if m := s.members[name]; m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) && len(s.members) == 1 && m.state == memberRunning {
+	for _, name := range sortedKeys(s.views) {
+		if m := s.views[name]; m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) && len(s.views) == 1 && m.state == memberRunning {
 			// The survivor of a disaster recovery runs alone now: it must
 			// not keep --force-new-cluster, which would wipe the members
 			// added next at its next restart.
@@ -185,8 +185,8 @@ func restartInPlace(s *snapshot) (action, bool) {
 		}
 	}
 	var gone, ended []string
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		switch {
 		case m.repair != repairRestart || m.state == memberCrashing:
 			// the kubelet restarts a crashing member in its pod
@@ -210,13 +210,13 @@ func restartInPlace(s *snapshot) (action, bool) {
 	}
 	if r := s.recovering; r != nil && slices.Contains(gone, r.member) {
 		if r.flagRemoved {
-			return action{kind: actRestartMembers, members: []string{r.member}, version: restartVersion(s, []string{r.member}),
+			return action{kind: actRestartMembers, names: []string{r.member}, version: restartVersion(s, []string{r.member}),
 				reason: "disaster recovery: the survivor runs without --force-new-cluster"}, true
 		}
-		return action{kind: actRestartMembers, members: []string{r.member}, version: restartVersion(s, []string{r.member}), force: true,
+		return action{kind: actRestartMembers, names: []string{r.member}, version: restartVersion(s, []string{r.member}), force: true,
 			reason: "disaster recovery: the survivor becomes a one-member cluster with its data"}, true
 	}
-	return action{kind: actRestartMembers, members: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
+	return action{kind: actRestartMembers, names: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
 }
 
 // deleteToRestart deletes member name's pod, which ended or did not start
@@ -255,22 +255,22 @@ func restartVersion(s *snapshot, names []string) string {
 	return v
 }
 
-// 12.
-func deadMembers(s *snapshot) (action, bool) {
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+// replaceDeadMembers is step 12 of decide.
+func replaceDeadMembers(s *snapshot) (action, bool) {
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.state == memberTerminating {
 			// Deleting every pod at once shows one pod terminating while
 			// the others still run; removing that member then would leave
 			// etcd listing members that all go away a moment later. By the
 			// time the pod is gone, the others are terminating too, and
 			// quorum says no.
-			return wait(fmt.Sprintf("pod %s is being deleted; its member is repaired once it is gone", name)), true
+			return waiting(fmt.Sprintf("pod %s is being deleted; its member is repaired once it is gone", name)), true
 		}
 	}
 	var needed []string
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.repair != repairReplace {
 			continue
 		}
@@ -292,13 +292,13 @@ func deadMembers(s *snapshot) (action, bool) {
 			if a, ok := prepareJoiner(s, "ahead of the replacement of "+name); ok {
 				return a, true
 			}
-			a := wait(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name))
+			a := waiting(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name))
 			a.backoff = true
 			return a, true
 		}
 		if r, again := s.replaced[m.cause]; again && m.cause != "" {
 			if next := r.last.Add(replacementBackoff(r)); s.now.Before(next) {
-				a := wait(fmt.Sprintf("member %s fails as the %d member(s) replaced before it did (%s); the next replacement waits until %s: fix the cause (spec.pod, the node) meanwhile",
+				a := waiting(fmt.Sprintf("member %s fails as the %d member(s) replaced before it did (%s); the next replacement waits until %s: fix the cause (spec.pod, the node) meanwhile",
 					name, r.count, m.cause, next.UTC().Format(time.RFC3339)))
 				a.after = next.Sub(s.now)
 				return a, true
@@ -307,7 +307,7 @@ func deadMembers(s *snapshot) (action, bool) {
 		return action{kind: actRemoveDeadMember, member: name, reason: replaceReason(m)}, true
 	}
 	if len(needed) > 0 {
-		return wait(fmt.Sprintf("member %s is to be replaced (%s), but the quorum needs it until the other members run", needed[0], replaceReason(s.members[needed[0]]))), true
+		return waiting(fmt.Sprintf("member %s is to be replaced (%s), but the quorum needs it until the other members run", needed[0], replaceReason(s.views[needed[0]]))), true
 	}
 	return action{}, false
 }
@@ -325,6 +325,32 @@ func replaceReason(m *memberView) string {
 	return "its pod is " + m.state.String()
 }
 
+// removeDeadMember removes a member that cannot come back from etcd, with
+// its pod and claim; a new member replaces it in a later pass. The
+// replacement is recorded by cause, so that one that fails the same way is
+// not replaced in a loop.
+func (c *Cluster) removeDeadMember(ctx context.Context, s *snapshot, a action) outcome {
+	out := c.removeMemberAndData(ctx, s, a, true)
+	if known := c.knownMembership.known(); out.err == nil && known != nil && known[a.member] == nil {
+		c.recordReplacement(s.views[a.member].cause)
+	}
+	return out
+}
+
+// deleteFailedPod deletes the ended pod of a member that is restarted in
+// place, so that its name is free for the new pod.
+func (c *Cluster) deleteFailedPod(ctx context.Context, s *snapshot, a action) outcome {
+	c.log.Infof("deleting the pod of member %s: %s", a.member, a.reason)
+	if m := s.views[a.member]; m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
+		c.recovering = &recovering{member: a.member, started: c.now(), flagRemoved: true}
+	}
+	err := c.deletePod(ctx, a.member)
+	if err == nil && a.failure {
+		c.noteEndedPod(a.member)
+	}
+	return outcome{err: err, requeue: c.cfg.MinPassInterval, downed: a.member}
+}
+
 // restartMembers gives members whose pods are gone new pods on their claims.
 // etcd finds its data directory and starts as the member it was: same ID, no
 // MemberAdd, no copy of the data, --initial-cluster ignored. A restart after
@@ -332,10 +358,10 @@ func replaceReason(m *memberView) string {
 // member's claim, for the repair ladder; the restart of a member whose pod
 // was deleted by someone else, or never started, is not: it is no failure.
 func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) outcome {
-	members := restartMembership(s, a.members)
+	members := restartMembership(s, a.names)
 	pairs := members.PeerURLPairs()
-	recovery := c.recovering != nil && slices.Contains(a.members, c.recovering.member)
-	for _, name := range a.members {
+	recovery := c.recovering != nil && slices.Contains(a.names, c.recovering.member)
+	for _, name := range a.names {
 		// The restarts of a disaster recovery are not failures of the
 		// member: they do not count on the repair ladder.
 		restarts := 0
@@ -349,7 +375,7 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 		if a.force {
 			opts = append(opts, k8sutil.WithForceNewCluster())
 			// etcd forgets the other members: the membership is read again.
-			c.members.forget()
+			c.knownMembership.forget()
 		}
 		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "", opts...)
 		if err := c.createPod(ctx, pod); err != nil {

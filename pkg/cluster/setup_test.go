@@ -161,7 +161,7 @@ func TestSetup(t *testing.T) {
 				}
 				f.setReady(memberA, true)
 				f.mustPass()
-				expect(t, "membership", f.c.members.set.Names(), []string{memberA})
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{memberA})
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 			},
 		},

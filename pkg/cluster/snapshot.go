@@ -101,8 +101,9 @@ type snapshot struct {
 
 	// Derived by classify.
 
-	// members are the members of a known membership, by name.
-	members map[string]*memberView
+	// views are the member views (what the snapshot sees of each member) of
+	// a known membership, by name.
+	views map[string]*memberView
 	// joiners are pods made for members not added yet, by name.
 	joiners map[string]*corev1.Pod
 	// strayPods are live pods of the cluster that are no member and no
@@ -185,16 +186,16 @@ func (q quorumView) held() bool { return q.voters > 0 && q.up >= q.needed }
 // classify derives the member views, joiners, strays, quorum and version plan
 // from the raw fields.
 func (s *snapshot) classify() {
-	s.members = map[string]*memberView{}
+	s.views = map[string]*memberView{}
 	s.joiners = map[string]*corev1.Pod{}
 	s.strayPods, s.strayClaims = nil, nil
 	for _, name := range s.membership.Names() {
-		s.members[name] = s.viewMember(s.membership[name])
+		s.views[name] = s.viewMember(s.membership[name])
 	}
 	if s.membership != nil {
 		for _, name := range sortedKeys(s.pods) {
 			pod := s.pods[name]
-			switch _, member := s.members[name]; {
+			switch _, member := s.views[name]; {
 			case member:
 			case k8sutil.WaitsForMembership(pod):
 				s.joiners[name] = pod
@@ -203,7 +204,7 @@ func (s *snapshot) classify() {
 			}
 		}
 		for _, name := range sortedKeys(s.claims) {
-			_, member := s.members[name]
+			_, member := s.views[name]
 			_, live := s.pods[name]
 			_, ending := s.terminating[name]
 			expected := s.podExpect.has(name)
@@ -322,7 +323,7 @@ func (s *snapshot) podState(pod *corev1.Pod) (memberState, bool) {
 
 func (s *snapshot) countQuorum() quorumView {
 	var q quorumView
-	for _, m := range s.members {
+	for _, m := range s.views {
 		if m.member.IsLearner {
 			continue
 		}
@@ -345,8 +346,8 @@ func (s *snapshot) countQuorum() quorumView {
 // names lists the members in one of the given states, sorted.
 func (s *snapshot) names(states ...memberState) []string {
 	var out []string
-	for _, name := range sortedKeys(s.members) {
-		if slices.Contains(states, s.members[name].state) {
+	for _, name := range sortedKeys(s.views) {
+		if slices.Contains(states, s.views[name].state) {
 			out = append(out, name)
 		}
 	}
@@ -356,8 +357,8 @@ func (s *snapshot) names(states ...memberState) []string {
 // readyNames lists the members whose pod is Running and Ready, sorted.
 func (s *snapshot) readyNames() []string {
 	var out []string
-	for _, name := range sortedKeys(s.members) {
-		if m := s.members[name]; m.state == memberRunning && m.ready {
+	for _, name := range sortedKeys(s.views) {
+		if m := s.views[name]; m.state == memberRunning && m.ready {
 			out = append(out, name)
 		}
 	}
@@ -365,7 +366,7 @@ func (s *snapshot) readyNames() []string {
 }
 
 // allReady tells whether every member's pod is Running and Ready.
-func (s *snapshot) allReady() bool { return len(s.readyNames()) == len(s.members) }
+func (s *snapshot) allReady() bool { return len(s.readyNames()) == len(s.views) }
 
 // usesClaims tells whether members keep their data on PersistentVolumeClaims.
 func (s *snapshot) usesClaims() bool {
@@ -376,8 +377,8 @@ func (s *snapshot) usesClaims() bool {
 // ones first: a learner serves no linearizable request.
 func (s *snapshot) endpoints() []string {
 	var ready, running []string
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.state != memberRunning || m.member.IsLearner {
 			continue
 		}
@@ -411,7 +412,7 @@ func (s *snapshot) changeEndpoints(changed string) []string {
 	}
 	var eps []string
 	for _, ep := range s.endpoints() {
-		if v := s.members[changed]; v == nil || ep != v.member.ClientURL() {
+		if v := s.views[changed]; v == nil || ep != v.member.ClientURL() {
 			eps = append(eps, ep)
 		}
 	}

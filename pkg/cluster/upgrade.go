@@ -52,8 +52,8 @@ func (s *snapshot) planVersions() versionPlan {
 	newest := ""
 	specced := map[string]bool{}
 	running := map[string]bool{}
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.pod == nil || k8sutil.IsBeingDeleted(m.pod) {
 			continue
 		}
@@ -249,23 +249,23 @@ func etcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	return nil
 }
 
-// 15.
-func version(s *snapshot) (action, bool) {
+// upgradeMembers is step 15 of decide.
+func upgradeMembers(s *snapshot) (action, bool) {
 	p := s.plan
 	switch {
 	case p.refused != nil:
-		return wait(p.refused.msg), true
+		return waiting(p.refused.msg), true
 	case len(p.old) == 0:
 		return action{}, false
 	}
 	if e := s.upgradeExpect; e != nil {
-		return wait(fmt.Sprintf("member %s is restarting on %s", e.name, e.version)), true
+		return waiting(fmt.Sprintf("member %s is restarting on %s", e.name, e.version)), true
 	}
 	// A member that is not ready serves nothing, so patching it first costs
 	// no availability. It is also how a rollout to an image that never
 	// started is taken back: that member is the one not ready.
 	for _, name := range p.old {
-		if m := s.members[name]; m.pod != nil && !(m.state == memberRunning && m.ready) && m.state != memberTerminating {
+		if m := s.views[name]; m.pod != nil && !(m.state == memberRunning && m.ready) && m.state != memberTerminating {
 			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "it is not ready"}, true
 		}
 	}
@@ -275,13 +275,13 @@ func version(s *snapshot) (action, bool) {
 	if mv := s.versionMove; mv != nil {
 		switch mv.Kind {
 		case maintenance.MoveWait:
-			a := wait(mv.Reason)
+			a := waiting(mv.Reason)
 			a.backoff = true
 			return a, true
 		case maintenance.MoveEnableDowngrade:
 			for _, m := range s.etcd.health.Members {
 				if m.Downgrade.Enabled {
-					a := wait("the downgrade is enabled; waiting for the cluster version to drop")
+					a := waiting("the downgrade is enabled; waiting for the cluster version to drop")
 					a.backoff = true
 					return a, true
 				}
@@ -289,16 +289,27 @@ func version(s *snapshot) (action, bool) {
 			return action{kind: actEnableDowngrade, version: mv.DowngradeTarget, reason: mv.Reason}, true
 		}
 	}
-	leader := s.etcd.health.LeaderID
-	for _, name := range p.old {
-		if s.members[name].member.ID != leader {
-			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "a follower"}, true
-		}
+	name, isLeader := pickOneOldMember(s)
+	if !isLeader {
+		return action{kind: actUpgradeMember, member: name, version: p.target, reason: "a follower"}, true
 	}
-	if a, ok := handOff(s, leader); ok {
+	if a, ok := handOff(s, s.etcd.health.LeaderID); ok {
 		return a, true
 	}
-	return action{kind: actUpgradeMember, member: p.old[0], version: p.target, reason: "the leader, last"}, true
+	return action{kind: actUpgradeMember, member: name, version: p.target, reason: "the leader, last"}, true
+}
+
+// pickOneOldMember picks the member to patch next, as the original's
+// pickOneOldMember did, but the leader last: a follower while one is left
+// (each patch of the leader costs an election), else the leader.
+func pickOneOldMember(s *snapshot) (name string, isLeader bool) {
+	leader := s.etcd.health.LeaderID
+	for _, name := range s.plan.old {
+		if s.views[name].member.ID != leader {
+			return name, false
+		}
+	}
+	return s.plan.old[0], true
 }
 
 // handOff moves leadership away from member id before it is taken down, to
@@ -310,18 +321,18 @@ func handOff(s *snapshot, id uint64) (action, bool) {
 	case h.Kind == maintenance.MoveLeader:
 		return action{kind: actMoveLeader, member: h.Member.Name, reason: h.Reason}, true
 	case h.Reason != "the member does not lead" && s.quorum.voters > 1:
-		a := wait(h.Reason)
+		a := waiting(h.Reason)
 		a.backoff = true
 		return a, true
 	}
 	return action{}, false
 }
 
-// upgradeMember patches a member in place: the kubelet restarts the etcd
+// upgradeOneMember patches a member in place: the kubelet restarts the etcd
 // container on the new image and the data directory survives. The next
 // member waits until this one runs the new image and is Ready again.
-func (c *Cluster) upgradeMember(ctx context.Context, s *snapshot, a action) outcome {
-	pod := s.members[a.member].pod
+func (c *Cluster) upgradeOneMember(ctx context.Context, s *snapshot, a action) outcome {
+	pod := s.views[a.member].pod
 	from := podVersion(pod)
 	if v := runningVersion(pod); v != "" {
 		from = v
