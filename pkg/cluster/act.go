@@ -46,9 +46,6 @@ type outcome struct {
 	err error
 	// phase, when set, is the cluster's new phase.
 	phase api.ClusterPhase
-	// stop is set when the action found the pass's snapshot outdated and
-	// wrote nothing: the next pass starts over.
-	stop bool
 	// Records of maintenance for the status: the revision compacted to,
 	// the member defragmented; and of a disaster recovery.
 	compacted    int64
@@ -75,6 +72,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: c.createServices(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actSyncBudget:
 		return outcome{err: c.syncBudget(ctx, s), requeue: c.cfg.MinPassInterval}
+	case actRecordCreating:
+		return c.recordCreating(s)
 	case actSeed:
 		return c.seed(ctx, s, a)
 	case actAdopt:

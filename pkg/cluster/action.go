@@ -23,8 +23,11 @@ const (
 	// actSyncBudget makes, changes or deletes the cluster's
 	// PodDisruptionBudget.
 	actSyncBudget
-	// actSeed writes phase Creating, then creates the first member's claim
-	// and pod with --initial-cluster-state=new.
+	// actRecordCreating sets the phase of a new cluster to Creating, and
+	// nothing else: the end of the pass writes it.
+	actRecordCreating
+	// actSeed creates the first member's claim and pod with
+	// --initial-cluster-state=new.
 	actSeed
 	// actAdopt takes over pods found while the phase says Creating: phase
 	// Running, membership read from etcd next.
@@ -90,6 +93,7 @@ var actionNames = map[actionKind]string{
 	actReadEtcd:          "read etcd",
 	actCreateServices:    "create services",
 	actSyncBudget:        "sync disruption budget",
+	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actAdopt:             "adopt",
 	actReseed:            "reseed",

@@ -69,20 +69,21 @@ func seedMayBeMadeAgain(s *snapshot, pod *corev1.Pod) bool {
 	return st == nil || st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil
 }
 
-// seed creates the first member of a new cluster. The phase is written as
-// Creating before the seed pod exists, so that an operator restarting in
-// between finds either no pod (and creates the seed) or the seed (and adopts
-// it); it never has to fail the cluster as the original did. The write also
-// finds the restore operator's hand-over, which sets the phase first.
+// recordCreating writes nothing itself: its outcome is the phase Creating,
+// which the end of the pass writes before any seed pod exists. An operator
+// restarting in between then finds either no pod (and creates the seed) or
+// the seed (and adopts it); it never has to fail the cluster as the
+// original did. The write also finds the restore operator's hand-over,
+// which sets the phase first: the object changed, nothing is written, and
+// the next pass starts from the phase the restore operator set.
+func (c *Cluster) recordCreating(s *snapshot) outcome {
+	c.log.Infof("creating cluster: size %d, version %s", s.spec.Spec.Size, s.spec.Spec.Version)
+	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
+}
+
+// seed creates the first member of a new cluster, once its phase says
+// Creating.
 func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
-	if s.phase == api.ClusterPhaseNone {
-		st := statusOf(s, *c.status(), api.ClusterPhaseCreating, c.latest.Generation, assess(s), outcome{})
-		written, err := c.writeStatus(ctx, st)
-		if err != nil || !written {
-			return outcome{err: err, stop: true, requeue: c.cfg.MinPassInterval}
-		}
-		c.log.Infof("creating cluster: size %d, version %s", s.spec.Spec.Size, a.version)
-	}
 	m := c.newMember(s.spec)
 	if a.member != "" {
 		m.Name = a.member

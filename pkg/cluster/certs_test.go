@@ -138,7 +138,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 	t.Run("6: good certificates raise nothing and the cluster is made", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS), secrets(ca, ca, later)...)
-		f.mustPass()
+		f.mustSeed()
 		if s := f.mustStatus(); strings.Contains(s.Reason, "TLS") {
 			t.Errorf("reason = %q", s.Reason)
 		}

@@ -742,6 +742,8 @@ func (w *world) finishDeletions(only string) {
 func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 	c := w.op
 	switch a.kind {
+	case actRecordCreating:
+		return api.ClusterPhaseCreating, nil
 	case actSeed:
 		name := a.member
 		if name == "" {
@@ -978,10 +980,7 @@ func (w *world) restartMembers(s *snapshot, a action) error {
 // store it.
 func (w *world) writeStatus(s *snapshot, phase api.ClusterPhase, problems []problem) {
 	c := w.op
-	if known := c.knownMembership.known(); known != nil {
-		s.membership = known
-		s.classify()
-	}
+	s = s.withMembership(c.knownMembership.known())
 	if phase == "" {
 		phase = c.status().Phase
 	}

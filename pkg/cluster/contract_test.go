@@ -194,12 +194,7 @@ func (r *run) pass(i int, l *stepLog) {
 	vs := r.checkDecision(s, a)
 	phase, err := w.act(s, a)
 	w.settle()
-	problems := assess(s)
-	if err != nil {
-		problems = append(problems, problemOf(err))
-	}
-	problems = w.op.noteWait(s, a, problems)
-	w.writeStatus(s, phase, problems)
+	w.writeStatus(s, phase, w.op.passProblems(s, nil, a, err))
 	vs = append(vs, r.checkAfterPass(a)...)
 	for _, v := range vs {
 		if r.o.ignore == nil || !r.o.ignore(v) {

@@ -167,6 +167,10 @@ func bootstrap(s *snapshot) (action, bool) {
 	case s.podExpect != nil:
 		return waiting(fmt.Sprintf("pod %s was created and is not in the cache yet", strings.Join(s.podExpect.names, ", "))), true
 	}
+	if s.phase == api.ClusterPhaseNone {
+		// Creating is in the status before the seed's claim and pod exist.
+		return action{kind: actRecordCreating, reason: "a new cluster"}, true
+	}
 	// A seed made again, or one whose pod was never made, starts on the
 	// claim its predecessor had: whatever etcd wrote there is kept.
 	return action{kind: actSeed, member: seedClaim(s), version: s.spec.Spec.Version}, true

@@ -62,7 +62,8 @@ func TestDecide(t *testing.T) {
 		{name: "without the operator's client TLS secret nothing is changed", mods: mods(tlsMissing, noPod(memberB)), want: "wait (the operator's etcd client TLS secret is not usable)"},
 
 		// 4. Bootstrap.
-		{name: "a new cluster gets a seed at spec.version", mods: mods(phase(api.ClusterPhaseNone), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "a new cluster is recorded Creating before anything is made", mods: mods(phase(api.ClusterPhaseNone), noMembership, noPods), want: "record phase Creating"},
+		{name: "a new cluster recorded Creating gets a seed at spec.version", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods), want: "seed to " + testVersion},
 		{name: "a Creating cluster without pods (a restart before the seed) gets its seed", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods), want: "seed to " + testVersion},
 		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(phase(api.ClusterPhaseCreating), noMembership), want: "adopt"},
 		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(phase(api.ClusterPhaseNone), noMembership, onlyPods(memberA)), want: "adopt"},

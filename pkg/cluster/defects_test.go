@@ -217,7 +217,7 @@ func TestPassDefects(t *testing.T) {
 
 	t.Run("10: a new cluster whose image cannot be pulled reports it and no running version", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone)))
-		f.mustPass()
+		f.mustSeed()
 		f.showCreatedPods(func(p *corev1.Pod) { imagePullFailing(p); p.Status.Phase = corev1.PodPending })
 		f.mustPass()
 		f.mustPass()
@@ -584,7 +584,7 @@ func TestBadInputIsTold(t *testing.T) {
 				{Name: "ETCD_DISCOVERY_SRV", Value: "example.com"},
 			}}
 		}))
-		f.mustPass()
+		f.mustSeed()
 		var env []string
 		for _, a := range f.kube.Actions() {
 			if ca, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "pods" {

@@ -733,6 +733,14 @@ func (f *fixture) mustPass() {
 	}
 }
 
+// mustSeed runs the two passes that take a new cluster to its seed: the
+// first records the phase Creating, the second makes the seed.
+func (f *fixture) mustSeed() {
+	f.t.Helper()
+	f.mustPass()
+	f.mustPass()
+}
+
 // podActions are the loop's writes to pods and PVCs, as "verb resource name".
 func (f *fixture) podActions() []string {
 	var out []string

@@ -39,6 +39,11 @@ func TestSetup(t *testing.T) {
 			cluster: newTestCluster(withPhase("")),
 			run: func(t *testing.T, f *fixture) {
 				f.mustPass()
+				expect(t, "pod actions once Creating is recorded", f.podActions(), nil)
+				if s := f.mustStatus(); s.Phase != api.ClusterPhaseCreating {
+					t.Fatalf("phase = %q, want Creating before any pod exists", s.Phase)
+				}
+				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 				expect(t, "etcd calls", f.etcd.Calls(false), nil)
 				pod := f.createdPod(seed)
@@ -77,7 +82,7 @@ func TestSetup(t *testing.T) {
 			name:    "the seed grows to full size one member at a time, each added once the previous one is ready",
 			cluster: newTestCluster(withPhase("")),
 			run: func(t *testing.T, f *fixture) {
-				f.mustPass()
+				f.mustSeed()
 				// The informer shows the seed; etcd knows it as a started member.
 				f.etcd.members = []*etcdserverpb.Member{{ID: memberID(seed), PeerURLs: []string{f.member(seed).PeerURL()}}}
 				f.etcd.leader = memberID(seed)
@@ -143,7 +148,7 @@ func TestSetup(t *testing.T) {
 			name:    "with volumes the seed's claim is created before its pod",
 			cluster: newTestCluster(withPhase(""), withPVC),
 			run: func(t *testing.T, f *fixture) {
-				f.mustPass()
+				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create persistentvolumeclaims " + seed, "create pods " + seed})
 			},
 		},
@@ -301,7 +306,7 @@ func TestSetup(t *testing.T) {
 				if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), secret, testNS); err != nil {
 					t.Fatal(err)
 				}
-				f.mustPass()
+				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 				if f.c.tlsConfig == nil {
 					t.Error("no TLS configuration was built")
@@ -332,7 +337,7 @@ func TestSetup(t *testing.T) {
 				if !f.c.take(fixed) {
 					t.Fatal("the fix did not ask for a pass")
 				}
-				f.mustPass()
+				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 				if s := f.mustStatus(); s.Reason != "" || s.ObservedGeneration != 2 {
 					t.Errorf("status = %+v", s)
@@ -369,6 +374,7 @@ func TestSetup(t *testing.T) {
 					t.Fatal("re-creation did not ask for a pass")
 				}
 				f.withoutServices() // garbage collection deleted the old cluster's
+				f.mustPass()
 				f.mustPass()
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})

@@ -221,6 +221,19 @@ func (s *snapshot) classify() {
 	s.learnerSlots = s.countLearnerSlots()
 }
 
+// withMembership is the snapshot as it would be with membership known:
+// the one the end of a pass tells in the status, after an action changed
+// the membership. The snapshot taken is not changed; a copy is classified.
+func (s *snapshot) withMembership(known etcdutil.MemberSet) *snapshot {
+	if known == nil {
+		return s
+	}
+	after := *s
+	after.membership = known
+	after.classify()
+	return &after
+}
+
 // judgeVersionMove asks etcd's rules about the move to spec.version once
 // etcd's view is at hand: the cluster version decides what may move (one
 // minor at a time up, 3.6 to 3.5 down through the downgrade API), and the

@@ -162,7 +162,7 @@ func TestStatusWrites(t *testing.T) {
 	t.Run("a new cluster grows to its size while its status cannot be stored", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withPhase(api.ClusterPhaseNone)))
 		statustest.ForbidServedStatus(f.crs, api.EtcdClusterResourcePlural)
-		f.mustPass()
+		f.mustSeed()
 		seed := f.podActions()
 		if len(seed) != 1 || !strings.HasPrefix(seed[0], "create pods ") {
 			t.Fatalf("pod actions %v, want the seed", seed)
