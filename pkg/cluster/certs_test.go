@@ -92,7 +92,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	}
 
-	t.Run("6: a new cluster with an expired peer certificate says so and makes no pod", func(t *testing.T) {
+	t.Run("a new cluster with an expired peer certificate says so and makes no pod", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
 			secrets(ca, ca, testStart.Add(-time.Hour))...)
@@ -108,7 +108,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	})
 
-	t.Run("6: a running cluster whose server certificate comes from another CA than the operator trusts says so", func(t *testing.T) {
+	t.Run("a running cluster whose server certificate comes from another CA than the operator trusts says so", func(t *testing.T) {
 		ca, other := newTestCA(t), newTestCA(t)
 		f := newFixture(t, newTestCluster(withTLS), secrets(ca, other, later)...)
 		f.withMembers(memberA, memberB, memberC)
@@ -122,7 +122,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	})
 
-	t.Run("6: certificates that name no member are reported with the names they carry", func(t *testing.T) {
+	t.Run("certificates that name no member are reported with the names they carry", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
 			ca.secret("peer-tls", peerKeys, ca.pem, later, "etcd.example.com"),
@@ -135,7 +135,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		expect(t, "pod actions", f.podActions(), nil)
 	})
 
-	t.Run("6: good certificates raise nothing and the cluster is made", func(t *testing.T) {
+	t.Run("good certificates raise nothing and the cluster is made", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS), secrets(ca, ca, later)...)
 		f.mustSeed()

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"slices"
 	"strings"
 	"time"

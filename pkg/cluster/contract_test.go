@@ -970,7 +970,7 @@ func TestContractKnownViolations(t *testing.T) {
 			steps: []step{tick(time.Second), partition()},
 		},
 
-		// Found by TestSafetyContract beyond the defects above.
+		// Found by TestSafetyContract beyond the histories above.
 		{
 			name:  "a member with a CORRUPT alarm is not removed while the quorum needs it, and the dead member beside it is replaced",
 			rule:  "C1",

@@ -14,7 +14,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,70 +28,6 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
-
-const (
-	testNS      = "ns"
-	testName    = "example"
-	testUID     = types.UID("uid-example")
-	testVersion = "3.5.21"
-)
-
-// testStart is the fixture's clock at the beginning of every test.
-var testStart = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// newTestCluster is a valid running cluster of three members at testVersion.
-func newTestCluster(mods ...func(*api.EtcdCluster)) *api.EtcdCluster {
-	cl := &api.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: testName, Namespace: testNS, UID: testUID,
-			Generation: 1, ResourceVersion: "1",
-		},
-		Spec:   api.ClusterSpec{Size: 3, Version: testVersion},
-		Status: api.ClusterStatus{Phase: api.ClusterPhaseRunning},
-	}
-	for _, m := range mods {
-		m(cl)
-	}
-	return cl
-}
-
-func withPhase(p api.ClusterPhase) func(*api.EtcdCluster) {
-	return func(cl *api.EtcdCluster) { cl.Status.Phase = p }
-}
-
-func withSize(n int) func(*api.EtcdCluster) {
-	return func(cl *api.EtcdCluster) { cl.Spec.Size = n }
-}
-
-func withVersion(v string) func(*api.EtcdCluster) {
-	return func(cl *api.EtcdCluster) { cl.Spec.Version = v }
-}
-
-func withPaused(cl *api.EtcdCluster) { cl.Spec.Paused = true }
-
-// neverAvailable is a cluster whose status says it has not been available yet.
-func neverAvailable(cl *api.EtcdCluster) {
-	cl.Status.Conditions = []api.ClusterCondition{{
-		Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse, Reason: reasonNotYetAvailable,
-		LastUpdateTime: testStart.Format(time.RFC3339), LastTransitionTime: testStart.Format(time.RFC3339),
-	}}
-}
-
-func withPVC(cl *api.EtcdCluster) {
-	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: &corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceStorage: resource.MustParse("1Gi"),
-		}},
-	}}
-}
-
-func withTLS(cl *api.EtcdCluster) {
-	cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
-		Member:         &api.MemberSecret{PeerSecret: "peer-tls", ServerSecret: "server-tls"},
-		OperatorSecret: "operator-tls",
-	}}
-}
 
 // memberID gives every test member a stable etcd ID derived from its name.
 func memberID(name string) uint64 {
@@ -534,62 +469,6 @@ func (f *fixture) withMembers(names ...string) *fixture {
 	}
 	f.c.knownMembership.learn(set)
 	return f
-}
-
-// podOpt changes a test pod.
-type podOpt func(*corev1.Pod)
-
-func notReady(p *corev1.Pod) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			p.Status.Conditions[i].Status = corev1.ConditionFalse
-		}
-	}
-}
-
-func pendingFor(d time.Duration) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.Phase = corev1.PodPending
-		p.Status.Conditions = nil
-		p.Status.ContainerStatuses = nil
-		p.CreationTimestamp = metav1.NewTime(testStart.Add(-d))
-	}
-}
-
-func failed(p *corev1.Pod) {
-	p.Status.Phase = corev1.PodFailed
-	p.Status.Conditions = nil
-}
-
-func terminating(p *corev1.Pod) {
-	ts := metav1.NewTime(testStart)
-	p.DeletionTimestamp = &ts
-}
-
-func ownedBy(uid types.UID) podOpt {
-	return func(p *corev1.Pod) { p.OwnerReferences[0].UID = uid }
-}
-
-// onVersion makes the pod run another etcd version than the spec's.
-func onVersion(v string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Annotations[api.AnnotationVersion] = v
-		p.Spec.Containers[0].Image = api.EtcdImage(api.DefaultRepository, v)
-		if len(p.Status.ContainerStatuses) > 0 {
-			p.Status.ContainerStatuses[0].Image = p.Spec.Containers[0].Image
-		}
-	}
-}
-
-// madeFor32 gives the pod the exec probes of a pod created for etcd 3.2.
-func madeFor32(p *corev1.Pod) {
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-ec", "etcdctl endpoint status"}}}}
-	p.Spec.Containers[0].ReadinessProbe = probe
-	p.Spec.Containers[0].LivenessProbe = probe.DeepCopy()
-}
-
-func restarted(n int32) podOpt {
-	return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = n }
 }
 
 // pod builds the pod of member name as the operator would have created it,

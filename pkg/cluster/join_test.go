@@ -18,32 +18,6 @@ import (
 
 const testJoinImage = "openetcd/etcd-operator:test"
 
-// resolvable makes a joining pod Pending with check-dns done and the
-// membership wait running: the state in which it is added.
-func resolvable(p *corev1.Pod) {
-	p.Status = corev1.PodStatus{
-		Phase: corev1.PodPending,
-		InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
-			{Name: k8sutil.MembershipWaitContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
-		},
-	}
-}
-
-// resolving makes a joining pod Pending with check-dns still running.
-func resolving(p *corev1.Pod) {
-	p.Status = corev1.PodStatus{
-		Phase: corev1.PodPending,
-		InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
-		},
-	}
-}
-
-func createdAgo(d time.Duration) podOpt {
-	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(testStart.Add(-d)) }
-}
-
 // joinerPod puts in the lister the pod the loop makes for member name joining
 // members, resolvable unless opts say otherwise.
 func (f *fixture) joinerPod(name string, members []string, opts ...podOpt) *corev1.Pod {

@@ -129,7 +129,7 @@ func (c *Cluster) observePods(s *snapshot) error {
 		switch {
 		case !k8sutil.IsOwnedBy(p, c.latest):
 		case k8sutil.IsBeingDeleted(p):
-			// The API shows some of them as Pending (#1693).
+			// The API shows some pods being deleted as Pending.
 			s.terminating[p.Name] = p
 		default:
 			s.pods[p.Name] = p

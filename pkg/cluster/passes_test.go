@@ -21,11 +21,12 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// TestPassDefects reproduces defects of the passes before their redesign, one
-// case each, at the level of whole passes on fake clients. Each case failed before the pass
-// became observe → decide → act.
-func TestPassDefects(t *testing.T) {
-	t.Run("1: a spec edit made while a pass writes status is not lost", func(t *testing.T) {
+// TestWholePasses checks, at the level of whole passes on fake clients,
+// what a pass that read its snapshot, acted and wrote its status in pieces
+// got wrong: lost spec edits, members removed on a stale cache, rollouts
+// reported finished too early, reasons that said nothing.
+func TestWholePasses(t *testing.T) {
+	t.Run("a spec edit made while a pass writes status is not lost", func(t *testing.T) {
 		f := healthyFixture(t)
 		// The user scales to 4 while the pass runs: its status write
 		// conflicts and re-reads the object, which carries the edit.
@@ -56,7 +57,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("2: a healthy member whose pod the cache does not show yet is not removed", func(t *testing.T) {
+	t.Run("a healthy member whose pod the cache does not show yet is not removed", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withPVC))
 		f.withMembers(memberA, memberB, memberC)
 		f.pod(memberA)
@@ -75,7 +76,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("3: an upgrade to an image that never becomes ready fails with its reason and can be reverted", func(t *testing.T) {
+	t.Run("an upgrade to an image that never becomes ready fails with its reason and can be reverted", func(t *testing.T) {
 		const broken = "3.5.99"
 		f := newFixture(t, newTestCluster(withVersion(broken)))
 		f.withMembers(memberA, memberB, memberC)
@@ -113,7 +114,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("4: a joining pod that cannot be scheduled is reported with the scheduler's message", func(t *testing.T) {
+	t.Run("a joining pod that cannot be scheduled is reported with the scheduler's message", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(4)))
 		f.withMembers(memberA, memberB, memberC)
 		f.pod(memberA)
@@ -135,7 +136,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("5: the membership is read from the leader, not from a member that lags", func(t *testing.T) {
+	t.Run("the membership is read from the leader, not from a member that lags", func(t *testing.T) {
 		const joined = "example-new0000001"
 		f := newFixture(t, newTestCluster(withSize(3)))
 		f.withMembers(memberA, memberB, memberC)
@@ -163,7 +164,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("6: claims that belong to no member are collected", func(t *testing.T) {
+	t.Run("claims that belong to no member are collected", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withPVC))
 		f.withMembers(memberA, memberB, memberC)
 		for _, n := range []string{memberA, memberB, memberC} {
@@ -185,7 +186,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("8: a deleted service is created again", func(t *testing.T) {
+	t.Run("a deleted service is created again", func(t *testing.T) {
 		f := healthyFixture(t)
 		f.mustPass()
 		f.deleteService(k8sutil.ClientServiceName(testName))
@@ -200,7 +201,7 @@ func TestPassDefects(t *testing.T) {
 		expect(t, "services created", created, []string{k8sutil.ClientServiceName(testName)})
 	})
 
-	t.Run("10: a rollout is not reported finished before the last member runs the new image", func(t *testing.T) {
+	t.Run("a rollout is not reported finished before the last member runs the new image", func(t *testing.T) {
 		f := upgradeFixture(t, testVersion)
 		for _, n := range []string{memberA, memberB} {
 			f.applyUpgrade(n, testVersion, ptr(true))
@@ -215,7 +216,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("10: a new cluster whose image cannot be pulled reports it and no running version", func(t *testing.T) {
+	t.Run("a new cluster whose image cannot be pulled reports it and no running version", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone)))
 		f.mustSeed()
 		f.showCreatedPods(func(p *corev1.Pod) { imagePullFailing(p); p.Status.Phase = corev1.PodPending })
@@ -230,7 +231,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("10: a failed upgrade keeps the evidence in its event", func(t *testing.T) {
+	t.Run("a failed upgrade keeps the evidence in its event", func(t *testing.T) {
 		f := upgradeFixture(t, testVersion)
 		f.mustPass()
 		victim := slices.Collect(mapsKeys(f.patches()))[0]
@@ -254,7 +255,7 @@ func TestPassDefects(t *testing.T) {
 		}
 	})
 
-	t.Run("10: pods being deleted are not reported as data to restore", func(t *testing.T) {
+	t.Run("pods being deleted are not reported as data to restore", func(t *testing.T) {
 		f := newFixture(t, newTestCluster())
 		f.withMembers(memberA, memberB, memberC)
 		for _, n := range []string{memberA, memberB, memberC} {
@@ -302,31 +303,6 @@ func countEvents(events []string, prefix string) int {
 		}
 	}
 	return n
-}
-
-func runningReady() corev1.PodStatus {
-	return corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: k8sutil.EtcdContainerName, Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
-		}},
-	}
-}
-
-// imagePullFailing makes the etcd container wait for an image that cannot be
-// pulled, in a pod the kubelet keeps Running but not Ready.
-func imagePullFailing(p *corev1.Pod) {
-	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-	if len(p.Status.ContainerStatuses) == 0 {
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: k8sutil.EtcdContainerName}}
-	}
-	p.Status.ContainerStatuses[0].Ready = false
-	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-		Reason: "ErrImagePull", Message: "failed to pull image: not found",
-	}}
 }
 
 // setPodStatus changes the lister's pod name with fn.
@@ -494,7 +470,7 @@ func TestDayTwoCare(t *testing.T) {
 // TestSilentFailuresAreTold covers failures the cluster loop once met
 // silently, each failing before its fix.
 func TestSilentFailuresAreTold(t *testing.T) {
-	t.Run("3: a joining pod made unschedulable by an older spec.pod is made again from the spec in force, and the reason says why", func(t *testing.T) {
+	t.Run("a joining pod made unschedulable by an older spec.pod is made again from the spec in force, and the reason says why", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(2)))
 		f.withMembers(memberA)
 		f.pod(memberA, func(p *corev1.Pod) {
@@ -518,7 +494,7 @@ func TestSilentFailuresAreTold(t *testing.T) {
 			t.Errorf("actions %v: the joining pod of the old spec.pod was kept", f.podActions())
 		}
 	})
-	t.Run("4: deleting every pod of an emptyDir cluster at once removes no member", func(t *testing.T) {
+	t.Run("deleting every pod of an emptyDir cluster at once removes no member", func(t *testing.T) {
 		f := healthyFixture(t)
 		f.setPodStatus(memberA, terminating)
 		for range 3 {
@@ -532,7 +508,7 @@ func TestSilentFailuresAreTold(t *testing.T) {
 		}
 		expect(t, "etcd writes", f.etcdWrites(), nil)
 	})
-	t.Run("5: a member OOM-killed at every start is one Warning with the cause, and its replacement backs off", func(t *testing.T) {
+	t.Run("a member OOM-killed at every start is one Warning with the cause, and its replacement backs off", func(t *testing.T) {
 		f := healthyFixture(t)
 		f.mustPass() // sees the members run
 		oom := func(p *corev1.Pod) { crashLooping(5)(p) }
@@ -576,7 +552,7 @@ func TestSilentFailuresAreTold(t *testing.T) {
 // TestBadInputIsTold covers input that got past admission or is wrong
 // outside the spec: each case failed before its fix.
 func TestBadInputIsTold(t *testing.T) {
-	t.Run("1: a reserved etcdEnv variable that got past admission is left out of the pods and reported", func(t *testing.T) {
+	t.Run("a reserved etcdEnv variable that got past admission is left out of the pods and reported", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), func(cl *api.EtcdCluster) {
 			cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{
 				{Name: "ETCD_FORCE_NEW_CLUSTER", Value: "true"},
@@ -602,7 +578,7 @@ func TestBadInputIsTold(t *testing.T) {
 			t.Error("no InvalidSpec event for the reserved variables")
 		}
 	})
-	t.Run("1: a running cluster whose stored spec holds a reserved variable stays managed", func(t *testing.T) {
+	t.Run("a running cluster whose stored spec holds a reserved variable stays managed", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withSize(4), func(cl *api.EtcdCluster) {
 			cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{{Name: "ETCD_FORCE_NEW_CLUSTER", Value: "true"}}}
 		}))
