@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -255,4 +256,25 @@ func resolving(p *corev1.Pod) {
 
 func createdAgo(d time.Duration) podOpt {
 	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(testStart.Add(-d)) }
+}
+
+// memberPod is the pod of member m as the operator makes it, created an
+// hour before the test starts, Running and Ready on the spec's version, its
+// etcd started at startedAt; opts change it from there.
+func memberPod(cl *api.EtcdCluster, m *etcdutil.Member, startedAt time.Time, opts ...podOpt) *corev1.Pod {
+	p := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
+	p.UID = types.UID("pod-uid-" + m.Name)
+	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
+	p.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: k8sutil.EtcdContainerName, Image: p.Spec.Containers[0].Image, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(startedAt)}},
+		}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
@@ -198,24 +197,7 @@ func (f *fixture) withMembers(names ...string) *fixture {
 // Running and Ready, and puts it in the lister.
 func (f *fixture) pod(name string, opts ...podOpt) *corev1.Pod {
 	f.t.Helper()
-	cl := f.cl.WithDefaults()
-	m := f.member(name)
-	p := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
-	p.UID = types.UID("pod-uid-" + name)
-	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
-	p.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name:  k8sutil.EtcdContainerName,
-			Image: p.Spec.Containers[0].Image,
-			Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
-		}},
-	}
-	for _, o := range opts {
-		o(p)
-	}
+	p := memberPod(f.cl.WithDefaults(), f.member(name), time.Time{}, opts...)
 	f.setPod(p)
 	return p
 }

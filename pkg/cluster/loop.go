@@ -60,7 +60,7 @@ func (c *Cluster) loop(ctx context.Context) {
 	// call of its own: the goroutine spends its life parked in the select
 	// below, and the less its frames take there, the smaller the stack it
 	// keeps (the runtime halves a stack only while a quarter of it is
-	// unused: under about 1.2 KiB parked for 4 KiB instead of 8 KiB).
+	// unused).
 	l := c.newLoop()
 	defer l.stop()
 

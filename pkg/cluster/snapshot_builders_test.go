@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -69,21 +68,7 @@ func spec(opts ...func(*api.EtcdCluster)) snapMod {
 func snapPod(s *snapshot, name string, opts ...podOpt) *corev1.Pod {
 	m := memberTemplate(s.spec)
 	m.Name = name
-	p := k8sutil.NewEtcdPod(s.spec, &m, s.spec.Spec.Version, etcdutil.NewMemberSet(&m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
-	p.UID = types.UID("pod-uid-" + name)
-	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
-	p.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: k8sutil.EtcdContainerName, Image: p.Spec.Containers[0].Image, Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(testStart.Add(-time.Hour))}},
-		}},
-	}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
+	return memberPod(s.spec, &m, testStart.Add(-time.Hour), opts...)
 }
 
 func noSpec(s *snapshot) { s.spec = nil }
