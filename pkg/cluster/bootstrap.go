@@ -88,7 +88,7 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 	if a.member != "" {
 		m.Name = a.member
 	}
-	members := etcdutil.NewMemberSet(m)
+	membership := etcdutil.NewMemberSet(m)
 	// The token keeps members of different clusters from ever forming one
 	// cluster; the CR's UID in it makes sure a re-created cluster of the same
 	// name never talks to leftover members of its predecessor.
@@ -96,11 +96,11 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
 		return outcome{err: err}
 	}
-	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, members.PeerURLPairs(), k8sutil.ClusterStateNew, token)
+	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, membership.PeerURLPairs(), k8sutil.ClusterStateNew, token)
 	if err := c.createPod(ctx, pod); err != nil {
 		return outcome{err: err}
 	}
-	c.knownMembership.learn(members)
+	c.knownMembership.learn(membership)
 	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
 	c.log.Infof("created seed member %s", m.Name)
 	return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}

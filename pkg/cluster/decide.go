@@ -16,59 +16,64 @@ import (
 // the specification of what the operator does. The steps run in order and the
 // first one with something to do decides:
 //
-//  1. handsOff: hands off: no valid spec yet, a cluster the original marked Failed, a
+//  1. handsOff: no valid spec yet, a cluster the original marked Failed, a
 //     cluster being deleted.
-//  2. servicesAndBudget (services.go): the peer and client services are
-//     created when missing (even while paused: the restore operator's seed waits for the peer service),
-//     and the PodDisruptionBudget keeps a quorum through voluntary
-//     disruptions (kubectl drain, evictions).
+//  2. servicesAndBudget (services.go): the peer and client services are created
+//     when missing (even while paused: the restore operator's seed waits for
+//     the peer service), and the PodDisruptionBudget keeps a quorum through
+//     voluntary disruptions (kubectl drain, evictions).
 //  3. paused: nothing else is touched; nor without the operator's client TLS
 //     secret, when the cluster serves clients over TLS.
-//  4. bootstrap (bootstrap.go): a new cluster gets a seed member; pods found while the phase
-//     still says Creating (an operator restart, the restore hand-over) are
-//     adopted, and so are claims under a status that names no phase (one the
-//     server did not store): nothing is seeded while the cluster owns claims
-//     or member pods.
-//  5. unknownMembership (repair.go): unknown membership (operator restart, hand-over, an uncertain change):
-//     read from etcd once a member pod runs; with no member running, every
-//     member is restarted from the claims the status listed. A seed that
-//     never ran, in a cluster that was never available, is made again.
+//  4. bootstrap (bootstrap.go): a new cluster is recorded Creating, then gets
+//     a seed member in the next pass; pods found while the phase still says
+//     Creating (an operator restart, the restore hand-over) are adopted, and
+//     so are claims under a status that names no phase (one the server did
+//     not store): nothing is seeded while the cluster owns claims or member
+//     pods.
+//  5. unknownMembership (repair.go): unknown membership (operator restart,
+//     hand-over, an uncertain change): read from etcd once a member pod runs;
+//     with no member running, every member is restarted from the claims the
+//     status listed. A seed that never ran, in a cluster that was never
+//     available, is made again.
 //  6. expectations: pods just created and not in the cache yet are waited for.
-//  7. neverStartedSeed: a seed that never started is made again from the spec in force.
-//  8. restartInPlace (repair.go): a member whose pod is gone or failed, and whose claim
-//     holds its data, gets a new pod on that claim: same name, same member
-//     ID, no membership change and no copy of the data. Members stopped
-//     together are restarted together (they need each other for a quorum);
-//     this is how a cluster comes back after a node restart or after every
-//     pod was deleted, with or without a quorum. A pod stuck terminating
-//     holds back its own member only.
-//  9. withoutQuorum (recovery.go): without a quorum of voting members running, nothing is changed
-//     but the opt-in disaster recovery, on proof read from etcd (recoverQuorum).
-//  10. recoverNoSpace (maintenance.go): with a NOSPACE alarm (the cluster takes no write), the history
-//     is compacted, the members defragmented one at a time (the leader last,
-//     after leadership moved away) and the alarm disarmed once every member
-//     has room again.
-//  11. cleanUp (join.go): pods, joining pods and claims that belong to no member.
-//  12. replaceDeadMembers (repair.go): a member that cannot come back (its data was on an
-//     emptyDir, it keeps failing after restarts in place, etcd refuses its
-//     data or raised a CORRUPT alarm for it) is removed from etcd — once its
-//     pod is gone and etcd confirms it does not answer — and a new member
-//     replaces it in step 14. While a member whose pod is gone still answers
-//     (a pod deleted at once, its etcd stopped a moment later), its
+//  7. neverStartedSeed: a seed that never started is made again from the spec
+//     in force.
+//  8. restartInPlace (repair.go): a member whose pod is gone or failed, and
+//     whose claim holds its data, gets a new pod on that claim: same name, same
+//     member ID, no membership change and no copy of the data. Members stopped
+//     together are restarted together (they need each other for a quorum); this
+//     is how a cluster comes back after a node restart or after every pod was
+//     deleted, with or without a quorum. A pod stuck terminating holds back its
+//     own member only.
+//  9. withoutQuorum (recovery.go): without a quorum of voting members running,
+//     nothing is changed but the opt-in disaster recovery, on proof read from
+//     etcd (recoverQuorum).
+//  10. recoverNoSpace (maintenance.go): with a NOSPACE alarm (the cluster takes
+//     no write), the history is compacted, the members defragmented one at a
+//     time (the leader last, after leadership moved away) and the alarm
+//     disarmed once every member has room again.
+//  11. cleanUp (join.go): pods, joining pods and claims that belong to no
+//     member.
+//  12. replaceDeadMembers (repair.go): a member that cannot come back (its data
+//     was on an emptyDir, it keeps failing after restarts in place, etcd
+//     refuses its data or raised a CORRUPT alarm for it) is removed from etcd —
+//     once its pod is gone and etcd confirms it does not answer — and a new
+//     member replaces it in step 14. While a member whose pod is gone still
+//     answers (a pod deleted at once, its etcd stopped a moment later), its
 //     successor's pod is made, without it in --initial-cluster.
 //  13. promoteLearners (join.go): learners are promoted once they run.
-//  14. resize (join.go, remove.go): one member is added (its pod first, then MemberAdd once the pod
-//     resolves in DNS and etcd can take the change) or removed (not-ready
-//     members first, the leader last).
-//  15. upgradeMembers (upgrade.go): one member is patched to spec.version (not-ready members
-//     first, the leader last after leadership moved away), one at a time,
-//     as etcd's rules for the cluster version allow (3.6 to 3.5 through
-//     etcd's downgrade API).
-//  16. routineMaintenance (maintenance.go): a cluster at rest is looked at every minute; a member
-//     whose free space passes the threshold, or whose scheduled run is due,
-//     is defragmented (followers first, the leader last).
-//  17. stuckPods: a pod stuck terminating (its node never confirms the deletion) is
-//     waited for, and said to be; it is never deleted again.
+//  14. resize (join.go, remove.go): one member is added (its pod first, then
+//     MemberAdd once the pod resolves in DNS and etcd can take the change) or
+//     removed (not-ready members first, the leader last).
+//  15. upgradeMembers (upgrade.go): one member is patched to spec.version
+//     (not-ready members first, the leader last after leadership moved away),
+//     one at a time, as etcd's rules for the cluster version allow (3.6 to 3.5
+//     through etcd's downgrade API).
+//  16. routineMaintenance (maintenance.go): a cluster at rest is looked at
+//     every minute; a member whose free space passes the threshold, or whose
+//     scheduled run is due, is defragmented (followers first, the leader last).
+//  17. stuckPods: a pod stuck terminating (its node never confirms the
+//     deletion) is waited for, and said to be; it is never deleted again.
 //  18. Otherwise the cluster is what its spec asks for.
 //
 // Every change that depends on the membership (steps 11, 12, 14, 15) needs it

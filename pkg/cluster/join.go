@@ -311,16 +311,16 @@ func initialClusterWith(s *snapshot, name string, ahead, without []string) []str
 // joiningMembership is the membership once the members joining are added
 // and the members without removed.
 func joiningMembership(s *snapshot, joining, without []string) etcdutil.MemberSet {
-	members := s.membership.Clone()
+	membership := s.membership.Clone()
 	for _, w := range without {
-		members.Remove(w)
+		membership.Remove(w)
 	}
 	for _, name := range joining {
 		m := *s.memberTemplate()
 		m.Name = name
-		members.Add(&m)
+		membership.Add(&m)
 	}
-	return members
+	return membership
 }
 
 // promoteLearners is step 13 of decide.
@@ -402,9 +402,9 @@ func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outco
 	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
 		return outcome{err: err}
 	}
-	members := joiningMembership(s, a.behind, a.without)
-	members.Add(m)
-	pairs := members.PeerURLPairs()
+	membership := joiningMembership(s, a.behind, a.without)
+	membership.Add(m)
+	pairs := membership.PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(s.spec, m, a.version, pairs, k8sutil.ClusterStateExisting, "",
 		k8sutil.WithMembershipWait(m, pairs, c.cfg.MembershipWait))
 	if err := c.createPod(ctx, pod); err != nil {
@@ -443,14 +443,14 @@ func (c *Cluster) addOneMember(ctx context.Context, s *snapshot, a action) outco
 	}
 	c.waitBackoff.Reset()
 	m.ID, m.IsLearner = added.ID, added.IsLearner
-	members := s.membership.Clone()
-	members.Add(&m)
-	c.knownMembership.learn(members)
+	membership := s.membership.Clone()
+	membership.Add(&m)
+	c.knownMembership.learn(membership)
 	kind := "member"
 	if m.IsLearner {
 		kind = "learner"
 	}
-	c.log.Infof("added %s %s (%x) to etcd, its pod waiting; membership %s", kind, m.Name, m.ID, members)
+	c.log.Infof("added %s %s (%x) to etcd, its pod waiting; membership %s", kind, m.Name, m.ID, membership)
 	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
@@ -467,9 +467,9 @@ func (c *Cluster) promoteLearner(ctx context.Context, s *snapshot, a action) out
 		return outcome{err: etcdError("promote learner "+a.member, err)}
 	}
 	c.waitBackoff.Reset()
-	members := s.membership.Clone()
-	members[a.member].IsLearner = false
-	c.knownMembership.learn(members)
+	membership := s.membership.Clone()
+	membership[a.member].IsLearner = false
+	c.knownMembership.learn(membership)
 	c.log.Infof("promoted learner %s (%x) to a voting member", a.member, m.ID)
 	return outcome{requeue: c.cfg.MinPassInterval}
 }

@@ -103,10 +103,10 @@ func (c *Cluster) removeMemberAndData(ctx context.Context, s *snapshot, a action
 		return outcome{err: etcdError("remove member "+m.Name, err)}
 	}
 	c.waitBackoff.Reset()
-	members := s.membership.Clone()
-	members.Remove(m.Name)
-	c.knownMembership.learn(members)
-	c.log.Infof("removed member %s (%x) from etcd; membership %s", m.Name, m.ID, members)
+	membership := s.membership.Clone()
+	membership.Remove(m.Name)
+	c.knownMembership.learn(membership)
+	c.log.Infof("removed member %s (%x) from etcd; membership %s", m.Name, m.ID, membership)
 	if dead {
 		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", m.Name))
 	}

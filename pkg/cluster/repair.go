@@ -358,8 +358,8 @@ func (c *Cluster) deleteFailedPod(ctx context.Context, s *snapshot, a action) ou
 // member's claim, for the repair ladder; the restart of a member whose pod
 // was deleted by someone else, or never started, is not: it is no failure.
 func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) outcome {
-	members := restartMembership(s, a.names)
-	pairs := members.PeerURLPairs()
+	membership := restartMembership(s, a.names)
+	pairs := membership.PeerURLPairs()
 	recovery := c.recovering != nil && slices.Contains(a.names, c.recovering.member)
 	for _, name := range a.names {
 		// The restarts of a disaster recovery are not failures of the
@@ -377,7 +377,7 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 			// etcd forgets the other members: the membership is read again.
 			c.knownMembership.forget()
 		}
-		pod := k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "", opts...)
+		pod := k8sutil.NewEtcdPod(s.spec, membership[name], a.version, pairs, k8sutil.ClusterStateExisting, "", opts...)
 		if err := c.createPod(ctx, pod); err != nil {
 			return outcome{err: err}
 		}
@@ -404,18 +404,18 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 // (their --initial-cluster, which etcd ignores when it finds its data): the
 // one known, with the restarted members in it.
 func restartMembership(s *snapshot, names []string) etcdutil.MemberSet {
-	members := s.membership.Clone()
-	if members == nil {
-		members = etcdutil.MemberSet{}
+	membership := s.membership.Clone()
+	if membership == nil {
+		membership = etcdutil.MemberSet{}
 	}
 	for _, name := range names {
-		if members[name] == nil {
+		if membership[name] == nil {
 			m := memberTemplate(s.spec)
 			m.Name = name
-			members.Add(&m)
+			membership.Add(&m)
 		}
 	}
-	return members
+	return membership
 }
 
 // countRestart counts a restart in place after a failure on the member's
