@@ -101,7 +101,7 @@ func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: err}
 	}
 	c.knownMembership.learn(membership)
-	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
+	c.tell(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
 	c.log.Infof("created seed member %s", m.Name)
 	return outcome{phase: api.ClusterPhaseRunning, requeue: c.cfg.MinPassInterval}
 }
@@ -124,7 +124,7 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 		if err := c.deletePod(ctx, a.member); err != nil {
 			return outcome{err: err}
 		}
-		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", a.member))
+		c.tell(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", a.member))
 	}
 	// A joining pod made while the seed started names the seed in its
 	// --initial-cluster: it goes with it, or it would be adopted as a member.

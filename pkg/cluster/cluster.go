@@ -252,6 +252,9 @@ type Cluster struct {
 	// waitingSince is when the passes started waiting, zero when the last
 	// one did not wait (noteWait).
 	waitingSince time.Time
+	// told are the events the executors of the pass in progress told; the
+	// end of the pass sends them.
+	told []toldEvent
 
 	// unstored is the status the last pass derived when the server answered
 	// its write without storing it: a role without etcdclusters/status on a
@@ -368,6 +371,23 @@ func (c *Cluster) Stop() {
 
 // Done is closed when the goroutine has exited.
 func (c *Cluster) Done() <-chan struct{} { return c.done }
+
+// tell keeps an event of what an executor did, for the end of the pass to
+// send: the pass writes its status and events in one place.
+func (c *Cluster) tell(eventType, reason, msg string) {
+	c.told = append(c.told, toldEvent{eventType, reason, msg})
+}
+
+// toldEvent is an event an executor told, not sent yet.
+type toldEvent struct{ eventType, reason, msg string }
+
+// sendEvents sends the events the pass's executors told, in their order.
+func (c *Cluster) sendEvents() {
+	for _, e := range c.told {
+		c.event(e.eventType, e.reason, e.msg)
+	}
+	c.told = nil
+}
 
 // event records an event on the EtcdCluster. The object's kind is set on a
 // copy so the recorder can build the reference without knowing our scheme.

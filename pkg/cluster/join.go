@@ -451,7 +451,7 @@ func (c *Cluster) addOneMember(ctx context.Context, s *snapshot, a action) outco
 		kind = "learner"
 	}
 	c.log.Infof("added %s %s (%x) to etcd, its pod waiting; membership %s", kind, m.Name, m.ID, membership)
-	c.event(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
+	c.tell(corev1.EventTypeNormal, eventNewMemberAdded, fmt.Sprintf("New member %s added to cluster", m.Name))
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 

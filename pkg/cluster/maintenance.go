@@ -106,7 +106,7 @@ func (c *Cluster) enableDowngrade(ctx context.Context, s *snapshot, a action) ou
 	if err := c.cfg.Etcd.EnableDowngrade(ctx, c.clientConfig(s, s.endpoints()), a.version); err != nil {
 		return outcome{err: etcdError("enable the downgrade to "+a.version, err)}
 	}
-	c.event(corev1.EventTypeNormal, eventDowngradeEnabled, a.reason)
+	c.tell(corev1.EventTypeNormal, eventDowngradeEnabled, a.reason)
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 
@@ -120,7 +120,7 @@ func (c *Cluster) moveLeader(ctx context.Context, s *snapshot, a action) outcome
 	if err := c.cfg.Etcd.MoveLeader(ctx, c.clientConfig(s, s.endpoints()), m.member.ID); err != nil {
 		return outcome{err: etcdError("move leadership to "+a.member, err)}
 	}
-	c.event(corev1.EventTypeNormal, eventLeaderMoved, fmt.Sprintf("Leadership moved to %s: %s", a.member, a.reason))
+	c.tell(corev1.EventTypeNormal, eventLeaderMoved, fmt.Sprintf("Leadership moved to %s: %s", a.member, a.reason))
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 
@@ -132,7 +132,7 @@ func (c *Cluster) compact(ctx context.Context, s *snapshot, a action) outcome {
 	if err != nil {
 		return outcome{err: etcdError("compact", err)}
 	}
-	c.event(corev1.EventTypeNormal, eventCompacted, fmt.Sprintf("History compacted to revision %d: %s", rev, a.reason))
+	c.tell(corev1.EventTypeNormal, eventCompacted, fmt.Sprintf("History compacted to revision %d: %s", rev, a.reason))
 	return outcome{compacted: rev, requeue: c.cfg.MinPassInterval}
 }
 
@@ -146,7 +146,7 @@ func (c *Cluster) defragment(ctx context.Context, s *snapshot, a action) outcome
 	if err := c.cfg.Etcd.Defragment(ctx, c.clientConfig(s, s.endpoints()), m.member.ClientURL()); err != nil {
 		return outcome{err: etcdError("defragment "+a.member, err)}
 	}
-	c.event(corev1.EventTypeNormal, eventDefragmented, fmt.Sprintf("Member %s defragmented: %s", a.member, a.reason))
+	c.tell(corev1.EventTypeNormal, eventDefragmented, fmt.Sprintf("Member %s defragmented: %s", a.member, a.reason))
 	return outcome{defragmented: a.member, requeue: c.cfg.MinPassInterval}
 }
 
@@ -156,6 +156,6 @@ func (c *Cluster) disarmNoSpace(ctx context.Context, s *snapshot, a action) outc
 	if err := c.cfg.Etcd.DisarmNoSpace(ctx, c.clientConfig(s, s.endpoints())); err != nil {
 		return outcome{err: etcdError("disarm the NOSPACE alarm", err)}
 	}
-	c.event(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
+	c.tell(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
 	return outcome{requeue: c.cfg.MinPassInterval}
 }

@@ -11,7 +11,7 @@ import (
 
 // pass is one turn of the loop: observe the cluster, decide one action, act
 // on it, then finish: write the status derived from what was observed and
-// done, announce the problems and record the metrics. It returns when the
+// done, send the events and record the metrics. It returns when the
 // next pass is wanted (0: at the next event or tick) and the error that
 // ended it, which the run loop retries with backoff.
 //
@@ -19,6 +19,8 @@ import (
 // the informers' caches and the status is written only when it changed.
 // etcd is asked only when decide needs its view for a change.
 func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
+	// However the pass ends, what its executors did is told.
+	defer c.sendEvents()
 	start := c.now()
 	s, observed := c.observe(ctx, false)
 	a := decide(s)
@@ -42,8 +44,8 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 }
 
 // finish is the end of a pass, and the only part of it that writes the
-// status, announces problems and records metrics; the snapshot is read, never
-// changed.
+// status, sends events (the executors' first, then the problems') and
+// records metrics; the snapshot is read, never changed.
 func (c *Cluster) finish(ctx context.Context, start time.Time, s *snapshot, observed []problem, a action, out outcome) (time.Duration, error) {
 	c.atRest = a.kind == actIdle && out.err == nil
 	if c.atRest {
@@ -88,6 +90,7 @@ func (c *Cluster) finish(ctx context.Context, start time.Time, s *snapshot, obse
 		// from the fresh object.
 		out.requeue = c.cfg.MinPassInterval
 	}
+	c.sendEvents()
 	c.announce(problems)
 
 	c.cfg.Metrics.observePass(c.namespace, c.name, c.now().Sub(start))

@@ -222,7 +222,7 @@ func (c *Cluster) forceNewCluster(ctx context.Context, s *snapshot, a action) ou
 		msg += fmt.Sprintf("; writes up to revision %d were seen before and the last %d revisions may be lost", c.lastRevision, c.lastRevision-revision)
 	}
 	c.log.Warn(msg)
-	c.event(corev1.EventTypeWarning, eventDisasterRecovery, msg)
+	c.tell(corev1.EventTypeWarning, eventDisasterRecovery, msg)
 	if err := c.deletePod(ctx, a.member); err != nil {
 		return outcome{err: err}
 	}
@@ -288,7 +288,7 @@ func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) 
 	msg := fmt.Sprintf("Disaster recovery: no member's data is left; EtcdRestore %s restores the cluster from EtcdBackup %s (%s, taken %s at revision %d); writes after it are lost",
 		restore.Name, newest.Name, newest.Status.BackupPath, newest.Status.LastSuccessDate.UTC().Format(time.RFC3339), newest.Status.EtcdRevision)
 	c.log.Warn(msg)
-	c.event(corev1.EventTypeWarning, eventDisasterRecovery, msg)
+	c.tell(corev1.EventTypeWarning, eventDisasterRecovery, msg)
 	return outcome{requeue: c.cfg.ReconcileInterval, recovery: &api.RecoveryStatus{
 		Time: metav1.NewTime(c.now()), FromBackup: newest.Status.BackupPath, RecoveredRevision: newest.Status.EtcdRevision,
 		LastSeenRevision: c.lastRevision, Message: msg,

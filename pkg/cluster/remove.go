@@ -108,9 +108,9 @@ func (c *Cluster) removeMemberAndData(ctx context.Context, s *snapshot, a action
 	c.knownMembership.learn(membership)
 	c.log.Infof("removed member %s (%x) from etcd; membership %s", m.Name, m.ID, membership)
 	if dead {
-		c.event(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", m.Name))
+		c.tell(corev1.EventTypeNormal, eventReplacingDeadMember, fmt.Sprintf("The dead member %s is being replaced", m.Name))
 	}
-	c.event(corev1.EventTypeNormal, eventMemberRemoved, fmt.Sprintf("Existing member %s removed from the cluster", m.Name))
+	c.tell(corev1.EventTypeNormal, eventMemberRemoved, fmt.Sprintf("Existing member %s removed from the cluster", m.Name))
 	if err := c.deletePod(ctx, m.Name); err != nil {
 		return outcome{err: err}
 	}

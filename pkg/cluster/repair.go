@@ -390,11 +390,11 @@ func (c *Cluster) restartMembers(ctx context.Context, s *snapshot, a action) out
 		}
 		if restarts == 0 {
 			c.log.Infof("restarted member %s in place on its claim, on %s; its pod was gone, no failure of the member", name, a.version)
-			c.event(corev1.EventTypeNormal, eventMemberRestarted, fmt.Sprintf("Member %s restarted in place on its data", name))
+			c.tell(corev1.EventTypeNormal, eventMemberRestarted, fmt.Sprintf("Member %s restarted in place on its data", name))
 			continue
 		}
 		c.log.Infof("restarted member %s in place on its claim, on %s, after its pod ended (restart %d within %v)", name, a.version, restarts, ladderWindow)
-		c.event(corev1.EventTypeNormal, eventMemberRestarted,
+		c.tell(corev1.EventTypeNormal, eventMemberRestarted,
 			fmt.Sprintf("Member %s restarted in place on its data after its pod ended (restart %d of %d within %v)", name, restarts, ladderRestarts, ladderWindow))
 	}
 	return outcome{requeue: c.cfg.MinPassInterval}

@@ -358,7 +358,7 @@ func (c *Cluster) upgradeOneMember(ctx context.Context, s *snapshot, a action) o
 		deadline: c.now().Add(c.cfg.PendingTimeout)})
 	c.log.Infof("upgrading member %s from %s to %s (%s)", a.member, from, a.version, a.reason)
 	// The trailing space is the original's.
-	c.event(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))
+	c.tell(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))
 	return outcome{downed: a.member}
 }
 
