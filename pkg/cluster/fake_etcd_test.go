@@ -99,28 +99,16 @@ func (f *fakeEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]
 func (f *fakeEtcd) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record("add " + peerURL)
-	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
-	if f.addErr != nil {
-		return nil, f.addErr
-	}
-	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
-	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}}
-	f.members = append(f.members, m)
-	return m, nil
+	return f.add("add", cc, peerURL, false)
 }
 
 func (f *fakeEtcd) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record("add-learner " + peerURL)
-	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
-	if f.addErr != nil {
-		return nil, f.addErr
+	m, err := f.add("add-learner", cc, peerURL, true)
+	if err != nil {
+		return nil, err
 	}
-	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
-	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}, IsLearner: true}
-	f.members = append(f.members, m)
 	if f.addReplyLost {
 		return nil, fmt.Errorf("context deadline exceeded")
 	}
@@ -298,3 +286,17 @@ func (f *fixture) learnerCall(name string) string {
 func promoteCall(name string) string { return fmt.Sprintf("promote %x", memberID(name)) }
 
 func removeCall(name string) string { return fmt.Sprintf("remove %x", memberID(name)) }
+
+// add records an add sent through cc and, unless addErr says etcd refuses
+// it, adds the member; f.mu is held.
+func (f *fakeEtcd) add(call string, cc etcdutil.ClientConfig, peerURL string, learner bool) (*etcdserverpb.Member, error) {
+	f.record(call + " " + peerURL)
+	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
+	if f.addErr != nil {
+		return nil, f.addErr
+	}
+	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
+	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}, IsLearner: learner}
+	f.members = append(f.members, m)
+	return m, nil
+}

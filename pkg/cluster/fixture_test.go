@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -454,4 +455,17 @@ func (f *fixture) events() []string {
 			return out
 		}
 	}
+}
+
+// conflictOnNextStatusWrite makes the next status write meet a conflict, as
+// when the object changed under the pass.
+func (f *fixture) conflictOnNextStatusWrite() {
+	conflicts := 1
+	f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
+		}
+		return false, nil, nil
+	})
 }

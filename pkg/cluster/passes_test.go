@@ -10,9 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -34,14 +32,7 @@ func TestWholePasses(t *testing.T) {
 		if err := f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), edited, testNS); err != nil {
 			t.Fatal(err)
 		}
-		conflicts := 1
-		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() == "status" && conflicts > 0 {
-				conflicts--
-				return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
-			}
-			return false, nil, nil
-		})
+		f.conflictOnNextStatusWrite()
 		f.mustPass()
 		// Then the informer delivers the edit.
 		f.c.take(edited.DeepCopy())
