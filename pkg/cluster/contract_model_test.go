@@ -900,7 +900,7 @@ func (w *world) createPod(obj *corev1.Pod) {
 	c.podExpect = &podExpectation{names: append(slices.Clone(e.names), obj.Name), deadline: w.now.Add(c.cfg.ExpectationTimeout)}
 }
 
-// removeMember is Cluster.removeMember: etcd removes the member when it has
+// removeMember is Cluster.removeMemberAndData: etcd removes the member when it has
 // a leader and the members left keep a quorum, then its pod and claim go.
 func (w *world) removeMember(s *snapshot, a action) error {
 	c := w.op

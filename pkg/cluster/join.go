@@ -36,7 +36,7 @@ func nextAdd(s *snapshot) (action, bool) {
 	}
 	joiner := s.joiners[chain[0]]
 	if !k8sutil.HasPassedDNSCheck(joiner) {
-		if a, ok := prepareJoiner(s, "while "+joiner.Name+" starts"); ok {
+		if a, ok := joinerAheadOfTurn(s, "while "+joiner.Name+" starts"); ok {
 			if b, ok := needEtcd(s, "create a joining pod"); ok {
 				return b, true
 			}
@@ -54,8 +54,8 @@ func nextAdd(s *snapshot) (action, bool) {
 	return a, true
 }
 
-// prepareJoiner makes the next joining pod ahead of its turn, while the
-// change before it completes, so that its check-dns runs meanwhile and only
+// joinerAheadOfTurn chooses to make the next joining pod ahead of its turn,
+// while the change before it completes, so that its check-dns runs meanwhile and only
 // MemberAdd and the promotion stay serial. Nothing changes in etcd: the
 // member is added in step 13 or 14 once the change before it is done and
 // etcd's leader has confirmed the membership, and a pod that no longer
@@ -63,7 +63,7 @@ func nextAdd(s *snapshot) (action, bool) {
 // more than one learner, a pod is also made behind the joining pods not
 // added yet, its --initial-cluster naming them, as many as etcd will take
 // as learners at once.
-func prepareJoiner(s *snapshot, why string) (action, bool) {
+func joinerAheadOfTurn(s *snapshot, why string) (action, bool) {
 	if len(s.strayPods) > 0 || len(s.terminating) > 0 || s.plan.refused != nil || !wantsMember(s) {
 		return action{}, false
 	}
@@ -189,7 +189,7 @@ func joinerProblem(s *snapshot, name string) string {
 
 // joinersAhead are the members a joining pod's --initial-cluster names that
 // etcd does not list yet: the joining members made before it, to be added
-// before it (prepareJoiner).
+// before it (joinerAheadOfTurn).
 func joinersAhead(s *snapshot, name string) []string {
 	var ahead []string
 	for _, pair := range k8sutil.InitialCluster(s.joiners[name]) {
@@ -370,7 +370,7 @@ func promoteLearners(s *snapshot) (action, bool) {
 		}
 		return action{kind: actPromoteLearner, member: name}, true
 	}
-	if a, ok := prepareJoiner(s, "while learner "+names[0]+" starts"); ok {
+	if a, ok := joinerAheadOfTurn(s, "while learner "+names[0]+" starts"); ok {
 		if b, ok := needEtcd(s, "create a joining pod"); ok {
 			return b, true
 		}

@@ -24,7 +24,7 @@ func withoutQuorum(s *snapshot) (action, bool) {
 		if q.voters == 1 && !s.everAvailable {
 			// A new cluster's seed starts: the first joiner's pod is made
 			// meanwhile, from the membership the seed was made with.
-			if a, ok := prepareJoiner(s, "while the seed starts"); ok {
+			if a, ok := joinerAheadOfTurn(s, "while the seed starts"); ok {
 				return a, true
 			}
 		}

@@ -167,7 +167,7 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	}
 	switch {
 	case len(gone) == 0 && len(ended) > 0:
-		return deleteToRestart(s, ended[0]), true
+		return podDeletionForRestart(s, ended[0]), true
 	case len(gone) == 0:
 		return waiting(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
@@ -203,7 +203,7 @@ func restartInPlace(s *snapshot) (action, bool) {
 	if len(gone) == 0 && len(ended) > 0 {
 		// The pod's name has to be free for the new one. Members whose
 		// pods are gone already are restarted first.
-		return deleteToRestart(s, ended[0]), true
+		return podDeletionForRestart(s, ended[0]), true
 	}
 	if len(gone) == 0 {
 		return action{}, false
@@ -219,12 +219,12 @@ func restartInPlace(s *snapshot) (action, bool) {
 	return action{kind: actRestartMembers, names: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
 }
 
-// deleteToRestart deletes member name's pod, which ended or did not start
-// in time, so that the member is restarted in place on its claim under its
-// name. Only a pod that ended is a failure of the member, and only the
+// podDeletionForRestart is the action that deletes member name's pod, which
+// ended or did not start in time, so that the member is restarted in place
+// on its claim under its name. Only a pod that ended is a failure of the member, and only the
 // restart after it counts on the repair ladder: a pod that did not start
 // (unschedulable, an image that cannot be pulled) says nothing of the data.
-func deleteToRestart(s *snapshot, name string) action {
+func podDeletionForRestart(s *snapshot, name string) action {
 	if pod := s.pods[name]; pod != nil && podEnded(pod) {
 		return action{kind: actDeleteFailedPod, member: name, failure: true,
 			reason: fmt.Sprintf("its pod ended: restart %d of %d in place within %v, on its claim", s.claimRestarts(name)+1, ladderRestarts, ladderWindow)}
@@ -289,7 +289,7 @@ func replaceDeadMembers(s *snapshot) (action, bool) {
 			// that, so etcd is asked again soon rather than at the next tick.
 			// Its successor's pod is made meanwhile, so that its check-dns
 			// runs while this member is confirmed dead and removed.
-			if a, ok := prepareJoiner(s, "ahead of the replacement of "+name); ok {
+			if a, ok := joinerAheadOfTurn(s, "ahead of the replacement of "+name); ok {
 				return a, true
 			}
 			a := waiting(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name))
