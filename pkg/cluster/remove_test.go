@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	corev1 "k8s.io/api/core/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -107,4 +110,93 @@ func TestAForceDeletedMemberIsRemovedOnceItStopsAnswering(t *testing.T) {
 	f.mustPass()
 	expect(t, "etcd writes once the successor resolves", f.etcdWrites(), []string{removeCall(memberC), f.learnerCall(joiner)})
 	expect(t, "pod actions after it was made", f.podActions(), []string{"delete pods " + memberC})
+}
+
+// TestScaleDown covers the removal of members to shrink a cluster, one pass
+// at a time: which member goes, and what goes with it.
+func TestScaleDown(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster *api.EtcdCluster
+		run     func(t *testing.T, f *fixture)
+	}{
+		{
+			name:    "scale down removes a follower, not the leader",
+			cluster: newTestCluster(withSize(1)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC) // memberA leads
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberB)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB})
+				expectEvents(t, f.events(), "Normal Member Removed Existing member "+memberB+" removed from the cluster")
+				s := f.mustStatus()
+				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Reason != "ScalingDown" || c.Message != "Current cluster size: 2, desired cluster size: 1" {
+					t.Errorf("Scaling = %+v", c)
+				}
+				if calls := strings.Join(f.etcd.Calls(false), ","); !strings.HasPrefix(calls, "health,list,") {
+					t.Errorf("etcd calls %s: the leader was not found before the removal", calls)
+				}
+			},
+		},
+		{
+			name:    "scale down removes an unready member before any ready one",
+			cluster: newTestCluster(withSize(2)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, notReady)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				if s := f.mustStatus(); condition(s, api.ClusterConditionScaling) != nil {
+					t.Errorf("Scaling still set at the desired size: %+v", s.Conditions)
+				}
+			},
+		},
+		{
+			name:    "a member etcd refuses for now keeps its pod and claim for the next try",
+			cluster: newTestCluster(withSize(4), withPVC),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				joiner := "example-new0000001"
+				f.joinerPod(joiner, []string{memberA, memberB, memberC})
+				f.claim(joiner)
+				f.etcd.addErr = rpctypes.ErrMemberNotEnoughStarted
+				if _, err := f.c.pass(context.Background()); err != nil {
+					t.Fatalf("a refused add failed the pass: %v", err)
+				}
+				f.etcd.addErr = nil
+				if _, err := f.c.pass(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				// No deletion: a bound claim deleted would leave its volume
+				// Released and lost.
+				expect(t, "pod actions", f.podActions(), nil)
+				expect(t, "etcd writes, the refused one included", f.etcdWrites(), []string{f.learnerCall(joiner), f.learnerCall(joiner)})
+			},
+		},
+		{
+			name:    "scale down of a cluster with volumes deletes the member's claim too",
+			cluster: newTestCluster(withSize(2), withPVC),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB, "delete persistentvolumeclaims " + memberB})
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, newFixture(t, tt.cluster))
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -90,4 +91,134 @@ func TestRestartInPlace(t *testing.T) {
 		f.mustPass()
 		expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
 	})
+}
+
+// TestDeadMembersAreReplaced covers members that cannot come back, one pass
+// at a time: removed from etcd once proven dead, replaced by new members.
+func TestDeadMembersAreReplaced(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster *api.EtcdCluster
+		run     func(t *testing.T, f *fixture)
+	}{
+		{
+			name:    "a dead member is removed now and replaced by a new member on a later pass",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, failed)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
+				expectEvents(t, f.events(),
+					"Normal Replacing Dead Member The dead member "+memberC+" is being replaced",
+					"Normal Member Removed Existing member "+memberC+" removed from the cluster")
+				s := f.mustStatus()
+				if s.Size != 2 || s.Phase != api.ClusterPhaseRunning {
+					t.Errorf("status = %+v", s)
+				}
+				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Message != "Current cluster size: 2, desired cluster size: 3" {
+					t.Errorf("Scaling = %+v", c)
+				}
+
+				f.indexer.Delete(f.pod(memberC, failed, terminating))
+				f.kube.ClearActions()
+				f.mustPass()
+				expect(t, "pod actions", f.podActions(), []string{"create pods example-new0000001"})
+			},
+		},
+		{
+			name:    "a member whose pod is gone is replaced",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+			},
+		},
+		{
+			name:    "a member whose pod is being deleted is replaced once the pod is gone",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, terminating)
+				f.mustPass()
+				expect(t, "etcd writes while it terminates", f.etcdWrites(), nil)
+				f.indexer.Delete(f.pod(memberC, terminating))
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+			},
+		},
+		{
+			name:    "a pod pending longer than the timeout is replaced",
+			cluster: newTestCluster(),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC, pendingFor(5*time.Minute+time.Second))
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
+			},
+		},
+		{
+			name:    "a seed that stays pending longer than the timeout in a cluster never available is replaced by a new seed",
+			cluster: newTestCluster(neverAvailable),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA)
+				f.pod(memberA, pendingFor(4*time.Minute))
+				f.mustPass()
+				joiner := "example-new0000001"
+				expect(t, "pod actions within the timeout: the first joining pod, made while the seed starts", f.podActions(), []string{"create pods " + joiner})
+				f.showCreatedPods(pendingFor(time.Second))
+				f.now = f.now.Add(2 * time.Minute)
+				f.mustPass() // deletes the seed's pod and the joining pod; the lister no longer has them
+				f.mustPass()
+				seed := "example-new0000002"
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberA, "delete pods " + joiner, "create pods " + seed})
+				expect(t, "etcd writes", f.etcdWrites(), nil)
+				if cmd := strings.Join(f.createdPod(seed).Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--initial-cluster-state=new") {
+					t.Errorf("the new seed does not start a new cluster: %q", cmd)
+				}
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{seed})
+				expectEvents(t, f.events(),
+					"Normal Replacing Dead Member The dead member "+memberA+" is being replaced",
+					"Normal New Member Added New member "+seed+" added to cluster")
+			},
+		},
+		{
+			name:    "a pod pending within the timeout is waited for, and does not block healing another member",
+			cluster: newTestCluster(withSize(5)),
+			run: func(t *testing.T, f *fixture) {
+				f.withMembers(memberA, memberB, memberC, memberD, memberE)
+				f.pod(memberA)
+				f.pod(memberB)
+				f.pod(memberC)
+				f.pod(memberD, failed)
+				f.pod(memberE, pendingFor(time.Minute))
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
+				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD})
+				// With the dead member gone, the pending one is left alone and
+				// the replacement's pod is made meanwhile.
+				f.indexer.Delete(f.pod(memberD, failed))
+				f.kube.ClearActions()
+				f.mustPass()
+				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
+				expect(t, "pod actions", f.podActions(), []string{"create pods example-new0000001"})
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, newFixture(t, tt.cluster))
+		})
+	}
 }
