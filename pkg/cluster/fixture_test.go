@@ -469,3 +469,20 @@ func (f *fixture) conflictOnNextStatusWrite() {
 		return false, nil, nil
 	})
 }
+
+// passCase is a case of a table of whole passes: a cluster, and what passes
+// on a fixture of it do and show.
+type passCase struct {
+	name    string
+	cluster *api.EtcdCluster
+	run     func(t *testing.T, f *fixture)
+}
+
+// runPassCases runs each case on a fixture of its own.
+func runPassCases(t *testing.T, cases []passCase) {
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, newFixture(t, tt.cluster))
+		})
+	}
+}

@@ -45,11 +45,7 @@ func (f *fixture) joinerPod(name string, members []string, opts ...podOpt) *core
 // longer be added is replaced without etcd ever knowing about it.
 func TestPodFirstJoin(t *testing.T) {
 	const joiner = "example-new0000001"
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "scale up creates the pod first, holding etcd back, and tells etcd nothing yet",
 			cluster: newTestCluster(withSize(4)),
@@ -470,10 +466,5 @@ func TestPodFirstJoin(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, tt.cluster)
-			tt.run(t, f)
-		})
-	}
+	runPassCases(t, tests)
 }

@@ -28,11 +28,7 @@ const (
 // TestReconcileMembers covers the diff of original.md §3.5, one pass at a
 // time, with the fixes of this re-creation.
 func TestReconcileMembers(t *testing.T) {
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "a complete healthy cluster changes nothing and is reported Available",
 			cluster: newTestCluster(),
@@ -325,11 +321,7 @@ func TestReconcileMembers(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(t, newFixture(t, tt.cluster))
-		})
-	}
+	runPassCases(t, tests)
 }
 
 // initialCluster is the sorted --initial-cluster of the members names.

@@ -115,11 +115,7 @@ func TestAForceDeletedMemberIsRemovedOnceItStopsAnswering(t *testing.T) {
 // TestScaleDown covers the removal of members to shrink a cluster, one pass
 // at a time: which member goes, and what goes with it.
 func TestScaleDown(t *testing.T) {
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "scale down removes a follower, not the leader",
 			cluster: newTestCluster(withSize(1)),
@@ -194,9 +190,5 @@ func TestScaleDown(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(t, newFixture(t, tt.cluster))
-		})
-	}
+	runPassCases(t, tests)
 }

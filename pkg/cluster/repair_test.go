@@ -96,11 +96,7 @@ func TestRestartInPlace(t *testing.T) {
 // TestDeadMembersAreReplaced covers members that cannot come back, one pass
 // at a time: removed from etcd once proven dead, replaced by new members.
 func TestDeadMembersAreReplaced(t *testing.T) {
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "a dead member is removed now and replaced by a new member on a later pass",
 			cluster: newTestCluster(),
@@ -216,9 +212,5 @@ func TestDeadMembersAreReplaced(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(t, newFixture(t, tt.cluster))
-		})
-	}
+	runPassCases(t, tests)
 }

@@ -19,11 +19,7 @@ import (
 // TLS, invalid specs, restarts and the restore operator's hand-over.
 func TestSetup(t *testing.T) {
 	seed := "example-new0000001"
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "a new cluster is marked Creating, then gets a seed member with a fresh token holding its UID",
 			cluster: newTestCluster(withPhase("")),
@@ -447,11 +443,7 @@ func TestSetup(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(t, newFixture(t, tt.cluster))
-		})
-	}
+	runPassCases(t, tests)
 }
 
 func phases(ss []api.ClusterStatus) []string {
