@@ -23,8 +23,11 @@ const (
 	// actSyncBudget makes, changes or deletes the cluster's
 	// PodDisruptionBudget.
 	actSyncBudget
-	// actSeed writes phase Creating, then creates the first member's claim
-	// and pod with --initial-cluster-state=new.
+	// actRecordCreating sets the phase of a new cluster to Creating, and
+	// nothing else: the end of the pass writes it.
+	actRecordCreating
+	// actSeed creates the first member's claim and pod with
+	// --initial-cluster-state=new.
 	actSeed
 	// actAdopt takes over pods found while the phase says Creating: phase
 	// Running, membership read from etcd next.
@@ -90,6 +93,7 @@ var actionNames = map[actionKind]string{
 	actReadEtcd:          "read etcd",
 	actCreateServices:    "create services",
 	actSyncBudget:        "sync disruption budget",
+	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actAdopt:             "adopt",
 	actReseed:            "reseed",
@@ -118,10 +122,10 @@ func (k actionKind) String() string { return actionNames[k] }
 // action is one decision of decide.
 type action struct {
 	kind actionKind
-	// member is the member, pod or claim the action is about; members are
+	// member is the member, pod or claim the action is about; names are
 	// the members of an action about several.
-	member  string
-	members []string
+	member string
+	names  []string
 	// without are members a joining pod is made without, in its
 	// --initial-cluster: they are removed before it is added.
 	without []string
@@ -153,7 +157,7 @@ func (a action) String() string {
 	if a.member != "" {
 		s += " " + a.member
 	}
-	for _, m := range a.members {
+	for _, m := range a.names {
 		s += " " + m
 	}
 	if a.version != "" {

@@ -140,8 +140,8 @@ func startProblems(s *snapshot) []problem {
 		ps = append(ps, problem{kind: problemMemberNotStarting, topic: cause,
 			msg: fmt.Sprintf("%s %s does not start: its pod %s", what, name, trouble)})
 	}
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.trouble == "" || m.state == memberTerminating || m.state == memberRunning && m.ready {
 			continue
 		}
@@ -194,8 +194,8 @@ func antiAffinityHint(s *snapshot, trouble string) string {
 		return ""
 	}
 	var ruled []string
-	for _, name := range sortedKeys(s.members) {
-		if pod := s.members[name].pod; pod != nil && pod.Spec.Affinity != nil && pod.Spec.Affinity.PodAntiAffinity != nil &&
+	for _, name := range sortedKeys(s.views) {
+		if pod := s.views[name].pod; pod != nil && pod.Spec.Affinity != nil && pod.Spec.Affinity.PodAntiAffinity != nil &&
 			len(pod.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 			ruled = append(ruled, name)
 		}

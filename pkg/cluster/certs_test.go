@@ -92,7 +92,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	}
 
-	t.Run("6: a new cluster with an expired peer certificate says so and makes no pod", func(t *testing.T) {
+	t.Run("a new cluster with an expired peer certificate says so and makes no pod", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
 			secrets(ca, ca, testStart.Add(-time.Hour))...)
@@ -108,7 +108,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	})
 
-	t.Run("6: a running cluster whose server certificate comes from another CA than the operator trusts says so", func(t *testing.T) {
+	t.Run("a running cluster whose server certificate comes from another CA than the operator trusts says so", func(t *testing.T) {
 		ca, other := newTestCA(t), newTestCA(t)
 		f := newFixture(t, newTestCluster(withTLS), secrets(ca, other, later)...)
 		f.withMembers(memberA, memberB, memberC)
@@ -122,7 +122,7 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	})
 
-	t.Run("6: certificates that name no member are reported with the names they carry", func(t *testing.T) {
+	t.Run("certificates that name no member are reported with the names they carry", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
 			ca.secret("peer-tls", peerKeys, ca.pem, later, "etcd.example.com"),
@@ -135,10 +135,10 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		expect(t, "pod actions", f.podActions(), nil)
 	})
 
-	t.Run("6: good certificates raise nothing and the cluster is made", func(t *testing.T) {
+	t.Run("good certificates raise nothing and the cluster is made", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS), secrets(ca, ca, later)...)
-		f.mustPass()
+		f.mustSeed()
 		if s := f.mustStatus(); strings.Contains(s.Reason, "TLS") {
 			t.Errorf("reason = %q", s.Reason)
 		}
@@ -146,4 +146,45 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 			t.Error("no seed pod made")
 		}
 	})
+}
+
+// testClientSecretData is an operator secret: a CA and a client certificate
+// signed by it.
+func testClientSecretData(t *testing.T) map[string][]byte {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, clientKey := key(), key()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: testStart.Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "etcd-operator"},
+		NotBefore: testStart.Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, &clientKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]byte{
+		etcdutil.SecretClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientDER}),
+		etcdutil.SecretClientKey:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		etcdutil.SecretClientCA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"slices"
 	"strings"
 	"time"
@@ -290,7 +289,7 @@ func newWorld(cfg worldConfig) *world {
 		for name := range w.members {
 			ms.Add(w.member(name))
 		}
-		w.op.members.learn(ms)
+		w.op.knownMembership.learn(ms)
 		w.op.etcdReadAt = w.now.Add(-30 * time.Second)
 	}
 	if cfg.neverStored {
@@ -559,7 +558,7 @@ func observeWorld(w *world, withEtcd bool) *snapshot {
 		}
 	}
 	c.takeRecords(s)
-	s.membership = c.members.known()
+	s.membership = c.knownMembership.known()
 	if withEtcd {
 		s.etcd = w.readEtcd(s)
 	}
@@ -623,7 +622,7 @@ func (w *world) readEtcd(s *snapshot) *etcdView {
 	h.LeaderID, h.Linearizable = leaderID, true
 	view.health = h
 	ms, _ := etcdutil.MembersFromEtcd(membersOf(h), tmpl)
-	c.members.learn(ms)
+	c.knownMembership.learn(ms)
 	s.membership = ms
 	view.confirmed = true
 	view.clusterVersion = "3.5.0"
@@ -742,6 +741,8 @@ func (w *world) finishDeletions(only string) {
 func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 	c := w.op
 	switch a.kind {
+	case actRecordCreating:
+		return api.ClusterPhaseCreating, nil
 	case actSeed:
 		name := a.member
 		if name == "" {
@@ -755,7 +756,7 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			w.newClaim(name, a.version)
 		}
 		w.createPod(k8sutil.NewEtcdPod(s.spec, &m, a.version, members.PeerURLPairs(), k8sutil.ClusterStateNew, "token"))
-		c.members.learn(members)
+		c.knownMembership.learn(members)
 		if resumed {
 			// etcd finds the data its predecessor wrote on the claim and
 			// starts as that member: the same cluster goes on.
@@ -770,7 +771,7 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		w.leader, w.served, w.leaderLostAt, w.leaderlessReads = "", false, time.Time{}, nil
 		return api.ClusterPhaseRunning, nil
 	case actAdopt:
-		c.members.forget()
+		c.knownMembership.forget()
 		return api.ClusterPhaseRunning, nil
 	case actReseed:
 		if a.member != "" {
@@ -790,13 +791,13 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		if a.member != "" && w.claims[a.member] != nil {
 			m := memberTemplate(s.spec)
 			m.Name = a.member
-			c.members.learn(etcdutil.NewMemberSet(&m))
+			c.knownMembership.learn(etcdutil.NewMemberSet(&m))
 		} else {
-			c.members.forget()
+			c.knownMembership.forget()
 		}
 		return api.ClusterPhaseCreating, nil
 	case actDeleteStrayPod, actDeleteFailedPod:
-		if m := s.members[a.member]; a.kind == actDeleteFailedPod && m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
+		if m := s.views[a.member]; a.kind == actDeleteFailedPod && m != nil && m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) {
 			c.recovering = &recovering{member: a.member, started: w.now, flagRemoved: true}
 		}
 		if a.kind == actDeleteFailedPod {
@@ -825,7 +826,7 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		w.members[a.member].learner = false
 		members := s.membership.Clone()
 		members[a.member].IsLearner = false
-		c.members.learn(members)
+		c.knownMembership.learn(members)
 	case actCreateJoiner:
 		name := w.newName()
 		m := memberTemplate(s.spec)
@@ -840,24 +841,24 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			k8sutil.WithMembershipWait(&m, pairs, c.cfg.MembershipWait)))
 	case actAddJoiner:
 		if w.leader == "" {
-			c.members.forget()
+			c.knownMembership.forget()
 			return "", etcdError("add member "+a.member, errors.New("context deadline exceeded"))
 		}
 		w.members[a.member] = &wmember{name: a.member, learner: a.learner}
 		if w.addReplyLost {
 			w.addReplyLost = false
-			c.members.forget()
+			c.knownMembership.forget()
 			return "", etcdError("add member "+a.member, errors.New("context deadline exceeded"))
 		}
 		members := s.membership.Clone()
 		members.Add(w.member(a.member))
 		members[a.member].IsLearner = a.learner
-		c.members.learn(members)
+		c.knownMembership.learn(members)
 	case actUpgradeMember:
 		w.downed = a.member
 		p := w.pods[a.member]
-		from := podVersion(s.members[a.member].pod)
-		if v := runningVersion(s.members[a.member].pod); v != "" {
+		from := podVersion(s.views[a.member].pod)
+		if v := runningVersion(s.views[a.member].pod); v != "" {
 			from = v
 		}
 		if cl := w.claims[a.member]; cl != nil {
@@ -874,7 +875,7 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			p.lastExit = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}
 			p.ctr, p.etcdRuns = ctrUpgrading, false
 		}
-		c.expectUpgrade(s.members[a.member].pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+		c.expectUpgrade(s.views[a.member].pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
 			deadline: w.now.Add(c.cfg.PendingTimeout)})
 	case actMoveLeader:
 		if w.leader != "" && w.runsEtcd(a.member) && !w.members[a.member].learner {
@@ -899,16 +900,16 @@ func (w *world) createPod(obj *corev1.Pod) {
 	c.podExpect = &podExpectation{names: append(slices.Clone(e.names), obj.Name), deadline: w.now.Add(c.cfg.ExpectationTimeout)}
 }
 
-// removeMember is Cluster.removeMember: etcd removes the member when it has
+// removeMember is Cluster.removeMemberAndData: etcd removes the member when it has
 // a leader and the members left keep a quorum, then its pod and claim go.
 func (w *world) removeMember(s *snapshot, a action) error {
 	c := w.op
-	m := s.members[a.member].member
+	m := s.views[a.member].member
 	if m.ID == 0 {
 		return newPassError(problemEtcdMembership, "remove member "+m.Name, errors.New("its etcd ID is unknown"))
 	}
 	if w.leader == "" {
-		c.members.forget()
+		c.knownMembership.forget()
 		return etcdError("remove member "+m.Name, errors.New("context deadline exceeded"))
 	}
 	if wm := w.members[a.member]; wm != nil && !wm.learner {
@@ -928,9 +929,9 @@ func (w *world) removeMember(s *snapshot, a action) error {
 	delete(w.members, a.member)
 	members := s.membership.Clone()
 	members.Remove(m.Name)
-	c.members.learn(members)
+	c.knownMembership.learn(members)
 	if a.kind == actRemoveDeadMember {
-		c.recordReplacement(s.members[a.member].cause)
+		c.recordReplacement(s.views[a.member].cause)
 	}
 	w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
 	delete(w.claims, a.member)
@@ -942,10 +943,10 @@ func (w *world) removeMember(s *snapshot, a action) error {
 // the world counts a restart after a failure of the member as the truth.
 func (w *world) restartMembers(s *snapshot, a action) error {
 	c := w.op
-	members := restartMembership(s, a.members)
+	members := restartMembership(s, a.names)
 	pairs := members.PeerURLPairs()
-	recovery := c.recovering != nil && slices.Contains(a.members, c.recovering.member)
-	for _, name := range a.members {
+	recovery := c.recovering != nil && slices.Contains(a.names, c.recovering.member)
+	for _, name := range a.names {
 		if _, exists := w.pods[name]; exists {
 			return kubeError("create pod "+name, fmt.Errorf("pods %q already exists", name))
 		}
@@ -963,7 +964,7 @@ func (w *world) restartMembers(s *snapshot, a action) error {
 		opts := []k8sutil.PodOption{k8sutil.WithoutDNSCheck()}
 		if a.force {
 			opts = append(opts, k8sutil.WithForceNewCluster())
-			c.members.forget()
+			c.knownMembership.forget()
 		}
 		w.createPod(k8sutil.NewEtcdPod(s.spec, members[name], a.version, pairs, k8sutil.ClusterStateExisting, "", opts...))
 		if recovery && !a.force {
@@ -978,10 +979,7 @@ func (w *world) restartMembers(s *snapshot, a action) error {
 // store it.
 func (w *world) writeStatus(s *snapshot, phase api.ClusterPhase, problems []problem) {
 	c := w.op
-	if known := c.members.known(); known != nil {
-		s.membership = known
-		s.classify()
-	}
+	s = s.withMembership(c.knownMembership.known())
 	if phase == "" {
 		phase = c.status().Phase
 	}

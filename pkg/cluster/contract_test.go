@@ -194,12 +194,7 @@ func (r *run) pass(i int, l *stepLog) {
 	vs := r.checkDecision(s, a)
 	phase, err := w.act(s, a)
 	w.settle()
-	problems := assess(s)
-	if err != nil {
-		problems = append(problems, problemOf(err))
-	}
-	problems = w.op.noteWait(s, a, problems)
-	w.writeStatus(s, phase, problems)
+	w.writeStatus(s, phase, w.op.passProblems(s, nil, a, err))
 	vs = append(vs, r.checkAfterPass(a)...)
 	for _, v := range vs {
 		if r.o.ignore == nil || !r.o.ignore(v) {
@@ -420,7 +415,7 @@ func (r *run) checkAfterPass(a action) []violation {
 		c := w.claims[name]
 		if stuck == "" || !w.onClaims || c == nil || !c.data || w.pods[name] != nil || m.refused || m.corrupt ||
 			w.restartsWithin(name, ladderWindow) >= ladderRestarts || w.op.recovering != nil ||
-			a.kind == actRestartMembers && slices.Contains(a.members, name) {
+			a.kind == actRestartMembers && slices.Contains(a.names, name) {
 			delete(r.goneSince, name)
 			delete(r.gonePasses, name)
 			continue
@@ -532,8 +527,8 @@ func summarize(s *snapshot) string {
 		b.WriteString("; membership unknown")
 	} else {
 		var ms []string
-		for _, name := range sortedKeys(s.members) {
-			m := s.members[name]
+		for _, name := range sortedKeys(s.views) {
+			m := s.views[name]
 			d := name + " " + m.state.String()
 			if m.ready {
 				d += " ready"
@@ -556,7 +551,7 @@ func summarize(s *snapshot) string {
 	}
 	var pods []string
 	for _, name := range sortedKeys(s.pods) {
-		if _, member := s.members[name]; !member {
+		if _, member := s.views[name]; !member {
 			pods = append(pods, name+" "+string(s.pods[name].Status.Phase))
 		}
 	}
@@ -975,7 +970,7 @@ func TestContractKnownViolations(t *testing.T) {
 			steps: []step{tick(time.Second), partition()},
 		},
 
-		// Found by TestSafetyContract beyond the defects above.
+		// Found by TestSafetyContract beyond the histories above.
 		{
 			name:  "a member with a CORRUPT alarm is not removed while the quorum needs it, and the dead member beside it is replaced",
 			rule:  "C1",

@@ -1,22 +1,12 @@
 package cluster
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
-	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // TestDecide is the specification of the algorithm: for a snapshot of a
@@ -45,29 +35,30 @@ func TestDecide(t *testing.T) {
 	}{
 		// 1. Hands off.
 		{name: "a cluster with no valid spec yet waits", mods: mods(noSpec), want: "wait (no valid spec yet)"},
-		{name: "a cluster the original marked Failed is left alone", mods: mods(phase(api.ClusterPhaseFailed)), want: "wait (the cluster is Failed)"},
+		{name: "a cluster the original marked Failed is left alone", mods: mods(spec(withPhase(api.ClusterPhaseFailed))), want: "wait (the cluster is Failed)"},
 		{name: "a cluster being deleted is left alone, even with members gone", mods: mods(beingDeleted, noPod(memberB)), want: "wait (the cluster is being deleted)"},
 
 		// 2. Services.
 		{name: "missing services are created first", mods: mods(missingServices, noPod(memberB)), want: "create services (example, example-client)"},
 		{name: "a service of another cluster of the same name is waited for", mods: mods(serviceConflict), want: "wait (service example belongs to"},
 		{name: "a cluster of three gets a disruption budget that keeps two members", mods: mods(budgets), want: "sync disruption budget (keep 2 members available through voluntary disruptions)"},
-		{name: "the disruption budget follows spec.size", mods: mods(budgets, budgetKeeps(2), specSize(5), etcdLeader(memberA)), want: "sync disruption budget (keep 3 members available (spec.size changed))"},
-		{name: "a single member's disruption budget is deleted", mods: mods(budgets, budgetKeeps(2), specSize(1), members(memberA), onlyPods(memberA)), want: "sync disruption budget (a single member has no disruption budget)"},
+		{name: "the disruption budget follows spec.size", mods: mods(budgets, budgetKeeps(2), spec(withSize(5)), etcdLeader(memberA)), want: "sync disruption budget (keep 3 members available (spec.size changed))"},
+		{name: "a single member's disruption budget is deleted", mods: mods(budgets, budgetKeeps(2), spec(withSize(1)), members(memberA), onlyPods(memberA)), want: "sync disruption budget (a single member has no disruption budget)"},
 		{name: "a cluster whose budget keeps a quorum is left alone", mods: mods(budgets, budgetKeeps(2)), want: "idle"},
 
 		// 3. Paused, TLS.
-		{name: "a paused cluster changes nothing", mods: mods(pausedSpec), want: "wait (spec.paused is true)"},
-		{name: "a paused cluster does not even replace a dead member", mods: mods(pausedSpec, podIs(memberB, failed)), want: "wait (spec.paused is true)"},
+		{name: "a paused cluster changes nothing", mods: mods(spec(withPaused)), want: "wait (spec.paused is true)"},
+		{name: "a paused cluster does not even replace a dead member", mods: mods(spec(withPaused), podIs(memberB, failed)), want: "wait (spec.paused is true)"},
 		{name: "without the operator's client TLS secret nothing is changed", mods: mods(tlsMissing, noPod(memberB)), want: "wait (the operator's etcd client TLS secret is not usable)"},
 
 		// 4. Bootstrap.
-		{name: "a new cluster gets a seed at spec.version", mods: mods(phase(api.ClusterPhaseNone), noMembership, noPods), want: "seed to " + testVersion},
-		{name: "a Creating cluster without pods (a restart before the seed) gets its seed", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods), want: "seed to " + testVersion},
-		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(phase(api.ClusterPhaseCreating), noMembership), want: "adopt"},
-		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(phase(api.ClusterPhaseNone), noMembership, onlyPods(memberA)), want: "adopt"},
-		{name: "a new seed waits for usable TLS certificates rather than fail its handshakes", mods: mods(phase(api.ClusterPhaseNone), noMembership, noPods, badCertificate), want: "wait (the TLS certificates are not usable)"},
-		{name: "a new seed waits for the pods of an earlier one to be gone", mods: mods(phase(api.ClusterPhaseCreating), noMembership, noPods, terminatingPod(memberA)), want: "wait (pods of an earlier seed are being deleted)"},
+		{name: "a new cluster is recorded Creating before anything is made", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods), want: "record phase Creating"},
+		{name: "a new cluster recorded Creating gets a seed at spec.version", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "a Creating cluster without pods (a restart before the seed) gets its seed", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership), want: "adopt"},
+		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, onlyPods(memberA)), want: "adopt"},
+		{name: "a new seed waits for usable TLS certificates rather than fail its handshakes", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, badCertificate), want: "wait (the TLS certificates are not usable)"},
+		{name: "a new seed waits for the pods of an earlier one to be gone", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, terminatingPod(memberA)), want: "wait (pods of an earlier seed are being deleted)"},
 
 		// 5. Unknown membership.
 		{name: "an unknown membership is read from etcd once a member pod runs", mods: mods(noMembership), want: "read etcd (the membership is unknown)"},
@@ -84,30 +75,30 @@ func TestDecide(t *testing.T) {
 
 		// 7. A seed that never started.
 		{name: "a seed that failed before the cluster was ever available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, failed, etcdNeverStarted)), want: "reseed example-a"},
-		{name: "a seed on a claim that failed before the cluster was ever available is made again: the next seed starts on its claim", mods: mods(notYetAvailable, withPVCSpec, members(memberA), onlyPods(memberA), claims(memberA), podIs(memberA, failed)), want: "reseed example-a"},
+		{name: "a seed on a claim that failed before the cluster was ever available is made again: the next seed starts on its claim", mods: mods(notYetAvailable, spec(withPVC), members(memberA), onlyPods(memberA), claims(memberA), podIs(memberA, failed)), want: "reseed example-a"},
 		{name: "a seed on an emptyDir whose etcd ran is not made again: it may have served between two passes", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
-		{name: "a Creating cluster's seed starts on the claim of the seed made before it", mods: mods(withPVCSpec, phase(api.ClusterPhaseCreating), noMembership, noPods, claims(memberA, "example-joiner"), statusMembers(memberA)), want: "seed example-a to " + testVersion},
+		{name: "a Creating cluster's seed starts on the claim of the seed made before it", mods: mods(spec(withPVC), spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, claims(memberA, "example-joiner"), statusMembers(memberA)), want: "seed example-a to " + testVersion},
 		{name: "a seed pending longer than the timeout in a cluster never available is made again", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(6*time.Minute))), want: "reseed example-a"},
 		{name: "the only member of a cluster that was available is not made again", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
 
 		// 8. Restart in place.
-		{name: "a member whose pod is gone and whose claim holds its data is restarted in place", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), noPod(memberC)), want: "restart in place example-c to " + testVersion},
-		{name: "the ended pod of a member with a claim is deleted first, to restart it in place", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed)), want: "delete failed pod example-c"},
-		{name: "an evicted member with a claim is restarted in place, not replaced", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, evicted)), want: "delete failed pod example-c"},
-		{name: "members whose pods are all gone are restarted together, without a quorum", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), noPods), want: "restart in place example-a example-b example-c to " + testVersion},
-		{name: "a quorum lost with claims heals by restarting the lost members in place", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), noPod(memberB), noPod(memberC)), want: "restart in place example-b example-c"},
-		{name: "a member restarted in place runs the version its claim records", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimVersion(memberC, oldVersion), noPod(memberC)), want: "restart in place example-c to " + oldVersion},
-		{name: "after an operator restart every member is restarted from the claims the status listed", mods: mods(withPVCSpec, noMembership, noPods, claims(memberA, memberB, memberC, "example-gone"), statusMembers(memberA, memberB, memberC)), want: "restart in place example-a example-b example-c to " + testVersion},
-		{name: "after an operator restart the ended pods are deleted before the members restart", mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "delete failed pod example-a"},
-		{name: "after an operator restart a member on a node that does not answer is waited for", mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, failed), podIs(memberB, unknownPhase), podIs(memberC, failed), statusMembers(memberA, memberB, memberC)), want: "delete failed pod example-a"},
-		{name: "a member restarted too often in the window is replaced", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 3 restarts in place within 10m0s)"},
-		{name: "restarts older than the window do not count", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Hour), podIs(memberC, failed)), want: "delete failed pod example-c"},
-		{name: "a member whose data etcd refuses is replaced at once", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed, exitedWith("panic: wal: crc mismatch")), etcdLeader(memberA, memberC)), want: "remove dead member example-c (etcd refuses its data: exit code 2"},
+		{name: "a member whose pod is gone and whose claim holds its data is restarted in place", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), noPod(memberC)), want: "restart in place example-c to " + testVersion},
+		{name: "the ended pod of a member with a claim is deleted first, to restart it in place", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, failed)), want: "delete failed pod example-c"},
+		{name: "an evicted member with a claim is restarted in place, not replaced", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, evicted)), want: "delete failed pod example-c"},
+		{name: "members whose pods are all gone are restarted together, without a quorum", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), noPods), want: "restart in place example-a example-b example-c to " + testVersion},
+		{name: "a quorum lost with claims heals by restarting the lost members in place", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), noPod(memberB), noPod(memberC)), want: "restart in place example-b example-c"},
+		{name: "a member restarted in place runs the version its claim records", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimVersion(memberC, oldVersion), noPod(memberC)), want: "restart in place example-c to " + oldVersion},
+		{name: "after an operator restart every member is restarted from the claims the status listed", mods: mods(spec(withPVC), noMembership, noPods, claims(memberA, memberB, memberC, "example-gone"), statusMembers(memberA, memberB, memberC)), want: "restart in place example-a example-b example-c to " + testVersion},
+		{name: "after an operator restart the ended pods are deleted before the members restart", mods: mods(spec(withPVC), noMembership, claims(memberA, memberB, memberC), podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "delete failed pod example-a"},
+		{name: "after an operator restart a member on a node that does not answer is waited for", mods: mods(spec(withPVC), noMembership, claims(memberA, memberB, memberC), podIs(memberA, failed), podIs(memberB, unknownPhase), podIs(memberC, failed), statusMembers(memberA, memberB, memberC)), want: "delete failed pod example-a"},
+		{name: "a member restarted too often in the window is replaced", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 3 restarts in place within 10m0s)"},
+		{name: "restarts older than the window do not count", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Hour), podIs(memberC, failed)), want: "delete failed pod example-c"},
+		{name: "a member whose data etcd refuses is replaced at once", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, failed, exitedWith("panic: wal: crc mismatch")), etcdLeader(memberA, memberC)), want: "remove dead member example-c (etcd refuses its data: exit code 2"},
 		{name: "a crashing member is left to the kubelet, which restarts it with its data", mods: mods(podIs(memberC, crashLooping(1))), want: "idle"},
 		{name: "a member crashing more often than the ladder allows is replaced", mods: mods(podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
 		{name: "a member failing as the one replaced a moment ago waits before it is replaced", mods: mods(podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 30*time.Second), etcdLeader(memberA, memberC)), want: "wait (member example-c fails as the 1 member(s) replaced before it did (container etcd keeps failing: exit code 137 (OOMKilled))", after: 30 * time.Second},
 		{name: "a member failing as one replaced earlier is replaced once the back-off has passed", mods: mods(podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), replacedFor("container etcd keeps failing: exit code 137 (OOMKilled)", 1, 2*time.Minute), etcdLeader(memberA, memberC)), want: "remove dead member example-c (it failed again after 4 restarts"},
-		{name: "a member on a node that does not answer is not restarted elsewhere", mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, unknownPhase)), want: "idle"},
+		{name: "a member on a node that does not answer is not restarted elsewhere", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, unknownPhase)), want: "idle"},
 
 		// 9. Quorum.
 		{name: "with two of three members dead nothing is changed", mods: mods(podIs(memberB, failed), noPod(memberC)), want: "wait (quorum lost: 1 of 3 voting members run, 2 are needed)"},
@@ -115,18 +106,18 @@ func TestDecide(t *testing.T) {
 		{name: "while a new cluster's seed starts, the first joining pod is made", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "create joiner to " + testVersion + " (while the seed starts)"},
 		{name: "while a new cluster's seed starts with its joining pod made, the seed is waited for", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA})), want: "wait (0 of 1 voting members run and 1 are starting"},
 		{name: "a seed that starts again in a cluster that was available makes no joining pod", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "wait (0 of 1 voting members run and 1 are starting"},
-		{name: "a one-member cluster makes no joining pod while its seed starts", mods: mods(notYetAvailable, specSize(1), members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "wait (0 of 1 voting members run and 1 are starting"},
+		{name: "a one-member cluster makes no joining pod while its seed starts", mods: mods(notYetAvailable, spec(withSize(1)), members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "wait (0 of 1 voting members run and 1 are starting"},
 		{name: "while members start, the quorum is waited for", mods: mods(podIs(memberB, pendingFor(time.Minute)), podIs(memberC, pendingFor(time.Minute))), want: "wait (1 of 3 voting members run and 2 are starting; 2 are needed)"},
 		{name: "a learner does not count towards the quorum", mods: mods(learner(memberB), noPod(memberC)), want: "wait (quorum lost: 1 of 2"},
 		{name: "with quorum lost even stray pods are left alone", mods: mods(podIs(memberB, failed), noPod(memberC), strayPod("example-stray")), want: "wait (quorum lost"},
 
 		// Opt-in disaster recovery, at the quorum step.
-		{name: "without disaster recovery a quorum lost for good is reported and waited on", mods: mods(withPVCSpec, claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (quorum lost: 1 of 3"},
-		{name: "disaster recovery waits out its grace period", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Minute), etcdWithoutLeaderFrom(memberA)), want: "wait (quorum lost since 2025-03-01T11:59:00Z; disaster recovery starts at 2025-03-01T12:04:00Z", after: 4 * time.Minute},
-		{name: "disaster recovery reads etcd to find the survivor with the newest data", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA, memberB), noPod(memberC), podIs(memberB, failed), claimRestarts(memberB, 3, time.Minute), quorumLostAgo(time.Hour)), want: "read etcd (disaster recovery: ask every member for its leader and raft index)"},
-		{name: "after the grace period the survivor with the newest data becomes a one-member cluster", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA)), want: "force a new cluster from example-a (the survivor with the newest data"},
-		{name: "the survivor is restarted with --force-new-cluster once its pod is gone", mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPods, recoveringFrom(memberA), quorumLostAgo(time.Hour)), want: "restart in place example-a to " + testVersion + " with --force-new-cluster"},
-		{name: "the survivor running alone is restarted without --force-new-cluster before the cluster regrows", mods: mods(withPVCSpec, recoveryOn(false), members(memberA), onlyPods(memberA), podIs(memberA, forced), claims(memberA)), want: "delete failed pod example-a (to restart it without --force-new-cluster"},
+		{name: "without disaster recovery a quorum lost for good is reported and waited on", mods: mods(spec(withPVC), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (quorum lost: 1 of 3"},
+		{name: "disaster recovery waits out its grace period", mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Minute), etcdWithoutLeaderFrom(memberA)), want: "wait (quorum lost since 2025-03-01T11:59:00Z; disaster recovery starts at 2025-03-01T12:04:00Z", after: 4 * time.Minute},
+		{name: "disaster recovery reads etcd to find the survivor with the newest data", mods: mods(spec(withPVC), recoveryOn(false), claims(memberA, memberB), noPod(memberC), podIs(memberB, failed), claimRestarts(memberB, 3, time.Minute), quorumLostAgo(time.Hour)), want: "read etcd (disaster recovery: ask every member for its leader and raft index)"},
+		{name: "after the grace period the survivor with the newest data becomes a one-member cluster", mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA)), want: "force a new cluster from example-a (the survivor with the newest data"},
+		{name: "the survivor is restarted with --force-new-cluster once its pod is gone", mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPods, recoveringFrom(memberA), quorumLostAgo(time.Hour)), want: "restart in place example-a to " + testVersion + " with --force-new-cluster"},
+		{name: "the survivor running alone is restarted without --force-new-cluster before the cluster regrows", mods: mods(spec(withPVC), recoveryOn(false), members(memberA), onlyPods(memberA), podIs(memberA, forced), claims(memberA)), want: "delete failed pod example-a (to restart it without --force-new-cluster"},
 		{name: "with no member's data left, the cluster is restored from its newest backup", mods: mods(recoveryOn(true), noPods, quorumLostAgo(time.Hour)), want: "restore from the newest backup"},
 		{name: "members that survive on emptyDir volumes cannot be recovered from", mods: mods(recoveryOn(true), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (disaster recovery cannot start"},
 
@@ -135,18 +126,18 @@ func TestDecide(t *testing.T) {
 		{name: "a stray pod is deleted once etcd's leader confirmed the membership", mods: mods(strayPod("example-stray"), etcdLeader(memberA)), want: "delete stray pod example-stray"},
 		{name: "a stray pod is not deleted while etcd has no leader", mods: mods(strayPod("example-stray"), etcdWithoutLeader), want: "wait (etcd has no leader to confirm the membership"},
 		{name: "a stray pod is not deleted while etcd does not answer", mods: mods(strayPod("example-stray"), etcdFailed), want: "wait (etcd cannot be asked before the change"},
-		{name: "a joining pod that ended is deleted", mods: mods(specSize(4), joiningPod(joiner, three, failed), etcdLeader(memberA)), want: "delete joiner example-new (it ended before its member was added)"},
-		{name: "a joining pod made for another version is deleted", mods: mods(specSize(4), joiningPod(joiner, three, onVersion(oldVersion)), etcdLeader(memberA)), want: "delete joiner example-new (it was made for etcd 3.4.23"},
-		{name: "a joining pod made for another membership is deleted", mods: mods(specSize(4), joiningPod(joiner, []string{memberA, memberB}), etcdLeader(memberA)), want: "delete joiner example-new (the membership changed since it was made)"},
+		{name: "a joining pod that ended is deleted", mods: mods(spec(withSize(4)), joiningPod(joiner, three, failed), etcdLeader(memberA)), want: "delete joiner example-new (it ended before its member was added)"},
+		{name: "a joining pod made for another version is deleted", mods: mods(spec(withSize(4)), joiningPod(joiner, three, onVersion(oldVersion)), etcdLeader(memberA)), want: "delete joiner example-new (it was made for etcd 3.4.23"},
+		{name: "a joining pod made for another membership is deleted", mods: mods(spec(withSize(4)), joiningPod(joiner, []string{memberA, memberB}), etcdLeader(memberA)), want: "delete joiner example-new (the membership changed since it was made)"},
 		{name: "a joining pod is deleted once no member is to be added", mods: mods(joiningPod(joiner, three), etcdLeader(memberA)), want: "delete joiner example-new (no member is to be added any more)"},
-		{name: "a joining pod made for an older spec.pod is deleted: new members follow the spec in force", mods: mods(specSize(4), joiningPod(joiner, three), specNodeSelector("disk", "ssd"), etcdLeader(memberA)), want: "delete joiner example-new (spec.pod changed since it was made)"},
-		{name: "a joining pod that never resolved within the timeout is deleted", mods: mods(specSize(4), joiningPod(joiner, three, resolving, createdAgo(6*time.Minute)), etcdLeader(memberA)), want: "delete joiner example-new (it has not started within 5m0s)"},
-		{name: "of two usable joining pods the second is deleted", mods: mods(specSize(4), joiningPod(joiner, three), joiningPod(joiner2, three), etcdLeader(memberA)), want: "delete joiner example-new2 (another joining pod is used)"},
-		{name: "a joining pod that waits for its add, however old, is kept and added", mods: mods(specSize(4), joiningPod(joiner, three, createdAgo(time.Hour)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
-		{name: "a claim of no member is deleted once etcd confirmed the membership", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, "example-gone"), etcdLeader(memberA)), want: "delete stray claim example-gone"},
-		{name: "a claim of no member makes the pass read etcd first", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, "example-gone")), want: "read etcd (delete a claim that belongs to no member)"},
-		{name: "the claims of members and of a joining pod are kept", mods: mods(specSize(4), withPVCSpec, claims(memberA, memberB, memberC, joiner), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new"},
-		{name: "the claim of a pod being created is kept", mods: mods(withPVCSpec, claims(memberA, memberB, memberC, joiner), expectPod(joiner, time.Minute)), want: "wait (pod example-new was created"},
+		{name: "a joining pod made for an older spec.pod is deleted: new members follow the spec in force", mods: mods(spec(withSize(4)), joiningPod(joiner, three), spec(withNodeSelector("disk", "ssd")), etcdLeader(memberA)), want: "delete joiner example-new (spec.pod changed since it was made)"},
+		{name: "a joining pod that never resolved within the timeout is deleted", mods: mods(spec(withSize(4)), joiningPod(joiner, three, resolving, createdAgo(6*time.Minute)), etcdLeader(memberA)), want: "delete joiner example-new (it has not started within 5m0s)"},
+		{name: "of two usable joining pods the second is deleted", mods: mods(spec(withSize(4)), joiningPod(joiner, three), joiningPod(joiner2, three), etcdLeader(memberA)), want: "delete joiner example-new2 (another joining pod is used)"},
+		{name: "a joining pod that waits for its add, however old, is kept and added", mods: mods(spec(withSize(4)), joiningPod(joiner, three, createdAgo(time.Hour)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "a claim of no member is deleted once etcd confirmed the membership", mods: mods(spec(withPVC), claims(memberA, memberB, memberC, "example-gone"), etcdLeader(memberA)), want: "delete stray claim example-gone"},
+		{name: "a claim of no member makes the pass read etcd first", mods: mods(spec(withPVC), claims(memberA, memberB, memberC, "example-gone")), want: "read etcd (delete a claim that belongs to no member)"},
+		{name: "the claims of members and of a joining pod are kept", mods: mods(spec(withSize(4)), spec(withPVC), claims(memberA, memberB, memberC, joiner), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new"},
+		{name: "the claim of a pod being created is kept", mods: mods(spec(withPVC), claims(memberA, memberB, memberC, joiner), expectPod(joiner, time.Minute)), want: "wait (pod example-new was created"},
 
 		// 11. Replacement.
 		{name: "a failed member makes the pass read etcd", mods: mods(podIs(memberC, failed)), want: "read etcd (remove member example-c)"},
@@ -158,84 +149,84 @@ func TestDecide(t *testing.T) {
 		{name: "a joining pod made ahead of a replacement stays while the dead member is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC), joiningPod(joiner, []string{memberA, memberB}, resolving)), want: "remove dead member example-c"},
 		{name: "a joining pod made ahead of a replacement goes when the member's pod shows up after all", mods: mods(etcdLeader(memberA), joiningPod(joiner, []string{memberA, memberB}, resolving)), want: "delete joiner example-new (no member is to be added any more)"},
 		{name: "a member whose pod is being deleted is replaced only once the pod is gone", mods: mods(terminatingPod(memberC)), want: "wait (pod example-c is being deleted"},
-		{name: "a dead member is removed while another member still starts", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), podIs(memberD, failed), podIs(memberE, pendingFor(time.Minute)), etcdLeader(memberA, memberD, memberE)), want: "remove dead member example-d"},
+		{name: "a dead member is removed while another member still starts", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD, memberE), podIs(memberD, failed), podIs(memberE, pendingFor(time.Minute)), etcdLeader(memberA, memberD, memberE)), want: "remove dead member example-d"},
 
 		// 12. Learners.
-		{name: "a running learner is promoted before anything else changes", mods: mods(specSize(5), learner(memberC)), want: "promote learner example-c"},
-		{name: "a learner that does not run yet is waited for", mods: mods(specSize(4), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Minute))), want: "wait (learner example-d does not run yet)"},
-		{name: "while a learner starts, the next joining pod is made once etcd confirms the membership", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second))), want: "read etcd (create a joining pod)"},
-		{name: "while a learner starts, the next joining pod is made", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), etcdLeader(memberA, memberD)), want: "create joiner to " + testVersion + " (while learner example-d starts)"},
-		{name: "while a learner starts with the next joining pod made, the learner is waited for", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD})), want: "wait (learner example-d does not run yet)"},
-		{name: "a running learner is promoted before its successor's pod is made", mods: mods(specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD)), want: "promote learner example-d"},
+		{name: "a running learner is promoted before anything else changes", mods: mods(spec(withSize(5)), learner(memberC)), want: "promote learner example-c"},
+		{name: "a learner that does not run yet is waited for", mods: mods(spec(withSize(4)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Minute))), want: "wait (learner example-d does not run yet)"},
+		{name: "while a learner starts, the next joining pod is made once etcd confirms the membership", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second))), want: "read etcd (create a joining pod)"},
+		{name: "while a learner starts, the next joining pod is made", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), etcdLeader(memberA, memberD)), want: "create joiner to " + testVersion + " (while learner example-d starts)"},
+		{name: "while a learner starts with the next joining pod made, the learner is waited for", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD})), want: "wait (learner example-d does not run yet)"},
+		{name: "a running learner is promoted before its successor's pod is made", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD)), want: "promote learner example-d"},
 
 		// 12. Learners side by side: every member on etcd 3.6 with ETCD_MAX_LEARNERS.
 		{name: "on 3.6, while the seed starts, a second joining pod is made behind the first", mods: mods(notYetAvailable, on36, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA})), want: "create joiner to " + v36 + " behind example-new (while the seed starts)"},
 		{name: "on 3.6, with two joining pods made, the seed is waited for", mods: mods(notYetAvailable, on36, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA}), joiningPod(joiner2, []string{memberA, joiner})), want: "wait (0 of 1 voting members run and 1 are starting"},
-		{name: "on 3.6, a joining pod is made behind the one not added yet", mods: mods(on36, specSize(5), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "create joiner to " + v36 + " behind example-new (while example-new starts)"},
-		{name: "on 3.6, no pod is made behind when spec.size has room for one member", mods: mods(on36, specSize(4), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
-		{name: "on 3.6, of a joining pod and the one made behind it the first is added", mods: mods(on36, specSize(5), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
-		{name: "on 3.6, a joining pod made behind one that is gone is deleted", mods: mods(on36, specSize(5), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
-		{name: "before 3.6, a joining pod made behind another is deleted", mods: mods(specSize(5), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
-		{name: "on 3.6, the next learner waits until the one before it has started: its etcd would refuse a membership other than its --initial-cluster", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD), notStarted(memberD)), want: "wait (learner example-d does not run yet)"},
-		{name: "on 3.6, a running learner whose etcd has not joined yet holds the next add, and etcd is asked again soon", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(time.Second), notReady), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD), notStarted(memberD)), want: "wait (learner example-d votes once the next learner example-new is added)", polls: true},
-		{name: "on 3.6, the next learner is added once the one before it has started", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(time.Second), notReady), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
-		{name: "on 3.6, a running learner votes only once the next one is added", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
-		{name: "on 3.6, a learner that started a moment ago waits for the next joining pod to resolve", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(2*time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "wait (learner example-d votes once the next learner example-new is added", after: 3 * time.Second},
-		{name: "on 3.6, a learner that has run for etcd's health interval votes, the next joining pod still resolving", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(5*time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "promote learner example-d"},
-		{name: "on 3.6, of two learners the running one votes first", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second))), want: "promote learner example-e"},
-		{name: "on 3.6, a third learner waits for a promotion", mods: mods(on36, specSize(7), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second)), podIs(memberE, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD, memberE}), joiningPod(joiner2, []string{memberA, memberB, memberC, memberD, memberE, joiner}), etcdLeader(memberA, memberD, memberE)), want: "wait (learners example-d, example-e do not run yet)"},
-		{name: "on 3.6, a learner whose pod failed is removed before the pod made behind it is used", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, failed), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "remove dead member example-d"},
-		{name: "on 3.6, a pod made behind a learner that was removed since is deleted", mods: mods(on36, specSize(5), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "delete joiner example-new (the membership changed since it was made)"},
-		{name: "on 3.6 with a member made without ETCD_MAX_LEARNERS, one learner at a time", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), podIs(memberA, withoutMaxLearners), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
-		{name: "on 3.6 with a member that still runs 3.5, one learner at a time", mods: mods(on36, specSize(5), members(memberA, memberB, memberC, memberD), podIs(memberA, runs(testVersion)), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
+		{name: "on 3.6, a joining pod is made behind the one not added yet", mods: mods(on36, spec(withSize(5)), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "create joiner to " + v36 + " behind example-new (while example-new starts)"},
+		{name: "on 3.6, no pod is made behind when spec.size has room for one member", mods: mods(on36, spec(withSize(4)), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
+		{name: "on 3.6, of a joining pod and the one made behind it the first is added", mods: mods(on36, spec(withSize(5)), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, a joining pod made behind one that is gone is deleted", mods: mods(on36, spec(withSize(5)), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
+		{name: "before 3.6, a joining pod made behind another is deleted", mods: mods(spec(withSize(5)), joiningPod(joiner, three), joiningPod(joiner2, append(slices.Clone(three), joiner)), etcdLeader(memberA)), want: "delete joiner example-new2 (the membership changed since it was made)"},
+		{name: "on 3.6, the next learner waits until the one before it has started: its etcd would refuse a membership other than its --initial-cluster", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD), notStarted(memberD)), want: "wait (learner example-d does not run yet)"},
+		{name: "on 3.6, a running learner whose etcd has not joined yet holds the next add, and etcd is asked again soon", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(time.Second), notReady), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD), notStarted(memberD)), want: "wait (learner example-d votes once the next learner example-new is added)", polls: true},
+		{name: "on 3.6, the next learner is added once the one before it has started", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(time.Second), notReady), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, a running learner votes only once the next one is added", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "on 3.6, a learner that started a moment ago waits for the next joining pod to resolve", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(2*time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "wait (learner example-d votes once the next learner example-new is added", after: 3 * time.Second},
+		{name: "on 3.6, a learner that has run for etcd's health interval votes, the next joining pod still resolving", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, startedAgo(5*time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}, resolving), etcdLeader(memberA)), want: "promote learner example-d"},
+		{name: "on 3.6, of two learners the running one votes first", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second))), want: "promote learner example-e"},
+		{name: "on 3.6, a third learner waits for a promotion", mods: mods(on36, spec(withSize(7)), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), learner(memberE), podIs(memberD, pendingFor(time.Second)), podIs(memberE, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD, memberE}), joiningPod(joiner2, []string{memberA, memberB, memberC, memberD, memberE, joiner}), etcdLeader(memberA, memberD, memberE)), want: "wait (learners example-d, example-e do not run yet)"},
+		{name: "on 3.6, a learner whose pod failed is removed before the pod made behind it is used", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, failed), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "remove dead member example-d"},
+		{name: "on 3.6, a pod made behind a learner that was removed since is deleted", mods: mods(on36, spec(withSize(5)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA)), want: "delete joiner example-new (the membership changed since it was made)"},
+		{name: "on 3.6 with a member made without ETCD_MAX_LEARNERS, one learner at a time", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), podIs(memberA, withoutMaxLearners), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
+		{name: "on 3.6 with a member that still runs 3.5, one learner at a time", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), podIs(memberA, runs(testVersion)), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
 
 		// 13. Size.
-		{name: "scaling up reads etcd before making a joining pod", mods: mods(specSize(4)), want: "read etcd (create a joining pod)"},
-		{name: "scaling up makes the new member's pod first, at spec.version", mods: mods(specSize(4), etcdLeader(memberA)), want: "create joiner to " + testVersion},
-		{name: "a joining pod is added only once it resolves in DNS", mods: mods(specSize(4), joiningPod(joiner, three, resolving)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
-		{name: "a joining pod is added only once every member is ready", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberB, notReady)), want: "wait (2 of 3 voting members are ready"},
-		{name: "a joining pod is added only once every member has been connected for etcd's health interval", mods: mods(specSize(4), joiningPod(joiner, three), podIs(memberC, startedAgo(2*time.Second))), want: "wait (the newest member has not been connected", after: 3 * time.Second},
-		{name: "a joining pod makes the pass read etcd before its add", mods: mods(specSize(4), joiningPod(joiner, three)), want: "read etcd (add member example-new)"},
-		{name: "a joining pod is not added while a member does not answer etcd", mods: mods(specSize(4), joiningPod(joiner, three), etcdLeader(memberA, memberC)), want: "wait (member example-c"},
-		{name: "a joining pod is added as a learner", mods: mods(specSize(4), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new as learner"},
-		{name: "a joining pod of a cluster with an etcd 3.3 member is added as a voter", mods: mods(specSize(4), podIs(memberA, onVersion("3.3.27")), joiningPod(joiner, three, onVersion("3.3.27")), specVersion("3.3.27"), podIs(memberB, onVersion("3.3.27")), podIs(memberC, onVersion("3.3.27")), etcdLeader(memberA)), want: "add joiner example-new ("},
-		{name: "scaling down reads etcd for the leader", mods: mods(specSize(2)), want: "read etcd (remove a member)"},
-		{name: "scaling down removes a follower, not the leader", mods: mods(specSize(2), etcdLeader(memberA)), want: "remove member example-b (a follower)"},
-		{name: "scaling down removes a follower when the leader sorts first", mods: mods(specSize(2), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
-		{name: "scaling down removes a member that is not ready before any ready one", mods: mods(specSize(2), podIs(memberC, notReady), etcdLeader(memberA)), want: "remove member example-c (its pod is not ready)"},
-		{name: "scaling down to one keeps the leader", mods: mods(specSize(1), members(memberA, memberB), onlyPods(memberA, memberB), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
+		{name: "scaling up reads etcd before making a joining pod", mods: mods(spec(withSize(4))), want: "read etcd (create a joining pod)"},
+		{name: "scaling up makes the new member's pod first, at spec.version", mods: mods(spec(withSize(4)), etcdLeader(memberA)), want: "create joiner to " + testVersion},
+		{name: "a joining pod is added only once it resolves in DNS", mods: mods(spec(withSize(4)), joiningPod(joiner, three, resolving)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
+		{name: "a joining pod is added only once every member is ready", mods: mods(spec(withSize(4)), joiningPod(joiner, three), podIs(memberB, notReady)), want: "wait (2 of 3 voting members are ready"},
+		{name: "a joining pod is added only once every member has been connected for etcd's health interval", mods: mods(spec(withSize(4)), joiningPod(joiner, three), podIs(memberC, startedAgo(2*time.Second))), want: "wait (the newest member has not been connected", after: 3 * time.Second},
+		{name: "a joining pod makes the pass read etcd before its add", mods: mods(spec(withSize(4)), joiningPod(joiner, three)), want: "read etcd (add member example-new)"},
+		{name: "a joining pod is not added while a member does not answer etcd", mods: mods(spec(withSize(4)), joiningPod(joiner, three), etcdLeader(memberA, memberC)), want: "wait (member example-c"},
+		{name: "a joining pod is added as a learner", mods: mods(spec(withSize(4)), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new as learner"},
+		{name: "a joining pod of a cluster with an etcd 3.3 member is added as a voter", mods: mods(spec(withSize(4)), podIs(memberA, onVersion("3.3.27")), joiningPod(joiner, three, onVersion("3.3.27")), spec(withVersion("3.3.27")), podIs(memberB, onVersion("3.3.27")), podIs(memberC, onVersion("3.3.27")), etcdLeader(memberA)), want: "add joiner example-new ("},
+		{name: "scaling down reads etcd for the leader", mods: mods(spec(withSize(2))), want: "read etcd (remove a member)"},
+		{name: "scaling down removes a follower, not the leader", mods: mods(spec(withSize(2)), etcdLeader(memberA)), want: "remove member example-b (a follower)"},
+		{name: "scaling down removes a follower when the leader sorts first", mods: mods(spec(withSize(2)), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
+		{name: "scaling down removes a member that is not ready before any ready one", mods: mods(spec(withSize(2)), podIs(memberC, notReady), etcdLeader(memberA)), want: "remove member example-c (its pod is not ready)"},
+		{name: "scaling down to one keeps the leader", mods: mods(spec(withSize(1)), members(memberA, memberB), onlyPods(memberA, memberB), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
 
 		// 14. Version.
-		{name: "an upgrade reads etcd for the leader and the health", mods: mods(specVersion("3.5.22")), want: "read etcd (upgrade a member)"},
-		{name: "an upgrade patches a follower first", mods: mods(specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
-		{name: "an upgrade moves leadership away before patching the leader", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "move leader to example-b (moving leadership from example-a to example-b first)"},
-		{name: "an upgrade patches the last member once leadership has moved away", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberB)), want: "upgrade member example-a to 3.5.22 (a follower)"},
-		{name: "an upgrade patches the next member as soon as the restarted one has caught up, without etcd's health interval", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA)), want: "upgrade member example-c to 3.5.22 (a follower)"},
-		{name: "an upgrade waits for the restarted member to catch up with the leader's log", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA), appliedUpTo(memberB, 10, 5000)), want: "wait (member example-b (", polls: true},
-		{name: "an upgrade waits for the restarted member to follow the leader", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA), followsNoLeader(memberB)), want: "wait (member example-b (", polls: true},
-		{name: "an upgrade waits for a restarted member whose pod is not ready yet", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), notReady), etcdLeader(memberA)), want: "wait (2 of 3 members are ready; every member must be to upgrade a member)"},
-		{name: "an upgrade waits for every member to answer etcd", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), etcdLeader(memberA, memberB)), want: "wait (member example-b (", polls: true},
-		{name: "an upgrade patches the only member, the leader, without a handoff", mods: mods(specSize(1), members(memberA), onlyPods(memberA), specVersion("3.5.22"), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
-		{name: "a move to 3.6 from a 3.5 release etcd's guide does not allow is refused", mods: mods(specVersion("3.6.6"), etcdLeader(memberA)), want: "wait (upgrade refused: "},
-		{name: "a downgrade from 3.6 to 3.5 enables etcd's downgrade first", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0")), want: "enable downgrade to 3.5"},
-		{name: "an enabled downgrade is waited for, not enabled again", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0"), downgradeEnabled), want: "wait (the downgrade is enabled; waiting for the cluster version to drop)"},
-		{name: "a downgrade patches members once the cluster version has dropped", mods: mods(specVersion("3.5.35"), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.5.0")), want: "upgrade member example-b to 3.5.35 (a follower)"},
-		{name: "an upgrade waits for the member being restarted", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22")), upgrading(memberB, "3.5.22")), want: "wait (member example-b is restarting on 3.5.22)"},
-		{name: "an upgrade patches a member that is not ready first, without asking etcd", mods: mods(specVersion("3.5.22"), podIs(memberC, notReady)), want: "upgrade member example-c to 3.5.22 (it is not ready)"},
+		{name: "an upgrade reads etcd for the leader and the health", mods: mods(spec(withVersion("3.5.22"))), want: "read etcd (upgrade a member)"},
+		{name: "an upgrade patches a follower first", mods: mods(spec(withVersion("3.5.22")), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
+		{name: "an upgrade moves leadership away before patching the leader", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "move leader to example-b (moving leadership from example-a to example-b first)"},
+		{name: "an upgrade patches the last member once leadership has moved away", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberB)), want: "upgrade member example-a to 3.5.22 (a follower)"},
+		{name: "an upgrade patches the next member as soon as the restarted one has caught up, without etcd's health interval", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA)), want: "upgrade member example-c to 3.5.22 (a follower)"},
+		{name: "an upgrade waits for the restarted member to catch up with the leader's log", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA), appliedUpTo(memberB, 10, 5000)), want: "wait (member example-b (", polls: true},
+		{name: "an upgrade waits for the restarted member to follow the leader", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22"), startedAgo(time.Second)), etcdLeader(memberA), followsNoLeader(memberB)), want: "wait (member example-b (", polls: true},
+		{name: "an upgrade waits for a restarted member whose pod is not ready yet", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22"), notReady), etcdLeader(memberA)), want: "wait (2 of 3 members are ready; every member must be to upgrade a member)"},
+		{name: "an upgrade waits for every member to answer etcd", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22")), etcdLeader(memberA, memberB)), want: "wait (member example-b (", polls: true},
+		{name: "an upgrade patches the only member, the leader, without a handoff", mods: mods(spec(withSize(1)), members(memberA), onlyPods(memberA), spec(withVersion("3.5.22")), etcdLeader(memberA)), want: "upgrade member example-a to 3.5.22 (the leader, last)"},
+		{name: "a move to 3.6 from a 3.5 release etcd's guide does not allow is refused", mods: mods(spec(withVersion("3.6.6")), etcdLeader(memberA)), want: "wait (upgrade refused: "},
+		{name: "a downgrade from 3.6 to 3.5 enables etcd's downgrade first", mods: mods(spec(withVersion("3.5.35")), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0")), want: "enable downgrade to 3.5"},
+		{name: "an enabled downgrade is waited for, not enabled again", mods: mods(spec(withVersion("3.5.35")), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.6.0"), downgradeEnabled), want: "wait (the downgrade is enabled; waiting for the cluster version to drop)"},
+		{name: "a downgrade patches members once the cluster version has dropped", mods: mods(spec(withVersion("3.5.35")), podIs(memberA, onVersion("3.6.6")), podIs(memberB, onVersion("3.6.6")), podIs(memberC, onVersion("3.6.6")), etcdLeader(memberA), clusterVersion("3.5.0")), want: "upgrade member example-b to 3.5.35 (a follower)"},
+		{name: "an upgrade waits for the member being restarted", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22")), upgrading(memberB, "3.5.22")), want: "wait (member example-b is restarting on 3.5.22)"},
+		{name: "an upgrade patches a member that is not ready first, without asking etcd", mods: mods(spec(withVersion("3.5.22")), podIs(memberC, notReady)), want: "upgrade member example-c to 3.5.22 (it is not ready)"},
 		{name: "an upgrade to an image that never started is taken back on the member that is not ready", mods: mods(podIs(memberB, onVersion("3.5.99"), waitingForImage), failedOn(memberB, "3.5.99", testVersion)), want: "upgrade member example-b to " + testVersion + " (it is not ready)"},
-		{name: "an upgrade that skips a minor version is refused", mods: mods(specVersion("3.6.6"), podIs(memberA, onVersion(oldVersion)), podIs(memberB, onVersion(oldVersion)), podIs(memberC, onVersion(oldVersion))), want: "wait (upgrade refused: member example-a runs etcd 3.4.23 and cannot go to 3.6.6"},
-		{name: "a minor downgrade is refused", mods: mods(specVersion(oldVersion)), want: "wait (upgrade refused: member example-a runs etcd 3.5.21 and cannot go to 3.4.23"},
-		{name: "a failed upgrade halts the rollout", mods: mods(specVersion("3.5.22"), podIs(memberB, onVersion("3.5.22"), waitingForImage), failedOn(memberB, "3.5.22", testVersion)), want: "wait (upgrade to 3.5.22 halted: member example-b did not run it"},
+		{name: "an upgrade that skips a minor version is refused", mods: mods(spec(withVersion("3.6.6")), podIs(memberA, onVersion(oldVersion)), podIs(memberB, onVersion(oldVersion)), podIs(memberC, onVersion(oldVersion))), want: "wait (upgrade refused: member example-a runs etcd 3.4.23 and cannot go to 3.6.6"},
+		{name: "a minor downgrade is refused", mods: mods(spec(withVersion(oldVersion))), want: "wait (upgrade refused: member example-a runs etcd 3.5.21 and cannot go to 3.4.23"},
+		{name: "a failed upgrade halts the rollout", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22"), waitingForImage), failedOn(memberB, "3.5.22", testVersion)), want: "wait (upgrade to 3.5.22 halted: member example-b did not run it"},
 		{name: "a member made for etcd 3.2 is replaced on the way to 3.5: its replacement's pod first, at the target", mods: mods(podIs(memberA, onVersion("3.4.23"), madeFor32), podIs(memberB, onVersion("3.4.23")), podIs(memberC, onVersion("3.4.23")), etcdLeader(memberB)), want: "create joiner to " + testVersion},
 		{name: "a member made for etcd 3.2 is removed once its replacement is ready", mods: mods(members(memberA, memberB, memberC, memberD), podIs(memberA, onVersion("3.4.23"), madeFor32), podIs(memberB, onVersion("3.4.23")), podIs(memberC, onVersion("3.4.23")), etcdLeader(memberB)), want: "remove member example-a (it was replaced because it cannot run the new version in place)"},
-		{name: "mid-upgrade a new member starts at the oldest version made", mods: mods(specSize(4), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + oldVersion},
-		{name: "while an upgrade is refused new members start at the newest version made", mods: mods(specSize(4), specVersion("3.6.6"), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + testVersion},
+		{name: "mid-upgrade a new member starts at the oldest version made", mods: mods(spec(withSize(4)), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + oldVersion},
+		{name: "while an upgrade is refused new members start at the newest version made", mods: mods(spec(withSize(4)), spec(withVersion("3.6.6")), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + testVersion},
 
 		// 15. Space and day-2 care.
 		{name: "with a NOSPACE alarm the history is compacted first", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), dbSizes(200<<20, 20<<20)), want: "compact"},
 		{name: "with a NOSPACE alarm and the history compacted, a follower is defragmented", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), compactedTo(500), dbSizes(1950<<20, 100<<20)), want: "defragment example-b"},
 		{name: "with a NOSPACE alarm and every member with room again, the alarm is disarmed", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), compactedTo(500), dbSizes(20<<20, 20<<20)), want: "disarm NOSPACE"},
-		{name: "a NOSPACE alarm comes before a pending scale-up", mods: mods(specSize(4), etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), dbSizes(200<<20, 20<<20)), want: "compact"},
+		{name: "a NOSPACE alarm comes before a pending scale-up", mods: mods(spec(withSize(4)), etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), dbSizes(200<<20, 20<<20)), want: "compact"},
 		{name: "a cluster at rest is looked at once a minute", mods: mods(etcdReadAgo(61 * time.Second)), want: "read etcd (day-2 care"},
 		{name: "members that run but are not ready make the pass look at etcd", mods: mods(podIs(memberA, notReady), podIs(memberB, notReady), podIs(memberC, notReady)), want: "read etcd (day-2 care"},
 		{name: "a member with most of its database free is defragmented", mods: mods(etcdLeader(memberA), dbSize(memberC, 400<<20, 50<<20)), want: "defragment example-c"},
@@ -245,7 +236,7 @@ func TestDecide(t *testing.T) {
 		// 16. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},
 		{name: "a complete healthy cluster is left alone after etcd was asked", mods: mods(etcdLeader(memberA)), want: "idle"},
-		{name: "a complete cluster with claims is left alone", mods: mods(withPVCSpec, claims(memberA, memberB, memberC)), want: "idle"},
+		{name: "a complete cluster with claims is left alone", mods: mods(spec(withPVC), claims(memberA, memberB, memberC)), want: "idle"},
 	}
 	decided := map[actionKind]bool{}
 	for _, tt := range tests {
@@ -272,431 +263,4 @@ func TestDecide(t *testing.T) {
 			t.Errorf("no case decides %q: every action needs its case", name)
 		}
 	}
-}
-
-// snapMod changes the raw fields of a test snapshot before it is classified.
-type snapMod func(*snapshot)
-
-func mods(ms ...snapMod) []snapMod { return ms }
-
-// testSnapshot is a complete, healthy three-member cluster at rest on
-// testVersion, changed by mods, then classified as observe does.
-func testSnapshot(ms ...snapMod) *snapshot {
-	cl := newTestCluster().WithDefaults()
-	s := &snapshot{
-		now:            testStart,
-		spec:           cl,
-		phase:          api.ClusterPhaseRunning,
-		everAvailable:  true,
-		pendingTimeout: 5 * time.Minute,
-		pods:           map[string]*corev1.Pod{},
-		terminating:    map[string]*corev1.Pod{},
-		claims:         map[string]*corev1.PersistentVolumeClaim{},
-		etcdReadAt:     testStart.Add(-time.Second),
-	}
-	members(memberA, memberB, memberC)(s)
-	onlyPods(memberA, memberB, memberC)(s)
-	for _, m := range ms {
-		m(s)
-	}
-	s.classify()
-	return s
-}
-
-// snapPod is the pod of member name as the operator makes it, Running and
-// Ready on the spec's version.
-func snapPod(s *snapshot, name string, opts ...podOpt) *corev1.Pod {
-	m := memberTemplate(s.spec)
-	m.Name = name
-	p := k8sutil.NewEtcdPod(s.spec, &m, s.spec.Spec.Version, etcdutil.NewMemberSet(&m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
-	p.UID = types.UID("pod-uid-" + name)
-	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
-	p.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: k8sutil.EtcdContainerName, Image: p.Spec.Containers[0].Image, Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(testStart.Add(-time.Hour))}},
-		}},
-	}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
-
-func noSpec(s *snapshot)          { s.spec = nil }
-func beingDeleted(s *snapshot)    { s.beingDeleted = true }
-func noMembership(s *snapshot)    { s.membership = nil }
-func noPods(s *snapshot)          { s.pods = map[string]*corev1.Pod{} }
-func notYetAvailable(s *snapshot) { s.everAvailable = false }
-func pausedSpec(s *snapshot)      { s.spec.Spec.Paused = true }
-func withPVCSpec(s *snapshot)     { withPVC(s.spec) }
-
-func missingServices(s *snapshot) {
-	s.missingServices = []string{k8sutil.PeerServiceName(testName), k8sutil.ClientServiceName(testName)}
-}
-
-func serviceConflict(s *snapshot) {
-	s.serviceConflict = "service example belongs to EtcdCluster example (uid old), not to this cluster; waiting for it to be deleted"
-}
-
-func tlsMissing(s *snapshot) {
-	p := newProblem(problemTLSSecret, "read TLS secret operator-tls: not found")
-	s.tlsProblem = &p
-}
-
-func badCertificate(s *snapshot) {
-	s.certProblems = []problem{newProblem(problemTLSCertificate, "TLS: peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) expired on 2025-01-01T00:00:00Z")}
-}
-
-func phase(p api.ClusterPhase) snapMod { return func(s *snapshot) { s.phase = p } }
-
-func specNodeSelector(k, v string) snapMod {
-	return func(s *snapshot) {
-		if s.spec.Spec.Pod == nil {
-			s.spec.Spec.Pod = &api.PodPolicy{}
-		}
-		s.spec.Spec.Pod.NodeSelector = map[string]string{k: v}
-	}
-}
-
-func specSize(n int) snapMod { return func(s *snapshot) { s.spec.Spec.Size = n } }
-
-func specVersion(v string) snapMod { return func(s *snapshot) { s.spec.Spec.Version = v } }
-
-// members makes names the membership, every one voting.
-func members(names ...string) snapMod {
-	return func(s *snapshot) {
-		set := etcdutil.MemberSet{}
-		for _, n := range names {
-			m := memberTemplate(s.spec)
-			m.Name, m.ID = n, memberID(n)
-			set.Add(&m)
-		}
-		s.membership = set
-		for _, n := range names {
-			if _, ok := s.pods[n]; !ok {
-				s.pods[n] = snapPod(s, n)
-			}
-		}
-	}
-}
-
-// v36 is an etcd whose members take more than one learner (ETCD_MAX_LEARNERS).
-const v36 = "3.6.6"
-
-// on36 moves the spec and every pod made so far to etcd 3.6.
-func on36(s *snapshot) {
-	s.spec.Spec.Version = v36
-	for _, p := range s.pods {
-		onVersion(v36)(p)
-	}
-}
-
-// notStarted makes member name one etcd lists without a name and that does
-// not answer: added, its etcd not started yet. etcdLeader goes before it.
-func notStarted(name string) snapMod {
-	return func(s *snapshot) {
-		for i, m := range s.etcd.health.Members {
-			if m.ID == memberID(name) {
-				s.etcd.health.Members[i].Name = ""
-				s.etcd.health.Members[i].Err = errors.New("member has not started")
-			}
-		}
-	}
-}
-
-// withoutMaxLearners makes the pod one made before the operator set
-// ETCD_MAX_LEARNERS.
-func withoutMaxLearners(p *corev1.Pod) {
-	p.Spec.Containers[0].Env = slices.DeleteFunc(p.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == api.EnvMaxLearners })
-}
-
-// runs makes the pod's container run version v, whatever its spec says.
-func runs(v string) podOpt {
-	return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Image = api.EtcdImage(api.DefaultRepository, v) }
-}
-
-func learner(name string) snapMod { return func(s *snapshot) { s.membership[name].IsLearner = true } }
-
-// onlyPods makes the named members' pods the only ones.
-func onlyPods(names ...string) snapMod {
-	return func(s *snapshot) {
-		s.pods = map[string]*corev1.Pod{}
-		for _, n := range names {
-			s.pods[n] = snapPod(s, n)
-		}
-	}
-}
-
-func noPod(name string) snapMod { return func(s *snapshot) { delete(s.pods, name) } }
-
-func podIs(name string, opts ...podOpt) snapMod {
-	return func(s *snapshot) {
-		p := s.pods[name]
-		if p == nil {
-			p = snapPod(s, name)
-		}
-		for _, o := range opts {
-			o(p)
-		}
-		s.pods[name] = p
-	}
-}
-
-func terminatingPod(name string) snapMod {
-	return func(s *snapshot) {
-		p := snapPod(s, name, terminating)
-		delete(s.pods, name)
-		s.terminating[name] = p
-	}
-}
-
-func strayPod(name string) snapMod { return func(s *snapshot) { s.pods[name] = snapPod(s, name) } }
-
-// joiningPod is the pod the operator makes for member name joining the
-// given members, resolvable (check-dns done, the membership wait running)
-// unless opts say otherwise.
-func joiningPod(name string, joins []string, opts ...podOpt) snapMod {
-	return func(s *snapshot) {
-		set := etcdutil.MemberSet{}
-		for _, n := range append(slices.Clone(joins), name) {
-			m := memberTemplate(s.spec)
-			m.Name = n
-			set.Add(&m)
-		}
-		m := set[name]
-		pairs := set.PeerURLPairs()
-		p := k8sutil.NewEtcdPod(s.spec, m, s.spec.Spec.Version, pairs, k8sutil.ClusterStateExisting, "",
-			k8sutil.WithMembershipWait(m, pairs, k8sutil.MembershipWait{Image: testJoinImage, Timeout: 5 * time.Minute}))
-		p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Minute))
-		resolvable(p)
-		for _, o := range opts {
-			o(p)
-		}
-		s.pods[name] = p
-	}
-}
-
-func claims(names ...string) snapMod {
-	return func(s *snapshot) {
-		for _, n := range names {
-			pvc := k8sutil.NewEtcdPVC(s.spec, n, s.spec.Spec.Version)
-			pvc.Status.Phase = corev1.ClaimBound
-			s.claims[n] = pvc
-		}
-	}
-}
-
-func expectPod(name string, in time.Duration) snapMod {
-	return func(s *snapshot) { s.podExpect = &podExpectation{names: []string{name}, deadline: testStart.Add(in)} }
-}
-
-func upgrading(name, version string) snapMod {
-	return func(s *snapshot) {
-		s.upgradeExpect = &upgradeExpectation{name: name, version: version, deadline: testStart.Add(time.Minute)}
-	}
-}
-
-func failedOn(name, version, from string) snapMod {
-	return func(s *snapshot) {
-		s.failedUpgrade = &failedUpgrade{member: name, version: version, from: from, evidence: "its pod has its container etcd waiting: ErrImagePull"}
-	}
-}
-
-// etcdLeader makes the pass's etcd view a confirmed membership led by
-// leader, every member answering but the down ones.
-func etcdLeader(leader string, down ...string) snapMod {
-	return func(s *snapshot) {
-		h := etcdutil.Health{LeaderID: memberID(leader), Linearizable: true}
-		for _, name := range s.membership.Names() {
-			mh := etcdutil.MemberHealth{ID: memberID(name), Name: name, Leader: memberID(leader), IsLearner: s.membership[name].IsLearner,
-				ClientURL: s.membership[name].ClientURL(), RaftIndex: 100, RaftAppliedIndex: 100}
-			if pod := s.pods[name]; pod != nil {
-				mh.Version = podVersion(pod)
-			}
-			if slices.Contains(down, name) {
-				mh.Err = errors.New("connection refused")
-			}
-			h.Members = append(h.Members, mh)
-		}
-		s.etcd = &etcdView{health: h, confirmed: true, clusterVersion: "3.5.0"}
-	}
-}
-
-// appliedUpTo makes member name report its applied index and the leader its
-// raft index; etcdLeader goes before it.
-func appliedUpTo(name string, applied, leaderIndex uint64) snapMod {
-	return func(s *snapshot) {
-		for i, m := range s.etcd.health.Members {
-			if m.ID == memberID(name) {
-				s.etcd.health.Members[i].RaftAppliedIndex = applied
-			}
-			if m.ID == s.etcd.health.LeaderID {
-				s.etcd.health.Members[i].RaftIndex = leaderIndex
-			}
-		}
-	}
-}
-
-// followsNoLeader makes member name report no leader; etcdLeader goes
-// before it.
-func followsNoLeader(name string) snapMod {
-	return func(s *snapshot) {
-		for i, m := range s.etcd.health.Members {
-			if m.ID == memberID(name) {
-				s.etcd.health.Members[i].Leader = 0
-			}
-		}
-	}
-}
-
-func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
-
-func budgets(s *snapshot) { s.budgetsManaged = true }
-
-func downgradeEnabled(s *snapshot) {
-	for i := range s.etcd.health.Members {
-		s.etcd.health.Members[i].Downgrade = etcdutil.DowngradeInfo{Enabled: true, TargetVersion: "3.5.0"}
-	}
-}
-
-func budgetKeeps(n int32) snapMod {
-	return func(s *snapshot) {
-		min := intstr.FromInt32(n)
-		s.budget = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS},
-			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &min}}
-	}
-}
-
-func clusterVersion(v string) snapMod { return func(s *snapshot) { s.etcd.clusterVersion = v } }
-
-func etcdReadAgo(d time.Duration) snapMod {
-	return func(s *snapshot) { s.etcdReadAt = testStart.Add(-d) }
-}
-
-func alarmOn(name, typ string) snapMod {
-	return func(s *snapshot) {
-		s.etcd.health.Alarms = append(s.etcd.health.Alarms, etcdutil.Alarm{MemberID: memberID(name), Type: typ})
-	}
-}
-
-func revision(rev int64) snapMod {
-	return func(s *snapshot) {
-		for i := range s.etcd.health.Members {
-			s.etcd.health.Members[i].Revision = rev
-		}
-	}
-}
-
-func compactedTo(rev int64) snapMod {
-	return func(s *snapshot) { s.status.Maintenance = &api.MaintenanceStatus{LastCompactedRevision: rev} }
-}
-
-// dbSizes gives every member a database of size bytes, inUse of them used.
-func dbSizes(size, inUse int64) snapMod {
-	return func(s *snapshot) {
-		for i := range s.etcd.health.Members {
-			s.etcd.health.Members[i].DBSize, s.etcd.health.Members[i].DBSizeInUse = size, inUse
-		}
-	}
-}
-
-func dbSize(name string, size, inUse int64) snapMod {
-	return func(s *snapshot) {
-		for i := range s.etcd.health.Members {
-			if s.etcd.health.Members[i].Name == name {
-				s.etcd.health.Members[i].DBSize, s.etcd.health.Members[i].DBSizeInUse = size, inUse
-			}
-		}
-	}
-}
-
-func etcdFailed(s *snapshot) { s.etcd = &etcdView{err: errors.New("context deadline exceeded")} }
-
-func claimVersion(name, version string) snapMod {
-	return func(s *snapshot) { s.claims[name].Annotations[api.AnnotationVersion] = version }
-}
-
-func claimRestarts(name string, n int, ago time.Duration) snapMod {
-	return func(s *snapshot) {
-		s.claims[name].Annotations[k8sutil.AnnotationRestarts] = fmt.Sprint(n)
-		s.claims[name].Annotations[k8sutil.AnnotationRestartsSince] = testStart.Add(-ago).Format(time.RFC3339)
-	}
-}
-
-func replacedFor(cause string, count int, ago time.Duration) snapMod {
-	return func(s *snapshot) {
-		s.replaced = map[string]replacement{cause: {count: count, last: testStart.Add(-ago)}}
-	}
-}
-
-func recoveryOn(fromBackup bool) snapMod {
-	return func(s *snapshot) {
-		s.spec.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, FromBackup: fromBackup}
-	}
-}
-
-// quorumLostAgo is a quorum lost d ago, as the status says it and as the
-// goroutine saw it, with enough reads of etcd that found no leader.
-func quorumLostAgo(d time.Duration) snapMod {
-	return func(s *snapshot) {
-		availableFalseSince(d)(s)
-		lossSeen(d, leaderlessReadsNeeded)(s)
-	}
-}
-
-func recoveringFrom(name string) snapMod {
-	return func(s *snapshot) { s.recovering = &recovering{member: name, started: testStart.Add(-time.Second)} }
-}
-
-func forced(p *corev1.Pod) { k8sutil.WithForceNewCluster()(p) }
-
-func statusMembers(names ...string) snapMod {
-	return func(s *snapshot) { s.lastMembers = names }
-}
-
-func evicted(p *corev1.Pod) {
-	failed(p)
-	p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
-}
-
-func unknownPhase(p *corev1.Pod) { p.Status.Phase = corev1.PodUnknown }
-
-// exitedWith makes the pod's etcd end with exit code 2 and msg as the end of
-// its log.
-func exitedWith(msg string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: msg}}
-	}
-}
-
-// crashLooping makes the pod's etcd wait to be restarted after its restarts.
-func crashLooping(restarts int32) podOpt {
-	return func(p *corev1.Pod) {
-		notReady(p)
-		cs := &p.Status.ContainerStatuses[0]
-		cs.Ready, cs.RestartCount = false, restarts
-		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}}
-		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
-	}
-}
-
-func restoreSeed(p *corev1.Pod) {
-	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "fetch-backup"})
-}
-
-func startedAgo(d time.Duration) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(testStart.Add(-d))
-	}
-}
-
-func waitingForImage(p *corev1.Pod) { imagePullFailing(p) }
-
-// etcdNeverStarted makes the pod's etcd container one that never started.
-func etcdNeverStarted(p *corev1.Pod) {
-	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
-	p.Status.ContainerStatuses[0].Ready = false
 }

@@ -129,3 +129,80 @@ func isNotReadyForChange(err error) bool {
 	}
 	return false
 }
+
+// etcdView is what etcd said in one pass.
+type etcdView struct {
+	// err is why etcd could not be asked; nothing else is set then.
+	err error
+	// health is every member's answer about itself.
+	health etcdutil.Health
+	// confirmed is set when the membership was read from the leader in this
+	// pass: only then is it good enough for a change (etcd before 3.5 serves
+	// member lists from the local member, which may lag).
+	confirmed bool
+	// clusterVersion is the version the members agreed on ("3.5.0"), ""
+	// when it could not be read.
+	clusterVersion string
+}
+
+// healthOf is what member id said of itself in this pass.
+func (e *etcdView) healthOf(id uint64) (etcdutil.MemberHealth, bool) {
+	if e == nil || e.err != nil {
+		return etcdutil.MemberHealth{}, false
+	}
+	return e.health.Member(id)
+}
+
+// hasAlarm tells whether etcd reported an active alarm of type typ.
+func (e *etcdView) hasAlarm(typ string) bool {
+	return e != nil && e.err == nil && etcdutil.HasAlarm(e.health.Alarms, typ)
+}
+
+// alarmFor tells whether etcd reported an alarm of type typ for member id.
+func (e *etcdView) alarmFor(id uint64, typ string) bool {
+	if e == nil || e.err != nil {
+		return false
+	}
+	for _, a := range e.health.Alarms {
+		if a.MemberID == id && a.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderless tells whether etcd answered in this pass and no member that
+// answered reports a leader, not even one a minority still believes in.
+func (e *etcdView) leaderless() bool {
+	_, ok := e.leaderReported()
+	return e != nil && e.err == nil && !ok
+}
+
+// leaderReported is the first member that answered with a leader, if any.
+func (e *etcdView) leaderReported() (etcdutil.MemberHealth, bool) {
+	if e == nil || e.err != nil {
+		return etcdutil.MemberHealth{}, false
+	}
+	for _, m := range e.health.Members {
+		if m.Err == nil && m.Leader != 0 {
+			return m, true
+		}
+	}
+	if e.health.LeaderID != 0 {
+		return etcdutil.MemberHealth{ID: e.health.LeaderID, Leader: e.health.LeaderID}, true
+	}
+	return etcdutil.MemberHealth{}, false
+}
+
+// answers tells whether member id answered etcd's status call this pass.
+func (e *etcdView) answers(id uint64) bool {
+	if e == nil || e.err != nil {
+		return false
+	}
+	for _, m := range e.health.Members {
+		if m.ID == id {
+			return m.Err == nil
+		}
+	}
+	return false
+}

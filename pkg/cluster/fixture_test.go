@@ -4,20 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
@@ -29,344 +25,6 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
-
-const (
-	testNS      = "ns"
-	testName    = "example"
-	testUID     = types.UID("uid-example")
-	testVersion = "3.5.21"
-)
-
-// testStart is the fixture's clock at the beginning of every test.
-var testStart = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// newTestCluster is a valid running cluster of three members at testVersion.
-func newTestCluster(mods ...func(*api.EtcdCluster)) *api.EtcdCluster {
-	cl := &api.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: testName, Namespace: testNS, UID: testUID,
-			Generation: 1, ResourceVersion: "1",
-		},
-		Spec:   api.ClusterSpec{Size: 3, Version: testVersion},
-		Status: api.ClusterStatus{Phase: api.ClusterPhaseRunning},
-	}
-	for _, m := range mods {
-		m(cl)
-	}
-	return cl
-}
-
-func withPhase(p api.ClusterPhase) func(*api.EtcdCluster) {
-	return func(cl *api.EtcdCluster) { cl.Status.Phase = p }
-}
-
-func withSize(n int) func(*api.EtcdCluster) {
-	return func(cl *api.EtcdCluster) { cl.Spec.Size = n }
-}
-
-func withVersion(v string) func(*api.EtcdCluster) {
-	return func(cl *api.EtcdCluster) { cl.Spec.Version = v }
-}
-
-func withPaused(cl *api.EtcdCluster) { cl.Spec.Paused = true }
-
-// neverAvailable is a cluster whose status says it has not been available yet.
-func neverAvailable(cl *api.EtcdCluster) {
-	cl.Status.Conditions = []api.ClusterCondition{{
-		Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse, Reason: reasonNotYetAvailable,
-		LastUpdateTime: testStart.Format(time.RFC3339), LastTransitionTime: testStart.Format(time.RFC3339),
-	}}
-}
-
-func withPVC(cl *api.EtcdCluster) {
-	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: &corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceStorage: resource.MustParse("1Gi"),
-		}},
-	}}
-}
-
-func withTLS(cl *api.EtcdCluster) {
-	cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
-		Member:         &api.MemberSecret{PeerSecret: "peer-tls", ServerSecret: "server-tls"},
-		OperatorSecret: "operator-tls",
-	}}
-}
-
-// memberID gives every test member a stable etcd ID derived from its name.
-func memberID(name string) uint64 {
-	var h uint64 = 1469598103934665603
-	for _, b := range []byte(name) {
-		h = (h ^ uint64(b)) * 1099511628211
-	}
-	return h
-}
-
-// fakeEtcd is the EtcdAPI of the tests: a membership in memory with
-// switches for every failure the loop has to cope with.
-type fakeEtcd struct {
-	mu      sync.Mutex
-	members []*etcdserverpb.Member
-	leader  uint64
-	// down members do not answer health checks; neither do podless ones,
-	// whose pod does not run (the fixture sets them before each pass from
-	// its pods), unless they are in answering (a pod the cache has not shown).
-	down, podless, answering map[uint64]bool
-	// noQuorum makes health report no leader and failed quorum reads.
-	noQuorum bool
-	// errors returned by the calls; nil means success.
-	listErr, addErr, removeErr, leaderErr, healthErr, promoteErr error
-	// addReplyLost makes an add succeed in etcd but fail for its caller.
-	addReplyLost bool
-	// stale maps a member to the names its own, lagging, view of the
-	// membership holds; a list asked of it answers that view.
-	stale map[string][]string
-	// Day-2 facts: the cluster version, each member's database sizes, the
-	// active alarms, and whether a downgrade is enabled.
-	clusterVersion      string
-	dbSize, dbSizeInUse map[uint64]int64
-	alarms              []etcdutil.Alarm
-	downgrade           string
-	revision            int64
-	calls               []string
-	// changedThrough are the endpoints each membership change (add,
-	// promote, remove) was sent through, in order.
-	changedThrough [][]string
-	// healthAddresses are the addresses the last health read was given
-	// for the members' names.
-	healthAddresses map[string]string
-}
-
-func (f *fakeEtcd) record(call string) {
-	f.calls = append(f.calls, call)
-}
-
-// Calls returns the calls made so far, except reads when onlyWrites is set.
-func (f *fakeEtcd) Calls(onlyWrites bool) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, c := range f.calls {
-		if onlyWrites && (c == "list" || c == "health") {
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-func (f *fakeEtcd) MemberList(ctx context.Context, cc etcdutil.ClientConfig) ([]*etcdserverpb.Member, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("list")
-	if f.listErr != nil {
-		return nil, f.listErr
-	}
-	var view []string
-	if len(cc.Endpoints) > 0 {
-		asked, _ := etcdutil.MemberNameFromPeerURL(cc.Endpoints[0])
-		view = f.stale[asked]
-	}
-	var out []*etcdserverpb.Member
-	for _, m := range f.members {
-		if view != nil && !slices.Contains(view, nameOf(m)) {
-			continue
-		}
-		out = append(out, &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner})
-	}
-	return out, nil
-}
-
-func (f *fakeEtcd) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("add " + peerURL)
-	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
-	if f.addErr != nil {
-		return nil, f.addErr
-	}
-	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
-	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}}
-	f.members = append(f.members, m)
-	return m, nil
-}
-
-func (f *fakeEtcd) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("add-learner " + peerURL)
-	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
-	if f.addErr != nil {
-		return nil, f.addErr
-	}
-	name, _ := etcdutil.MemberNameFromPeerURL(peerURL)
-	m := &etcdserverpb.Member{ID: memberID(name), PeerURLs: []string{peerURL}, IsLearner: true}
-	f.members = append(f.members, m)
-	if f.addReplyLost {
-		return nil, fmt.Errorf("context deadline exceeded")
-	}
-	return m, nil
-}
-
-func (f *fakeEtcd) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record(fmt.Sprintf("promote %x", id))
-	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
-	if f.promoteErr != nil {
-		return f.promoteErr
-	}
-	for _, m := range f.members {
-		if m.ID == id {
-			m.IsLearner = false
-		}
-	}
-	return nil
-}
-
-func (f *fakeEtcd) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record(fmt.Sprintf("remove %x", id))
-	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
-	if f.removeErr != nil {
-		return f.removeErr
-	}
-	f.members = slices.DeleteFunc(f.members, func(m *etcdserverpb.Member) bool { return m.ID == id })
-	return nil
-}
-
-func (f *fakeEtcd) LeaderID(ctx context.Context, cc etcdutil.ClientConfig) (uint64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("leader")
-	if f.leaderErr != nil {
-		return 0, f.leaderErr
-	}
-	if f.noQuorum || f.leader == 0 {
-		return 0, etcdutil.ErrNoLeader
-	}
-	return f.leader, nil
-}
-
-func (f *fakeEtcd) ClusterHealth(ctx context.Context, cc etcdutil.ClientConfig) (etcdutil.Health, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("health")
-	f.healthAddresses = cc.Addresses
-	if f.healthErr != nil {
-		return etcdutil.Health{}, f.healthErr
-	}
-	var h etcdutil.Health
-	for _, m := range f.members {
-		mh := etcdutil.MemberHealth{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner, PeerURLs: slices.Clone(m.PeerURLs)}
-		switch {
-		case len(m.ClientURLs) == 0:
-			mh.Err = fmt.Errorf("member has not started")
-		case f.down[m.ID] || f.podless[m.ID] && !f.answering[m.ID]:
-			mh.Err = fmt.Errorf("connection refused")
-		default:
-			mh.ClientURL = m.ClientURLs[0]
-			mh.Version = testVersion
-			if !f.noQuorum {
-				mh.Leader = f.leader
-			}
-			mh.DBSize, mh.DBSizeInUse = f.dbSize[m.ID], f.dbSizeInUse[m.ID]
-			mh.Alarms = slices.Clone(f.alarms)
-			mh.Revision = f.revision
-		}
-		h.Members = append(h.Members, mh)
-	}
-	if f.noQuorum {
-		h.ReadErr = fmt.Errorf("context deadline exceeded")
-	} else {
-		h.Linearizable = true
-		h.LeaderID = f.leader
-	}
-	h.Alarms = slices.Clone(f.alarms)
-	return h, nil
-}
-
-func (f *fakeEtcd) ClusterVersion(ctx context.Context, cc etcdutil.ClientConfig) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.clusterVersion == "" {
-		return "3.5.0", nil
-	}
-	return f.clusterVersion, nil
-}
-
-func (f *fakeEtcd) MoveLeader(ctx context.Context, cc etcdutil.ClientConfig, toID uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record(fmt.Sprintf("move-leader %x", toID))
-	f.leader = toID
-	return nil
-}
-
-func (f *fakeEtcd) Compact(ctx context.Context, cc etcdutil.ClientConfig) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("compact")
-	return f.revision, nil
-}
-
-func (f *fakeEtcd) Defragment(ctx context.Context, cc etcdutil.ClientConfig, endpoint string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	name, _ := etcdutil.MemberNameFromPeerURL(endpoint)
-	f.record("defragment " + name)
-	id := memberID(name)
-	f.dbSize[id] = f.dbSizeInUse[id]
-	return nil
-}
-
-func (f *fakeEtcd) DisarmNoSpace(ctx context.Context, cc etcdutil.ClientConfig) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("disarm")
-	f.alarms = nil
-	return nil
-}
-
-func (f *fakeEtcd) EnableDowngrade(ctx context.Context, cc etcdutil.ClientConfig, target string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("downgrade " + target)
-	f.downgrade = target
-	return nil
-}
-
-// start marks a member as started (it has a name and client URL), as etcd
-// does once the member's process has joined.
-func (f *fakeEtcd) start(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, m := range f.members {
-		if m.ID == memberID(name) {
-			m.Name = name
-			m.ClientURLs = []string{"http://" + name + ":2379"}
-		}
-	}
-}
-
-func nameOf(m *etcdserverpb.Member) string {
-	n, _ := etcdutil.MemberNameFromPeerURL(m.PeerURLs[0])
-	return n
-}
-
-func (f *fakeEtcd) names() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, m := range f.members {
-		n, _ := etcdutil.MemberNameFromPeerURL(m.PeerURLs[0])
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // fixture is one cluster on fake clients: the EtcdCluster in the generated
 // fake clientset, pods in a lister the test fills (the informer), a fake
@@ -500,7 +158,7 @@ func claimsFixture(t *testing.T) *fixture {
 
 // forgetMembership makes the loop lose its record of the membership, as an
 // operator restart does.
-func (f *fixture) forgetMembership() { f.c.members.forget() }
+func (f *fixture) forgetMembership() { f.c.knownMembership.forget() }
 
 type testWriter struct{ t testing.TB }
 
@@ -532,88 +190,15 @@ func (f *fixture) withMembers(names ...string) *fixture {
 	if len(names) > 0 {
 		f.etcd.leader = memberID(names[0])
 	}
-	f.c.members.learn(set)
+	f.c.knownMembership.learn(set)
 	return f
-}
-
-// podOpt changes a test pod.
-type podOpt func(*corev1.Pod)
-
-func notReady(p *corev1.Pod) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			p.Status.Conditions[i].Status = corev1.ConditionFalse
-		}
-	}
-}
-
-func pendingFor(d time.Duration) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.Phase = corev1.PodPending
-		p.Status.Conditions = nil
-		p.Status.ContainerStatuses = nil
-		p.CreationTimestamp = metav1.NewTime(testStart.Add(-d))
-	}
-}
-
-func failed(p *corev1.Pod) {
-	p.Status.Phase = corev1.PodFailed
-	p.Status.Conditions = nil
-}
-
-func terminating(p *corev1.Pod) {
-	ts := metav1.NewTime(testStart)
-	p.DeletionTimestamp = &ts
-}
-
-func ownedBy(uid types.UID) podOpt {
-	return func(p *corev1.Pod) { p.OwnerReferences[0].UID = uid }
-}
-
-// onVersion makes the pod run another etcd version than the spec's.
-func onVersion(v string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Annotations[api.AnnotationVersion] = v
-		p.Spec.Containers[0].Image = api.EtcdImage(api.DefaultRepository, v)
-		if len(p.Status.ContainerStatuses) > 0 {
-			p.Status.ContainerStatuses[0].Image = p.Spec.Containers[0].Image
-		}
-	}
-}
-
-// madeFor32 gives the pod the exec probes of a pod created for etcd 3.2.
-func madeFor32(p *corev1.Pod) {
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-ec", "etcdctl endpoint status"}}}}
-	p.Spec.Containers[0].ReadinessProbe = probe
-	p.Spec.Containers[0].LivenessProbe = probe.DeepCopy()
-}
-
-func restarted(n int32) podOpt {
-	return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = n }
 }
 
 // pod builds the pod of member name as the operator would have created it,
 // Running and Ready, and puts it in the lister.
 func (f *fixture) pod(name string, opts ...podOpt) *corev1.Pod {
 	f.t.Helper()
-	cl := f.cl.WithDefaults()
-	m := f.member(name)
-	p := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, etcdutil.NewMemberSet(m).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
-	p.UID = types.UID("pod-uid-" + name)
-	p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
-	p.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name:  k8sutil.EtcdContainerName,
-			Image: p.Spec.Containers[0].Image,
-			Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
-		}},
-	}
-	for _, o := range opts {
-		o(p)
-	}
+	p := memberPod(f.cl.WithDefaults(), f.member(name), time.Time{}, opts...)
 	f.setPod(p)
 	return p
 }
@@ -731,6 +316,14 @@ func (f *fixture) mustPass() {
 	if err := f.pass(); err != nil {
 		f.t.Fatalf("reconcile: %v", err)
 	}
+}
+
+// mustSeed runs the two passes that take a new cluster to its seed: the
+// first records the phase Creating, the second makes the seed.
+func (f *fixture) mustSeed() {
+	f.t.Helper()
+	f.mustPass()
+	f.mustPass()
 }
 
 // podActions are the loop's writes to pods and PVCs, as "verb resource name".
@@ -864,47 +457,32 @@ func (f *fixture) events() []string {
 	}
 }
 
-func condition(s *api.ClusterStatus, t api.ClusterConditionType) *api.ClusterCondition {
-	for i := range s.Conditions {
-		if s.Conditions[i].Type == t {
-			return &s.Conditions[i]
+// conflictOnNextStatusWrite makes the next status write meet a conflict, as
+// when the object changed under the pass.
+func (f *fixture) conflictOnNextStatusWrite() {
+	conflicts := 1
+	f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
 		}
-	}
-	return nil
+		return false, nil, nil
+	})
 }
 
-// expect compares a list with the wanted one.
-func expect(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if len(got) == 0 && len(want) == 0 {
-		return
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
-	}
+// passCase is a case of a table of whole passes: a cluster, and what passes
+// on a fixture of it do and show.
+type passCase struct {
+	name    string
+	cluster *api.EtcdCluster
+	run     func(t *testing.T, f *fixture)
 }
 
-// expectEvents checks that the events, in order, start with the wanted
-// prefixes (type and reason, and as much of the message as the test cares).
-func expectEvents(t *testing.T, got []string, want ...string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("events:\n got  %q\n want %q", got, want)
-		return
-	}
-	for i := range want {
-		if !strings.HasPrefix(got[i], want[i]) {
-			t.Errorf("event %d:\n got  %q\n want %q...", i, got[i], want[i])
-		}
+// runPassCases runs each case on a fixture of its own.
+func runPassCases(t *testing.T, cases []passCase) {
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, newFixture(t, tt.cluster))
+		})
 	}
 }
-
-func (f *fixture) etcdWrites() []string { return f.etcd.Calls(true) }
-
-// addCall and removeCall are what fakeEtcd records for a member change.
-func (f *fixture) addCall(name string) string { return "add " + f.member(name).PeerURL() }
-func (f *fixture) learnerCall(name string) string {
-	return "add-learner " + f.member(name).PeerURL()
-}
-func promoteCall(name string) string { return fmt.Sprintf("promote %x", memberID(name)) }
-func removeCall(name string) string  { return fmt.Sprintf("remove %x", memberID(name)) }

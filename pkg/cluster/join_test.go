@@ -18,32 +18,6 @@ import (
 
 const testJoinImage = "openetcd/etcd-operator:test"
 
-// resolvable makes a joining pod Pending with check-dns done and the
-// membership wait running: the state in which it is added.
-func resolvable(p *corev1.Pod) {
-	p.Status = corev1.PodStatus{
-		Phase: corev1.PodPending,
-		InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
-			{Name: k8sutil.MembershipWaitContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
-		},
-	}
-}
-
-// resolving makes a joining pod Pending with check-dns still running.
-func resolving(p *corev1.Pod) {
-	p.Status = corev1.PodStatus{
-		Phase: corev1.PodPending,
-		InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
-		},
-	}
-}
-
-func createdAgo(d time.Duration) podOpt {
-	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(testStart.Add(-d)) }
-}
-
 // joinerPod puts in the lister the pod the loop makes for member name joining
 // members, resolvable unless opts say otherwise.
 func (f *fixture) joinerPod(name string, members []string, opts ...podOpt) *corev1.Pod {
@@ -71,11 +45,7 @@ func (f *fixture) joinerPod(name string, members []string, opts ...podOpt) *core
 // longer be added is replaced without etcd ever knowing about it.
 func TestPodFirstJoin(t *testing.T) {
 	const joiner = "example-new0000001"
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "scale up creates the pod first, holding etcd back, and tells etcd nothing yet",
 			cluster: newTestCluster(withSize(4)),
@@ -136,8 +106,8 @@ func TestPodFirstJoin(t *testing.T) {
 				expect(t, "etcd writes", f.etcdWrites(), []string{f.learnerCall(joiner)})
 				expect(t, "pod actions", f.podActions(), nil)
 				expectEvents(t, f.events(), "Normal New Member Added New member "+joiner+" added to cluster")
-				if _, ok := f.c.members.set[joiner]; !ok {
-					t.Fatalf("members %s lack the added member", f.c.members.set)
+				if _, ok := f.c.knownMembership.set[joiner]; !ok {
+					t.Fatalf("members %s lack the added member", f.c.knownMembership.set)
 				}
 
 				// Its pod is still Pending (etcd starts a moment later): it is
@@ -150,7 +120,7 @@ func TestPodFirstJoin(t *testing.T) {
 				f.setReady(joiner, false)
 				f.mustPass()
 				expect(t, "etcd writes once it runs", f.etcdWrites(), []string{f.learnerCall(joiner), promoteCall(joiner)})
-				if f.c.members.set[joiner].IsLearner {
+				if f.c.knownMembership.set[joiner].IsLearner {
 					t.Error("the promoted member is still a learner in memory")
 				}
 				f.setReady(joiner, true)
@@ -242,7 +212,7 @@ func TestPodFirstJoin(t *testing.T) {
 				f.etcd.addErr = rpctypes.ErrTooManyLearners
 				f.mustPass()
 				expect(t, "etcd writes when refused", f.etcdWrites(), []string{f.learnerCall(memberD)})
-				if f.c.members.set == nil {
+				if f.c.knownMembership.set == nil {
 					t.Error("the membership was forgotten after a refusal that changed nothing")
 				}
 				f.etcd.addErr = nil
@@ -346,7 +316,7 @@ func TestPodFirstJoin(t *testing.T) {
 			cluster: newTestCluster(withSize(4)),
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC)
-				f.c.members.forget() // a restarted operator knows nothing
+				f.c.knownMembership.forget() // a restarted operator knows nothing
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -392,8 +362,8 @@ func TestPodFirstJoin(t *testing.T) {
 				shrunk.Generation, shrunk.ResourceVersion = 2, "2"
 				f.c.take(shrunk)
 				f.mustPass()
-				if f.c.members.set == nil || f.c.members.set[memberD] == nil {
-					t.Fatalf("members %s: the added member was not read back from etcd", f.c.members.set)
+				if f.c.knownMembership.set == nil || f.c.knownMembership.set[memberD] == nil {
+					t.Fatalf("members %s: the added member was not read back from etcd", f.c.knownMembership.set)
 				}
 				for _, a := range f.podActions() {
 					if a == "delete pods "+memberD {
@@ -408,7 +378,7 @@ func TestPodFirstJoin(t *testing.T) {
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC, memberD)
 				f.etcd.members[3].IsLearner = true
-				f.c.members.set[memberD].IsLearner = true
+				f.c.knownMembership.set[memberD].IsLearner = true
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
@@ -443,7 +413,7 @@ func TestPodFirstJoin(t *testing.T) {
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB)
 				f.etcd.members[1].IsLearner = true
-				f.c.members.set[memberB].IsLearner = true
+				f.c.knownMembership.set[memberB].IsLearner = true
 				f.pod(memberA)
 				f.joinerPod(memberB, []string{memberA})
 				f.mustPass()
@@ -460,7 +430,7 @@ func TestPodFirstJoin(t *testing.T) {
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC)
 				f.etcd.members[2].IsLearner = true
-				f.c.members.forget()
+				f.c.knownMembership.forget()
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC, notReady)
@@ -496,10 +466,5 @@ func TestPodFirstJoin(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, tt.cluster)
-			tt.run(t, f)
-		})
-	}
+	runPassCases(t, tests)
 }

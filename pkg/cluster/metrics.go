@@ -20,8 +20,8 @@ import (
 // The figures of each cluster are kept as plain numbers and turned into
 // series only when scraped. A client_golang vector keeps every series as an
 // object of its own, with its label pairs and, for a histogram, two sets of
-// buckets: about 6 KiB for the 10 series of a cluster at rest, a quarter of
-// what the operator keeps per idle cluster (BenchmarkIdleClusterMemory).
+// buckets: a large share of what the operator keeps per idle cluster
+// (BenchmarkIdleClusterMemory measures it).
 type Metrics struct {
 	c *clusterCollector
 }

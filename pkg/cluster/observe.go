@@ -57,7 +57,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		s.tlsProblem = &p
 	}
 	s.certProblems = c.checkCertificates(ctx, s)
-	s.membership = c.members.known()
+	s.membership = c.knownMembership.known()
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)
 	}
@@ -129,7 +129,7 @@ func (c *Cluster) observePods(s *snapshot) error {
 		switch {
 		case !k8sutil.IsOwnedBy(p, c.latest):
 		case k8sutil.IsBeingDeleted(p):
-			// The API shows some of them as Pending (#1693).
+			// The API shows some pods being deleted as Pending.
 			s.terminating[p.Name] = p
 		default:
 			s.pods[p.Name] = p
@@ -203,8 +203,7 @@ func (c *Cluster) observeBudget(s *snapshot) error {
 // loadTLS reads the operator secret of a secure-client cluster and builds the
 // etcd client TLS configuration in memory. A missing or broken secret is a
 // retried problem, not a failure: with cert-manager the secret routinely
-// appears after the cluster (original issue #2129, where the cluster stayed
-// Failed for good).
+// appears after the cluster (the original failed such a cluster for good).
 func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster) error {
 	if c.tlsConfig != nil || !cl.Spec.TLS.IsSecureClient() {
 		return nil
@@ -273,10 +272,10 @@ func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
 	if err != nil {
 		return &etcdView{err: newPassError(problemEtcdMembership, "read the membership", err)}
 	}
-	if known := c.members.known(); known == nil || !ms.IsEqual(known) {
+	if known := c.knownMembership.known(); known == nil || !ms.IsEqual(known) {
 		c.log.Infof("membership read from the leader: %s", ms)
 	}
-	c.members.learn(ms)
+	c.knownMembership.learn(ms)
 	s.membership = ms
 	view.confirmed = true
 	if v, err := c.cfg.Etcd.ClusterVersion(ctx, c.clientConfig(s, []string{leaderURL})); err == nil {

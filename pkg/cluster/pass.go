@@ -10,14 +10,17 @@ import (
 )
 
 // pass is one turn of the loop: observe the cluster, decide one action, act
-// on it, then write the status derived from what was observed and done. It
-// returns when the next pass is wanted (0: at the next event or tick) and
-// the error that ended it, which the run loop retries with backoff.
+// on it, then finish: write the status derived from what was observed and
+// done, send the events and record the metrics. It returns when the
+// next pass is wanted (0: at the next event or tick) and the error that
+// ended it, which the run loop retries with backoff.
 //
 // A cluster at rest costs no request: pods, claims and services come from
 // the informers' caches and the status is written only when it changed.
 // etcd is asked only when decide needs its view for a change.
 func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
+	// However the pass ends, what its executors did is told.
+	defer c.sendEvents()
 	start := c.now()
 	s, observed := c.observe(ctx, false)
 	a := decide(s)
@@ -36,60 +39,58 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 	} else {
 		log.Info("pass")
 	}
-
 	out := c.act(ctx, s, a)
+	return c.finish(ctx, start, s, observed, a, out)
+}
+
+// finish is the end of a pass, and the only part of it that writes the
+// status, sends events (the executors' first, then the problems') and
+// records metrics; the snapshot is read, never changed.
+func (c *Cluster) finish(ctx context.Context, start time.Time, s *snapshot, observed []problem, a action, out outcome) (time.Duration, error) {
 	c.atRest = a.kind == actIdle && out.err == nil
 	if c.atRest {
-		// A kept client holds about 50 KiB (BenchmarkCachedClientMemory):
-		// more than the rest of an idle cluster. It serves the passes of a
-		// cluster that changes; one at rest reads etcd once a minute and
-		// dials once for it.
+		// A kept client costs more memory than the rest of an idle cluster
+		// (BenchmarkCachedClientMemory). It serves the passes of a cluster
+		// that changes; one at rest reads etcd once a minute and dials once
+		// for it.
 		c.clients.Close()
 	}
 	if out.err != nil && ctx.Err() != nil {
 		return 0, ctx.Err()
 	}
-	problems := append(assess(s), observed...)
 	err := out.err
 	if err != nil {
-		problems = append(problems, problemOf(err))
-		log.WithError(err).Debug("action failed")
+		c.log.WithError(err).Debug("action failed")
 	} else if err = observationError(s, observed); err != nil {
 		// What could not be observed is retried with the error backoff,
 		// like a failed action.
 		out.requeue = 0
 	}
-	problems = c.noteWait(s, a, problems)
-	if known := c.members.known(); known != nil && !out.stop {
-		// The status tells the membership after the action.
-		s.membership = known
-		s.classify()
-	}
+	problems := c.passProblems(s, observed, a, out.err)
 	if err := c.mayAct(); err != nil {
 		return 0, err
 	}
-	if !out.stop {
-		phase := c.status().Phase
-		if out.phase != "" {
-			phase = out.phase
-		}
-		st := statusOf(s, *c.status(), phase, c.latest.Generation, problems, out)
-		written, werr := c.writeStatus(ctx, st)
-		if !written && werr == nil {
-			// The object changed under the pass: the next one, soon, starts
-			// from the fresh object.
-			out.requeue = c.cfg.MinPassInterval
-		}
-		if werr != nil {
-			if ctx.Err() != nil {
-				return 0, ctx.Err()
-			}
-			problems = append(problems, problemOf(werr))
-			if err == nil {
-				err = werr
-			}
-		}
+	phase := c.status().Phase
+	if out.phase != "" {
+		phase = out.phase
 	}
+	// The status tells the membership after the action.
+	after := s.withMembership(c.knownMembership.known())
+	written, werr := c.writeStatus(ctx, statusOf(after, *c.status(), phase, c.latest.Generation, problems, out))
+	switch {
+	case werr != nil && ctx.Err() != nil:
+		return 0, ctx.Err()
+	case werr != nil:
+		problems = append(problems, problemOf(werr))
+		if err == nil {
+			err = werr
+		}
+	case !written:
+		// The object changed under the pass: the next one, soon, starts
+		// from the fresh object.
+		out.requeue = c.cfg.MinPassInterval
+	}
+	c.sendEvents()
 	c.announce(problems)
 
 	c.cfg.Metrics.observePass(c.namespace, c.name, c.now().Sub(start))
@@ -103,6 +104,17 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 		c.log.WithFields(logrus.Fields{"action": a.String()}).WithError(err).Debug("pass failed")
 	}
 	return out.requeue, err
+}
+
+// passProblems is the one route of problems into the status, the events
+// and the metric: what the snapshot shows wrong, what could not be
+// observed, the error of the action, and a wait that has lasted too long.
+func (c *Cluster) passProblems(s *snapshot, observed []problem, a action, actErr error) []problem {
+	problems := append(assess(s), observed...)
+	if actErr != nil {
+		problems = append(problems, problemOf(actErr))
+	}
+	return c.noteWait(s, a, problems)
 }
 
 // stallAfter is how long a cluster may wait before its status says what it

@@ -1,13 +1,11 @@
 package cluster
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
@@ -26,38 +24,38 @@ func TestDestructiveStepsNeedProof(t *testing.T) {
 	}{
 		// The repair ladder counts the restarts of its window only.
 		{name: "a month-old member whose container restarted four times in its life is left to the kubelet after one OOM kill",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, crashLooping(4)), etcdLeader(memberA, memberC)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, crashLooping(4)), etcdLeader(memberA, memberC)),
 			want: "idle"},
 		{name: "a member whose container restarted four times in the window is replaced",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), etcdLeader(memberA, memberC)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, crashLooping(4)), restartsInWindow(memberC, 4), etcdLeader(memberA, memberC)),
 			want: "remove dead member example-c (it failed again after 4 restarts"},
 		{name: "a member whose pod was deleted after three restarts in place is restarted again, not replaced: a deletion is no failure",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), noPod(memberC), etcdLeader(memberA, memberC)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), noPod(memberC), etcdLeader(memberA, memberC)),
 			want: "restart in place example-c"},
 		{name: "a member whose pod ended after three restarts in place is replaced",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), podIs(memberC, failed), etcdLeader(memberA, memberC)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimRestarts(memberC, 3, time.Minute), podIs(memberC, failed), etcdLeader(memberA, memberC)),
 			want: "remove dead member example-c (it failed again after 3 restarts in place within 10m0s)"},
 		{name: "the deletion of an ended pod counts a restart in place on the ladder",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 1, time.Minute), podIs(memberC, evicted)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimRestarts(memberC, 1, time.Minute), podIs(memberC, evicted)),
 			want: "delete failed pod example-c (its pod ended: restart 2 of 3 in place within 10m0s, on its claim)"},
 		{name: "the deletion of a pod that did not start in time counts no restart: the member did not fail",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), claimRestarts(memberC, 2, time.Minute), podIs(memberC, pendingFor(6*time.Minute))),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), claimRestarts(memberC, 2, time.Minute), podIs(memberC, pendingFor(6*time.Minute))),
 			want: "delete failed pod example-c (its pod has not started within 5m0s: to restart the member in place on its claim)"},
 		{name: "a member whose pod ended after a long life of restarts is restarted in place, not replaced",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), podIs(memberC, failed, restarted(5))),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, failed, restarted(5))),
 			want: "delete failed pod example-c"},
 		{name: "a member being patched by an upgrade is not dead, however often its container restarted",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), specVersion("3.5.22"), podIs(memberC, onVersion("3.5.22"), crashLooping(9)), restartsInWindow(memberC, 9), upgrading(memberC, "3.5.22")),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), spec(withVersion("3.5.22")), podIs(memberC, onVersion("3.5.22"), crashLooping(9)), restartsInWindow(memberC, 9), upgrading(memberC, "3.5.22")),
 			want: "wait (member example-c is restarting on 3.5.22)"},
 
 		// Restore from a backup only when no member has data left.
 		{name: "members crash-looping on their claims are not restored from a backup: their claims hold data",
-			mods: mods(withPVCSpec, recoveryOn(true), claims(memberA, memberB, memberC),
+			mods: mods(spec(withPVC), recoveryOn(true), claims(memberA, memberB, memberC),
 				podIs(memberA, crashLooping(5)), podIs(memberB, crashLooping(5)), podIs(memberC, crashLooping(5)),
 				restartsInWindow(memberA, 5), restartsInWindow(memberB, 5), restartsInWindow(memberC, 5), quorumLostAgo(time.Hour)),
 			want: "wait (disaster recovery cannot start: members example-a, example-b, example-c hold data on their claims"},
 		{name: "members whose claims are gone and whose pods are gone are restored from the newest backup",
-			mods: mods(withPVCSpec, recoveryOn(true), noPods, quorumLostAgo(time.Hour)),
+			mods: mods(spec(withPVC), recoveryOn(true), noPods, quorumLostAgo(time.Hour)),
 			want: "restore from the newest backup"},
 		{name: "an emptyDir member whose pod still crash-loops holds data: no restore from a backup",
 			mods: mods(recoveryOn(true), podIs(memberA, crashLooping(5)), restartsInWindow(memberA, 5), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)),
@@ -65,59 +63,59 @@ func TestDestructiveStepsNeedProof(t *testing.T) {
 
 		// Force a new cluster only on proof from etcd.
 		{name: "a survivor is not forced while etcd cannot be read",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdFailed),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdFailed),
 			want: "wait (disaster recovery waits: etcd could not be asked"},
 		{name: "a survivor is not forced while members whose node does not answer may still run",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA, memberB, memberC), podIs(memberB, unknownPhase), podIs(memberC, unknownPhase), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA)),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA, memberB, memberC), podIs(memberB, unknownPhase), podIs(memberC, unknownPhase), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (disaster recovery waits: member example-b"},
 		{name: "a survivor is not forced while a member reports a leader",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdLeader(memberB, memberB, memberC)),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour), etcdLeader(memberB, memberB, memberC)),
 			want: "wait (disaster recovery waits: member example-a follows leader"},
 		{name: "a survivor is not forced while another survivor does not answer with its raft index",
-			mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), withPVCSpec, recoveryOn(false), claims(memberA, memberB),
+			mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD, memberE), spec(withPVC), recoveryOn(false), claims(memberA, memberB),
 				noPod(memberC), noPod(memberD), noPod(memberE), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (disaster recovery waits: member example-b does not answer"},
 		{name: "the grace period counts from the operator's own sight of the lost quorum, not from the Available condition",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), availableFalseSince(time.Hour), lossSeen(time.Minute, 5), etcdWithoutLeaderFrom(memberA)),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), availableFalseSince(time.Hour), lossSeen(time.Minute, 5), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (quorum lost since 2025-03-01T11:59:00Z; disaster recovery starts at 2025-03-01T12:04:00Z"},
 		{name: "an operator that restarts finds an old LostQuorum condition and counts the grace period again",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), availableFalseSince(time.Hour), etcdWithoutLeaderFrom(memberA)),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), availableFalseSince(time.Hour), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (quorum lost since 2025-03-01T12:00:00Z"},
 		{name: "a survivor is forced only after several reads without a leader",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), lossSeen(time.Hour, 1), etcdWithoutLeaderFrom(memberA)),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), lossSeen(time.Hour, 1), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (disaster recovery waits for more reads of etcd without a leader"},
 		{name: "a survivor is forced only once the reads without a leader span the grace period, not just follow it",
-			mods: mods(withPVCSpec, recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), lossSeen(time.Hour, 5), firstLeaderlessReadAgo(time.Second), etcdWithoutLeaderFrom(memberA)),
+			mods: mods(spec(withPVC), recoveryOn(false), claims(memberA), noPod(memberB), noPod(memberC), lossSeen(time.Hour, 5), firstLeaderlessReadAgo(time.Second), etcdWithoutLeaderFrom(memberA)),
 			want: "wait (quorum lost since 2025-03-01T11:59:59Z"},
 		{name: "a learner is no survivor to force: it may hold nothing of the log",
-			mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), withPVCSpec, recoveryOn(false), claims(memberD),
+			mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD, memberE), learner(memberD), spec(withPVC), recoveryOn(false), claims(memberD),
 				noPod(memberA), noPod(memberB), noPod(memberC), noPod(memberE), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberD)),
 			want: "wait (disaster recovery cannot start"},
 		{name: "with every survivor answering without a leader after the grace period, the one with the newest data is forced",
-			mods: mods(specSize(5), members(memberA, memberB, memberC, memberD, memberE), withPVCSpec, recoveryOn(false), claims(memberA, memberB),
+			mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD, memberE), spec(withPVC), recoveryOn(false), claims(memberA, memberB),
 				noPod(memberC), noPod(memberD), noPod(memberE), quorumLostAgo(time.Hour), etcdWithoutLeaderFrom(memberA, memberB), raftIndex(memberB, 120)),
 			want: "force a new cluster from example-b (the survivor with the newest data (raft index 120)"},
 
 		// Nothing is seeded while the cluster owns claims or member pods.
 		{name: "an operator restarted under a status the server does not store finds claims and no pod: the members are adopted, not seeded over",
-			mods: mods(withPVCSpec, phase(api.ClusterPhaseNone), noMembership, noPods, claims(memberA, memberB, memberC)),
+			mods: mods(spec(withPVC), spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, claims(memberA, memberB, memberC)),
 			want: "adopt"},
 		{name: "a Creating cluster whose seed's claim exists but whose pod was never made seeds again",
-			mods: mods(withPVCSpec, phase(api.ClusterPhaseCreating), noMembership, noPods, claims(memberA)),
+			mods: mods(spec(withPVC), spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, claims(memberA)),
 			want: "seed"},
 
 		// A pod stuck terminating shadows no other repair.
 		{name: "a member whose pod is stuck terminating does not hold back the restart of another member",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), stuckPod(memberB), noPod(memberC)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), stuckPod(memberB), noPod(memberC)),
 			want: "restart in place example-c"},
 		{name: "a pod stuck terminating is not deleted again",
-			mods: mods(withPVCSpec, claims(memberA, memberB, memberC), stuckPod(memberB)),
+			mods: mods(spec(withPVC), claims(memberA, memberB, memberC), stuckPod(memberB)),
 			want: "wait (pod example-b has been terminating since"},
 		{name: "after an operator restart, a pod stuck terminating does not hold back the restart of the other members",
-			mods: mods(withPVCSpec, noMembership, noPods, claims(memberA, memberB, memberC), stuckPod(memberB), statusMembers(memberA, memberB, memberC)),
+			mods: mods(spec(withPVC), noMembership, noPods, claims(memberA, memberB, memberC), stuckPod(memberB), statusMembers(memberA, memberB, memberC)),
 			want: "restart in place example-a example-c"},
 		{name: "after an operator restart, a member whose pod is gone is restarted before the pods that never started are deleted",
-			mods: mods(withPVCSpec, noMembership, claims(memberA, memberB, memberC), podIs(memberA, pendingFor(6*time.Minute)), stuckPod(memberB), noPod(memberC),
+			mods: mods(spec(withPVC), noMembership, claims(memberA, memberB, memberC), podIs(memberA, pendingFor(6*time.Minute)), stuckPod(memberB), noPod(memberC),
 				statusMembers(memberA, memberB, memberC)),
 			want: "restart in place example-c"},
 	}
@@ -163,7 +161,7 @@ func TestStatusTellsTheTruthAboutTheQuorum(t *testing.T) {
 		}
 	})
 	t.Run("a pod stuck terminating is in status.reason, and is no upgrade", func(t *testing.T) {
-		s := testSnapshot(withPVCSpec, claims(memberA, memberB, memberC), stuckPod(memberB))
+		s := testSnapshot(spec(withPVC), claims(memberA, memberB, memberC), stuckPod(memberB))
 		st := statusOf(s, wasAvailable, api.ClusterPhaseRunning, 1, assess(s), outcome{})
 		if !strings.Contains(st.Reason, "pod example-b has been terminating since") {
 			t.Errorf("status.reason %q does not name the stuck pod", st.Reason)
@@ -183,85 +181,4 @@ func TestStatusTellsTheTruthAboutTheQuorum(t *testing.T) {
 			t.Error("a cluster the operator marked Creating before its seed counts as available")
 		}
 	})
-}
-
-// restartsInWindow makes member name's container one that the kubelet
-// restarted n times within the repair ladder's window.
-func restartsInWindow(name string, n int) snapMod {
-	return func(s *snapshot) {
-		if s.windowRestarts == nil {
-			s.windowRestarts = map[string]int{}
-		}
-		s.windowRestarts[name] = n
-	}
-}
-
-// lossSeen is the goroutine's record of a quorum it saw lost ago, with reads
-// of etcd that found no leader.
-func lossSeen(ago time.Duration, reads int) snapMod {
-	return func(s *snapshot) {
-		s.quorumLoss = &quorumLoss{since: testStart.Add(-ago), leaderlessReads: reads}
-		if reads > 0 {
-			s.quorumLoss.firstLeaderlessRead = s.quorumLoss.since
-		}
-	}
-}
-
-// firstLeaderlessReadAgo moves the first read without a leader of the
-// goroutine's record; lossSeen goes before it.
-func firstLeaderlessReadAgo(d time.Duration) snapMod {
-	return func(s *snapshot) { s.quorumLoss.firstLeaderlessRead = testStart.Add(-d) }
-}
-
-// availableFalseSince is an Available condition that turned False ago, with
-// no record of the goroutine's own (an operator restart).
-func availableFalseSince(ago time.Duration) snapMod {
-	return func(s *snapshot) {
-		at := testStart.Add(-ago).Format(time.RFC3339)
-		s.status.Conditions = []api.ClusterCondition{{Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse,
-			Reason: "LostQuorum", LastTransitionTime: at, LastUpdateTime: at}}
-	}
-}
-
-// stuckPod makes member name's pod one deleted an hour ago on a node
-// that never confirmed it.
-func stuckPod(name string) snapMod {
-	return func(s *snapshot) {
-		p := snapPod(s, name)
-		ts := metav1.NewTime(testStart.Add(-time.Hour))
-		p.DeletionTimestamp = &ts
-		p.Spec.NodeName = "node-lost"
-		delete(s.pods, name)
-		s.terminating[name] = p
-	}
-}
-
-// etcdWithoutLeaderFrom is etcd read in this pass through the named members,
-// which answer without a leader; the others do not answer.
-func etcdWithoutLeaderFrom(answering ...string) snapMod {
-	return func(s *snapshot) {
-		etcdLeader(memberA)(s)
-		s.etcd.health.LeaderID, s.etcd.health.Linearizable, s.etcd.confirmed = 0, false, false
-		for i, m := range s.etcd.health.Members {
-			s.etcd.health.Members[i].Leader = 0
-			answers := false
-			for _, name := range answering {
-				answers = answers || m.Name == name
-			}
-			if !answers {
-				s.etcd.health.Members[i].Err = errors.New("context deadline exceeded")
-			}
-		}
-	}
-}
-
-// raftIndex makes member name report raft index i.
-func raftIndex(name string, i uint64) snapMod {
-	return func(s *snapshot) {
-		for j, m := range s.etcd.health.Members {
-			if m.Name == name {
-				s.etcd.health.Members[j].RaftIndex = i
-			}
-		}
-	}
 }

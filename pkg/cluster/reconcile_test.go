@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
-	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 const (
@@ -30,11 +28,7 @@ const (
 // TestReconcileMembers covers the diff of original.md §3.5, one pass at a
 // time, with the fixes of this re-creation.
 func TestReconcileMembers(t *testing.T) {
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "a complete healthy cluster changes nothing and is reported Available",
 			cluster: newTestCluster(),
@@ -166,193 +160,6 @@ func TestReconcileMembers(t *testing.T) {
 			},
 		},
 		{
-			name:    "scale down removes a follower, not the leader",
-			cluster: newTestCluster(withSize(1)),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC) // memberA leads
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC)
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberB)})
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB})
-				expectEvents(t, f.events(), "Normal Member Removed Existing member "+memberB+" removed from the cluster")
-				s := f.mustStatus()
-				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Reason != "ScalingDown" || c.Message != "Current cluster size: 2, desired cluster size: 1" {
-					t.Errorf("Scaling = %+v", c)
-				}
-				if calls := strings.Join(f.etcd.Calls(false), ","); !strings.HasPrefix(calls, "health,list,") {
-					t.Errorf("etcd calls %s: the leader was not found before the removal", calls)
-				}
-			},
-		},
-		{
-			name:    "scale down removes an unready member before any ready one",
-			cluster: newTestCluster(withSize(2)),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC, notReady)
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
-				if s := f.mustStatus(); condition(s, api.ClusterConditionScaling) != nil {
-					t.Errorf("Scaling still set at the desired size: %+v", s.Conditions)
-				}
-			},
-		},
-		{
-			name:    "a member etcd refuses for now keeps its pod and claim for the next try",
-			cluster: newTestCluster(withSize(4), withPVC),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC)
-				joiner := "example-new0000001"
-				f.joinerPod(joiner, []string{memberA, memberB, memberC})
-				f.claim(joiner)
-				f.etcd.addErr = rpctypes.ErrMemberNotEnoughStarted
-				if _, err := f.c.pass(context.Background()); err != nil {
-					t.Fatalf("a refused add failed the pass: %v", err)
-				}
-				f.etcd.addErr = nil
-				if _, err := f.c.pass(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				// No deletion: a bound claim deleted would leave its volume
-				// Released and lost.
-				expect(t, "pod actions", f.podActions(), nil)
-				expect(t, "etcd writes, the refused one included", f.etcdWrites(), []string{f.learnerCall(joiner), f.learnerCall(joiner)})
-			},
-		},
-		{
-			name:    "scale down of a cluster with volumes deletes the member's claim too",
-			cluster: newTestCluster(withSize(2), withPVC),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC)
-				f.mustPass()
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberB, "delete persistentvolumeclaims " + memberB})
-			},
-		},
-		{
-			name:    "a dead member is removed now and replaced by a new member on a later pass",
-			cluster: newTestCluster(),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC, failed)
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
-				expectEvents(t, f.events(),
-					"Normal Replacing Dead Member The dead member "+memberC+" is being replaced",
-					"Normal Member Removed Existing member "+memberC+" removed from the cluster")
-				s := f.mustStatus()
-				if s.Size != 2 || s.Phase != api.ClusterPhaseRunning {
-					t.Errorf("status = %+v", s)
-				}
-				if c := condition(s, api.ClusterConditionScaling); c == nil || c.Message != "Current cluster size: 2, desired cluster size: 3" {
-					t.Errorf("Scaling = %+v", c)
-				}
-
-				f.indexer.Delete(f.pod(memberC, failed, terminating))
-				f.kube.ClearActions()
-				f.mustPass()
-				expect(t, "pod actions", f.podActions(), []string{"create pods example-new0000001"})
-			},
-		},
-		{
-			name:    "a member whose pod is gone is replaced",
-			cluster: newTestCluster(),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
-			},
-		},
-		{
-			name:    "a member whose pod is being deleted is replaced once the pod is gone",
-			cluster: newTestCluster(),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC, terminating)
-				f.mustPass()
-				expect(t, "etcd writes while it terminates", f.etcdWrites(), nil)
-				f.indexer.Delete(f.pod(memberC, terminating))
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
-			},
-		},
-		{
-			name:    "a pod pending longer than the timeout is replaced",
-			cluster: newTestCluster(),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC, pendingFor(5*time.Minute+time.Second))
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberC)})
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberC})
-			},
-		},
-		{
-			name:    "a seed that stays pending longer than the timeout in a cluster never available is replaced by a new seed",
-			cluster: newTestCluster(neverAvailable),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA)
-				f.pod(memberA, pendingFor(4*time.Minute))
-				f.mustPass()
-				joiner := "example-new0000001"
-				expect(t, "pod actions within the timeout: the first joining pod, made while the seed starts", f.podActions(), []string{"create pods " + joiner})
-				f.showCreatedPods(pendingFor(time.Second))
-				f.now = f.now.Add(2 * time.Minute)
-				f.mustPass() // deletes the seed's pod and the joining pod; the lister no longer has them
-				f.mustPass()
-				seed := "example-new0000002"
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberA, "delete pods " + joiner, "create pods " + seed})
-				expect(t, "etcd writes", f.etcdWrites(), nil)
-				if cmd := strings.Join(f.createdPod(seed).Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--initial-cluster-state=new") {
-					t.Errorf("the new seed does not start a new cluster: %q", cmd)
-				}
-				expect(t, "membership", f.c.members.set.Names(), []string{seed})
-				expectEvents(t, f.events(),
-					"Normal Replacing Dead Member The dead member "+memberA+" is being replaced",
-					"Normal New Member Added New member "+seed+" added to cluster")
-			},
-		},
-		{
-			name:    "a pod pending within the timeout is waited for, and does not block healing another member",
-			cluster: newTestCluster(withSize(5)),
-			run: func(t *testing.T, f *fixture) {
-				f.withMembers(memberA, memberB, memberC, memberD, memberE)
-				f.pod(memberA)
-				f.pod(memberB)
-				f.pod(memberC)
-				f.pod(memberD, failed)
-				f.pod(memberE, pendingFor(time.Minute))
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
-				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD})
-				// With the dead member gone, the pending one is left alone and
-				// the replacement's pod is made meanwhile.
-				f.indexer.Delete(f.pod(memberD, failed))
-				f.kube.ClearActions()
-				f.mustPass()
-				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
-				expect(t, "pod actions", f.podActions(), []string{"create pods example-new0000001"})
-			},
-		},
-		{
 			name:    "lost quorum sets Available=False and removes nothing",
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
@@ -420,14 +227,14 @@ func TestReconcileMembers(t *testing.T) {
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC)
-				f.c.members.forget()
+				f.c.knownMembership.forget()
 				f.pod(memberA)
 				f.pod(memberB)
 				f.pod(memberC)
 				f.pod("example-stray")
 				f.mustPass()
-				expect(t, "membership", f.c.members.set.Names(), []string{memberA, memberB, memberC})
-				if id := f.c.members.set[memberB].ID; id != memberID(memberB) {
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{memberA, memberB, memberC})
+				if id := f.c.knownMembership.set[memberB].ID; id != memberID(memberB) {
 					t.Errorf("member ID = %x, want %x", id, memberID(memberB))
 				}
 				expect(t, "pod actions", f.podActions(), []string{"delete pods example-stray"})
@@ -439,7 +246,7 @@ func TestReconcileMembers(t *testing.T) {
 			cluster: newTestCluster(),
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA, memberB, memberC)
-				f.c.members.forget()
+				f.c.knownMembership.forget()
 				f.pod(memberA)
 				f.etcd.listErr = errors.New("context deadline exceeded")
 				f.etcd.noQuorum = true
@@ -451,8 +258,8 @@ func TestReconcileMembers(t *testing.T) {
 					t.Errorf("Available = %+v", c)
 				}
 				expectEvents(t, f.events(), "Warning LostQuorum")
-				if f.c.members.set != nil {
-					t.Errorf("a membership read without a leader was kept: %v", f.c.members.set)
+				if f.c.knownMembership.set != nil {
+					t.Errorf("a membership read without a leader was kept: %v", f.c.knownMembership.set)
 				}
 			},
 		},
@@ -467,7 +274,7 @@ func TestReconcileMembers(t *testing.T) {
 				f.etcd.members = append(f.etcd.members, &etcdserverpb.Member{ID: memberID(memberD), PeerURLs: []string{f.member(memberD).PeerURL()}})
 				f.mustPass()
 				expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberD)})
-				expect(t, "membership", f.c.members.set.Names(), []string{memberA, memberB, memberC})
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{memberA, memberB, memberC})
 				expect(t, "pod actions", f.podActions(), []string{"delete pods " + memberD})
 			},
 		},
@@ -514,109 +321,7 @@ func TestReconcileMembers(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(t, newFixture(t, tt.cluster))
-		})
-	}
-}
-
-// A scale-down right after a scale-up: the newest member has been connected
-// to its peers for less than etcd's health interval, and refuses a removal
-// sent to it ("unhealthy cluster"). Every membership change goes to the
-// leader, and the next removal follows one short requeue later, while the
-// pod of the member removed before still terminates.
-func TestScaleDownRemovesOneMemberAPassThroughTheLeader(t *testing.T) {
-	f := newFixture(t, newTestCluster(withSize(3)))
-	f.withMembers(memberA, memberB, memberC, memberD, memberE) // memberA leads
-	for _, m := range []string{memberA, memberB, memberC, memberD, memberE} {
-		f.pod(m)
-	}
-	leader := f.member(memberA).ClientURL()
-	for i, removed := range []string{memberB, memberC} {
-		f.syncEtcdWithPods()
-		requeue, err := f.c.pass(context.Background())
-		if err != nil {
-			t.Fatalf("pass %d: %v", i+1, err)
-		}
-		if requeue != f.c.cfg.MinPassInterval {
-			t.Errorf("pass %d asks for the next pass after %v, want %v", i+1, requeue, f.c.cfg.MinPassInterval)
-		}
-		// The pod goes only after its grace period.
-		f.pod(removed, terminating)
-	}
-	expect(t, "etcd writes", f.etcdWrites(), []string{removeCall(memberB), removeCall(memberC)})
-	for i, eps := range f.etcd.changedThrough {
-		expect(t, fmt.Sprintf("endpoints of change %d", i+1), eps, []string{leader})
-	}
-}
-
-// The endpoints of a membership change: the leader's when the pass read it,
-// never the changed member's own.
-func TestChangeEndpoints(t *testing.T) {
-	url := func(names ...string) []string {
-		var out []string
-		for _, n := range names {
-			m := memberTemplate(newTestCluster().WithDefaults())
-			m.Name = n
-			out = append(out, m.ClientURL())
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name    string
-		mods    []snapMod
-		changed string
-		want    []string
-	}{
-		{name: "a change goes to the leader", mods: mods(etcdLeader(memberA)), changed: memberC, want: url(memberA)},
-		{name: "the leader's removal goes to the other members", mods: mods(etcdLeader(memberA)), changed: memberA, want: url(memberB, memberC)},
-		{name: "without etcd read in the pass, every running voter but the changed one", mods: nil, changed: memberB, want: url(memberA, memberC)},
-		{name: "a leader that does not answer is not asked", mods: mods(etcdLeader(memberA, memberA), noPod(memberA)), changed: memberC, want: url(memberB)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			expect(t, "endpoints", testSnapshot(tc.mods...).changeEndpoints(tc.changed), tc.want)
-		})
-	}
-}
-
-// A member pod deleted at once (kubectl delete --force, the measurement's
-// kill) leaves its etcd running a moment longer, and no event comes when it
-// stops: the loop asks again half a second later, not at the next 8 s tick.
-func TestAForceDeletedMemberIsRemovedOnceItStopsAnswering(t *testing.T) {
-	f := newFixture(t, newTestCluster())
-	f.withMembers(memberA, memberB, memberC)
-	f.pod(memberA)
-	f.pod(memberB)
-	f.etcd.answering[memberID(memberC)] = true // its pod is gone, its etcd not yet
-	f.syncEtcdWithPods()
-	requeue, err := f.c.pass(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if requeue <= 0 || requeue > f.c.cfg.MinPassInterval {
-		t.Errorf("next pass after %v, want within %v: nothing else announces that the member stopped", requeue, f.c.cfg.MinPassInterval)
-	}
-	expect(t, "etcd writes while it answers", f.etcdWrites(), nil)
-	// Meanwhile its successor's pod is made, without it in --initial-cluster.
-	joiner := "example-new0000001"
-	if got, want := k8sutil.InitialCluster(f.createdPod(joiner)), initialCluster(f, memberA, memberB, joiner); !slices.Equal(got, want) {
-		t.Errorf("the successor's --initial-cluster = %q, want %q", got, want)
-	}
-	f.showCreatedPods(resolving)
-	f.mustPass()
-	expect(t, "etcd writes while it still answers", f.etcdWrites(), nil)
-	delete(f.etcd.answering, memberID(memberC))
-	f.mustPass()
-	expect(t, "etcd writes once it stopped", f.etcdWrites(), []string{removeCall(memberC)})
-	// The pod made ahead is the one added once it resolves.
-	obj, _, _ := f.indexer.GetByKey(testNS + "/" + joiner)
-	p := obj.(*corev1.Pod).DeepCopy()
-	resolvable(p)
-	f.setPod(p)
-	f.mustPass()
-	expect(t, "etcd writes once the successor resolves", f.etcdWrites(), []string{removeCall(memberC), f.learnerCall(joiner)})
-	expect(t, "pod actions after it was made", f.podActions(), []string{"delete pods " + memberC})
+	runPassCases(t, tests)
 }
 
 // initialCluster is the sorted --initial-cluster of the members names.

@@ -1,27 +1,17 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -29,15 +19,16 @@ import (
 // TLS, invalid specs, restarts and the restore operator's hand-over.
 func TestSetup(t *testing.T) {
 	seed := "example-new0000001"
-	tests := []struct {
-		name    string
-		cluster *api.EtcdCluster
-		run     func(t *testing.T, f *fixture)
-	}{
+	tests := []passCase{
 		{
 			name:    "a new cluster is marked Creating, then gets a seed member with a fresh token holding its UID",
 			cluster: newTestCluster(withPhase("")),
 			run: func(t *testing.T, f *fixture) {
+				f.mustPass()
+				expect(t, "pod actions once Creating is recorded", f.podActions(), nil)
+				if s := f.mustStatus(); s.Phase != api.ClusterPhaseCreating {
+					t.Fatalf("phase = %q, want Creating before any pod exists", s.Phase)
+				}
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 				expect(t, "etcd calls", f.etcd.Calls(false), nil)
@@ -77,7 +68,7 @@ func TestSetup(t *testing.T) {
 			name:    "the seed grows to full size one member at a time, each added once the previous one is ready",
 			cluster: newTestCluster(withPhase("")),
 			run: func(t *testing.T, f *fixture) {
-				f.mustPass()
+				f.mustSeed()
 				// The informer shows the seed; etcd knows it as a started member.
 				f.etcd.members = []*etcdserverpb.Member{{ID: memberID(seed), PeerURLs: []string{f.member(seed).PeerURL()}}}
 				f.etcd.leader = memberID(seed)
@@ -143,7 +134,7 @@ func TestSetup(t *testing.T) {
 			name:    "with volumes the seed's claim is created before its pod",
 			cluster: newTestCluster(withPhase(""), withPVC),
 			run: func(t *testing.T, f *fixture) {
-				f.mustPass()
+				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create persistentvolumeclaims " + seed, "create pods " + seed})
 			},
 		},
@@ -161,7 +152,7 @@ func TestSetup(t *testing.T) {
 				}
 				f.setReady(memberA, true)
 				f.mustPass()
-				expect(t, "membership", f.c.members.set.Names(), []string{memberA})
+				expect(t, "membership", f.c.knownMembership.set.Names(), []string{memberA})
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 			},
 		},
@@ -229,14 +220,7 @@ func TestSetup(t *testing.T) {
 				if err := f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), stored, testNS); err != nil {
 					t.Fatal(err)
 				}
-				conflicts := 1
-				f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
-					if a.GetSubresource() == "status" && conflicts > 0 {
-						conflicts--
-						return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
-					}
-					return false, nil, nil
-				})
+				f.conflictOnNextStatusWrite()
 				f.mustPass() // the write conflicts: the fresh object is taken
 				f.mustPass()
 				if s := f.mustStatus(); s.Phase != api.ClusterPhaseRunning || !s.ControlPaused {
@@ -256,14 +240,7 @@ func TestSetup(t *testing.T) {
 				if err := f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), stored, testNS); err != nil {
 					t.Fatal(err)
 				}
-				conflicts := 1
-				f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
-					if a.GetSubresource() == "status" && conflicts > 0 {
-						conflicts--
-						return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
-					}
-					return false, nil, nil
-				})
+				f.conflictOnNextStatusWrite()
 				f.mustPass()
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), nil)
@@ -301,7 +278,7 @@ func TestSetup(t *testing.T) {
 				if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), secret, testNS); err != nil {
 					t.Fatal(err)
 				}
-				f.mustPass()
+				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 				if f.c.tlsConfig == nil {
 					t.Error("no TLS configuration was built")
@@ -332,7 +309,7 @@ func TestSetup(t *testing.T) {
 				if !f.c.take(fixed) {
 					t.Fatal("the fix did not ask for a pass")
 				}
-				f.mustPass()
+				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
 				if s := f.mustStatus(); s.Reason != "" || s.ObservedGeneration != 2 {
 					t.Errorf("status = %+v", s)
@@ -369,6 +346,7 @@ func TestSetup(t *testing.T) {
 					t.Fatal("re-creation did not ask for a pass")
 				}
 				f.withoutServices() // garbage collection deleted the old cluster's
+				f.mustPass()
 				f.mustPass()
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
@@ -465,11 +443,7 @@ func TestSetup(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(t, newFixture(t, tt.cluster))
-		})
-	}
+	runPassCases(t, tests)
 }
 
 func phases(ss []api.ClusterStatus) []string {
@@ -478,45 +452,4 @@ func phases(ss []api.ClusterStatus) []string {
 		out = append(out, string(s.Phase))
 	}
 	return out
-}
-
-// testClientSecretData is an operator secret: a CA and a client certificate
-// signed by it.
-func testClientSecretData(t *testing.T) map[string][]byte {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, clientKey := key(), key()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: testStart.Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "etcd-operator"},
-		NotBefore: testStart.Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, &clientKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(clientKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return map[string][]byte{
-		etcdutil.SecretClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientDER}),
-		etcdutil.SecretClientKey:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		etcdutil.SecretClientCA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-	}
 }

@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,8 +101,9 @@ type snapshot struct {
 
 	// Derived by classify.
 
-	// members are the members of a known membership, by name.
-	members map[string]*memberView
+	// views are the member views (what the snapshot sees of each member) of
+	// a known membership, by name.
+	views map[string]*memberView
 	// joiners are pods made for members not added yet, by name.
 	joiners map[string]*corev1.Pod
 	// strayPods are live pods of the cluster that are no member and no
@@ -120,83 +119,6 @@ type snapshot struct {
 	// learnerSlots is how many learners etcd takes in the membership at
 	// once (countLearnerSlots).
 	learnerSlots int
-}
-
-// etcdView is what etcd said in one pass.
-type etcdView struct {
-	// err is why etcd could not be asked; nothing else is set then.
-	err error
-	// health is every member's answer about itself.
-	health etcdutil.Health
-	// confirmed is set when the membership was read from the leader in this
-	// pass: only then is it good enough for a change (etcd before 3.5 serves
-	// member lists from the local member, which may lag).
-	confirmed bool
-	// clusterVersion is the version the members agreed on ("3.5.0"), ""
-	// when it could not be read.
-	clusterVersion string
-}
-
-// healthOf is what member id said of itself in this pass.
-func (e *etcdView) healthOf(id uint64) (etcdutil.MemberHealth, bool) {
-	if e == nil || e.err != nil {
-		return etcdutil.MemberHealth{}, false
-	}
-	return e.health.Member(id)
-}
-
-// hasAlarm tells whether etcd reported an active alarm of type typ.
-func (e *etcdView) hasAlarm(typ string) bool {
-	return e != nil && e.err == nil && etcdutil.HasAlarm(e.health.Alarms, typ)
-}
-
-// alarmFor tells whether etcd reported an alarm of type typ for member id.
-func (e *etcdView) alarmFor(id uint64, typ string) bool {
-	if e == nil || e.err != nil {
-		return false
-	}
-	for _, a := range e.health.Alarms {
-		if a.MemberID == id && a.Type == typ {
-			return true
-		}
-	}
-	return false
-}
-
-// leaderless tells whether etcd answered in this pass and no member that
-// answered reports a leader, not even one a minority still believes in.
-func (e *etcdView) leaderless() bool {
-	_, ok := e.leaderReported()
-	return e != nil && e.err == nil && !ok
-}
-
-// leaderReported is the first member that answered with a leader, if any.
-func (e *etcdView) leaderReported() (etcdutil.MemberHealth, bool) {
-	if e == nil || e.err != nil {
-		return etcdutil.MemberHealth{}, false
-	}
-	for _, m := range e.health.Members {
-		if m.Err == nil && m.Leader != 0 {
-			return m, true
-		}
-	}
-	if e.health.LeaderID != 0 {
-		return etcdutil.MemberHealth{ID: e.health.LeaderID, Leader: e.health.LeaderID}, true
-	}
-	return etcdutil.MemberHealth{}, false
-}
-
-// answers tells whether member id answered etcd's status call this pass.
-func (e *etcdView) answers(id uint64) bool {
-	if e == nil || e.err != nil {
-		return false
-	}
-	for _, m := range e.health.Members {
-		if m.ID == id {
-			return m.Err == nil
-		}
-	}
-	return false
 }
 
 // memberState is where a member's pod is.
@@ -253,37 +175,6 @@ type memberView struct {
 	repair repairStep
 }
 
-// repairStep is where a member stands on the repair ladder: a member that
-// stopped is restarted in place, on its own data, as long as that can help;
-// only one that keeps failing, or whose data etcd refuses, is replaced by a
-// new member on a fresh claim.
-type repairStep int
-
-const (
-	// repairNone: the member runs, or starts, on its own.
-	repairNone repairStep = iota
-	// repairRestart: the member is restarted in place: by the kubelet in its
-	// pod, or by the operator in a new pod on its claim.
-	repairRestart
-	// repairReplace: the member is removed and a new one added.
-	repairReplace
-)
-
-var repairStepNames = map[repairStep]string{repairNone: "", repairRestart: "restart in place", repairReplace: "replace"}
-
-func (r repairStep) String() string { return repairStepNames[r] }
-
-// The repair ladder: a member is restarted in place up to ladderRestarts
-// times within ladderWindow before it is replaced.
-const (
-	ladderRestarts = 3
-	ladderWindow   = 10 * time.Minute
-	// terminatingGrace is how long past its deletion deadline a pod may stay
-	// terminating before its member counts as gone: a pod on a node that no
-	// longer answers is never confirmed gone.
-	terminatingGrace = 30 * time.Second
-)
-
 // quorumView counts the voting members by the state of their pods.
 type quorumView struct {
 	voters, needed, up, ready, starting int
@@ -295,16 +186,16 @@ func (q quorumView) held() bool { return q.voters > 0 && q.up >= q.needed }
 // classify derives the member views, joiners, strays, quorum and version plan
 // from the raw fields.
 func (s *snapshot) classify() {
-	s.members = map[string]*memberView{}
+	s.views = map[string]*memberView{}
 	s.joiners = map[string]*corev1.Pod{}
 	s.strayPods, s.strayClaims = nil, nil
 	for _, name := range s.membership.Names() {
-		s.members[name] = s.viewMember(s.membership[name])
+		s.views[name] = s.viewMember(s.membership[name])
 	}
 	if s.membership != nil {
 		for _, name := range sortedKeys(s.pods) {
 			pod := s.pods[name]
-			switch _, member := s.members[name]; {
+			switch _, member := s.views[name]; {
 			case member:
 			case k8sutil.WaitsForMembership(pod):
 				s.joiners[name] = pod
@@ -313,7 +204,7 @@ func (s *snapshot) classify() {
 			}
 		}
 		for _, name := range sortedKeys(s.claims) {
-			_, member := s.members[name]
+			_, member := s.views[name]
 			_, live := s.pods[name]
 			_, ending := s.terminating[name]
 			expected := s.podExpect.has(name)
@@ -328,6 +219,19 @@ func (s *snapshot) classify() {
 		s.judgeVersionMove()
 	}
 	s.learnerSlots = s.countLearnerSlots()
+}
+
+// withMembership is the snapshot as it would be with membership known:
+// the one the end of a pass tells in the status, after an action changed
+// the membership. The snapshot taken is not changed; a copy is classified.
+func (s *snapshot) withMembership(known etcdutil.MemberSet) *snapshot {
+	if known == nil {
+		return s
+	}
+	after := *s
+	after.membership = known
+	after.classify()
+	return &after
 }
 
 // judgeVersionMove asks etcd's rules about the move to spec.version once
@@ -392,17 +296,6 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 	return v
 }
 
-// claimRestarts are the restarts in place after failures counted on member
-// name's claim within the repair ladder's window.
-func (s *snapshot) claimRestarts(name string) int {
-	if c := s.claims[name]; c != nil {
-		if n, since := k8sutil.ClaimRestarts(c); n > 0 && s.now.Sub(since) < ladderWindow {
-			return n
-		}
-	}
-	return 0
-}
-
 // podEnded tells whether a pod has ended on its own: its phase is Failed
 // (its node shut down, the kubelet evicted it under node pressure) or
 // Succeeded. A pod deleted through the API (kubectl delete, a drain's
@@ -441,81 +334,9 @@ func (s *snapshot) podState(pod *corev1.Pod) (memberState, bool) {
 	return memberFailed, false
 }
 
-// repairOf places a member on the repair ladder.
-func (s *snapshot) repairOf(v *memberView) repairStep {
-	switch {
-	case v.refused != "":
-		return repairReplace
-	case v.state == memberCrashing:
-		// The kubelet restarts it in its pod, with its data.
-		if v.restarts > ladderRestarts {
-			return repairReplace
-		}
-		return repairRestart
-	case v.state != memberGone && v.state != memberFailed:
-		return repairNone
-	case v.pod != nil && v.pod.Status.Phase == corev1.PodUnknown && !k8sutil.IsBeingDeleted(v.pod):
-		// Its node does not answer: its containers may still run, on its
-		// claim or its emptyDir, and its claim cannot be used elsewhere.
-		// Once the pod is deleted and gone, the member is repaired.
-		return repairNone
-	case v.claim == nil || !s.usesClaims():
-		// Its data went with its pod (emptyDir), or its claim is gone.
-		return repairReplace
-	case v.state == memberFailed && v.restarts >= ladderRestarts:
-		// It failed again after its restarts in place. A member whose pod
-		// is gone did not fail: its pod was deleted (a user, a drain, every
-		// pod at once), and it is restarted whatever its count.
-		return repairReplace
-	}
-	return repairRestart
-}
-
-// dataRefused finds, in the end of the log of an etcd that exited, the
-// evidence that etcd refuses its data directory: a corrupt log or database,
-// or a data directory of another member. Such a member is replaced at once;
-// restarting it cannot help.
-func dataRefused(pod *corev1.Pod) string {
-	st := k8sutil.EtcdContainerStatus(pod)
-	if st == nil {
-		return ""
-	}
-	for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
-		if t == nil || t.ExitCode == 0 {
-			continue
-		}
-		msg := strings.ToLower(t.Message)
-		for _, sign := range dataRefusalSigns {
-			if strings.Contains(msg, sign) {
-				return terminationSummary(t)
-			}
-		}
-	}
-	return ""
-}
-
-// dataRefusalSigns are what etcd logs, lower-cased, when it cannot use its
-// data directory: WAL and snapshot checksums, a database that is not one,
-// a data directory that belongs to another member or cluster.
-var dataRefusalSigns = []string{
-	"crc mismatch",
-	"failed to recover v3 backend",
-	"failed to open database",
-	"database file is corrupt",
-	"invalid database",
-	"not a bolt database",
-	"wal: file not found",
-	"wal: max entry size limit exceeded",
-	"member id mismatch",
-	"mismatched member id",
-	"cluster id mismatch",
-	"snap: crc mismatch",
-	"failed to find database snapshot file",
-}
-
 func (s *snapshot) countQuorum() quorumView {
 	var q quorumView
-	for _, m := range s.members {
+	for _, m := range s.views {
 		if m.member.IsLearner {
 			continue
 		}
@@ -538,8 +359,8 @@ func (s *snapshot) countQuorum() quorumView {
 // names lists the members in one of the given states, sorted.
 func (s *snapshot) names(states ...memberState) []string {
 	var out []string
-	for _, name := range sortedKeys(s.members) {
-		if slices.Contains(states, s.members[name].state) {
+	for _, name := range sortedKeys(s.views) {
+		if slices.Contains(states, s.views[name].state) {
 			out = append(out, name)
 		}
 	}
@@ -549,8 +370,8 @@ func (s *snapshot) names(states ...memberState) []string {
 // readyNames lists the members whose pod is Running and Ready, sorted.
 func (s *snapshot) readyNames() []string {
 	var out []string
-	for _, name := range sortedKeys(s.members) {
-		if m := s.members[name]; m.state == memberRunning && m.ready {
+	for _, name := range sortedKeys(s.views) {
+		if m := s.views[name]; m.state == memberRunning && m.ready {
 			out = append(out, name)
 		}
 	}
@@ -558,7 +379,7 @@ func (s *snapshot) readyNames() []string {
 }
 
 // allReady tells whether every member's pod is Running and Ready.
-func (s *snapshot) allReady() bool { return len(s.readyNames()) == len(s.members) }
+func (s *snapshot) allReady() bool { return len(s.readyNames()) == len(s.views) }
 
 // usesClaims tells whether members keep their data on PersistentVolumeClaims.
 func (s *snapshot) usesClaims() bool {
@@ -569,8 +390,8 @@ func (s *snapshot) usesClaims() bool {
 // ones first: a learner serves no linearizable request.
 func (s *snapshot) endpoints() []string {
 	var ready, running []string
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.state != memberRunning || m.member.IsLearner {
 			continue
 		}
@@ -604,7 +425,7 @@ func (s *snapshot) changeEndpoints(changed string) []string {
 	}
 	var eps []string
 	for _, ep := range s.endpoints() {
-		if v := s.members[changed]; v == nil || ep != v.member.ClientURL() {
+		if v := s.views[changed]; v == nil || ep != v.member.ClientURL() {
 			eps = append(eps, ep)
 		}
 	}
@@ -626,101 +447,6 @@ func runningPodEndpoints(template etcdutil.Member, pods map[string]*corev1.Pod) 
 		}
 	}
 	return eps
-}
-
-// podTrouble says why a pod does not run, from what its status and its claim
-// show: the scheduler's message, a claim that is not bound, a container that
-// waits for something that will not come by itself (an image that cannot be
-// pulled, a configuration error), keeps failing, or ended. It reads as the
-// rest of a sentence starting with the pod ("pod x cannot be scheduled:
-// ..."); "" when the pod shows nothing wrong.
-func podTrouble(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) string {
-	text, _ := podTroubleCause(pod, claim)
-	return text
-}
-
-// podTroubleCause is podTrouble with its cause: the part that stays the same
-// when the same thing goes wrong again, in another pod or after another
-// restart (no pod names, back-off times or log lines), so that it is
-// reported once and a replacement for it is not made in a loop.
-func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text, cause string) {
-	if pod.Status.Reason != "" && pod.Status.Phase == corev1.PodFailed {
-		// Evicted, NodeLost, OutOfpods and the like.
-		return fmt.Sprintf("failed: %s: %s", pod.Status.Reason, pod.Status.Message), "failed: " + pod.Status.Reason
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			text := "cannot be scheduled: " + c.Message
-			return text, text
-		}
-	}
-	if claim != nil && claim.Status.Phase == corev1.ClaimPending {
-		text := fmt.Sprintf("waits for its PersistentVolumeClaim %s, which is Pending (no volume bound: check its storage class and provisioner)", claim.Name)
-		return text, "waits for its PersistentVolumeClaim, which is Pending"
-	}
-	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, st := range statuses {
-			if text, cause := containerTrouble(st); text != "" {
-				return "has its container " + st.Name + " " + text, "container " + st.Name + " " + cause
-			}
-		}
-	}
-	return "", ""
-}
-
-// containerTrouble describes a container that waits for something that does
-// not come by itself, keeps failing, or ended with an error, and its cause.
-func containerTrouble(st corev1.ContainerStatus) (text, cause string) {
-	switch {
-	case st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff" && st.LastTerminationState.Terminated != nil:
-		// The kubelet waits before the next restart: what matters is how
-		// the last run ended.
-		t := st.LastTerminationState.Terminated
-		return fmt.Sprintf("keeps failing (%d restarts): %s", st.RestartCount, terminationSummary(t)), "keeps failing: " + terminationCause(t)
-	case st.State.Waiting != nil:
-		switch st.State.Waiting.Reason {
-		case "", "ContainerCreating", "PodInitializing":
-			return "", ""
-		}
-		text := "is waiting: " + st.State.Waiting.Reason
-		if st.State.Waiting.Message != "" {
-			text += ": " + st.State.Waiting.Message
-		}
-		return text, "is waiting: " + st.State.Waiting.Reason
-	case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
-		return "ended: " + terminationSummary(st.State.Terminated), "ended: " + terminationCause(st.State.Terminated)
-	}
-	return "", ""
-}
-
-// terminationCause is how a container ended, without its log.
-func terminationCause(t *corev1.ContainerStateTerminated) string {
-	c := fmt.Sprintf("exit code %d", t.ExitCode)
-	if t.Reason != "" {
-		c += " (" + t.Reason + ")"
-	}
-	return c
-}
-
-// terminationSummary is the evidence a container left when it ended: exit
-// code, reason and the end of its termination message, which for etcd holds
-// the last lines of its log (terminationMessagePolicy FallbackToLogsOnError).
-func terminationSummary(t *corev1.ContainerStateTerminated) string {
-	msg := fmt.Sprintf("exit code %d", t.ExitCode)
-	if t.Reason != "" {
-		msg += " (" + t.Reason + ")"
-	}
-	if t.Message != "" {
-		msg += ": " + lastChars(t.Message, 400)
-	}
-	return msg
-}
-
-func lastChars(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -134,7 +134,7 @@ func (c *Cluster) specInForce() (*api.EtcdCluster, []problem) {
 func (c *Cluster) startOver() {
 	c.latest, c.spec, c.specSeen = nil, nil, 0
 	c.unstored = nil
-	c.members.forget()
+	c.knownMembership.forget()
 	c.tlsConfig = nil
 	c.certs = certCache{}
 	c.podExpect, c.upgradeExpect, c.failedUpgrade = nil, nil, nil

@@ -68,14 +68,14 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 		// Every member is listed: ready when its pod is Running and Ready,
 		// unready otherwise (starting, dead, or without a pod), so that a
 		// lost member never stays listed as ready as it did in the original.
-		for _, name := range sortedKeys(s.members) {
-			if m := s.members[name]; m.state == memberRunning && m.ready {
+		for _, name := range sortedKeys(s.views) {
+			if m := s.views[name]; m.state == memberRunning && m.ready {
 				ready = append(ready, name)
 			} else {
 				unready = append(unready, name)
 			}
 		}
-		st.Size = len(s.members)
+		st.Size = len(s.views)
 	} else {
 		// Membership unknown (restart, hand-over): the members last listed
 		// stay listed, as nothing says they left (their claims are how
@@ -105,7 +105,7 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 	case active && phase == api.ClusterPhaseCreating:
 		setScaling(&st, now, 0, s.spec.Spec.Size)
 	case active && phase == api.ClusterPhaseRunning && s.membership != nil:
-		setScaling(&st, now, len(s.members), s.spec.Spec.Size)
+		setScaling(&st, now, len(s.views), s.spec.Spec.Size)
 	}
 
 	available := false
@@ -130,7 +130,7 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 	}
 	if !available && s.membership != nil {
 		q := s.quorum
-		if m := s.members[out.downed]; m != nil && m.ready && m.state == memberRunning && !m.member.IsLearner {
+		if m := s.views[out.downed]; m != nil && m.ready && m.state == memberRunning && !m.member.IsLearner {
 			q.ready--
 		}
 		switch {
@@ -186,8 +186,8 @@ func setMemberDetails(st *api.ClusterStatus, s *snapshot, out outcome, now strin
 		st.Leader = ""
 	}
 	var details []api.MemberDetail
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		d := prev[name]
 		d.Name = name
 		d.ID = fmt.Sprintf("%x", m.member.ID)

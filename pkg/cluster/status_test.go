@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -78,14 +77,7 @@ func TestStatusWrites(t *testing.T) {
 
 	t.Run("a status conflict re-reads the object and the next pass, soon, writes again", func(t *testing.T) {
 		f := healthyFixture(t)
-		conflicts := 1
-		f.crs.PrependReactor("update", "etcdclusters", func(a clienttesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() == "status" && conflicts > 0 {
-				conflicts--
-				return true, nil, apierrors.NewConflict(api.Resource("etcdclusters"), testName, nil)
-			}
-			return false, nil, nil
-		})
+		f.conflictOnNextStatusWrite()
 		requeue, err := f.c.pass(context.Background())
 		if err != nil || requeue != DefaultMinPassInterval {
 			t.Errorf("pass = %v, %v; want a new pass soon", requeue, err)
@@ -162,7 +154,7 @@ func TestStatusWrites(t *testing.T) {
 	t.Run("a new cluster grows to its size while its status cannot be stored", func(t *testing.T) {
 		f := newFixture(t, newTestCluster(withPhase(api.ClusterPhaseNone)))
 		statustest.ForbidServedStatus(f.crs, api.EtcdClusterResourcePlural)
-		f.mustPass()
+		f.mustSeed()
 		seed := f.podActions()
 		if len(seed) != 1 || !strings.HasPrefix(seed[0], "create pods ") {
 			t.Fatalf("pod actions %v, want the seed", seed)

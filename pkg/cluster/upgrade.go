@@ -1,13 +1,19 @@
 package cluster
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/etcdversion"
+	"github.com/openetcd/etcd-operator/pkg/maintenance"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -47,8 +53,8 @@ func (s *snapshot) planVersions() versionPlan {
 	newest := ""
 	specced := map[string]bool{}
 	running := map[string]bool{}
-	for _, name := range sortedKeys(s.members) {
-		m := s.members[name]
+	for _, name := range sortedKeys(s.views) {
+		m := s.views[name]
 		if m.pod == nil || k8sutil.IsBeingDeleted(m.pod) {
 			continue
 		}
@@ -223,4 +229,155 @@ func compareVersions(a, b string) int {
 // planning files (decide.go, act.go) still call while they are being split.
 func etcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	return k8sutil.EtcdContainerStatus(pod)
+}
+
+// upgradeMembers is step 15 of decide.
+func upgradeMembers(s *snapshot) (action, bool) {
+	p := s.plan
+	switch {
+	case p.refused != nil:
+		return waiting(p.refused.msg), true
+	case len(p.old) == 0:
+		return action{}, false
+	}
+	if e := s.upgradeExpect; e != nil {
+		return waiting(fmt.Sprintf("member %s is restarting on %s", e.name, e.version)), true
+	}
+	// A member that is not ready serves nothing, so patching it first costs
+	// no availability. It is also how a rollout to an image that never
+	// started is taken back: that member is the one not ready.
+	for _, name := range p.old {
+		if m := s.views[name]; m.pod != nil && !(m.state == memberRunning && m.ready) && m.state != memberTerminating {
+			return action{kind: actUpgradeMember, member: name, version: p.target, reason: "it is not ready"}, true
+		}
+	}
+	if a, ok := readyForUpgrade(s); ok {
+		return a, true
+	}
+	if mv := s.versionMove; mv != nil {
+		switch mv.Kind {
+		case maintenance.MoveWait:
+			a := waiting(mv.Reason)
+			a.backoff = true
+			return a, true
+		case maintenance.MoveEnableDowngrade:
+			for _, m := range s.etcd.health.Members {
+				if m.Downgrade.Enabled {
+					a := waiting("the downgrade is enabled; waiting for the cluster version to drop")
+					a.backoff = true
+					return a, true
+				}
+			}
+			return action{kind: actEnableDowngrade, version: mv.DowngradeTarget, reason: mv.Reason}, true
+		}
+	}
+	name, isLeader := pickOneOldMember(s)
+	if !isLeader {
+		return action{kind: actUpgradeMember, member: name, version: p.target, reason: "a follower"}, true
+	}
+	if a, ok := handOff(s, s.etcd.health.LeaderID); ok {
+		return a, true
+	}
+	return action{kind: actUpgradeMember, member: name, version: p.target, reason: "the leader, last"}, true
+}
+
+// pickOneOldMember picks the member to patch next, as the original's
+// pickOneOldMember did, but the leader last: a follower while one is left
+// (each patch of the leader costs an election), else the leader.
+func pickOneOldMember(s *snapshot) (name string, isLeader bool) {
+	leader := s.etcd.health.LeaderID
+	for _, name := range s.plan.old {
+		if s.views[name].member.ID != leader {
+			return name, false
+		}
+	}
+	return s.plan.old[0], true
+}
+
+// handOff moves leadership away from member id before it is taken down, to
+// a healthy, caught-up follower: one election, planned, instead of clients
+// meeting a leaderless cluster. When no follower can take over it waits.
+func handOff(s *snapshot, id uint64) (action, bool) {
+	h := maintenance.Handoff(s.etcd.health, id)
+	switch {
+	case h.Kind == maintenance.MoveLeader:
+		return action{kind: actMoveLeader, member: h.Member.Name, reason: h.Reason}, true
+	case h.Reason != "the member does not lead" && s.quorum.voters > 1:
+		a := waiting(h.Reason)
+		a.backoff = true
+		return a, true
+	}
+	return action{}, false
+}
+
+// upgradeOneMember patches a member in place: the kubelet restarts the etcd
+// container on the new image and the data directory survives. The next
+// member waits until this one runs the new image and is Ready again.
+func (c *Cluster) upgradeOneMember(ctx context.Context, s *snapshot, a action) outcome {
+	pod := s.views[a.member].pod
+	from := podVersion(pod)
+	if v := runningVersion(pod); v != "" {
+		from = v
+	} else if f := s.failedUpgrade; f != nil && f.member == a.member {
+		from = f.from
+	}
+	image := api.EtcdImage(s.spec.Spec.Repository, a.version)
+	if claim := s.claims[a.member]; claim != nil && k8sutil.ClaimVersion(claim) != a.version {
+		// Before the pod: a member restarted on its claim later must start on
+		// a version its data allows.
+		if err := c.annotateClaimVersion(ctx, a.member, a.version); err != nil {
+			return outcome{err: err}
+		}
+	}
+	if err := c.patchMemberPod(ctx, pod, a.version, image); err != nil {
+		return outcome{err: err}
+	}
+	restarts := int32(0)
+	if st := etcdContainerStatus(pod); st != nil {
+		restarts = st.RestartCount
+	}
+	c.expectUpgrade(pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,
+		deadline: c.now().Add(c.cfg.PendingTimeout)})
+	c.log.Infof("upgrading member %s from %s to %s (%s)", a.member, from, a.version, a.reason)
+	// The trailing space is the original's.
+	c.tell(corev1.EventTypeNormal, eventMemberUpgraded, fmt.Sprintf("Member %s upgraded from %s to %s ", a.member, from, a.version))
+	return outcome{downed: a.member}
+}
+
+// patchMemberPod sets the etcd container's image and the version annotation
+// with one strategic merge patch (containers merge by name). The pod's UID is
+// part of the patch: the API server refuses to change a UID, so a different
+// pod that took the name in the meantime is never patched.
+func (c *Cluster) patchMemberPod(ctx context.Context, pod *corev1.Pod, version, image string) error {
+	meta := map[string]any{"annotations": map[string]string{api.AnnotationVersion: version}}
+	if pod.UID != "" {
+		meta["uid"] = pod.UID
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": meta,
+		"spec": map[string]any{
+			"containers": []map[string]string{{"name": k8sutil.EtcdContainerName, "image": image}},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("build patch: %w", err)
+	}
+	_, err = c.cfg.KubeClient.CoreV1().Pods(c.namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return kubeError(fmt.Sprintf("patch pod %s to %s", pod.Name, image), err)
+	}
+	return nil
+}
+
+// annotateClaimVersion records on a member's claim the version that writes it.
+func (c *Cluster) annotateClaimVersion(ctx context.Context, name, version string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnotationVersion: version}}})
+	if err != nil {
+		return fmt.Errorf("build patch: %w", err)
+	}
+	_, err = c.cfg.KubeClient.CoreV1().PersistentVolumeClaims(c.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return kubeError("record the version on claim "+name, err)
+	}
+	return nil
 }

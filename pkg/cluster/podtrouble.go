@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// podTrouble says why a pod does not run, from what its status and its claim
+// show: the scheduler's message, a claim that is not bound, a container that
+// waits for something that will not come by itself (an image that cannot be
+// pulled, a configuration error), keeps failing, or ended. It reads as the
+// rest of a sentence starting with the pod ("pod x cannot be scheduled:
+// ..."); "" when the pod shows nothing wrong.
+func podTrouble(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) string {
+	text, _ := podTroubleCause(pod, claim)
+	return text
+}
+
+// podTroubleCause is podTrouble with its cause: the part that stays the same
+// when the same thing goes wrong again, in another pod or after another
+// restart (no pod names, back-off times or log lines), so that it is
+// reported once and a replacement for it is not made in a loop.
+func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text, cause string) {
+	if pod.Status.Reason != "" && pod.Status.Phase == corev1.PodFailed {
+		// Evicted, NodeLost, OutOfpods and the like.
+		return fmt.Sprintf("failed: %s: %s", pod.Status.Reason, pod.Status.Message), "failed: " + pod.Status.Reason
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			text := "cannot be scheduled: " + c.Message
+			return text, text
+		}
+	}
+	if claim != nil && claim.Status.Phase == corev1.ClaimPending {
+		text := fmt.Sprintf("waits for its PersistentVolumeClaim %s, which is Pending (no volume bound: check its storage class and provisioner)", claim.Name)
+		return text, "waits for its PersistentVolumeClaim, which is Pending"
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range statuses {
+			if text, cause := containerTrouble(st); text != "" {
+				return "has its container " + st.Name + " " + text, "container " + st.Name + " " + cause
+			}
+		}
+	}
+	return "", ""
+}
+
+// containerTrouble describes a container that waits for something that does
+// not come by itself, keeps failing, or ended with an error, and its cause.
+func containerTrouble(st corev1.ContainerStatus) (text, cause string) {
+	switch {
+	case st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff" && st.LastTerminationState.Terminated != nil:
+		// The kubelet waits before the next restart: what matters is how
+		// the last run ended.
+		t := st.LastTerminationState.Terminated
+		return fmt.Sprintf("keeps failing (%d restarts): %s", st.RestartCount, terminationSummary(t)), "keeps failing: " + terminationCause(t)
+	case st.State.Waiting != nil:
+		switch st.State.Waiting.Reason {
+		case "", "ContainerCreating", "PodInitializing":
+			return "", ""
+		}
+		text := "is waiting: " + st.State.Waiting.Reason
+		if st.State.Waiting.Message != "" {
+			text += ": " + st.State.Waiting.Message
+		}
+		return text, "is waiting: " + st.State.Waiting.Reason
+	case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
+		return "ended: " + terminationSummary(st.State.Terminated), "ended: " + terminationCause(st.State.Terminated)
+	}
+	return "", ""
+}
+
+// terminationCause is how a container ended, without its log.
+func terminationCause(t *corev1.ContainerStateTerminated) string {
+	c := fmt.Sprintf("exit code %d", t.ExitCode)
+	if t.Reason != "" {
+		c += " (" + t.Reason + ")"
+	}
+	return c
+}
+
+// terminationSummary is the evidence a container left when it ended: exit
+// code, reason and the end of its termination message, which for etcd holds
+// the last lines of its log (terminationMessagePolicy FallbackToLogsOnError).
+func terminationSummary(t *corev1.ContainerStateTerminated) string {
+	msg := fmt.Sprintf("exit code %d", t.ExitCode)
+	if t.Reason != "" {
+		msg += " (" + t.Reason + ")"
+	}
+	if t.Message != "" {
+		msg += ": " + lastChars(t.Message, 400)
+	}
+	return msg
+}
+
+func lastChars(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// dataRefused finds, in the end of the log of an etcd that exited, the
+// evidence that etcd refuses its data directory: a corrupt log or database,
+// or a data directory of another member. Such a member is replaced at once;
+// restarting it cannot help.
+func dataRefused(pod *corev1.Pod) string {
+	st := k8sutil.EtcdContainerStatus(pod)
+	if st == nil {
+		return ""
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		msg := strings.ToLower(t.Message)
+		for _, sign := range dataRefusalSigns {
+			if strings.Contains(msg, sign) {
+				return terminationSummary(t)
+			}
+		}
+	}
+	return ""
+}
+
+// dataRefusalSigns are what etcd logs, lower-cased, when it cannot use its
+// data directory: WAL and snapshot checksums, a database that is not one,
+// a data directory that belongs to another member or cluster.
+var dataRefusalSigns = []string{
+	"crc mismatch",
+	"failed to recover v3 backend",
+	"failed to open database",
+	"database file is corrupt",
+	"invalid database",
+	"not a bolt database",
+	"wal: file not found",
+	"wal: max entry size limit exceeded",
+	"member id mismatch",
+	"mismatched member id",
+	"cluster id mismatch",
+	"snap: crc mismatch",
+	"failed to find database snapshot file",
+}

@@ -1,0 +1,459 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// The snapshot builders of decide's table: testSnapshot is a healthy
+// cluster of three, each snapMod one fact added to it. The cluster and its
+// pods are shaped with the builders of builders_test.go.
+
+// snapMod changes the raw fields of a test snapshot before it is classified.
+type snapMod func(*snapshot)
+
+func mods(ms ...snapMod) []snapMod { return ms }
+
+// testSnapshot is a complete, healthy three-member cluster at rest on
+// testVersion, changed by mods, then classified as observe does.
+func testSnapshot(ms ...snapMod) *snapshot {
+	cl := newTestCluster().WithDefaults()
+	s := &snapshot{
+		now:            testStart,
+		spec:           cl,
+		phase:          api.ClusterPhaseRunning,
+		everAvailable:  true,
+		pendingTimeout: 5 * time.Minute,
+		pods:           map[string]*corev1.Pod{},
+		terminating:    map[string]*corev1.Pod{},
+		claims:         map[string]*corev1.PersistentVolumeClaim{},
+		etcdReadAt:     testStart.Add(-time.Second),
+	}
+	members(memberA, memberB, memberC)(s)
+	onlyPods(memberA, memberB, memberC)(s)
+	for _, m := range ms {
+		m(s)
+	}
+	if s.spec != nil {
+		// The status the snapshot was taken with is the cluster's own.
+		s.phase = s.spec.Status.Phase
+	}
+	s.classify()
+	return s
+}
+
+// spec shapes the snapshot's cluster with the fixtures' builders
+// (withSize, withVersion, withPVC, withPhase...): one vocabulary for both.
+func spec(opts ...func(*api.EtcdCluster)) snapMod {
+	return func(s *snapshot) {
+		for _, o := range opts {
+			o(s.spec)
+		}
+	}
+}
+
+// snapPod is the pod of member name as the operator makes it, Running and
+// Ready on the spec's version.
+func snapPod(s *snapshot, name string, opts ...podOpt) *corev1.Pod {
+	m := memberTemplate(s.spec)
+	m.Name = name
+	return memberPod(s.spec, &m, testStart.Add(-time.Hour), opts...)
+}
+
+func noSpec(s *snapshot) { s.spec = nil }
+
+func beingDeleted(s *snapshot) { s.beingDeleted = true }
+
+func noMembership(s *snapshot) { s.membership = nil }
+
+func noPods(s *snapshot) { s.pods = map[string]*corev1.Pod{} }
+
+func notYetAvailable(s *snapshot) { s.everAvailable = false }
+
+func missingServices(s *snapshot) {
+	s.missingServices = []string{k8sutil.PeerServiceName(testName), k8sutil.ClientServiceName(testName)}
+}
+
+func serviceConflict(s *snapshot) {
+	s.serviceConflict = "service example belongs to EtcdCluster example (uid old), not to this cluster; waiting for it to be deleted"
+}
+
+func tlsMissing(s *snapshot) {
+	p := newProblem(problemTLSSecret, "read TLS secret operator-tls: not found")
+	s.tlsProblem = &p
+}
+
+func badCertificate(s *snapshot) {
+	s.certProblems = []problem{newProblem(problemTLSCertificate, "TLS: peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) expired on 2025-01-01T00:00:00Z")}
+}
+
+// members makes names the membership, every one voting.
+func members(names ...string) snapMod {
+	return func(s *snapshot) {
+		set := etcdutil.MemberSet{}
+		for _, n := range names {
+			m := memberTemplate(s.spec)
+			m.Name, m.ID = n, memberID(n)
+			set.Add(&m)
+		}
+		s.membership = set
+		for _, n := range names {
+			if _, ok := s.pods[n]; !ok {
+				s.pods[n] = snapPod(s, n)
+			}
+		}
+	}
+}
+
+// v36 is an etcd whose members take more than one learner (ETCD_MAX_LEARNERS).
+const v36 = "3.6.6"
+
+// on36 moves the spec and every pod made so far to etcd 3.6.
+func on36(s *snapshot) {
+	s.spec.Spec.Version = v36
+	for _, p := range s.pods {
+		onVersion(v36)(p)
+	}
+}
+
+// notStarted makes member name one etcd lists without a name and that does
+// not answer: added, its etcd not started yet. etcdLeader goes before it.
+func notStarted(name string) snapMod {
+	return func(s *snapshot) {
+		for i, m := range s.etcd.health.Members {
+			if m.ID == memberID(name) {
+				s.etcd.health.Members[i].Name = ""
+				s.etcd.health.Members[i].Err = errors.New("member has not started")
+			}
+		}
+	}
+}
+
+func learner(name string) snapMod { return func(s *snapshot) { s.membership[name].IsLearner = true } }
+
+// onlyPods makes the named members' pods the only ones.
+func onlyPods(names ...string) snapMod {
+	return func(s *snapshot) {
+		s.pods = map[string]*corev1.Pod{}
+		for _, n := range names {
+			s.pods[n] = snapPod(s, n)
+		}
+	}
+}
+
+func noPod(name string) snapMod { return func(s *snapshot) { delete(s.pods, name) } }
+
+func podIs(name string, opts ...podOpt) snapMod {
+	return func(s *snapshot) {
+		p := s.pods[name]
+		if p == nil {
+			p = snapPod(s, name)
+		}
+		for _, o := range opts {
+			o(p)
+		}
+		s.pods[name] = p
+	}
+}
+
+func terminatingPod(name string) snapMod {
+	return func(s *snapshot) {
+		p := snapPod(s, name, terminating)
+		delete(s.pods, name)
+		s.terminating[name] = p
+	}
+}
+
+func strayPod(name string) snapMod { return func(s *snapshot) { s.pods[name] = snapPod(s, name) } }
+
+// joiningPod is the pod the operator makes for member name joining the
+// given members, resolvable (check-dns done, the membership wait running)
+// unless opts say otherwise.
+func joiningPod(name string, joins []string, opts ...podOpt) snapMod {
+	return func(s *snapshot) {
+		set := etcdutil.MemberSet{}
+		for _, n := range append(slices.Clone(joins), name) {
+			m := memberTemplate(s.spec)
+			m.Name = n
+			set.Add(&m)
+		}
+		m := set[name]
+		pairs := set.PeerURLPairs()
+		p := k8sutil.NewEtcdPod(s.spec, m, s.spec.Spec.Version, pairs, k8sutil.ClusterStateExisting, "",
+			k8sutil.WithMembershipWait(m, pairs, k8sutil.MembershipWait{Image: testJoinImage, Timeout: 5 * time.Minute}))
+		p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Minute))
+		resolvable(p)
+		for _, o := range opts {
+			o(p)
+		}
+		s.pods[name] = p
+	}
+}
+
+func claims(names ...string) snapMod {
+	return func(s *snapshot) {
+		for _, n := range names {
+			pvc := k8sutil.NewEtcdPVC(s.spec, n, s.spec.Spec.Version)
+			pvc.Status.Phase = corev1.ClaimBound
+			s.claims[n] = pvc
+		}
+	}
+}
+
+func expectPod(name string, in time.Duration) snapMod {
+	return func(s *snapshot) { s.podExpect = &podExpectation{names: []string{name}, deadline: testStart.Add(in)} }
+}
+
+func upgrading(name, version string) snapMod {
+	return func(s *snapshot) {
+		s.upgradeExpect = &upgradeExpectation{name: name, version: version, deadline: testStart.Add(time.Minute)}
+	}
+}
+
+func failedOn(name, version, from string) snapMod {
+	return func(s *snapshot) {
+		s.failedUpgrade = &failedUpgrade{member: name, version: version, from: from, evidence: "its pod has its container etcd waiting: ErrImagePull"}
+	}
+}
+
+// etcdLeader makes the pass's etcd view a confirmed membership led by
+// leader, every member answering but the down ones.
+func etcdLeader(leader string, down ...string) snapMod {
+	return func(s *snapshot) {
+		h := etcdutil.Health{LeaderID: memberID(leader), Linearizable: true}
+		for _, name := range s.membership.Names() {
+			mh := etcdutil.MemberHealth{ID: memberID(name), Name: name, Leader: memberID(leader), IsLearner: s.membership[name].IsLearner,
+				ClientURL: s.membership[name].ClientURL(), RaftIndex: 100, RaftAppliedIndex: 100}
+			if pod := s.pods[name]; pod != nil {
+				mh.Version = podVersion(pod)
+			}
+			if slices.Contains(down, name) {
+				mh.Err = errors.New("connection refused")
+			}
+			h.Members = append(h.Members, mh)
+		}
+		s.etcd = &etcdView{health: h, confirmed: true, clusterVersion: "3.5.0"}
+	}
+}
+
+// appliedUpTo makes member name report its applied index and the leader its
+// raft index; etcdLeader goes before it.
+func appliedUpTo(name string, applied, leaderIndex uint64) snapMod {
+	return func(s *snapshot) {
+		for i, m := range s.etcd.health.Members {
+			if m.ID == memberID(name) {
+				s.etcd.health.Members[i].RaftAppliedIndex = applied
+			}
+			if m.ID == s.etcd.health.LeaderID {
+				s.etcd.health.Members[i].RaftIndex = leaderIndex
+			}
+		}
+	}
+}
+
+// followsNoLeader makes member name report no leader; etcdLeader goes
+// before it.
+func followsNoLeader(name string) snapMod {
+	return func(s *snapshot) {
+		for i, m := range s.etcd.health.Members {
+			if m.ID == memberID(name) {
+				s.etcd.health.Members[i].Leader = 0
+			}
+		}
+	}
+}
+
+func etcdWithoutLeader(s *snapshot) { s.etcd = &etcdView{} }
+
+func budgets(s *snapshot) { s.budgetsManaged = true }
+
+func downgradeEnabled(s *snapshot) {
+	for i := range s.etcd.health.Members {
+		s.etcd.health.Members[i].Downgrade = etcdutil.DowngradeInfo{Enabled: true, TargetVersion: "3.5.0"}
+	}
+}
+
+func budgetKeeps(n int32) snapMod {
+	return func(s *snapshot) {
+		min := intstr.FromInt32(n)
+		s.budget = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &min}}
+	}
+}
+
+func clusterVersion(v string) snapMod { return func(s *snapshot) { s.etcd.clusterVersion = v } }
+
+func etcdReadAgo(d time.Duration) snapMod {
+	return func(s *snapshot) { s.etcdReadAt = testStart.Add(-d) }
+}
+
+func alarmOn(name, typ string) snapMod {
+	return func(s *snapshot) {
+		s.etcd.health.Alarms = append(s.etcd.health.Alarms, etcdutil.Alarm{MemberID: memberID(name), Type: typ})
+	}
+}
+
+func revision(rev int64) snapMod {
+	return func(s *snapshot) {
+		for i := range s.etcd.health.Members {
+			s.etcd.health.Members[i].Revision = rev
+		}
+	}
+}
+
+func compactedTo(rev int64) snapMod {
+	return func(s *snapshot) { s.status.Maintenance = &api.MaintenanceStatus{LastCompactedRevision: rev} }
+}
+
+// dbSizes gives every member a database of size bytes, inUse of them used.
+func dbSizes(size, inUse int64) snapMod {
+	return func(s *snapshot) {
+		for i := range s.etcd.health.Members {
+			s.etcd.health.Members[i].DBSize, s.etcd.health.Members[i].DBSizeInUse = size, inUse
+		}
+	}
+}
+
+func dbSize(name string, size, inUse int64) snapMod {
+	return func(s *snapshot) {
+		for i := range s.etcd.health.Members {
+			if s.etcd.health.Members[i].Name == name {
+				s.etcd.health.Members[i].DBSize, s.etcd.health.Members[i].DBSizeInUse = size, inUse
+			}
+		}
+	}
+}
+
+func etcdFailed(s *snapshot) { s.etcd = &etcdView{err: errors.New("context deadline exceeded")} }
+
+func claimVersion(name, version string) snapMod {
+	return func(s *snapshot) { s.claims[name].Annotations[api.AnnotationVersion] = version }
+}
+
+func claimRestarts(name string, n int, ago time.Duration) snapMod {
+	return func(s *snapshot) {
+		s.claims[name].Annotations[k8sutil.AnnotationRestarts] = fmt.Sprint(n)
+		s.claims[name].Annotations[k8sutil.AnnotationRestartsSince] = testStart.Add(-ago).Format(time.RFC3339)
+	}
+}
+
+func replacedFor(cause string, count int, ago time.Duration) snapMod {
+	return func(s *snapshot) {
+		s.replaced = map[string]replacement{cause: {count: count, last: testStart.Add(-ago)}}
+	}
+}
+
+func recoveryOn(fromBackup bool) snapMod {
+	return func(s *snapshot) {
+		s.spec.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, FromBackup: fromBackup}
+	}
+}
+
+// quorumLostAgo is a quorum lost d ago, as the status says it and as the
+// goroutine saw it, with enough reads of etcd that found no leader.
+func quorumLostAgo(d time.Duration) snapMod {
+	return func(s *snapshot) {
+		availableFalseSince(d)(s)
+		lossSeen(d, leaderlessReadsNeeded)(s)
+	}
+}
+
+func recoveringFrom(name string) snapMod {
+	return func(s *snapshot) { s.recovering = &recovering{member: name, started: testStart.Add(-time.Second)} }
+}
+
+func statusMembers(names ...string) snapMod {
+	return func(s *snapshot) { s.lastMembers = names }
+}
+
+// restartsInWindow makes member name's container one that the kubelet
+// restarted n times within the repair ladder's window.
+func restartsInWindow(name string, n int) snapMod {
+	return func(s *snapshot) {
+		if s.windowRestarts == nil {
+			s.windowRestarts = map[string]int{}
+		}
+		s.windowRestarts[name] = n
+	}
+}
+
+// lossSeen is the goroutine's record of a quorum it saw lost ago, with reads
+// of etcd that found no leader.
+func lossSeen(ago time.Duration, reads int) snapMod {
+	return func(s *snapshot) {
+		s.quorumLoss = &quorumLoss{since: testStart.Add(-ago), leaderlessReads: reads}
+		if reads > 0 {
+			s.quorumLoss.firstLeaderlessRead = s.quorumLoss.since
+		}
+	}
+}
+
+// firstLeaderlessReadAgo moves the first read without a leader of the
+// goroutine's record; lossSeen goes before it.
+func firstLeaderlessReadAgo(d time.Duration) snapMod {
+	return func(s *snapshot) { s.quorumLoss.firstLeaderlessRead = testStart.Add(-d) }
+}
+
+// availableFalseSince is an Available condition that turned False ago, with
+// no record of the goroutine's own (an operator restart).
+func availableFalseSince(ago time.Duration) snapMod {
+	return func(s *snapshot) {
+		at := testStart.Add(-ago).Format(time.RFC3339)
+		s.status.Conditions = []api.ClusterCondition{{Type: api.ClusterConditionAvailable, Status: corev1.ConditionFalse,
+			Reason: "LostQuorum", LastTransitionTime: at, LastUpdateTime: at}}
+	}
+}
+
+// stuckPod makes member name's pod one deleted an hour ago on a node
+// that never confirmed it.
+func stuckPod(name string) snapMod {
+	return func(s *snapshot) {
+		p := snapPod(s, name)
+		ts := metav1.NewTime(testStart.Add(-time.Hour))
+		p.DeletionTimestamp = &ts
+		p.Spec.NodeName = "node-lost"
+		delete(s.pods, name)
+		s.terminating[name] = p
+	}
+}
+
+// etcdWithoutLeaderFrom is etcd read in this pass through the named members,
+// which answer without a leader; the others do not answer.
+func etcdWithoutLeaderFrom(answering ...string) snapMod {
+	return func(s *snapshot) {
+		etcdLeader(memberA)(s)
+		s.etcd.health.LeaderID, s.etcd.health.Linearizable, s.etcd.confirmed = 0, false, false
+		for i, m := range s.etcd.health.Members {
+			s.etcd.health.Members[i].Leader = 0
+			answers := false
+			for _, name := range answering {
+				answers = answers || m.Name == name
+			}
+			if !answers {
+				s.etcd.health.Members[i].Err = errors.New("context deadline exceeded")
+			}
+		}
+	}
+}
+
+// raftIndex makes member name report raft index i.
+func raftIndex(name string, i uint64) snapMod {
+	return func(s *snapshot) {
+		for j, m := range s.etcd.health.Members {
+			if m.Name == name {
+				s.etcd.health.Members[j].RaftIndex = i
+			}
+		}
+	}
+}
