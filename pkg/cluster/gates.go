@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // needEtcd returns the action that has to come first when a change needs the
@@ -134,7 +135,7 @@ func untilConnectedLongEnough(s *snapshot) time.Duration {
 // etcdStartedAt is when the pod's etcd container started, zero when it does
 // not run.
 func etcdStartedAt(pod *corev1.Pod) time.Time {
-	if st := etcdContainerStatus(pod); st != nil && st.State.Running != nil {
+	if st := k8sutil.EtcdContainerStatus(pod); st != nil && st.State.Running != nil {
 		return st.State.Running.StartedAt.Time
 	}
 	return time.Time{}

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
@@ -80,8 +80,8 @@ func joinerAheadOfTurn(s *snapshot, why string) (action, bool) {
 	return action{kind: actCreateJoiner, version: s.plan.newMembers, behind: chain, reason: why}, true
 }
 
-// learnersSupported tells whether the new member and every running one are
-// etcd 3.4 or later, which have learners.
+// learnersSupported tells whether the new member and every running one run
+// an etcd release that has learners.
 func learnersSupported(s *snapshot) bool {
 	versions := []string{s.plan.newMembers}
 	for _, m := range s.views {
@@ -90,8 +90,7 @@ func learnersSupported(s *snapshot) bool {
 		}
 	}
 	for _, v := range versions {
-		major, minor, err := api.ParseVersion(v)
-		if err != nil || major < 3 || major == 3 && minor < 4 {
+		if !releaseHas(v, func(r etcdversion.Release) bool { return r.Learners }) {
 			return false
 		}
 	}
@@ -245,11 +244,11 @@ func joinChain(s *snapshot) []string {
 // countLearnerSlots is how many learners etcd takes in the membership at
 // once. Every member checks the count as it applies an add, so it is the
 // least any member's etcd allows, counting the new members' too: etcd's
-// default of one unless every member runs etcd 3.6 or later with
+// default of one unless every member runs a release that reads
 // ETCD_MAX_LEARNERS (k8sutil.MaxLearners), which the operator sets on the
 // members it makes.
 func (s *snapshot) countLearnerSlots() int {
-	if !atLeast36(s.plan.newMembers) {
+	if !holdsLearners(s.plan.newMembers) {
 		return 1
 	}
 	slots := k8sutil.MaxLearners
@@ -261,11 +260,11 @@ func (s *snapshot) countLearnerSlots() int {
 		pods = append(pods, pod)
 	}
 	for _, pod := range pods {
-		if pod == nil || !atLeast36(podVersion(pod)) {
+		if pod == nil || !holdsLearners(podVersion(pod)) {
 			return 1
 		}
 		// A member being patched from an older version may still run it.
-		if v := runningVersion(pod); v != "" && !atLeast36(v) {
+		if v := runningVersion(pod); v != "" && !holdsLearners(v) {
 			return 1
 		}
 		slots = min(slots, k8sutil.PodMaxLearners(pod))
@@ -273,9 +272,17 @@ func (s *snapshot) countLearnerSlots() int {
 	return slots
 }
 
-func atLeast36(version string) bool {
-	major, minor, err := api.ParseVersion(version)
-	return err == nil && (major > 3 || major == 3 && minor >= 6)
+// holdsLearners tells whether etcd of version takes ETCD_MAX_LEARNERS
+// learners at once rather than one.
+func holdsLearners(version string) bool {
+	return releaseHas(version, func(r etcdversion.Release) bool { return r.MaxLearners })
+}
+
+// releaseHas tells whether the release of version has a feature; an
+// unknown version has none.
+func releaseHas(version string, feature func(etcdversion.Release) bool) bool {
+	v, err := etcdversion.Parse(version)
+	return err == nil && feature(v.Release())
 }
 
 // wantsMember tells whether a member is to be added: the cluster is smaller

@@ -225,12 +225,6 @@ func compareVersions(a, b string) int {
 	return va.Compare(vb)
 }
 
-// etcdContainerStatus is k8sutil.EtcdContainerStatus, under the name the
-// planning files (decide.go, act.go) still call while they are being split.
-func etcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
-	return k8sutil.EtcdContainerStatus(pod)
-}
-
 // upgradeMembers is step 15 of decide.
 func upgradeMembers(s *snapshot) (action, bool) {
 	p := s.plan
@@ -333,7 +327,7 @@ func (c *Cluster) upgradeOneMember(ctx context.Context, s *snapshot, a action) o
 		return outcome{err: err}
 	}
 	restarts := int32(0)
-	if st := etcdContainerStatus(pod); st != nil {
+	if st := k8sutil.EtcdContainerStatus(pod); st != nil {
 		restarts = st.RestartCount
 	}
 	c.expectUpgrade(pod, &upgradeExpectation{name: a.member, version: a.version, from: from, restarts: restarts, image: image,

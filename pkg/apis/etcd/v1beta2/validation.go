@@ -136,15 +136,6 @@ func FilterReservedEtcdEnv(env []corev1.EnvVar) []corev1.EnvVar {
 	return out
 }
 
-// ParseVersion splits "3.5.21" (or "v3.5.21") into major and minor.
-//
-// Deprecated: use etcdversion.Parse and its releases table. It stays only
-// while pkg/cluster's planning is being split into files, which still calls it.
-func ParseVersion(v string) (major, minor int, err error) {
-	ev, err := etcdversion.Parse(v)
-	return ev.Major, ev.Minor, err
-}
-
 // Validate checks a cluster as the user wrote it (before defaults).
 func (c *EtcdCluster) Validate() error {
 	var errs field.ErrorList
