@@ -287,10 +287,12 @@ func releaseHas(version string, feature func(etcdversion.Release) bool) bool {
 
 // wantsMember tells whether a member is to be added: the cluster is smaller
 // than its spec, or a member that cannot be upgraded in place is to be
-// replaced (added first, removed once the new one is ready).
+// replaced (added first, removed once the new one is ready). A replacement
+// is the version move itself, so it waits for etcd's rules to allow the
+// move (judgeVersionMove), which needs etcd's view of the members.
 func wantsMember(s *snapshot) bool {
 	n := len(s.views) - len(leaving(s))
-	return n < s.spec.Spec.Size || n == s.spec.Spec.Size && len(s.plan.replace) > 0
+	return n < s.spec.Spec.Size || n == s.spec.Spec.Size && len(s.plan.replace) > 0 && s.versionMove != nil
 }
 
 // leaving are the members that step 12 removes from etcd to replace them:

@@ -259,6 +259,8 @@ func (s *snapshot) judgeVersionMove() {
 	if mv.Kind == maintenance.MoveRefused {
 		p := newProblem(problemUpgradeRefused, "upgrade refused: %s; nothing is patched until spec.version is changed", mv.Reason)
 		s.plan.refused = &p
+		// Nor replaced: a replacement would start on the refused version.
+		s.plan.replace = nil
 	}
 }
 

@@ -36,8 +36,10 @@ type versionPlan struct {
 	// unfinished are the members whose pod is not made for the target or
 	// whose container does not run it yet: the rollout is over when none is.
 	unfinished []string
-	// replace are the old members to replace rather than patch (exec
-	// probes on a shell-free target), by name.
+	// replace are the old members to replace rather than patch, by name: a
+	// pod's command and probes cannot change, so a pod with exec probes
+	// cannot go to a shell-free image, nor one whose flags the target
+	// refuses (3.7 dropped the experimental names 3.6 pods carry).
 	replace []string
 }
 
@@ -88,7 +90,7 @@ func (s *snapshot) planVersions() versionPlan {
 				name, displayVersion(from), target, err)
 			p.refused = &pr
 		}
-		if k8sutil.HasExecProbes(m.pod) && shellFree {
+		if k8sutil.HasExecProbes(m.pod) && shellFree || len(k8sutil.PodRefusedArgs(m.pod, target)) > 0 {
 			p.replace = append(p.replace, name)
 		}
 	}

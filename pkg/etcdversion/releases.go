@@ -162,13 +162,15 @@ var releases = []Release{
 		UpgradeFromPatch: 32, Downgrade: true,
 	},
 	{
-		// The experimental corruption check flags are gone.
+		// The experimental corruption check flags are gone. etcd's 3.7
+		// upgrade guide asks for every 3.6 member on 3.6.11 or later first.
 		Major: 3, Minor: 7,
 		Learners: true, MaxLearners: true,
 		Probes: ProbeHealth, ReadOnlyRootFilesystem: true,
 		Etcdutl: true, BumpRevision: 0,
 		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckFeatureGates, ExperimentalCompactHashCheck: Never, FeatureGates: true,
 		DefaultSnapshotCount: 10000,
+		UpgradeFromPatch:     11,
 	},
 }
 

@@ -116,7 +116,7 @@ func TestVersionMoveRules(t *testing.T) {
 	}{
 		{"3.5 cannot be downgraded", "3.5.21", true, false, 0},
 		{"3.6 goes back to 3.5 and asks for a current 3.5 first", "3.6.6", true, true, 32},
-		{"3.7 cannot be downgraded", "3.7.0", true, false, 0},
+		{"3.7 asks for 3.6.11 first and is not taken back yet", "3.7.0", true, false, 11},
 		{"3.1 is not driven", "3.1.0", false, false, 0},
 		{"another major version is not driven", "4.0.0", false, false, 0},
 	}

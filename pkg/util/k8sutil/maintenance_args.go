@@ -8,6 +8,7 @@ import (
 
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/etcdversion"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // MaintenanceArgs returns the etcd flags that carry a cluster's maintenance
@@ -125,6 +126,17 @@ func RefusedArgs(command []string, version string) []string {
 		}
 	}
 	return refused
+}
+
+// PodRefusedArgs is RefusedArgs of the etcd container of a member pod: the
+// flags it was created with that etcd version would refuse to start with.
+func PodRefusedArgs(pod *corev1.Pod, version string) []string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == EtcdContainerName {
+			return RefusedArgs(c.Command, version)
+		}
+	}
+	return nil
 }
 
 // envNames is the set of variables pod.etcdEnv sets.
