@@ -21,7 +21,7 @@ mkdir -p "$LOG_DIR"
 
 versions=("$@")
 if ((${#versions[@]} == 0)); then
-	versions=("${ETCD_BUILT_VERSIONS[-1]}")
+	versions=("$ETCD_36")
 fi
 for v in "${versions[@]}"; do
 	build_etcd "$v"

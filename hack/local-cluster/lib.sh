@@ -39,6 +39,7 @@ COREDNS_VERSION=v1.15.0
 # recent 3.6 patch before a move to it.
 ETCD_BUILT_VERSIONS=(3.5.21 3.5.35 3.6.6 3.6.16 3.7.3)
 ETCD_LATEST_35=3.5.35
+ETCD_36=3.6.6 # the 3.6 of ETCD_BIN_DIR_3_6: unit tests run it as processes
 ETCD_LATEST_36=3.6.16
 ETCD_LATEST_37=3.7.3
 ETCD_DEBIAN_VERSION=3.4.23         # Debian's etcd-server / etcd-client

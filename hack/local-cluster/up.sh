@@ -429,7 +429,7 @@ write_env() {
 		export ETCD_BIN_DIR_3_4=$(etcd_bin_dir "$ETCD_DEBIAN_VERSION")
 		export ETCD_BIN_DIR_3_5=$(etcd_bin_dir 3.5.21)
 		export ETCD_BIN_DIR_3_5_LATEST=$(etcd_bin_dir "$ETCD_LATEST_35")
-		export ETCD_BIN_DIR_3_6=$(etcd_bin_dir 3.6.6)
+		export ETCD_BIN_DIR_3_6=$(etcd_bin_dir "$ETCD_36")
 		export ETCD_BIN_DIR_3_6_LATEST=$(etcd_bin_dir "$ETCD_LATEST_36")
 		export ETCD_BIN_DIR_3_7=$(etcd_bin_dir "$ETCD_LATEST_37")
 		export OPERATOR_IMAGE=$PROJECT_IMAGE
