@@ -308,14 +308,15 @@ func (w *worker) loop(ctx context.Context) {
 	}
 }
 
-// opCtx is the per-operation context: not the run's, so that an operation in
-// flight when the run ends still gets its answer instead of becoming unknown.
-func (w *worker) opCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), w.cfg.OpTimeout)
+// opCtx is the per-operation context: the run's values without its end, so
+// that an operation in flight when the run ends still gets its answer instead
+// of becoming unknown.
+func (w *worker) opCtx(run context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(run), w.cfg.OpTimeout)
 }
 
-func (w *worker) get(_ context.Context, key string) bool {
-	ctx, cancel := w.opCtx()
+func (w *worker) get(run context.Context, key string) bool {
+	ctx, cancel := w.opCtx(run)
 	defer cancel()
 	op := Op{Client: w.id, Kind: Get, Key: key, Call: w.now()}
 	resp, err := w.cli.Get(ctx, key)
@@ -345,8 +346,8 @@ func writeFailed(err error) Outcome {
 	return Unknown
 }
 
-func (w *worker) put(_ context.Context, key, value string) {
-	ctx, cancel := w.opCtx()
+func (w *worker) put(run context.Context, key, value string) {
+	ctx, cancel := w.opCtx(run)
 	defer cancel()
 	op := Op{Client: w.id, Kind: Put, Key: key, Value: value, Call: w.now()}
 	_, err := w.cli.Put(ctx, key, value)
@@ -361,8 +362,8 @@ func (w *worker) put(_ context.Context, key, value string) {
 	w.ops = append(w.ops, op)
 }
 
-func (w *worker) cas(_ context.Context, key, expect, value string) {
-	ctx, cancel := w.opCtx()
+func (w *worker) cas(run context.Context, key, expect, value string) {
+	ctx, cancel := w.opCtx(run)
 	defer cancel()
 	op := Op{Client: w.id, Kind: CAS, Key: key, Value: value, Expect: expect, Call: w.now()}
 	resp, err := w.cli.Txn(ctx).
@@ -383,8 +384,8 @@ func (w *worker) cas(_ context.Context, key, expect, value string) {
 	w.ops = append(w.ops, op)
 }
 
-func (w *worker) append(_ context.Context, key string) {
-	ctx, cancel := w.opCtx()
+func (w *worker) append(run context.Context, key string) {
+	ctx, cancel := w.opCtx(run)
 	defer cancel()
 	resp, err := w.cli.Put(ctx, key, "1")
 	w.noteErr(err)
@@ -426,7 +427,7 @@ func (w *worker) readBack(ctx context.Context, h *History) error {
 		}
 	}
 	return retry("the list of appended keys", func() bool {
-		octx, ocancel := w.opCtx()
+		octx, ocancel := w.opCtx(ctx)
 		defer ocancel()
 		resp, err := w.cli.Get(octx, w.appendPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
-// Issue 12: a cluster survives the loss of its pods with every acknowledged
+// A cluster survives the loss of its pods with every acknowledged
 // write, as long as its members' claims hold their data. Each scenario runs a
 // checker pod that writes and reads through the client Service before, during
 // and after the fault; every write it saw acknowledged must be readable at the
