@@ -7,10 +7,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -180,8 +181,13 @@ func kubeProxyFreshness(ctx context.Context) string {
 // describeKubeProxySync reads kube-proxy's last sync and the oldest change it
 // has queued since from its metrics text.
 func describeKubeProxySync(metrics string, now time.Time) string {
-	synced, okSynced := metricSeconds(metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
-	queued, okQueued := metricSeconds(metrics, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(strings.NewReader(metrics))
+	if err != nil {
+		return fmt.Sprintf("kube-proxy metrics not readable (%v)\n", err)
+	}
+	synced, okSynced := gaugeTime(families, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+	queued, okQueued := gaugeTime(families, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
 	if !okSynced {
 		return "kube-proxy has not synced its rules since it started\n"
 	}
@@ -196,21 +202,23 @@ func describeKubeProxySync(metrics string, now time.Time) string {
 	return line + "\n"
 }
 
-// metricSeconds is the value of an unlabelled gauge holding a Unix time.
-func metricSeconds(metrics, name string) (time.Time, bool) {
-	for _, l := range strings.Split(metrics, "\n") {
-		rest, ok := strings.CutPrefix(l, name+" ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil || v <= 0 {
-			return time.Time{}, false
-		}
-		sec := int64(v)
-		return time.Unix(sec, int64((v-float64(sec))*1e9)), true
+// gaugeTime is the value of an unlabelled gauge holding a Unix time (untyped
+// when the text leaves out its TYPE line).
+func gaugeTime(families map[string]*dto.MetricFamily, name string) (time.Time, bool) {
+	mf := families[name]
+	if mf == nil || len(mf.GetMetric()) == 0 {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	m := mf.GetMetric()[0]
+	v := m.GetGauge().GetValue()
+	if m.GetGauge() == nil {
+		v = m.GetUntyped().GetValue()
+	}
+	if v <= 0 {
+		return time.Time{}, false
+	}
+	sec := int64(v)
+	return time.Unix(sec, int64((v-float64(sec))*1e9)), true
 }
 
 // podLogs is the tail of every container log of the cluster's pods.
