@@ -173,10 +173,8 @@ func podVersion(pod *corev1.Pod) string {
 	if v := k8sutil.PodEtcdVersion(pod); v != "" {
 		return etcdversion.Normalize(v)
 	}
-	for _, ctr := range pod.Spec.Containers {
-		if ctr.Name == k8sutil.EtcdContainerName {
-			return imageVersion(ctr.Image)
-		}
+	if ctr := k8sutil.EtcdContainer(pod); ctr != nil {
+		return imageVersion(ctr.Image)
 	}
 	return ""
 }
@@ -190,10 +188,8 @@ func runningVersion(pod *corev1.Pod) string {
 	if st == nil || st.State.Running == nil {
 		return ""
 	}
-	for _, ctr := range pod.Spec.Containers {
-		if ctr.Name == k8sutil.EtcdContainerName && sameImage(ctr.Image, st.Image) {
-			return podVersion(pod)
-		}
+	if ctr := k8sutil.EtcdContainer(pod); ctr != nil && sameImage(ctr.Image, st.Image) {
+		return podVersion(pod)
 	}
 	return imageVersion(st.Image)
 }

@@ -28,12 +28,7 @@ const etcdctlPath = "/usr/local/bin/etcdctl"
 // when it allows client authentication (as certificates made for etcd
 // usually do). The user's args come last, so they can override any flag.
 func EtcdctlCommand(cluster *api.EtcdCluster, pod *corev1.Pod, args []string) ([]string, error) {
-	var etcd *corev1.Container
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == k8sutil.EtcdContainerName {
-			etcd = &pod.Spec.Containers[i]
-		}
-	}
+	etcd := k8sutil.EtcdContainer(pod)
 	if etcd == nil {
 		return nil, fmt.Errorf("pod %s has no %s container", pod.Name, k8sutil.EtcdContainerName)
 	}

@@ -105,7 +105,7 @@ func WithMembershipWait(m *etcdutil.Member, initialCluster []string, w Membershi
 		}
 		// The same resources as etcd, as check-dns has: init containers never
 		// raise the pod's request above its main container's then.
-		if etcd := etcdContainer(p); etcd != nil {
+		if etcd := EtcdContainer(p); etcd != nil {
 			c.Resources = *etcd.Resources.DeepCopy()
 		}
 		p.Spec.InitContainers = append(p.Spec.InitContainers, c)
@@ -138,7 +138,7 @@ func HasPassedDNSCheck(pod *corev1.Pod) bool {
 // InitialCluster is the pod's --initial-cluster, as "name=peerURL" pairs
 // sorted by name; nil if the pod has no etcd container or no such flag.
 func InitialCluster(pod *corev1.Pod) []string {
-	etcd := etcdContainer(pod)
+	etcd := EtcdContainer(pod)
 	if etcd == nil {
 		return nil
 	}
@@ -152,7 +152,8 @@ func InitialCluster(pod *corev1.Pod) []string {
 	return nil
 }
 
-func etcdContainer(pod *corev1.Pod) *corev1.Container {
+// EtcdContainer is the pod's etcd container, nil in a pod without one.
+func EtcdContainer(pod *corev1.Pod) *corev1.Container {
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == EtcdContainerName {
 			return &pod.Spec.Containers[i]

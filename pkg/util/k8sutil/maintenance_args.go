@@ -131,10 +131,8 @@ func RefusedArgs(command []string, version string) []string {
 // PodRefusedArgs is RefusedArgs of the etcd container of a member pod: the
 // flags it was created with that etcd version would refuse to start with.
 func PodRefusedArgs(pod *corev1.Pod, version string) []string {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == EtcdContainerName {
-			return RefusedArgs(c.Command, version)
-		}
+	if c := EtcdContainer(pod); c != nil {
+		return RefusedArgs(c.Command, version)
 	}
 	return nil
 }

@@ -546,7 +546,7 @@ func etcdEnv(policy *v1beta2.PodPolicy, version string) []corev1.EnvVar {
 // variable. Whether its etcd reads the variable at all (3.6 and later) is
 // the caller's to check.
 func PodMaxLearners(pod *corev1.Pod) int {
-	etcd := etcdContainer(pod)
+	etcd := EtcdContainer(pod)
 	if etcd == nil {
 		return 1
 	}
