@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
@@ -69,6 +71,80 @@ func seedMayBeMadeAgain(s *snapshot, pod *corev1.Pod) bool {
 	return st == nil || st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil
 }
 
+// seedToMakeAgain says why the seed of a cluster never available is made
+// again, "" when it is not. A seed whose pod is gone left nothing behind on
+// an emptyDir, and its claim, if any, is where the next seed starts. One that
+// never started, or that never served and was made from another spec than
+// the one in force (the spec was fixed since: its image, environment, node
+// selector or resources), is made again from the spec in force at once,
+// rather than left to fail the old way until the pending timeout.
+func seedToMakeAgain(s *snapshot, m *memberView) string {
+	switch {
+	case m.pod == nil && m.state == memberGone:
+		return "the seed's pod is gone and the cluster was never available"
+	case m.pod == nil || !k8sutil.IsMadeByOperator(m.pod) || k8sutil.IsBeingDeleted(m.pod):
+		return ""
+	case m.state == memberFailed && seedMayBeMadeAgain(s, m.pod):
+		return "the seed never ran and the cluster was never available"
+	}
+	changed := specChangedSince(s, m.pod)
+	if changed == "" || m.state == memberRunning && m.ready {
+		return ""
+	}
+	if !neverServed(m.pod) {
+		return ""
+	}
+	return "the seed never served and " + changed + " since it was made"
+}
+
+// specChangedSince says what of the spec in force differs from what pod was
+// made from, "" when nothing does (or the pod does not tell).
+func specChangedSince(s *snapshot, pod *corev1.Pod) string {
+	etcd := k8sutil.EtcdContainer(pod)
+	switch {
+	case etcd == nil:
+		return ""
+	case pod.Annotations[k8sutil.AnnotationPodPolicy] != "" && pod.Annotations[k8sutil.AnnotationPodPolicy] != k8sutil.PodPolicyHash(s.spec):
+		return "spec.pod changed"
+	case podVersion(pod) != "" && podVersion(pod) != etcdversion.Normalize(s.spec.Spec.Version):
+		return "spec.version changed"
+	case etcd.Image != api.EtcdImage(s.spec.Spec.Repository, podVersion(pod)):
+		return "spec.repository changed"
+	}
+	tmpl := memberTemplate(s.spec)
+	tmpl.Name = pod.Name
+	own := tmpl.Name + "=" + tmpl.PeerURL()
+	for _, pair := range k8sutil.InitialCluster(pod) {
+		if name, _, _ := strings.Cut(pair, "="); name == pod.Name && pair != own {
+			return "spec.clusterDomain changed"
+		}
+	}
+	return ""
+}
+
+// neverServed tells from the pod's conditions that its etcd never passed its
+// readiness check, so that no client reached it through the client service:
+// its Ready condition is False and has not changed since the pod's init
+// containers were done (the kubelet moves a condition's transition time
+// only when its status changes). Without those conditions nothing proves it.
+func neverServed(pod *corev1.Pod) bool {
+	if st := k8sutil.EtcdContainerStatus(pod); st == nil ||
+		st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil {
+		return true
+	}
+	var ready, initialized *corev1.PodCondition
+	for i := range pod.Status.Conditions {
+		switch c := &pod.Status.Conditions[i]; c.Type {
+		case corev1.PodReady:
+			ready = c
+		case corev1.PodInitialized:
+			initialized = c
+		}
+	}
+	return ready != nil && initialized != nil && ready.Status == corev1.ConditionFalse && initialized.Status == corev1.ConditionTrue &&
+		!ready.LastTransitionTime.After(initialized.LastTransitionTime.Time)
+}
+
 // recordCreating writes nothing itself: its outcome is the phase Creating,
 // which the end of the pass writes before any seed pod exists. An operator
 // restarting in between then finds either no pod (and creates the seed) or
@@ -118,7 +194,13 @@ func (c *Cluster) adopt(a action) outcome {
 // one from the spec in force: the cluster never served, there is nothing to
 // lose, and a spec fixed since (memory, environment, secrets) takes effect.
 func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
-	c.log.Infof("making a new seed: member %s never ran (%s)", a.member, a.reason)
+	c.log.Infof("making a new seed: %s", a.reason)
+	if pod := s.pods[a.member]; pod != nil {
+		// A new seed that fails the same way is made after a wait that
+		// grows, not in a loop.
+		_, cause := podTroubleCause(pod, s.claims[a.member])
+		c.recordReplacement(cause, s.spec.Generation)
+	}
 	if a.member != "" {
 		// Its claim stays: the next seed starts on it (bootstrap).
 		if err := c.deletePod(ctx, a.member); err != nil {

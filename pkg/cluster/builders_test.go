@@ -61,6 +61,10 @@ func withVersion(v string) func(*api.EtcdCluster) {
 
 func withPaused(cl *api.EtcdCluster) { cl.Spec.Paused = true }
 
+func withRepository(r string) func(*api.EtcdCluster) {
+	return func(cl *api.EtcdCluster) { cl.Spec.Repository = r }
+}
+
 func withNodeSelector(k, v string) func(*api.EtcdCluster) {
 	return func(cl *api.EtcdCluster) {
 		if cl.Spec.Pod == nil {
@@ -203,6 +207,32 @@ func waitingForImage(p *corev1.Pod) { imagePullFailing(p) }
 func etcdNeverStarted(p *corev1.Pod) {
 	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
 	p.Status.ContainerStatuses[0].Ready = false
+}
+
+// neverReady makes the pod's Ready condition False since before its init
+// containers were done: its etcd never passed its readiness check.
+func neverReady(p *corev1.Pod) {
+	p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(testStart.Add(-50 * time.Minute))},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(testStart.Add(-time.Hour))},
+	}
+}
+
+// readyOnce makes the pod's Ready condition one that went False after the
+// pod's init containers were done: its etcd was ready for a while.
+func readyOnce(p *corev1.Pod) {
+	p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(testStart.Add(-50 * time.Minute))},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(testStart.Add(-time.Minute))},
+	}
+}
+
+// sysctlForbidden makes the pod one the kubelet rejected: it asks for a
+// sysctl the node does not allow.
+func sysctlForbidden(p *corev1.Pod) {
+	failed(p)
+	p.Status.Reason, p.Status.Message = "SysctlForbidden", "Pod forbidden sysctl: \"kernel.msgmax\" not allowlisted"
+	etcdNeverStarted(p)
 }
 
 func forced(p *corev1.Pod) { k8sutil.WithForceNewCluster()(p) }

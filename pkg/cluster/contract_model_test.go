@@ -931,7 +931,7 @@ func (w *world) removeMember(s *snapshot, a action) error {
 	members.Remove(m.Name)
 	c.knownMembership.learn(members)
 	if a.kind == actRemoveDeadMember {
-		c.recordReplacement(s.views[a.member].cause)
+		c.recordReplacement(s.views[a.member].cause, s.spec.Generation)
 	}
 	w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
 	delete(w.claims, a.member)

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // decide is the algorithm: from the snapshot of a pass, the one action the
@@ -36,8 +35,11 @@ import (
 //     status listed. A seed that never ran, in a cluster that was never
 //     available, is made again.
 //  6. expectations: pods just created and not in the cache yet are waited for.
-//  7. neverStartedSeed: a seed that never started is made again from the spec
-//     in force.
+//  7. neverStartedSeed (bootstrap.go): the seed of a cluster that never
+//     served is made again from the spec in force when it never started, when
+//     its pod is gone, or when it never served and the spec changed since it
+//     was made (a fix is acted on at once); one that fails as the seeds before
+//     it did waits longer each time.
 //  8. restartInPlace (repair.go): a member whose pod is gone or failed, and
 //     whose claim holds its data, gets a new pod on that claim: same name, same
 //     member ID, no membership change and no copy of the data. Members stopped
@@ -200,9 +202,14 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 		return action{}, false
 	}
 	for name, m := range s.views {
-		if m.state == memberFailed && k8sutil.IsMadeByOperator(m.pod) && seedMayBeMadeAgain(s, m.pod) {
-			return action{kind: actReseed, member: name, reason: "the seed never ran and the cluster was never available"}, true
+		why := seedToMakeAgain(s, m)
+		if why == "" {
+			continue
 		}
+		if a, ok := replacementWaits(s, "seed "+name, m.cause); ok {
+			return a, true
+		}
+		return action{kind: actReseed, member: name, reason: why}, true
 	}
 	return action{}, false
 }

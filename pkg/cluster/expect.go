@@ -131,6 +131,9 @@ func restartedOn(pod *corev1.Pod, e *upgradeExpectation) bool {
 type replacement struct {
 	count int
 	last  time.Time
+	// generation is the spec's generation at the last replacement: a spec
+	// changed since may have removed the cause, and is tried at once.
+	generation int64
 }
 
 // replacementBackoff is how long after the last replacement for a cause the
@@ -143,9 +146,9 @@ func replacementBackoff(r replacement) time.Duration {
 	return min(d, 30*time.Minute)
 }
 
-// recordReplacement counts a replacement for cause and forgets causes not
-// met for an hour.
-func (c *Cluster) recordReplacement(cause string) {
+// recordReplacement counts a replacement for cause, made under the spec of
+// generation, and forgets causes not met for an hour.
+func (c *Cluster) recordReplacement(cause string, generation int64) {
 	now := c.now()
 	for k, r := range c.replaced {
 		if now.Sub(r.last) > time.Hour {
@@ -158,7 +161,28 @@ func (c *Cluster) recordReplacement(cause string) {
 	r := c.replaced[cause]
 	r.count++
 	r.last = now
+	r.generation = generation
 	c.replaced[cause] = r
+}
+
+// replacementWaits is the wait of a member (or seed) to be made again for
+// cause when the ones made before it failed the same way under the spec in
+// force: each repetition waits twice as long as the one before, up to a cap,
+// and the pod that shows the cause stays meanwhile, for its status to say
+// it. A new spec is tried at once.
+func replacementWaits(s *snapshot, what, cause string) (action, bool) {
+	r, again := s.replaced[cause]
+	if !again || cause == "" || r.generation != s.spec.Generation {
+		return action{}, false
+	}
+	next := r.last.Add(replacementBackoff(r))
+	if !s.now.Before(next) {
+		return action{}, false
+	}
+	a := waiting(fmt.Sprintf("%s fails as the %d member(s) made before it did (%s); it is made again at %s unless the spec changes: fix the cause (spec.pod, spec.version, the node) meanwhile",
+		what, r.count, cause, next.UTC().Format(time.RFC3339)))
+	a.after = next.Sub(s.now)
+	return a, true
 }
 
 // recovering is a disaster recovery under way from a surviving member: its

@@ -122,6 +122,11 @@ func unknownMembership(s *snapshot) (action, bool) {
 		return waiting("the membership is unknown and no member pod runs yet"), true
 	}
 	if seed, ok := lonelyNeverStartedPod(s); ok {
+		if _, cause := podTroubleCause(s.pods[seed], s.claims[seed]); cause != "" {
+			if a, ok := replacementWaits(s, "seed "+seed, cause); ok {
+				return a, true
+			}
+		}
 		return action{kind: actReseed, member: seed, reason: "the only member pod never ran and the cluster was never available"}, true
 	}
 	return waiting("no member pod runs"), true
@@ -296,13 +301,8 @@ func replaceDeadMembers(s *snapshot) (action, bool) {
 			a.backoff = true
 			return a, true
 		}
-		if r, again := s.replaced[m.cause]; again && m.cause != "" {
-			if next := r.last.Add(replacementBackoff(r)); s.now.Before(next) {
-				a := waiting(fmt.Sprintf("member %s fails as the %d member(s) replaced before it did (%s); the next replacement waits until %s: fix the cause (spec.pod, the node) meanwhile",
-					name, r.count, m.cause, next.UTC().Format(time.RFC3339)))
-				a.after = next.Sub(s.now)
-				return a, true
-			}
+		if a, ok := replacementWaits(s, "member "+name, m.cause); ok {
+			return a, true
 		}
 		return action{kind: actRemoveDeadMember, member: name, reason: replaceReason(m)}, true
 	}
@@ -332,7 +332,7 @@ func replaceReason(m *memberView) string {
 func (c *Cluster) removeDeadMember(ctx context.Context, s *snapshot, a action) outcome {
 	out := c.removeMemberAndData(ctx, s, a, true)
 	if known := c.knownMembership.known(); out.err == nil && known != nil && known[a.member] == nil {
-		c.recordReplacement(s.views[a.member].cause)
+		c.recordReplacement(s.views[a.member].cause, s.spec.Generation)
 	}
 	return out
 }

@@ -350,9 +350,13 @@ func claimRestarts(name string, n int, ago time.Duration) snapMod {
 
 func replacedFor(cause string, count int, ago time.Duration) snapMod {
 	return func(s *snapshot) {
-		s.replaced = map[string]replacement{cause: {count: count, last: testStart.Add(-ago)}}
+		s.replaced = map[string]replacement{cause: {count: count, last: testStart.Add(-ago), generation: s.spec.Generation}}
 	}
 }
+
+// specEdited is an edit of the spec that keeps what pods are made from: a
+// new generation, as any edit of the spec makes.
+func specEdited(s *snapshot) { s.spec.Generation++ }
 
 func recoveryOn(fromBackup bool) snapMod {
 	return func(s *snapshot) {
