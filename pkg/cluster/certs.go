@@ -16,6 +16,10 @@ import (
 // costs two reads per interval, not two per pass.
 const certRereadInterval = 5 * time.Minute
 
+// certRereadWhileBad is how often they are read while the last check found
+// a problem: the user is replacing them, and the cluster waits for it.
+const certRereadWhileBad = 15 * time.Second
+
 // secretData is a secret as read, nil data when it does not exist.
 type secretData struct {
 	name string
@@ -28,6 +32,17 @@ type certCache struct {
 	// operator is the operator secret as loadTLS last read it.
 	operator *secretData
 	readAt   time.Time
+	// bad tells whether the last check found a problem.
+	bad bool
+}
+
+// due tells whether the TLS secrets are to be read again at now.
+func (cc *certCache) due(now time.Time) bool {
+	every := certRereadInterval
+	if cc.bad {
+		every = certRereadWhileBad
+	}
+	return now.Sub(cc.readAt) >= every
 }
 
 // checkCertificates checks the certificates of the cluster's TLS secrets
@@ -51,7 +66,7 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem 
 	if static.Member != nil {
 		peerName, serverName = static.Member.PeerSecret, static.Member.ServerSecret
 	}
-	if s.now.Sub(c.certs.readAt) >= certRereadInterval || want(c.certs.peer, peerName) || want(c.certs.server, serverName) {
+	if c.certs.due(s.now) || want(c.certs.peer, peerName) || want(c.certs.server, serverName) {
 		c.certs.peer, c.certs.server = c.readSecret(ctx, peerName), c.readSecret(ctx, serverName)
 		c.certs.readAt = s.now
 	}
@@ -72,6 +87,7 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem 
 	for _, m := range msgs {
 		ps = append(ps, newProblem(problemTLSCertificate, "TLS: %s", m))
 	}
+	c.certs.bad = len(ps) > 0
 	return ps
 }
 

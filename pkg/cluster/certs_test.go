@@ -135,6 +135,34 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		expect(t, "pod actions", f.podActions(), nil)
 	})
 
+	t.Run("an operator secret replaced with a good certificate is judged and used from its next read", func(t *testing.T) {
+		ca := newTestCA(t)
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
+			ca.secret("peer-tls", peerKeys, ca.pem, later, members),
+			ca.secret("server-tls", serverKeys, ca.pem, later, members),
+			ca.secret("operator-tls", operatorKeys, ca.pem, testStart.Add(-time.Hour)))
+		f.mustPass()
+		if s := f.mustStatus(); !strings.Contains(s.Reason, "of secret operator-tls (spec.TLS.static.operatorSecret) expired on") {
+			t.Fatalf("reason = %q, want the expired operator certificate", s.Reason)
+		}
+		renewed := ca.secret("operator-tls", operatorKeys, ca.pem, later)
+		if _, err := f.kube.CoreV1().Secrets(testNS).Update(t.Context(), renewed, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.now = f.now.Add(certRereadWhileBad)
+		f.mustPass()
+		f.mustPass()
+		if s := f.mustStatus(); strings.Contains(s.Reason, "TLS") {
+			t.Errorf("reason = %q %v after the operator secret was renewed, want no TLS problem", s.Reason, certRereadWhileBad)
+		}
+		if len(f.podActions()) == 0 {
+			t.Error("no seed pod made once the certificates are good")
+		}
+		if got, want := f.c.certs.operator.data[etcdutil.SecretClientCert], renewed.Data[etcdutil.SecretClientCert]; string(got) != string(want) {
+			t.Error("the etcd client still uses the certificate read before")
+		}
+	})
+
 	t.Run("good certificates raise nothing and the cluster is made", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS), secrets(ca, ca, later)...)

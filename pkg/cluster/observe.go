@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +54,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		problems = append(problems, problemOf(err))
 	}
 	c.takeRecords(s)
-	if err := c.loadTLS(ctx, s.spec); err != nil {
+	if err := c.loadTLS(ctx, s.spec, s.now); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p
 	}
@@ -200,17 +202,25 @@ func (c *Cluster) observeBudget(s *snapshot) error {
 	return nil
 }
 
-// loadTLS reads the operator secret of a secure-client cluster and builds the
-// etcd client TLS configuration in memory. A missing or broken secret is a
-// retried problem, not a failure: with cert-manager the secret routinely
-// appears after the cluster (the original failed such a cluster for good).
-func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster) error {
-	if c.tlsConfig != nil || !cl.Spec.TLS.IsSecureClient() {
+// loadTLS reads the operator's etcd client TLS secret, when the cluster
+// serves clients over TLS and it has not been read yet or is due to be read
+// again with the member secrets: a secret replaced by the user (a renewed or
+// corrected certificate) is used, and judged, from the next read on, not
+// after an operator restart. A secret that cannot be read again leaves the
+// one in use. A missing or broken secret is a retried problem, not a
+// failure: with cert-manager the secret routinely appears after the cluster
+// (the original failed such a cluster for good).
+func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster, now time.Time) error {
+	if !cl.Spec.TLS.IsSecureClient() || c.tlsConfig != nil && !c.certs.due(now) {
 		return nil
 	}
 	name := cl.Spec.TLS.Static.OperatorSecret
 	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
+		if c.tlsConfig != nil && c.certs.operator != nil && c.certs.operator.name == name {
+			c.log.WithError(err).WithField("secret", name).Warn("read the operator's TLS secret again; the copy read before stays in use")
+			return nil
+		}
 		what := fmt.Sprintf("read TLS secret %s (spec.TLS.static.operatorSecret)", name)
 		if apierrors.IsNotFound(err) {
 			err = fmt.Errorf("not found; it needs %s, %s and %s; retrying until it exists",
@@ -218,9 +228,18 @@ func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster) error {
 		}
 		return newPassError(problemTLSSecret, what, err)
 	}
+	if old := c.certs.operator; c.tlsConfig != nil && old != nil && old.name == name &&
+		maps.EqualFunc(old.data, secret.Data, bytes.Equal) {
+		return nil
+	}
 	cfg, err := etcdutil.TLSConfigFromSecretData(secret.Data)
 	if err != nil {
+		c.tlsConfig = nil
 		return newPassError(problemTLSSecret, fmt.Sprintf("use TLS secret %s", name), err)
+	}
+	if c.tlsConfig != nil {
+		c.log.WithField("secret", name).Info("the operator's TLS secret changed; etcd is dialled with it from now on")
+		c.clients.Close()
 	}
 	c.tlsConfig = cfg
 	c.certs.operator = &secretData{name: name, data: secret.Data}
