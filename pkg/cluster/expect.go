@@ -85,6 +85,15 @@ func (c *Cluster) settleExpectations(pods, terminating map[string]*corev1.Pod, t
 		case restartedOn(pod, e) && k8sutil.IsPodReady(pod):
 			c.log.Infof("member %s is ready on %s", e.name, e.image)
 			c.upgradeExpect = nil
+		case target != e.version:
+			// spec.version no longer asks for it (an upgrade to an image
+			// that cannot be pulled, taken back): the member that did not
+			// get there is patched to the version asked for now, at once.
+			evidence := fmt.Sprintf("spec.version changed to %s before it ran %s", target, e.version)
+			if t := podTrouble(pod, nil); t != "" {
+				evidence += "; its pod " + t
+			}
+			c.failUpgrade(e, evidence)
 		case now.After(e.deadline):
 			evidence := fmt.Sprintf("it was not ready within %v", c.cfg.PendingTimeout)
 			if t := podTrouble(pod, nil); t != "" {

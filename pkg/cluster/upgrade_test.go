@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	clienttesting "k8s.io/client-go/testing"
@@ -121,6 +122,29 @@ func TestUpgrade(t *testing.T) {
 				}
 				if len(f.podActions()) != 3 {
 					t.Errorf("pod actions = %v", f.podActions())
+				}
+			},
+		},
+		{
+			name: "an upgrade to an image that cannot be pulled, taken back, patches the member back at the next pass",
+			run: func(t *testing.T) {
+				f := upgradeFixture(t, testVersion)
+				f.mustPass()
+				expect(t, "upgrade", f.podActions(), []string{"patch pods " + memberB})
+				f.applyUpgrade(memberB, testVersion, nil)
+				f.setPodStatus(memberB, imagePullFailing)
+				f.now = f.now.Add(10 * time.Second)
+				f.mustPass()
+				expect(t, "while the image is pulled", f.podActions(), []string{"patch pods " + memberB})
+
+				taken := f.cl.DeepCopy()
+				taken.Spec.Version, taken.Generation = oldVersion, taken.Generation+1
+				f.c.take(taken)
+				f.now = f.now.Add(time.Second)
+				f.mustPass()
+				expect(t, "after spec.version was set back", f.podActions(), []string{"patch pods " + memberB, "patch pods " + memberB})
+				if got := f.patches()[memberB]["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnotationVersion]; got != oldVersion {
+					t.Errorf("member %s patched to %v, want %s", memberB, got, oldVersion)
 				}
 			},
 		},
