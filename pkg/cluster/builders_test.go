@@ -227,12 +227,12 @@ func readyOnce(p *corev1.Pod) {
 	}
 }
 
-// sysctlForbidden makes the pod one the kubelet rejected: it asks for a
-// sysctl the node does not allow.
+// sysctlForbidden makes the pod one the kubelet rejected before starting
+// any container: it asks for a sysctl the node does not allow.
 func sysctlForbidden(p *corev1.Pod) {
 	failed(p)
 	p.Status.Reason, p.Status.Message = "SysctlForbidden", "Pod forbidden sysctl: \"kernel.msgmax\" not allowlisted"
-	etcdNeverStarted(p)
+	p.Status.InitContainerStatuses, p.Status.ContainerStatuses = nil, nil
 }
 
 func forced(p *corev1.Pod) { k8sutil.WithForceNewCluster()(p) }

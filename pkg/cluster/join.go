@@ -107,6 +107,11 @@ func cleanUp(s *snapshot) (action, bool) {
 	}
 	for _, name := range sortedKeys(s.joiners) {
 		if why := unusableJoiner(s, name); why != "" {
+			// One that ended as the joining pods before it did stays, for
+			// its status to say why, until its back-off has passed.
+			if a, ok := replacementWaits(s, "joining member "+name, endedJoinerCause(s, name)); ok {
+				return a, true
+			}
 			if a, ok := needEtcd(s, "delete a joining pod"); ok {
 				return a, true
 			}
@@ -126,11 +131,26 @@ func cleanUp(s *snapshot) (action, bool) {
 // claim: etcd never knew its member.
 func (c *Cluster) deleteJoiner(ctx context.Context, s *snapshot, a action) outcome {
 	c.log.Infof("deleting pod %s of a member that was never added: %s", a.member, a.reason)
+	if cause := endedJoinerCause(s, a.member); cause != "" {
+		c.recordReplacement(cause, s.spec.Generation)
+	}
 	err := c.deletePod(ctx, a.member)
 	if err == nil {
 		err = c.deleteClaim(ctx, s, a.member)
 	}
 	return outcome{err: err, requeue: c.cfg.MinPassInterval}
+}
+
+// endedJoinerCause is why a joining pod ended (the kubelet rejected it, its
+// etcd exited), "" when it has not ended: the next one made for the same
+// spec would most likely end the same way.
+func endedJoinerCause(s *snapshot, name string) string {
+	pod := s.joiners[name]
+	if pod == nil || !k8sutil.IsPodDead(pod) {
+		return ""
+	}
+	_, cause := podTroubleCause(pod, s.claims[name])
+	return cause
 }
 
 // deleteStrayPod deletes a pod of the cluster that belongs to no member and
