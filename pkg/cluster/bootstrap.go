@@ -51,7 +51,7 @@ func lonelyNeverStartedPod(s *snapshot) (string, bool) {
 		if !k8sutil.IsMadeByOperator(pod) {
 			return "", false
 		}
-		if (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)) && seedMayBeMadeAgain(s, pod) {
+		if (k8sutil.IsPodDead(pod) || s.pendingInVain(pod) != "") && seedMayBeMadeAgain(s, pod) {
 			return name, true
 		}
 	}

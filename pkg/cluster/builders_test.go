@@ -209,6 +209,14 @@ func etcdNeverStarted(p *corev1.Pod) {
 	p.Status.ContainerStatuses[0].Ready = false
 }
 
+// unschedulable makes the pod one the scheduler cannot place.
+func unschedulable(p *corev1.Pod) {
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+	}}
+}
+
 // neverReady makes the pod's Ready condition False since before its init
 // containers were done: its etcd never passed its readiness check.
 func neverReady(p *corev1.Pod) {

@@ -100,7 +100,7 @@ func unknownMembership(s *snapshot) (action, bool) {
 			running++
 		case k8sutil.WaitsForMembership(pod) && pod.Status.Phase != corev1.PodRunning:
 			// A joining pod cannot start before a member runs to list it.
-		case pod.Status.Phase == corev1.PodPending && !k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout),
+		case pod.Status.Phase == corev1.PodPending && s.pendingInVain(pod) == "",
 			pod.Status.Phase == "":
 			starting++
 		}
@@ -162,7 +162,7 @@ func restartFromClaims(s *snapshot) (action, bool) {
 			held = append(held, fmt.Sprintf("pod %s is being deleted", name))
 		case live && pod.Status.Phase == corev1.PodUnknown:
 			held = append(held, fmt.Sprintf("the node of pod %s does not answer", name))
-		case live && (k8sutil.IsPodDead(pod) || k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout)):
+		case live && (k8sutil.IsPodDead(pod) || s.pendingInVain(pod) != ""):
 			ended = append(ended, name)
 		case live:
 			held = append(held, fmt.Sprintf("pod %s is starting or runs", name))
@@ -234,8 +234,11 @@ func podDeletionForRestart(s *snapshot, name string) action {
 		return action{kind: actDeleteFailedPod, member: name, failure: true,
 			reason: fmt.Sprintf("its pod ended: restart %d of %d in place within %v, on its claim", s.claimRestarts(name)+1, ladderRestarts, ladderWindow)}
 	}
-	return action{kind: actDeleteFailedPod, member: name,
-		reason: fmt.Sprintf("its pod has not started within %v: to restart the member in place on its claim", s.pendingTimeout)}
+	why := fmt.Sprintf("has not started within %v", s.pendingTimeout)
+	if pod := s.pods[name]; pod != nil && s.pendingInVain(pod) != "" {
+		why = s.pendingInVain(pod)
+	}
+	return action{kind: actDeleteFailedPod, member: name, reason: "its pod " + why + ": to restart the member in place on its claim"}
 }
 
 // restartVersion is the etcd version members restarted in place run: the

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -329,11 +330,30 @@ func (s *snapshot) podState(pod *corev1.Pod) (memberState, bool) {
 		// A pod that waited for its member to be added may be older than
 		// the timeout, but starts etcd a moment after the add; its own
 		// timeout fails it otherwise.
-		if !k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) || k8sutil.IsWaitingForMembership(pod) {
+		if s.pendingInVain(pod) == "" || k8sutil.IsWaitingForMembership(pod) {
 			return memberStarting, false
 		}
 	}
 	return memberFailed, false
+}
+
+// pendingInVain says why a pod that has not started will not start as it
+// is ("has not started within 5m0s"), "" when it may still: it has been pending longer than the pending
+// timeout, or it shows why it cannot start (it cannot be scheduled, its
+// image cannot be pulled) and the spec it was made from has been changed
+// since, most likely to fix that: the fix is acted on at once, not when the
+// timeout counted from the pod's creation runs out.
+func (s *snapshot) pendingInVain(pod *corev1.Pod) string {
+	if pod.Status.Phase != corev1.PodPending {
+		return ""
+	}
+	if k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) {
+		return fmt.Sprintf("has not started within %v", s.pendingTimeout)
+	}
+	if changed := specChangedSince(s, pod); changed != "" && podTrouble(pod, s.claims[pod.Name]) != "" {
+		return "has not started and " + changed + " since it was made"
+	}
+	return ""
 }
 
 func (s *snapshot) countQuorum() quorumView {
