@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -274,10 +275,12 @@ func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) 
 	}
 	storage, src, _ := api.RestoreSourceOf(newest)
 	// Named like the cluster: the restore operator recreates the cluster
-	// under the restore's name, and admission refuses any other.
+	// under the restore's name, and admission refuses any other. The mark
+	// lets it record the recovery on the re-created cluster.
 	restore := &api.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace},
-		Spec:       api.RestoreSpec{BackupStorageType: storage, RestoreSource: src, EtcdCluster: api.EtcdClusterRef{Name: c.name}},
+		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace,
+			Annotations: map[string]string{api.DisasterRecoveryAnnotation: strconv.FormatInt(c.lastRevision, 10)}},
+		Spec: api.RestoreSpec{BackupStorageType: storage, RestoreSource: src, EtcdCluster: api.EtcdClusterRef{Name: c.name}},
 	}
 	if err := restore.Validate(); err != nil {
 		return outcome{err: newPassError(problemNoMembersRunning, "disaster recovery from EtcdBackup "+newest.Name, err)}

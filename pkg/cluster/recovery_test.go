@@ -90,6 +90,18 @@ func TestDisasterRecovery(t *testing.T) {
 			t.Errorf("admission refuses the operator's EtcdRestore: %v", err)
 		}
 	})
+	t.Run("the EtcdRestore is marked as a disaster recovery, for the restored cluster to record it", func(t *testing.T) {
+		f := fromBackup(t)
+		f.seeQuorumLost()
+		f.mustPass()
+		r, err := f.crs.EtcdV1beta2().EtcdRestores(testNS).Get(context.Background(), testName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.Annotations[api.DisasterRecoveryAnnotation]; !ok {
+			t.Errorf("annotations %v: the restore operator cannot tell the restore is a disaster recovery", r.Annotations)
+		}
+	})
 	t.Run("a finished EtcdRestore of the cluster's name makes way for the recovery", func(t *testing.T) {
 		old := &api.EtcdRestore{
 			ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, UID: "earlier"},

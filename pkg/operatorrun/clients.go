@@ -3,7 +3,6 @@ package operatorrun
 import (
 	"fmt"
 	"net/http"
-	"sync"
 
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
@@ -38,8 +37,9 @@ func (c *Clients) RegisterMetrics(reg prometheus.Registerer) {
 }
 
 // NewClients builds clients from a kubeconfig file, or from the pod's service account
-// when kubeconfig is empty.
-func NewClients(kubeconfig, userAgent string) (*Clients, error) {
+// when kubeconfig is empty. The apiserver's warnings go to log (see
+// apiserverWarnings).
+func NewClients(kubeconfig, userAgent string, log *logrus.Entry) (*Clients, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -54,10 +54,7 @@ func NewClients(kubeconfig, userAgent string) (*Clients, error) {
 	// Bursts happen when many clusters start at once after a restart; the defaults (5/10)
 	// would make them queue behind each other for seconds.
 	cfg.QPS, cfg.Burst = 50, 100
-	// Kubernetes 1.33 and later warn on every request for Endpoints, which
-	// leader election reads or writes at every renewal (the original's lock):
-	// each warning is logged once, not every RetryPeriod.
-	cfg.WarningHandler = &warnOnce{next: rest.WarningLogger{}}
+	cfg.WarningHandler = &apiserverWarnings{log: log}
 	out := &Clients{Requests: newRequestCounter(userAgent)}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return requestCounter{next: rt, count: out.Requests}
@@ -72,18 +69,6 @@ func NewClients(kubeconfig, userAgent string) (*Clients, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// warnOnce passes each distinct warning of the apiserver on once.
-type warnOnce struct {
-	next rest.WarningHandler
-	seen sync.Map
-}
-
-func (w *warnOnce) HandleWarningHeader(code int, agent, text string) {
-	if _, seen := w.seen.LoadOrStore(text, true); !seen {
-		w.next.HandleWarningHeader(code, agent, text)
-	}
 }
 
 // EventScheme knows the built-in kinds and ours: a recorder looks up the kind of the

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,44 +83,6 @@ func TestRequestCounterCountsWhatTheClientSends(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(count, "etcd_operator_kubernetes_requests_total"); n != 2 {
 		t.Errorf("%d series, want 2", n)
-	}
-}
-
-// warnings records the warnings handed to it.
-type warnings struct {
-	mu   sync.Mutex
-	text []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = append(w.text, text)
-}
-
-// The apiserver warns on every request for Endpoints from Kubernetes 1.33 on,
-// and leader election makes one every renewal: each warning is passed on once.
-func TestEachApiserverWarningIsLoggedOnce(t *testing.T) {
-	const deprecated = "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, "/endpoints/") {
-			w.Header().Add("Warning", `299 - "`+deprecated+`"`)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
-	}))
-	defer srv.Close()
-	got := &warnings{}
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, WarningHandler: &warnOnce{next: got}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		_, _ = kube.CoreV1().Endpoints("ns").Get(t.Context(), "etcd-operator", metav1.GetOptions{})
-		_, _ = kube.CoreV1().Pods("ns").Get(t.Context(), "p", metav1.GetOptions{})
-	}
-	if len(got.text) != 1 || got.text[0] != deprecated {
-		t.Errorf("warnings passed on: %q, want the deprecation once", got.text)
 	}
 }
 

@@ -30,7 +30,7 @@ type Base struct {
 // recorder. The context it returns ends with ctx or at the Process's first
 // fatal error. Callers defer Stop.
 func Start(ctx context.Context, binary, kubeconfig, listenAddr string, id Identity, log *logrus.Entry) (*Base, context.Context, error) {
-	clients, err := NewClients(kubeconfig, binary)
+	clients, err := NewClients(kubeconfig, binary, log)
 	if err != nil {
 		return nil, ctx, err
 	}

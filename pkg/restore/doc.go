@@ -8,7 +8,8 @@
 // EtcdBackup that stored it recorded). Only then is a Plan written onto the
 // EtcdRestore and the hand-over started: the old cluster and everything it owns
 // are deleted, the cluster is created again paused with phase Running (the signal
-// for pkg/cluster not to bootstrap it), the seed pod (NewSeedPod) downloads the
+// for pkg/cluster not to bootstrap it) and the record of its last disaster
+// recovery (recoveryRecord), the seed pod (NewSeedPod) downloads the
 // verified backup from the operator's backup server (BackupHandler), checks it
 // again (Fetch, the `fetch-backup` subcommand of the operator's own binary) and
 // restores it with the etcd image's own tool, and the cluster is unpaused for

@@ -105,7 +105,8 @@ func (f *Flow) oldClusterUntouched(ctx context.Context, er *api.EtcdRestore, pla
 //     raced here);
 //  2. create the EtcdCluster again, same name and spec, paused, marked as this
 //     restore's;
-//  3. set its phase to Running, which tells etcd-operator not to bootstrap it;
+//  3. set its phase to Running, which tells etcd-operator not to bootstrap it,
+//     and its record of the last disaster recovery, which the deletion lost;
 //  4. create the seed pod, which fetches and restores the backup;
 //  5. unpause: etcd-operator adopts the seed and grows the cluster to its size;
 //  6. wait until the cluster reports all its members ready and Available.

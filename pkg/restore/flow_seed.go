@@ -55,12 +55,12 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 		return nil, failure.Permanent(fmt.Errorf("EtcdCluster %s was unpaused before the restore created its seed (phase %q, member pods %v): it does not hold the backup's data",
 			cl.Name, cl.Status.Phase, others))
 	}
+	defaulted := cl.WithDefaults()
 	if cl.Status.Phase == api.ClusterPhaseNone {
-		if err := f.setPhaseRunning(ctx, cl); err != nil {
+		if err := f.setRestoredStatus(ctx, cl, recoveryRecord(er, plan, defaulted.Spec.Version)); err != nil {
 			return nil, err
 		}
 	}
-	defaulted := cl.WithDefaults()
 	// The seed's DNS check must not look its name up before the headless service
 	// exists: CoreDNS caches that first NXDOMAIN for the zone TTL (30 s on kubeadm
 	// clusters), and etcd-operator's first pass over the new cluster may come after
@@ -118,14 +118,20 @@ func (f *Flow) recordSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 	return f.writePlan(ctx, er, plan)
 }
 
-// setPhaseRunning writes phase Running through the status subresource: the
-// hand-over signal of pkg/cluster (see adoptPhase there), which then never
-// bootstraps the cluster itself. Only the phase is changed, whatever
-// etcd-operator has written meanwhile.
-func (f *Flow) setPhaseRunning(ctx context.Context, cl *api.EtcdCluster) error {
+// setRestoredStatus writes the re-created cluster's first status through the
+// status subresource: phase Running, the hand-over signal of pkg/cluster (see
+// adoptPhase there), which then never bootstraps the cluster itself, and
+// recovery, the record of the last disaster recovery (see recoveryRecord),
+// which etcd-operator keeps from then on. Both are written in one write, while
+// the phase is still unset: an operator restarted in between writes them
+// again, and none overwrites what etcd-operator has written since.
+func (f *Flow) setRestoredStatus(ctx context.Context, cl *api.EtcdCluster, recovery *api.RecoveryStatus) error {
 	_, err := f.clusters.Change(ctx, cl.Namespace, cl.Name, cl.UID, func(st *api.ClusterStatus) {
 		if st.Phase == api.ClusterPhaseNone {
 			st.Phase = api.ClusterPhaseRunning
+			if recovery != nil {
+				st.Recovery = recovery
+			}
 		}
 	})
 	if err != nil && !errors.Is(err, statusutil.ErrStatusNotStored) {

@@ -57,6 +57,9 @@ type ClusterRecord struct {
 	// cluster's client Service takes again: clients that resolved the name keep
 	// an address that works.
 	ClientIP string `json:"clientIP,omitempty"`
+	// Recovery is the old cluster's status.recovery, the record of its last
+	// disaster recovery, which the re-created cluster keeps.
+	Recovery *api.RecoveryStatus `json:"recovery,omitempty"`
 }
 
 // recordCluster keeps what the restored cluster copies from the old one.
@@ -68,6 +71,7 @@ func recordCluster(cl *api.EtcdCluster) ClusterRecord {
 		Annotations:     c.Annotations,
 		OwnerReferences: c.OwnerReferences,
 		Spec:            c.Spec,
+		Recovery:        c.Status.Recovery,
 	}
 }
 

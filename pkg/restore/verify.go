@@ -25,8 +25,11 @@ type VerifiedBackup struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// RecordedBy is the EtcdBackup whose status recorded this object, if any.
+	// RecordedBy is the EtcdBackup whose status recorded this object, if any;
+	// Revision the store revision that record says the snapshot holds (0
+	// when no record says), for the record of a disaster recovery.
 	RecordedBy string `json:"recordedBy,omitempty"`
+	Revision   int64  `json:"revision,omitempty"`
 	// Encrypted and Compression are how the snapshot is stored (backup.Codec);
 	// the seed's fetch decodes it after checking Size and SHA256.
 	Encrypted   bool   `json:"encrypted,omitempty"`
@@ -146,6 +149,7 @@ func CheckRecorded(v VerifiedBackup, backups []api.EtcdBackup) (VerifiedBackup, 
 	})
 	b := recorded[0]
 	v.RecordedBy = b.Name
+	v.Revision = b.Status.EtcdRevision
 	if b.Status.BackupSize != v.Size || b.Status.SHA256 != v.SHA256 {
 		return v, failure.Permanent(fmt.Errorf("backup %s does not match what EtcdBackup %s recorded when it stored it: recorded %d bytes with sha256 %s, found %d bytes with sha256 %s; it was overwritten or damaged since",
 			v.Path, b.Name, b.Status.BackupSize, b.Status.SHA256, v.Size, v.SHA256))

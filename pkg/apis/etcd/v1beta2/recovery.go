@@ -26,6 +26,14 @@ type DisasterRecoveryPolicy struct {
 	FromBackup bool `json:"fromBackup,omitempty"`
 }
 
+// DisasterRecoveryAnnotation marks an EtcdRestore that etcd-operator created
+// to recover a cluster from a backup; its value is the highest store revision
+// the operator had seen before ("0" when it saw none). The restore operator
+// deletes and re-creates the cluster, which loses the status.recovery written
+// on the old one: from this mark it records the recovery again on the
+// re-created cluster, with the revision the cluster came back with.
+const DisasterRecoveryAnnotation = "etcd.database.coreos.com/disaster-recovery"
+
 // DefaultRecoveryGracePeriod is the grace period when none is given.
 const DefaultRecoveryGracePeriod = 5 * time.Minute
 
