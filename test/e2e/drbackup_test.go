@@ -27,7 +27,8 @@ import (
 // cluster on the client Service's old address, and their watch, resumed from
 // where the lost cluster was, is told the history is compacted and goes on
 // (the restore bumps the revision past the lost cluster's) instead of waiting
-// for revisions the restored cluster counts again.
+// for revisions the restored cluster counts again. The restored cluster's
+// status.recovery records the recovery.
 func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -98,6 +99,15 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	waitReady(t, ns, name, 3, changeTimeout, pods...)
 	recovered := time.Since(lostAt)
 	t.Logf("restored from the newest backup by EtcdRestore %s and 3/3 ready %.1fs after every member was lost", recovery, recovered.Seconds())
+	// The restore re-creates the cluster: its status still records the
+	// recovery, as the docs promise.
+	if got, err := f.GetCluster(ctx, ns, name); err != nil {
+		t.Fatal(err)
+	} else if rec := got.Status.Recovery; rec == nil || rec.FromBackup == "" {
+		t.Errorf("status.recovery = %+v after a recovery from a backup, want its record", rec)
+	} else {
+		t.Logf("status.recovery: %s", rec.Message)
+	}
 	// The restore keeps the client Service: while it exists its address refuses
 	// connections until a member is ready, and then routes them to it; made
 	// again, it leaves its address routed nowhere in between, and connections
