@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,17 +86,121 @@ func terminationCause(t *corev1.ContainerStateTerminated) string {
 }
 
 // terminationSummary is the evidence a container left when it ended: exit
-// code, reason and the end of its termination message, which for etcd holds
-// the last lines of its log (terminationMessagePolicy FallbackToLogsOnError).
+// code, reason and, from its termination message, which for etcd holds the
+// last lines of its log (terminationMessagePolicy FallbackToLogsOnError),
+// the line in which etcd says why it stopped, or else the end of the message.
 func terminationSummary(t *corev1.ContainerStateTerminated) string {
-	msg := fmt.Sprintf("exit code %d", t.ExitCode)
-	if t.Reason != "" {
-		msg += " (" + t.Reason + ")"
-	}
-	if t.Message != "" {
+	msg := terminationCause(t)
+	if said := etcdStopReason(t.Message); said != "" {
+		msg += ": " + firstChars(said, 400)
+	} else if t.Message != "" {
 		msg += ": " + lastChars(t.Message, 400)
 	}
 	return msg
+}
+
+// etcdStopReason picks, from the end of etcd's log, the line in which etcd
+// says why it stopped; "" when no line does. The last characters of the log
+// are seldom that line: a Go panic ends the log with a goroutine dump, a
+// flag etcd does not take with its usage text, and a zap fatal line carries
+// a stack trace of its own. In order of preference:
+//   - a line at fatal level (zap's fatal, panic and dpanic; capnslog's C),
+//     which etcd writes just before it exits: its message and error;
+//   - a Go panic ("panic: ...", "fatal error: ..."), as an ETCD_LOG_LEVEL
+//     etcd does not know ends;
+//   - the flag package's complaint printed before the usage text ("flag
+//     provided but not defined: -x", `invalid value "y" for flag -x: ...`);
+//   - the last line at error level, else the last at warn level with an
+//     error: etcd 3.5 and later refuse an ETCD_* variable they cannot parse
+//     with a warning ("failed to verify flags") and exit.
+func etcdStopReason(log string) string {
+	var fatal, plain, errorLine, warnLine string
+	lines := strings.Split(log, "\n")
+	for i, line := range lines {
+		line = strings.TrimSpace(line)
+		if l, ok := etcdLogLine(line); ok {
+			switch l.level {
+			case "fatal", "panic", "dpanic", "C":
+				fatal = l.text
+			case "error", "E":
+				errorLine = l.text
+			case "warn":
+				if l.failed {
+					warnLine = l.text
+				}
+			}
+			continue
+		}
+		switch {
+		case plain != "":
+		case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
+			plain = line
+		case line == "Usage:":
+			plain = lastLine(lines[:i])
+		}
+	}
+	for _, s := range []string{fatal, plain, errorLine, warnLine} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// zapLine is what etcdStopReason reads of a line etcd logs as JSON (zap,
+// etcd 3.4 and later); its stack trace and other fields are left out.
+type zapLine struct {
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+	Error string `json:"error"`
+}
+
+// capnslogLine is a line of etcd's older log format (capnslog, the default
+// up to etcd 3.4): "2006-01-02 15:04:05.000000 C | etcdmain: ...".
+var capnslogLine = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ ([CEWNID]) \| (.+)$`)
+
+// logLine is a line of etcd's own log: its level, its text (the message
+// and the error, without time or caller, so that the same failure reads the
+// same after every restart), and whether it carries an error.
+type logLine struct {
+	level, text string
+	failed      bool
+}
+
+func etcdLogLine(line string) (logLine, bool) {
+	if strings.HasPrefix(line, "{") {
+		var z zapLine
+		if json.Unmarshal([]byte(line), &z) != nil || z.Msg == "" {
+			// The first line of a termination message is often cut.
+			return logLine{}, false
+		}
+		l := logLine{level: z.Level, text: z.Msg, failed: z.Error != ""}
+		if l.failed {
+			l.text += ": " + z.Error
+		}
+		return l, true
+	}
+	if m := capnslogLine.FindStringSubmatch(line); m != nil {
+		return logLine{level: m[1], text: m[2]}, true
+	}
+	return logLine{}, false
+}
+
+// lastLine is the last line of lines that is not blank.
+func lastLine(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+func firstChars(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func lastChars(s string, n int) string {
