@@ -43,7 +43,7 @@ func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text
 	}
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, st := range statuses {
-			if text, cause := containerTrouble(st); text != "" {
+			if text, cause := containerTrouble(st, specImage(pod, st.Name)); text != "" {
 				return "has its container " + st.Name + " " + text, "container " + st.Name + " " + cause
 			}
 		}
@@ -53,12 +53,16 @@ func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text
 
 // containerTrouble describes a container that waits for something that does
 // not come by itself, keeps failing, or ended with an error, and its cause.
-func containerTrouble(st corev1.ContainerStatus) (text, cause string) {
+// image is the image the pod asks the container to run.
+func containerTrouble(st corev1.ContainerStatus, image string) (text, cause string) {
 	switch {
 	case st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff" && st.LastTerminationState.Terminated != nil:
+		t := st.LastTerminationState.Terminated
+		if t.ExitCode == 0 {
+			return cleanStopTrouble(st, image)
+		}
 		// The kubelet waits before the next restart: what matters is how
 		// the last run ended.
-		t := st.LastTerminationState.Terminated
 		return fmt.Sprintf("keeps failing (%d restarts): %s", st.RestartCount, terminationSummary(t)), "keeps failing: " + terminationCause(t)
 	case st.State.Waiting != nil:
 		switch st.State.Waiting.Reason {
@@ -69,11 +73,50 @@ func containerTrouble(st corev1.ContainerStatus) (text, cause string) {
 		if st.State.Waiting.Message != "" {
 			text += ": " + st.State.Waiting.Message
 		}
+		switch st.State.Waiting.Reason {
+		case "ErrImagePull", "ImagePullBackOff":
+			// The kubelet alternates between the two, and with
+			// CrashLoopBackOff after a patched image (cleanStopTrouble):
+			// one cause for all three.
+			return text, waitsForImage(image)
+		}
 		return text, "is waiting: " + st.State.Waiting.Reason
 	case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
 		return "ended: " + terminationSummary(st.State.Terminated), "ended: " + terminationCause(st.State.Terminated)
 	}
 	return "", ""
+}
+
+// cleanStopTrouble describes a container the kubelet backs off restarting
+// after it ended with exit code 0. etcd ends so only when it is told to stop
+// (as pid 1 it exits cleanly on SIGTERM): a clean exit is never why it does
+// not run. When the pod now asks for another image than the one that
+// stopped, the member was patched (an upgrade, or one taken back) and the
+// kubelet stopped the old container to start the new image: it waits for
+// that image, and between its tries to pull it the kubelet's status says
+// CrashLoopBackOff, not ErrImagePull or ImagePullBackOff.
+func cleanStopTrouble(st corev1.ContainerStatus, image string) (text, cause string) {
+	if image != "" && st.Image != "" && !sameImage(image, st.Image) {
+		return fmt.Sprintf("is waiting to start on image %s, which has not run yet: the kubelet backs off between its tries to pull and start it "+
+			"(the container it replaces, on %s, was stopped cleanly); the pod's events say whether the image cannot be pulled (ErrImagePull, ImagePullBackOff)",
+			image, st.Image), waitsForImage(image)
+	}
+	return fmt.Sprintf("keeps being stopped (%d restarts): it ended cleanly (exit code 0), as etcd does when it is told to stop, such as by the kubelet after its liveness probe failed",
+		st.RestartCount), "keeps being stopped"
+}
+
+func waitsForImage(image string) string { return "waits for its image " + image }
+
+// specImage is the image pod asks its container name to run.
+func specImage(pod *corev1.Pod, name string) string {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name == name {
+				return c.Image
+			}
+		}
+	}
+	return ""
 }
 
 // terminationCause is how a container ended, without its log.

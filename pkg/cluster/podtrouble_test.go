@@ -134,6 +134,20 @@ func crashLoopingWith(restarts int32, msg string) podOpt {
 	}
 }
 
+// replacedForImage makes the pod's etcd container one the kubelet stopped
+// (cleanly, exit code 0) to start the image the pod was patched to, and now
+// waits as reason says: the kubelet's crash back-off (CrashLoopBackOff)
+// alternates with the image's pull back-off between its tries to pull it.
+func replacedForImage(reason, message string) podOpt {
+	return func(p *corev1.Pod) {
+		notReady(p)
+		cs := &p.Status.ContainerStatuses[0]
+		cs.Ready = false
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+	}
+}
+
 func TestPodTrouble(t *testing.T) {
 	cl := newTestCluster()
 	m := memberTemplate(cl)
@@ -156,6 +170,22 @@ func TestPodTrouble(t *testing.T) {
 			opts:  []podOpt{exitedWith("some last words")},
 			want:  "ended: exit code 2 (Error): some last words",
 			cause: "container etcd ended: exit code 2 (Error)"},
+		{name: "a member patched to an image that cannot be pulled waits for that image, not for a clean exit, while the kubelet backs off",
+			opts:  []podOpt{onVersion("3.5.99"), runs(testVersion), replacedForImage("CrashLoopBackOff", "back-off 10s restarting failed container=etcd pod=example-a_ns(pod-uid-example-a)")},
+			want:  "has its container etcd is waiting to start on image quay.io/coreos/etcd:v3.5.99, which has not run yet",
+			cause: "container etcd waits for its image quay.io/coreos/etcd:v3.5.99"},
+		{name: "a member patched to an image that cannot be pulled names the pull failure when the kubelet shows it, with the same cause",
+			opts:  []podOpt{onVersion("3.5.99"), runs(testVersion), replacedForImage("ImagePullBackOff", `Back-off pulling image "quay.io/coreos/etcd:v3.5.99"`)},
+			want:  `has its container etcd is waiting: ImagePullBackOff: Back-off pulling image "quay.io/coreos/etcd:v3.5.99"`,
+			cause: "container etcd waits for its image quay.io/coreos/etcd:v3.5.99"},
+		{name: "an image that cannot be pulled at the first try has the same cause as its back-off",
+			opts:  []podOpt{onVersion("3.5.99"), runs(testVersion), replacedForImage("ErrImagePull", "rpc error: code = NotFound desc = failed to pull and unpack image")},
+			want:  "is waiting: ErrImagePull: rpc error",
+			cause: "container etcd waits for its image quay.io/coreos/etcd:v3.5.99"},
+		{name: "an etcd stopped cleanly again and again on its own image is said to be stopped, not to fail with exit code 0",
+			opts:  []podOpt{replacedForImage("CrashLoopBackOff", "back-off 40s restarting failed container"), restarted(4)},
+			want:  "has its container etcd keeps being stopped (4 restarts): it ended cleanly (exit code 0)",
+			cause: "container etcd keeps being stopped"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,6 +199,9 @@ func TestPodTrouble(t *testing.T) {
 			}
 			if strings.Contains(text, "goroutine") {
 				t.Errorf("text = %q shows the stack trace", text)
+			}
+			if strings.Contains(text, "exit code 0 (Completed)") {
+				t.Errorf("text = %q gives a clean exit as the cause", text)
 			}
 		})
 	}
