@@ -152,13 +152,13 @@ func startProblems(s *snapshot) []problem {
 		report(what, name, m.trouble, m.cause)
 	}
 	for _, name := range sortedKeys(s.joiners) {
-		if t, c := podTroubleCause(s.joiners[name], s.claims[name]); t != "" {
+		if t, c := podTroubleCause(s.joiners[name], s.claims[name], s.now); t != "" {
 			report("joining member", name, t+antiAffinityHint(s, t), c)
 		}
 	}
 	if s.membership == nil {
 		for _, name := range sortedKeys(s.pods) {
-			if t, c := podTroubleCause(s.pods[name], s.claims[name]); t != "" {
+			if t, c := podTroubleCause(s.pods[name], s.claims[name], s.now); t != "" {
 				report("member", name, t, c)
 			}
 		}

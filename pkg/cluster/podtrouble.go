@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -16,9 +17,10 @@ import (
 // waits for something that will not come by itself (an image that cannot be
 // pulled, a configuration error), keeps failing, or ended. It reads as the
 // rest of a sentence starting with the pod ("pod x cannot be scheduled:
-// ..."); "" when the pod shows nothing wrong.
-func podTrouble(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) string {
-	text, _ := podTroubleCause(pod, claim)
+// ..."); "" when the pod shows nothing wrong. now is the time the pod's
+// status is read at, for waits that are trouble only once they last.
+func podTrouble(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim, now time.Time) string {
+	text, _ := podTroubleCause(pod, claim, now)
 	return text
 }
 
@@ -26,7 +28,7 @@ func podTrouble(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) string {
 // when the same thing goes wrong again, in another pod or after another
 // restart (no pod names, back-off times or log lines), so that it is
 // reported once and a replacement for it is not made in a loop.
-func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text, cause string) {
+func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim, now time.Time) (text, cause string) {
 	if pod.Status.Reason != "" && pod.Status.Phase == corev1.PodFailed {
 		// Evicted, NodeLost, OutOfpods and the like.
 		return fmt.Sprintf("failed: %s: %s", pod.Status.Reason, pod.Status.Message), "failed: " + pod.Status.Reason
@@ -41,6 +43,9 @@ func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text
 		text := fmt.Sprintf("waits for its PersistentVolumeClaim %s, which is Pending (no volume bound: check its storage class and provisioner)", claim.Name)
 		return text, "waits for its PersistentVolumeClaim, which is Pending"
 	}
+	if text, cause := dnsTrouble(pod, now); text != "" {
+		return text, cause
+	}
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, st := range statuses {
 			if text, cause := containerTrouble(st, specImage(pod, st.Name)); text != "" {
@@ -49,6 +54,44 @@ func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (text
 		}
 	}
 	return "", ""
+}
+
+// dnsWaitBound is how long the check-dns init container may look up the
+// member's DNS name before the wait is reported. A new member's name resolves
+// once the endpoints controller publishes the pod, but the first "no such
+// name" stays cached for the zone's negative TTL; a name that still does not
+// resolve after that will not by itself (a wrong spec.pod.ClusterDomain, a
+// pod that cannot reach the cluster's DNS), while the pending timeout that
+// replaces the pod is minutes away.
+const dnsWaitBound = time.Minute
+
+// dnsTrouble reports a pod whose check-dns init container has looked up the
+// member's DNS name for longer than dnsWaitBound, or gave up on it (with
+// spec.pod.DNSTimeoutInSecond) and is run again.
+func dnsTrouble(pod *corev1.Pod, now time.Time) (text, cause string) {
+	var st *corev1.ContainerStatus
+	for i := range pod.Status.InitContainerStatuses {
+		if pod.Status.InitContainerStatuses[i].Name == k8sutil.DNSCheckContainerName {
+			st = &pod.Status.InitContainerStatuses[i]
+		}
+	}
+	if st == nil {
+		return "", ""
+	}
+	gaveUp := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.ExitCode != 0 }
+	switch {
+	case st.State.Terminated != nil && st.State.Terminated.ExitCode == 0:
+		// The name resolved, after however many tries.
+		return "", ""
+	case st.State.Running != nil && !st.State.Running.StartedAt.IsZero() && now.Sub(st.State.Running.StartedAt.Time) > dnsWaitBound:
+	case gaveUp(st.State.Terminated), gaveUp(st.LastTerminationState.Terminated):
+	default:
+		return "", ""
+	}
+	text = fmt.Sprintf("waits for its DNS name %s to resolve (its init container %s has looked it up for more than a minute): "+
+		"check spec.pod.ClusterDomain, which must be the DNS domain of the Kubernetes cluster (usually .cluster.local) or empty, "+
+		"and that the pod can reach the cluster's DNS service", k8sutil.DNSCheckName(pod), k8sutil.DNSCheckContainerName)
+	return text, "waits for its DNS name to resolve"
 }
 
 // containerTrouble describes a container that waits for something that does

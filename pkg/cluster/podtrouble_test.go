@@ -149,12 +149,11 @@ func replacedForImage(reason, message string) podOpt {
 }
 
 func TestPodTrouble(t *testing.T) {
-	cl := newTestCluster()
-	m := memberTemplate(cl)
-	m.Name = memberA
 	cases := []struct {
 		name string
-		opts []podOpt
+		// domain is the cluster's spec.pod.ClusterDomain.
+		domain string
+		opts   []podOpt
 		// want is in the text, cause is the whole cause.
 		want, cause string
 	}{
@@ -186,12 +185,29 @@ func TestPodTrouble(t *testing.T) {
 			opts:  []podOpt{replacedForImage("CrashLoopBackOff", "back-off 40s restarting failed container"), restarted(4)},
 			want:  "has its container etcd keeps being stopped (4 restarts): it ended cleanly (exit code 0)",
 			cause: "container etcd keeps being stopped"},
+		{name: "a member whose DNS name does not resolve for more than a minute names it and the cluster domain to check",
+			domain: ".cluster.locl", opts: []podOpt{resolvingFor(90 * time.Second)},
+			want:  "waits for its DNS name example-a.example.ns.svc.cluster.locl to resolve (its init container check-dns has looked it up for more than a minute): check spec.pod.ClusterDomain",
+			cause: "waits for its DNS name to resolve"},
+		{name: "a member whose DNS name does not resolve yet is not trouble while the first answer may be cached",
+			domain: ".cluster.locl", opts: []podOpt{resolvingFor(20 * time.Second)}},
+		{name: "a member whose check-dns found its name after it gave up once has no DNS trouble",
+			domain: ".cluster.locl", opts: []podOpt{gaveUpOnDNS, func(p *corev1.Pod) {
+				p.Status.InitContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+			}}},
+		{name: "a member whose check-dns gave up on its name and runs again names it at once",
+			domain: ".cluster.locl", opts: []podOpt{gaveUpOnDNS},
+			want:  "waits for its DNS name example-a.example.ns.svc.cluster.locl to resolve",
+			cause: "waits for its DNS name to resolve"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			cl := newTestCluster(withClusterDomain(tc.domain))
+			m := memberTemplate(cl)
+			m.Name = memberA
 			pod := memberPod(cl, &m, testStart.Add(-time.Hour), tc.opts...)
-			text, cause := podTroubleCause(pod, nil)
-			if !strings.Contains(text, tc.want) {
+			text, cause := podTroubleCause(pod, nil, testStart)
+			if tc.want == "" && text != "" || !strings.Contains(text, tc.want) {
 				t.Errorf("text = %q, want it to contain %q", text, tc.want)
 			}
 			if cause != tc.cause {
