@@ -152,13 +152,13 @@ func startProblems(s *snapshot) []problem {
 		report(what, name, m.trouble, m.cause)
 	}
 	for _, name := range sortedKeys(s.joiners) {
-		if t, c := podTroubleCause(s.joiners[name], s.claims[name]); t != "" {
+		if t, c := podTroubleCause(s.joiners[name], s.claims[name], s.now); t != "" {
 			report("joining member", name, t+antiAffinityHint(s, t), c)
 		}
 	}
 	if s.membership == nil {
 		for _, name := range sortedKeys(s.pods) {
-			if t, c := podTroubleCause(s.pods[name], s.claims[name]); t != "" {
+			if t, c := podTroubleCause(s.pods[name], s.claims[name], s.now); t != "" {
 				report("member", name, t, c)
 			}
 		}
@@ -203,8 +203,26 @@ func antiAffinityHint(s *snapshot, trouble string) string {
 	if len(ruled) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (members %s were made when spec.pod asked for one member per node, and that rule keeps new members off their nodes: "+
-		"add a node, or replace those members one at a time, by deleting a pod when its claim holds its data)", strings.Join(ruled, ", "))
+	return fmt.Sprintf(" (members %s were made when spec.pod asked for one member per node, and that rule keeps new members off their nodes: %s)",
+		strings.Join(ruled, ", "), remakeRuledAdvice(s))
+}
+
+// remakeRuledAdvice says how members made under an older spec.pod can be
+// made again under the current one, as the cluster's storage allows: a
+// member on a claim restarts with its data in a new pod, whereas a pod on an
+// emptyDir volume takes its member's data with it, which the member made in
+// its place copies from the others only while they keep a quorum.
+func remakeRuledAdvice(s *snapshot) string {
+	q := s.quorum
+	switch {
+	case s.usesClaims():
+		return "add a node, or make those members again one at a time by deleting one's pod: it restarts on its claim, with its data, in a pod made from the current spec"
+	case q.up-1 >= q.needed:
+		return "add a node, or replace those members one at a time by deleting one's pod while every other member is ready: " +
+			"its data is on an emptyDir volume and goes with the pod, and the member made in its place copies it from the others"
+	}
+	return "add a node. Do not delete their pods: their data is on emptyDir volumes, goes with the pod, and no other member holds enough of it to keep a quorum; " +
+		"to make them again without a node, back the cluster up (EtcdBackup) and restore it (EtcdRestore)"
 }
 
 func specAntiAffinity(p *api.PodPolicy) bool {

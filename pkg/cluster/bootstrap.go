@@ -198,7 +198,7 @@ func (c *Cluster) reseed(ctx context.Context, s *snapshot, a action) outcome {
 	if pod := s.pods[a.member]; pod != nil {
 		// A new seed that fails the same way is made after a wait that
 		// grows, not in a loop.
-		_, cause := podTroubleCause(pod, s.claims[a.member])
+		_, cause := podTroubleCause(pod, s.claims[a.member], s.now)
 		c.recordReplacement(cause, s.spec.Generation)
 	}
 	if a.member != "" {

@@ -91,6 +91,15 @@ func withPVC(cl *api.EtcdCluster) {
 	}}
 }
 
+func withClusterDomain(domain string) func(*api.EtcdCluster) {
+	return func(cl *api.EtcdCluster) {
+		if cl.Spec.Pod == nil {
+			cl.Spec.Pod = &api.PodPolicy{}
+		}
+		cl.Spec.Pod.ClusterDomain = domain
+	}
+}
+
 func withTLS(cl *api.EtcdCluster) {
 	cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
 		Member:         &api.MemberSecret{PeerSecret: "peer-tls", ServerSecret: "server-tls"},
@@ -290,6 +299,24 @@ func resolving(p *corev1.Pod) {
 			{Name: k8sutil.DNSCheckContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
 		},
 	}
+}
+
+// resolvingFor makes a pod Pending with check-dns looking up the member's
+// name for d.
+func resolvingFor(d time.Duration) podOpt {
+	return func(p *corev1.Pod) {
+		resolving(p)
+		p.Status.InitContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(testStart.Add(-d))
+	}
+}
+
+// gaveUpOnDNS makes a pod Pending with check-dns run again after it gave up
+// on the member's name (spec.pod.DNSTimeoutInSecond).
+func gaveUpOnDNS(p *corev1.Pod) {
+	resolvingFor(time.Second)(p)
+	st := &p.Status.InitContainerStatuses[0]
+	st.RestartCount = 1
+	st.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}
 }
 
 func createdAgo(d time.Duration) podOpt {

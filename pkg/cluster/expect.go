@@ -77,7 +77,7 @@ func (c *Cluster) settleExpectations(pods, terminating map[string]*corev1.Pod, t
 			evidence := "its pod is gone"
 			if ok {
 				evidence = "its pod stopped"
-				if t := podTrouble(pod, nil); t != "" {
+				if t := podTrouble(pod, nil, now); t != "" {
 					evidence = "its pod " + t
 				}
 			}
@@ -90,13 +90,13 @@ func (c *Cluster) settleExpectations(pods, terminating map[string]*corev1.Pod, t
 			// that cannot be pulled, taken back): the member that did not
 			// get there is patched to the version asked for now, at once.
 			evidence := fmt.Sprintf("spec.version changed to %s before it ran %s", target, e.version)
-			if t := podTrouble(pod, nil); t != "" {
+			if t := podTrouble(pod, nil, now); t != "" {
 				evidence += "; its pod " + t
 			}
 			c.failUpgrade(e, evidence)
 		case now.After(e.deadline):
 			evidence := fmt.Sprintf("it was not ready within %v", c.cfg.PendingTimeout)
-			if t := podTrouble(pod, nil); t != "" {
+			if t := podTrouble(pod, nil, now); t != "" {
 				evidence += "; its pod " + t
 			}
 			c.failUpgrade(e, evidence)

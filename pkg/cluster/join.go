@@ -149,7 +149,7 @@ func endedJoinerCause(s *snapshot, name string) string {
 	if pod == nil || !k8sutil.IsPodDead(pod) {
 		return ""
 	}
-	_, cause := podTroubleCause(pod, s.claims[name])
+	_, cause := podTroubleCause(pod, s.claims[name], s.now)
 	return cause
 }
 

@@ -122,7 +122,7 @@ func unknownMembership(s *snapshot) (action, bool) {
 		return waiting("the membership is unknown and no member pod runs yet"), true
 	}
 	if seed, ok := lonelyNeverStartedPod(s); ok {
-		if _, cause := podTroubleCause(s.pods[seed], s.claims[seed]); cause != "" {
+		if _, cause := podTroubleCause(s.pods[seed], s.claims[seed], s.now); cause != "" {
 			if a, ok := replacementWaits(s, "seed "+seed, cause); ok {
 				return a, true
 			}

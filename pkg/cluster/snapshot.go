@@ -281,7 +281,7 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 	default:
 		v.pod = pod
 		v.version = runningVersion(pod)
-		v.trouble, v.cause = podTroubleCause(pod, v.claim)
+		v.trouble, v.cause = podTroubleCause(pod, v.claim, s.now)
 		v.refused = dataRefused(pod)
 		v.state, v.ready = s.podState(pod)
 		// The kubelet's restarts count within the ladder's window only:
@@ -350,7 +350,7 @@ func (s *snapshot) pendingInVain(pod *corev1.Pod) string {
 	if k8sutil.IsPodPendingTooLong(pod, s.now, s.pendingTimeout) {
 		return fmt.Sprintf("has not started within %v", s.pendingTimeout)
 	}
-	if changed := specChangedSince(s, pod); changed != "" && podTrouble(pod, s.claims[pod.Name]) != "" {
+	if changed := specChangedSince(s, pod); changed != "" && podTrouble(pod, s.claims[pod.Name], s.now) != "" {
 		return "has not started and " + changed + " since it was made"
 	}
 	return ""

@@ -85,10 +85,22 @@ func (s *snapshot) planVersions() versionPlan {
 			from = f.from
 		}
 		if err := checkUpgrade(from, target); err != nil && p.refused == nil {
-			pr := newProblem(problemUpgradeRefused,
-				"upgrade refused: member %s runs etcd %s and cannot go to %s: %v; nothing is patched until spec.version is changed",
-				name, displayVersion(from), target, err)
-			p.refused = &pr
+			switch {
+			case from == made && holdsNoData(s, m.pod):
+				// Nothing of its version to move from: the member starts on
+				// the target.
+			case from == made && k8sutil.EtcdNeverRan(m.pod):
+				pr := newProblem(problemUpgradeRefused,
+					"version change refused: member %s was made for etcd %s, which has not run in its pod, but its claim may hold data an earlier pod wrote with it, "+
+						"and etcd %s cannot start on that (%v); nothing is patched until spec.version is changed",
+					name, made, target, err)
+				p.refused = &pr
+			default:
+				pr := newProblem(problemUpgradeRefused,
+					"upgrade refused: member %s runs etcd %s and cannot go to %s: %v; nothing is patched until spec.version is changed",
+					name, displayVersion(from), target, err)
+				p.refused = &pr
+			}
 		}
 		if k8sutil.HasExecProbes(m.pod) && shellFree || len(k8sutil.PodRefusedArgs(m.pod, target)) > 0 {
 			p.replace = append(p.replace, name)
@@ -127,6 +139,29 @@ func (s *snapshot) planVersions() versionPlan {
 		}
 	}
 	return p
+}
+
+// holdsNoData tells whether a member pod whose etcd never ran holds no data
+// that etcd's rules for moving between versions protect: its data directory
+// is an emptyDir volume, which lives and dies with the pod, or the cluster
+// was never available, so that nobody was told anything is stored (a seed
+// is made again on its claim for the same reason). A pod that an init
+// container of anyone else's filled (a restore's seed) may hold data. Then a
+// cluster created with an image that cannot be pulled is set right by
+// setting spec.version, whichever way it goes.
+func holdsNoData(s *snapshot, pod *corev1.Pod) bool {
+	if pod == nil || !k8sutil.IsMadeByOperator(pod) || !k8sutil.EtcdNeverRan(pod) {
+		return false
+	}
+	if !s.everAvailable {
+		return true
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // oldestVersion is the lowest known version of a set, "" when there is none.

@@ -328,6 +328,55 @@ func TestUpgrade(t *testing.T) {
 	}
 }
 
+// TestVersionChangeOfAVersionThatNeverRan covers spec.version changed away
+// from a version no member ran: etcd's rules for moving between versions
+// protect data, and a member whose etcd never ran holds none unless a claim
+// of a cluster that served may.
+func TestVersionChangeOfAVersionThatNeverRan(t *testing.T) {
+	const missing = "3.7.99"
+	neverRan := []podOpt{onVersion(missing), waitingForImage}
+	cases := []struct {
+		name string
+		mods []snapMod
+		// refused is how the refusal starts, "" for none; ranNot is not in it.
+		refused, ranNot string
+	}{
+		{name: "a new cluster whose seed never ran its image goes to a lower version: there is nothing to downgrade",
+			mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, neverRan...))},
+		{name: "a new cluster on claims whose seed never ran its image goes to a lower version: nobody was told anything is stored",
+			mods: mods(notYetAvailable, spec(withPVC), claims(memberA), members(memberA), onlyPods(memberA), podIs(memberA, neverRan...))},
+		{name: "members on emptyDir volumes that never ran their version go to a lower one",
+			mods: mods(podIs(memberA, neverRan...), podIs(memberB, neverRan...), podIs(memberC, neverRan...))},
+		{name: "a member on a claim of a cluster that served, whose pod never ran its version, is refused without saying it runs that version",
+			mods:    mods(spec(withPVC), claims(memberA, memberB, memberC), onlyPods(memberA, memberB, memberC), podIs(memberC, neverRan...)),
+			refused: "version change refused: member example-c was made for etcd 3.7.99, which has not run in its pod, but its claim may hold data an earlier pod wrote with it",
+			ranNot:  "runs etcd"},
+		{name: "a member that runs a version is still refused a minor downgrade",
+			mods:    mods(spec(withVersion(oldVersion))),
+			refused: "upgrade refused: member example-a runs etcd 3.5.21 and cannot go to 3.4.23"},
+		{name: "a member whose old etcd stopped for an image that cannot be pulled ran before, and keeps etcd's rules",
+			mods:    mods(spec(withVersion("3.4.23")), podIs(memberA, onVersion(missing), replacedForImage("ImagePullBackOff", "Back-off pulling image"))),
+			refused: "upgrade refused: member example-a runs etcd 3.7.99 and cannot go to 3.4.23"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSnapshot(tc.mods...)
+			got := ""
+			if s.plan.refused != nil {
+				got = s.plan.refused.msg
+			}
+			switch {
+			case tc.refused == "" && got != "":
+				t.Errorf("refused: %q, want no refusal", got)
+			case !strings.HasPrefix(got, tc.refused):
+				t.Errorf("refused: %q, want %q...", got, tc.refused)
+			case tc.ranNot != "" && strings.Contains(got, tc.ranNot):
+				t.Errorf("refused: %q, want no %q in it", got, tc.ranNot)
+			}
+		})
+	}
+}
+
 func TestCheckUpgrade(t *testing.T) {
 	tests := []struct {
 		from, to string

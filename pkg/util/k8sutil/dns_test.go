@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestDNSCheckScriptText(t *testing.T) {
@@ -129,4 +132,25 @@ func readCount(t *testing.T, file string) int {
 		t.Fatalf("counter %q: %v", b, err)
 	}
 	return n
+}
+
+func TestDNSCheckName(t *testing.T) {
+	tests := []struct {
+		name, domain, want string
+	}{
+		{"without a cluster domain the name relies on the resolver's search path", "", "example-2mkrq6cz9x.example.default.svc"},
+		{"the cluster domain ends the name", ".cluster.local", "example-2mkrq6cz9x.example.default.svc.cluster.local"},
+		{"a wrong cluster domain is the name looked up", ".cluster.locl", "example-2mkrq6cz9x.example.default.svc.cluster.locl"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCluster(func(c *v1beta2.EtcdCluster) { c.Spec.Pod = &v1beta2.PodPolicy{ClusterDomain: tt.domain} })
+			if got := DNSCheckName(newSeedPod(c)); got != tt.want {
+				t.Errorf("DNSCheckName = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := DNSCheckName(&corev1.Pod{}); got != "" {
+		t.Errorf("DNSCheckName of a pod without check-dns = %q, want none", got)
+	}
 }

@@ -494,6 +494,24 @@ until nslookup %s; do
 done`, timeoutSeconds, addr)
 }
 
+// DNSCheckName is the DNS name the pod's check-dns container waits for, as
+// its script names it (the member's name, with the cluster domain of the spec
+// the pod was made from); "" when the pod has no such container.
+func DNSCheckName(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name != DNSCheckContainerName || len(c.Command) == 0 {
+			continue
+		}
+		_, rest, ok := strings.Cut(c.Command[len(c.Command)-1], "until nslookup ")
+		if !ok {
+			return ""
+		}
+		name, _, _ := strings.Cut(rest, ";")
+		return strings.TrimSpace(name)
+	}
+	return ""
+}
+
 func containerPort(name string, port int32) corev1.ContainerPort {
 	return corev1.ContainerPort{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}
 }

@@ -134,6 +134,15 @@ func EtcdContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	return nil
 }
 
+// EtcdNeverRan tells whether no etcd container has run in the pod yet: none
+// runs, none ended, and the kubelet has not restarted one. A pod whose image
+// cannot be pulled stays so; a pod patched to such an image does not (its
+// old container's end is its last termination state).
+func EtcdNeverRan(pod *corev1.Pod) bool {
+	st := EtcdContainerStatus(pod)
+	return st == nil || st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil
+}
+
 // AnnotationForceNewCluster marks the pod of a disaster recovery's survivor,
 // started with --force-new-cluster.
 const AnnotationForceNewCluster = "etcd.database.coreos.com/force-new-cluster"

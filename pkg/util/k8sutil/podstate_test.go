@@ -128,3 +128,34 @@ func TestHasExecProbes(t *testing.T) {
 		})
 	}
 }
+
+func TestEtcdNeverRan(t *testing.T) {
+	waiting := func(reason string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	}
+	stopped := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+	tests := []struct {
+		name string
+		st   *corev1.ContainerStatus
+		want bool
+	}{
+		{"a pod not scheduled yet has no container status", nil, true},
+		{"a container waiting for an image that cannot be pulled never ran", &corev1.ContainerStatus{State: waiting("ImagePullBackOff")}, true},
+		{"a running container ran", &corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}, false},
+		{"a container patched to an image that cannot be pulled ran before", &corev1.ContainerStatus{State: waiting("ImagePullBackOff"), LastTerminationState: stopped}, false},
+		{"a container that ended ran", &corev1.ContainerStatus{State: stopped}, false},
+		{"a container the kubelet restarted ran", &corev1.ContainerStatus{State: waiting("CrashLoopBackOff"), RestartCount: 1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{}
+			if tt.st != nil {
+				tt.st.Name = EtcdContainerName
+				pod.Status.ContainerStatuses = []corev1.ContainerStatus{*tt.st}
+			}
+			if got := EtcdNeverRan(pod); got != tt.want {
+				t.Errorf("EtcdNeverRan = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
