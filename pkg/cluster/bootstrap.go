@@ -67,8 +67,7 @@ func seedMayBeMadeAgain(s *snapshot, pod *corev1.Pod) bool {
 	if s.usesClaims() && s.claims[pod.Name] != nil {
 		return true
 	}
-	st := k8sutil.EtcdContainerStatus(pod)
-	return st == nil || st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil
+	return k8sutil.EtcdNeverRan(pod)
 }
 
 // seedToMakeAgain says why the seed of a cluster never available is made
@@ -128,8 +127,7 @@ func specChangedSince(s *snapshot, pod *corev1.Pod) string {
 // containers were done (the kubelet moves a condition's transition time
 // only when its status changes). Without those conditions nothing proves it.
 func neverServed(pod *corev1.Pod) bool {
-	if st := k8sutil.EtcdContainerStatus(pod); st == nil ||
-		st.RestartCount == 0 && st.State.Running == nil && st.State.Terminated == nil && st.LastTerminationState.Terminated == nil {
+	if k8sutil.EtcdNeverRan(pod) {
 		return true
 	}
 	var ready, initialized *corev1.PodCondition
