@@ -135,3 +135,47 @@ func TestDeletedServicesAreCreatedAgain(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestUpgradeTakenBackBeforeItHaltsHealsAtOnce asks for an etcd version whose
+// image cannot be pulled and sets spec.version back as soon as status.reason
+// names the pull failure, long before the operator's pending timeout (5
+// minutes) would halt the rollout. The member is patched back within a
+// minute, and status.reason names the image all along, never the clean exit
+// of the etcd the kubelet stopped to change the image.
+func TestUpgradeTakenBackBeforeItHaltsHealsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("takenback")
+	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+
+	const missing = "3.5.98"
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": missing}); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, changeTimeout, time.Second, "status.reason to name the image the patched member waits for",
+		func(ctx context.Context) (bool, string, error) {
+			cl, err := f.GetCluster(ctx, opNS, name)
+			if err != nil {
+				return false, "", nil
+			}
+			r := cl.Status.Reason
+			if strings.Contains(r, "exit code 0") {
+				return false, "", fmt.Errorf("status.reason names the clean exit of the replaced etcd: %q", r)
+			}
+			return strings.Contains(r, "ErrImagePull") || strings.Contains(r, "ImagePullBackOff") || strings.Contains(r, "has not run yet"), r, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": "3.5.21"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = framework.WaitFor(ctx, time.Minute, time.Second, "every member back on 3.5.21 and ready within a minute",
+		framework.Both(f.PodsOnImage(opNS, name, framework.EtcdImage("3.5.21"), 3), f.ReadyMembers(opNS, name, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: every member back on 3.5.21 and ready %.1fs after spec.version was set back", name, time.Since(start).Seconds())
+}
