@@ -63,7 +63,7 @@ func podTroubleCause(pod *corev1.Pod, claim *corev1.PersistentVolumeClaim, now t
 // resolve after that will not by itself (a wrong spec.pod.ClusterDomain, a
 // pod that cannot reach the cluster's DNS), while the pending timeout that
 // replaces the pod is minutes away.
-const dnsWaitBound = time.Minute
+const dnsWaitBound = 45 * time.Second
 
 // dnsTrouble reports a pod whose check-dns init container has looked up the
 // member's DNS name for longer than dnsWaitBound, or gave up on it (with
@@ -88,9 +88,9 @@ func dnsTrouble(pod *corev1.Pod, now time.Time) (text, cause string) {
 	default:
 		return "", ""
 	}
-	text = fmt.Sprintf("waits for its DNS name %s to resolve (its init container %s has looked it up for more than a minute): "+
+	text = fmt.Sprintf("waits for its DNS name %s to resolve (its init container %s has looked it up for more than %v): "+
 		"check spec.pod.ClusterDomain, which must be the DNS domain of the Kubernetes cluster (usually .cluster.local) or empty, "+
-		"and that the pod can reach the cluster's DNS service", k8sutil.DNSCheckName(pod), k8sutil.DNSCheckContainerName)
+		"and that the pod can reach the cluster's DNS service", k8sutil.DNSCheckName(pod), k8sutil.DNSCheckContainerName, dnsWaitBound)
 	return text, "waits for its DNS name to resolve"
 }
 

@@ -33,21 +33,27 @@ type mistake struct {
 // namespace, shaped by edit, and waits until status.reason says what
 // wantReason names, within a minute of the first pod.
 func makeMistake(t *testing.T, prefix string, edit func(*api.EtcdCluster), wantReason ...string) *mistake {
+	return makeMistakeSaidWithin(t, prefix, edit, invalidReportTimeout, wantReason...)
+}
+
+// makeMistakeSaidWithin is makeMistake for a mistake that shows only after
+// a while: status.reason must name it within said.
+func makeMistakeSaidWithin(t *testing.T, prefix string, edit func(*api.EtcdCluster), said time.Duration, wantReason ...string) *mistake {
 	t.Helper()
 	m := &mistake{t: t, name: framework.UniqueName(prefix), pods: map[types.UID]string{}}
 	cl := framework.NewCluster(m.name, 1, "3.5.21")
 	edit(cl)
 	createCluster(t, cl)
-	m.waitReason("status.reason to name the mistake", wantReason...)
+	m.waitReason("status.reason to name the mistake", said, wantReason...)
 	return m
 }
 
 // waitReason waits until status.reason holds every part of want, counting
 // the pods seen meanwhile.
-func (m *mistake) waitReason(what string, want ...string) string {
+func (m *mistake) waitReason(what string, within time.Duration, want ...string) string {
 	m.t.Helper()
 	var reason string
-	err := framework.WaitFor(m.t.Context(), invalidReportTimeout, time.Second, what, func(ctx context.Context) (bool, string, error) {
+	err := framework.WaitFor(m.t.Context(), within, time.Second, what, func(ctx context.Context) (bool, string, error) {
 		m.see(ctx)
 		cl, err := f.GetCluster(ctx, opNS, m.name)
 		if err != nil {
@@ -154,4 +160,17 @@ func TestSeedOfAWrongImageHealsWithTheFixNotTheTimer(t *testing.T) {
 		cl.Spec.Repository = "localhost/no-such-etcd"
 	}, "Image")
 	m.fix(map[string]any{"repository": nil})
+}
+
+// TestWrongClusterDomainIsSaidAndHealsWithTheFix: a one-member cluster whose
+// spec.pod.ClusterDomain is not the Kubernetes cluster's. Its pod's check-dns
+// never resolves the member's name; status.reason says so, naming the name
+// and the field, once cluster DNS's cache of a name not found yet is past,
+// and fixing the domain makes the seed again at once.
+func TestWrongClusterDomainIsSaidAndHealsWithTheFix(t *testing.T) {
+	t.Parallel()
+	m := makeMistakeSaidWithin(t, "domain", func(cl *api.EtcdCluster) {
+		cl.Spec.Pod = &api.PodPolicy{ClusterDomain: ".cluster.wrong"}
+	}, 90*time.Second, "waits for its DNS name", ".cluster.wrong", "spec.pod.ClusterDomain")
+	m.fix(map[string]any{"pod": map[string]any{"ClusterDomain": nil}})
 }
