@@ -32,6 +32,9 @@ const (
 	eventDowngradeEnabled = "DowngradeEnabled"
 	// eventDisasterRecovery is a Warning: data may be lost.
 	eventDisasterRecovery = "DisasterRecovery"
+	// eventVersionNoLongerFixed is a Warning: the cluster runs an etcd
+	// minor version that etcd no longer fixes.
+	eventVersionNoLongerFixed = "VersionNoLongerFixed"
 )
 
 // podDeleteGracePeriod is the original's: a member removed from etcd has

@@ -450,3 +450,24 @@ func TestBadInputIsTold(t *testing.T) {
 		}
 	})
 }
+
+// TestVersionNoLongerFixedIsSaidOnce: a cluster on an etcd minor version that
+// etcd no longer fixes is run, with one Warning that says where to go next,
+// not one per pass.
+func TestVersionNoLongerFixedIsSaidOnce(t *testing.T) {
+	f := newFixture(t, newTestCluster(withSize(1), withVersion("3.4.23"), withPhase(api.ClusterPhaseNone)))
+	f.mustPass()
+	f.mustPass()
+	f.mustPass()
+	if n := countEvents(f.events(), "Warning VersionNoLongerFixed etcd 3.4 is no longer fixed upstream"); n != 1 {
+		t.Errorf("%d VersionNoLongerFixed events, want 1: %v", n, f.events())
+	}
+	if len(f.podActions()) == 0 {
+		t.Error("no seed made: a cluster on 3.4 is still run")
+	}
+	g := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone)))
+	g.mustPass()
+	if n := countEvents(g.events(), "Warning VersionNoLongerFixed"); n != 0 {
+		t.Errorf("a cluster on %s got %d VersionNoLongerFixed events", testVersion, n)
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 )
 
 // take records a version of the object, from the informer or from the
@@ -75,6 +77,12 @@ func (c *Cluster) acceptSpec(cl *api.EtcdCluster) {
 	}
 	if c.spec != nil && c.spec.Spec.Paused != cl.Spec.Paused {
 		c.log.Infof("spec.paused is now %v", cl.Spec.Paused)
+	}
+	if v, err := etcdversion.Parse(cl.WithDefaults().Spec.Version); err == nil && v.UpgradeAwayAdvice() != "" &&
+		(c.spec == nil || etcdversion.Normalize(c.spec.WithDefaults().Spec.Version) != v.String()) {
+		// Said once per version put in force, not at every pass: the
+		// cluster runs as asked.
+		c.tell(corev1.EventTypeWarning, eventVersionNoLongerFixed, v.UpgradeAwayAdvice())
 	}
 	c.spec = cl
 }

@@ -93,6 +93,7 @@ func ActionEvents() []Event {
 		{"Normal", eventNoSpaceDisarmed, "NOSPACE alarm disarmed: <why>", false},
 		{"Normal", eventDowngradeEnabled, "<what etcd's downgrade API was asked>", false},
 		{"Warning", eventDisasterRecovery, "<which member or backup the cluster is recovered from, and what may be lost>", false},
+		{"Warning", eventVersionNoLongerFixed, "etcd <minor> is no longer fixed upstream; ... set spec.version to a <next minor> release next", false},
 	}
 }
 

@@ -1,6 +1,9 @@
 package etcdversion
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Release is what the releases of one etcd minor version can do, as far as
 // the operator relies on it. A feature that arrived in a patch release is a
@@ -68,6 +71,22 @@ type Release struct {
 	// previous one through etcd's downgrade API (which drops the cluster
 	// version first; members are then moved one at a time).
 	Downgrade bool
+
+	// UpgradeAwayOnly: etcd no longer fixes this minor version. Clusters
+	// that run it are run, repaired and upgraded away from it; a new
+	// cluster on it is made, with a Warning that says where to go.
+	UpgradeAwayOnly bool
+	// Refused are the patch releases of this minor version that no cluster
+	// is made on and no member is moved to: a known defect of theirs loses
+	// or corrupts data. Clusters that run one already are run, and told to
+	// move off it.
+	Refused []Refusal
+}
+
+// Refusal is a range of patch releases the operator refuses, and why.
+type Refusal struct {
+	FromPatch, ToPatch int
+	Why                string
 }
 
 // Probes are the kinds of member probes.
@@ -118,28 +137,33 @@ func (p Patch) In(v Version) bool { return p != Never && v.Patch >= int(p) }
 var releases = []Release{
 	{
 		Major: 3, Minor: 2,
-		Probes: ProbeEtcdctl, Shell: true,
+		UpgradeAwayOnly: true,
+		Probes:          ProbeEtcdctl, Shell: true,
 		BumpRevision:                 Never,
 		ExperimentalCompactHashCheck: Never,
 		DefaultSnapshotCount:         100000, HealthWritesV2: true,
 	},
 	{
 		Major: 3, Minor: 3,
-		Probes: ProbeHealthTCP, Shell: true,
+		UpgradeAwayOnly: true,
+		Probes:          ProbeHealthTCP, Shell: true,
 		BumpRevision:       Never,
 		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckExperimental, ExperimentalCompactHashCheck: Never,
 		DefaultSnapshotCount: 100000, HealthWritesV2: true,
 	},
 	{
 		Major: 3, Minor: 4,
-		Learners: true,
-		Probes:   ProbeHealthTCP, Shell: true, ReadOnlyRootFilesystem: true,
+		UpgradeAwayOnly: true,
+		Learners:        true,
+		Probes:          ProbeHealthTCP, Shell: true, ReadOnlyRootFilesystem: true,
 		BumpRevision:       Never,
 		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckExperimental, ExperimentalCompactHashCheck: Never,
 		DefaultSnapshotCount: 100000, HealthWritesV2: true,
 	},
 	{
 		Major: 3, Minor: 5,
+		Refused: []Refusal{{FromPatch: 0, ToPatch: 2,
+			Why: "etcd 3.5.0 to 3.5.2 can leave members with different data after a crash (etcd's data inconsistency advisory, fixed in 3.5.3)"}},
 		Learners: true,
 		Probes:   ProbeHealth, ReadOnlyRootFilesystem: true,
 		Etcdutl: true, BumpRevision: 10,
@@ -191,6 +215,33 @@ func (v Version) Release() Release {
 func (v Version) Supported() bool {
 	oldest := releases[0]
 	return v.Major == oldest.Major && v.Minor >= oldest.Minor
+}
+
+// RefusedBecause says why the operator makes no cluster on v and moves no
+// member to it, "" when it does.
+func (v Version) RefusedBecause() string {
+	for _, r := range v.Release().Refused {
+		if v.Patch >= r.FromPatch && v.Patch <= r.ToPatch {
+			return r.Why
+		}
+	}
+	return ""
+}
+
+// Newest is the newest minor version the operator knows.
+func Newest() Version {
+	r := releases[len(releases)-1]
+	return New(r.Major, r.Minor, 0)
+}
+
+// UpgradeAwayAdvice says, for a version of a minor that etcd no longer
+// fixes, where its clusters should go: "" for a version fully supported.
+func (v Version) UpgradeAwayAdvice() string {
+	if !v.Release().UpgradeAwayOnly {
+		return ""
+	}
+	next := New(v.Major, v.Minor+1, 0)
+	return fmt.Sprintf("etcd %s is no longer fixed upstream; the operator runs and repairs it, and moves it on one minor version at a time: set spec.version to a %s release next", v.MinorString(), next.MinorString())
 }
 
 // Oldest is the first release of the oldest minor version the operator drives.

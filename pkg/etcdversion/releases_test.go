@@ -1,6 +1,7 @@
 package etcdversion
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -142,5 +143,36 @@ func TestReleasesAreOrderedMinorVersions(t *testing.T) {
 		if cur.Major != prev.Major || cur.Minor != prev.Minor+1 {
 			t.Errorf("row %d.%d follows %d.%d: rows are consecutive minor versions, oldest first", cur.Major, cur.Minor, prev.Major, prev.Minor)
 		}
+	}
+}
+
+func TestSupportPolicy(t *testing.T) {
+	tests := []struct {
+		version string
+		refused bool
+		advice  string
+	}{
+		{"3.2.13", false, "set spec.version to a 3.3 release next"},
+		{"3.4.23", false, "set spec.version to a 3.5 release next"},
+		{"3.5.0", true, ""},
+		{"3.5.2", true, ""},
+		{"3.5.3", false, ""},
+		{"3.5.21", false, ""},
+		{"3.6.0", false, ""},
+		{"3.7.3", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			v := mustParse(t, tt.version)
+			if got := v.RefusedBecause(); (got != "") != tt.refused {
+				t.Errorf("RefusedBecause = %q, want refused %v", got, tt.refused)
+			}
+			if got := v.UpgradeAwayAdvice(); tt.advice == "" && got != "" || !strings.Contains(got, tt.advice) {
+				t.Errorf("UpgradeAwayAdvice = %q, want %q in it", got, tt.advice)
+			}
+		})
+	}
+	if Newest() != New(3, 7, 0) {
+		t.Errorf("Newest = %s", Newest())
 	}
 }

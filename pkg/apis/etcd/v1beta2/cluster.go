@@ -8,9 +8,12 @@ import (
 const (
 	// DefaultRepository is where the etcd image is pulled from; the image tag is "v<version>".
 	DefaultRepository = "quay.io/coreos/etcd"
-	// DefaultEtcdVersion is the etcd version of a cluster whose spec names none.
-	// The original defaulted to 3.2.13, which no longer runs on current nodes.
-	DefaultEtcdVersion = "3.5.21"
+	// DefaultEtcdVersion is the etcd version of a new cluster whose spec names
+	// none: the newest patch release of the newest minor version with a year
+	// of patch releases behind it (docs/user-guide/versions.md says why). A
+	// cluster that runs already keeps the version it runs. The original
+	// defaulted to 3.2.13, which no longer runs on current nodes.
+	DefaultEtcdVersion = "3.6.16"
 	// DefaultBusyboxImage pins a glibc busybox: the uclibc nslookup of busybox:latest
 	// ignores the resolv.conf search list and the DNS init container never finishes.
 	DefaultBusyboxImage = "busybox:1.28.0-glibc"

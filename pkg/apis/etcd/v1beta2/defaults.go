@@ -35,7 +35,12 @@ func (c *EtcdCluster) WithDefaults() *EtcdCluster {
 		s.Repository = DefaultRepository
 	}
 	if s.Version == "" {
+		// A cluster made under an older default keeps the version it runs:
+		// a new operator's default is no upgrade nobody asked for.
 		s.Version = DefaultEtcdVersion
+		if c.Status.CurrentVersion != "" {
+			s.Version = c.Status.CurrentVersion
+		}
 	}
 	s.Version = etcdversion.Normalize(s.Version)
 	if s.Pod == nil {

@@ -9,6 +9,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// TestDefaultVersionIsForNewClustersOnly: a cluster without spec.version
+// that runs already keeps the version it runs when the operator's default
+// moves on.
+func TestDefaultVersionIsForNewClustersOnly(t *testing.T) {
+	running := &api.EtcdCluster{Spec: api.ClusterSpec{Size: 3}, Status: api.ClusterStatus{CurrentVersion: "3.5.21"}}
+	if v := running.WithDefaults().Spec.Version; v != "3.5.21" {
+		t.Errorf("a running cluster without spec.version goes to %s, want the 3.5.21 it runs", v)
+	}
+	if v := (&api.EtcdCluster{Spec: api.ClusterSpec{Size: 3}}).WithDefaults().Spec.Version; v != api.DefaultEtcdVersion {
+		t.Errorf("a new cluster without spec.version gets %s, want %s", v, api.DefaultEtcdVersion)
+	}
+	asked := &api.EtcdCluster{Spec: api.ClusterSpec{Size: 3, Version: "3.6.16"}, Status: api.ClusterStatus{CurrentVersion: "3.5.21"}}
+	if v := asked.WithDefaults().Spec.Version; v != "3.6.16" {
+		t.Errorf("spec.version 3.6.16 reads as %s", v)
+	}
+}
+
 func TestWithDefaults(t *testing.T) {
 	custom := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
 	tests := []struct {

@@ -143,7 +143,25 @@ func (c *EtcdCluster) Validate() error {
 		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), c.Name, MaxNameLength))
 	}
 	errs = append(errs, c.Spec.validate(field.NewPath("spec"))...)
+	errs = append(errs, c.refusedVersion()...)
 	return errs.ToAggregate()
+}
+
+// refusedVersion refuses a spec.version of a patch release with a known
+// defect that loses or corrupts data (etcdversion's refusals), unless the
+// cluster runs it already: such a cluster is still run and repaired, and
+// moved off it by a spec.version edit, rather than left alone.
+func (c *EtcdCluster) refusedVersion() field.ErrorList {
+	v, err := etcdversion.Parse(c.WithDefaults().Spec.Version)
+	if err != nil {
+		return nil
+	}
+	why := v.RefusedBecause()
+	if why == "" || etcdversion.Normalize(c.Status.CurrentVersion) == v.String() {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "version"),
+		fmt.Sprintf("etcd %s is refused for new clusters and version changes: %s; choose a later patch release", v, why))}
 }
 
 // ValidateUpdate checks a spec change of a cluster that already exists.

@@ -134,3 +134,40 @@ func TestBackupPathsStoresAccept(t *testing.T) {
 		})
 	}
 }
+
+func TestValidationRefusesPatchReleasesThatLoseData(t *testing.T) {
+	cluster := func(version, running string) *api.EtcdCluster {
+		return &api.EtcdCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: "example"},
+			Spec:       api.ClusterSpec{Size: 3, Version: version},
+			Status:     api.ClusterStatus{CurrentVersion: running},
+		}
+	}
+	tests := []struct {
+		name    string
+		cluster *api.EtcdCluster
+		old     *api.EtcdCluster
+		refused bool
+	}{
+		{name: "a new cluster on 3.5.1 is refused", cluster: cluster("3.5.1", ""), refused: true},
+		{name: "a new cluster on 3.5.3 is made", cluster: cluster("3.5.3", "")},
+		{name: "a cluster that runs 3.5.2 already is still run", cluster: cluster("v3.5.2", "3.5.2")},
+		{name: "a move from 3.5.21 to 3.5.0 is refused", cluster: cluster("3.5.0", "3.5.21"), old: cluster("3.5.21", "3.5.21"), refused: true},
+		{name: "a move from 3.5.2 to 3.5.21 is made", cluster: cluster("3.5.21", "3.5.2"), old: cluster("3.5.2", "3.5.2")},
+		{name: "a new cluster on 3.4, which etcd no longer fixes, is made", cluster: cluster("3.4.23", "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cluster.Validate()
+			if tt.old != nil {
+				err = tt.cluster.ValidateUpdate(tt.old)
+			}
+			switch {
+			case tt.refused && (err == nil || !strings.Contains(err.Error(), "data inconsistency advisory")):
+				t.Fatalf("err = %v, want the refusal and its reason", err)
+			case !tt.refused && err != nil:
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}
