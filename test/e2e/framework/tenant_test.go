@@ -2,9 +2,12 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -79,6 +82,40 @@ func TestTenantAPIServerOverEtcdRestartLosesNoAcknowledgedChange(t *testing.T) {
 	}
 }
 
+// A tenant apiserver reaches an etcd that requires client certificates with
+// the certificate, key and CA of the operator's client Secret.
+func TestTenantAPIServerOnEtcdWithClientTLS(t *testing.T) {
+	t.Parallel()
+	pki := etcdtest.NewPKI(t)
+	etcd := startEtcdProcessWith(t, &pki)
+	tenant, err := StartTenantAPIServer(t.Context(), TenantAPIServer{
+		Endpoints:  []string{etcd.clientURL},
+		ClientCert: pki.ClientCert, ClientKey: pki.ClientKey, CA: pki.CA,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tenant.Stop() })
+
+	r, err := RunTenantLoad(t.Context(), tenant.Config, TenantLoad{Scenario: "client-tls", Duration: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TENANT client-tls: %s", r)
+	if !r.Passed() || r.Acked == 0 {
+		t.Errorf("the tenant over client TLS: %s\n%s", r, strings.Join(r.Examples, "\n"))
+	}
+}
+
+// A tenant given only part of the client Secret is refused before it starts,
+// with the files it lacks named.
+func TestTenantAPIServerWithPartOfTheClientSecretIsRefused(t *testing.T) {
+	_, err := StartTenantAPIServer(t.Context(), TenantAPIServer{Endpoints: []string{"https://127.0.0.1:2379"}, CA: []byte("ca")})
+	if err == nil || !strings.Contains(err.Error(), "etcd client TLS needs") {
+		t.Errorf("a tenant with the CA alone: %v, want the files it lacks named", err)
+	}
+}
+
 // startTenant starts a tenant apiserver on endpoint, stopped when the test
 // ends, its log kept in the test's output if the test fails.
 func startTenant(t *testing.T, endpoint string) *Tenant {
@@ -116,9 +153,20 @@ type etcdProcess struct {
 	cmd                *exec.Cmd
 	log                *etcdtest.Output
 	done               chan struct{}
+	// pki, when set, makes etcd serve clients over TLS and require their
+	// certificates, as the operator's members do with client TLS.
+	pki    *etcdtest.PKI
+	pkiDir string
 }
 
 func startEtcdProcess(t *testing.T) *etcdProcess {
+	t.Helper()
+	return startEtcdProcessWith(t, nil)
+}
+
+// startEtcdProcessWith starts an etcd serving clients with pki's server
+// certificate, or plain http when pki is nil.
+func startEtcdProcessWith(t *testing.T, pki *etcdtest.PKI) *etcdProcess {
 	t.Helper()
 	dir := etcdtest.BinDir35(t, "the tenant apiserver tests run etcd 3.5 as a process", "etcd")
 	ports := etcdtest.FreePorts(t, 2)
@@ -128,6 +176,16 @@ func startEtcdProcess(t *testing.T) *etcdProcess {
 		dir:       filepath.Join(t.TempDir(), "etcd"),
 		clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		pki:       pki,
+	}
+	if pki != nil {
+		e.clientURL = strings.Replace(e.clientURL, "http://", "https://", 1)
+		e.pkiDir = t.TempDir()
+		for name, data := range map[string][]byte{"ca.crt": pki.CA, "server.crt": pki.ServerCert, "server.key": pki.ServerKey} {
+			if err := os.WriteFile(filepath.Join(e.pkiDir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	t.Cleanup(e.kill)
 	if err := e.start(); err != nil {
@@ -144,6 +202,12 @@ func (e *etcdProcess) start() error {
 		"--listen-client-urls="+e.clientURL, "--advertise-client-urls="+e.clientURL,
 		"--listen-peer-urls="+e.peerURL, "--initial-advertise-peer-urls="+e.peerURL,
 		"--initial-cluster=tenant="+e.peerURL, "--log-level=warn")
+	if e.pki != nil {
+		e.cmd.Args = append(e.cmd.Args, "--client-cert-auth",
+			"--trusted-ca-file="+filepath.Join(e.pkiDir, "ca.crt"),
+			"--cert-file="+filepath.Join(e.pkiDir, "server.crt"),
+			"--key-file="+filepath.Join(e.pkiDir, "server.key"))
+	}
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", e.bin, err)
@@ -155,6 +219,13 @@ func (e *etcdProcess) start() error {
 		close(done)
 	}()
 	client := &http.Client{Timeout: 2 * time.Second}
+	if e.pki != nil {
+		tr, err := e.clientTransport()
+		if err != nil {
+			return err
+		}
+		client.Transport = tr
+	}
 	return WaitFor(e.t.Context(), 30*time.Second, 100*time.Millisecond, "etcd to serve at "+e.clientURL, func(ctx context.Context) (bool, string, error) {
 		select {
 		case <-done:
@@ -173,6 +244,17 @@ func (e *etcdProcess) start() error {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, string(body), nil
 	})
+}
+
+// clientTransport presents the PKI's client certificate and trusts its CA.
+func (e *etcdProcess) clientTransport() (*http.Transport, error) {
+	cert, err := tls.X509KeyPair(e.pki.ClientCert, e.pki.ClientKey)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.pki.CA)
+	return &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}, nil
 }
 
 // kill ends etcd at once, as a crash does; killing a dead one is a no-op.
