@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -30,11 +34,23 @@ type tenantLoadRun struct {
 
 // startTenant starts a tenant apiserver on the cluster name in opNS, stopped
 // when the test ends; its log is kept in the test's output if the test fails.
+// With client TLS (s.CA set) it connects through a loopback forward to the
+// client Service, since the server certificate names 127.0.0.1 but not the
+// Service's cluster IP.
 func startTenant(t *testing.T, name string, s framework.TenantAPIServer) *framework.Tenant {
 	t.Helper()
-	endpoint, err := f.ClientServiceURL(t.Context(), opNS, name, len(s.CA) > 0)
+	secure := len(s.CA) > 0
+	endpoint, err := f.ClientServiceURL(t.Context(), opNS, name, secure)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if secure {
+		fwd, err := framework.ForwardLoopback(strings.TrimPrefix(endpoint, "https://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fwd.Close)
+		endpoint = "https://" + fwd.Addr
 	}
 	s.Endpoints = []string{endpoint}
 	tenant, err := framework.StartTenantAPIServer(t.Context(), s)
@@ -140,5 +156,33 @@ func TestTenantControlPlaneThroughMemberAndLeaderKill(t *testing.T) {
 	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "member-and-leader-kill", Duration: d})
 	pause(t, loadLead)
 	killFollowerThenLeader(t, name, false)
+	judgeTenantLoad(t, load, d+3*time.Minute)
+}
+
+func TestTenantControlPlaneOverClientTLSThroughMemberAndLeaderKill(t *testing.T) {
+	t.Parallel()
+	name := framework.UniqueName("tenant-tls")
+	secrets := createTLSSecrets(t, opNS, name)
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
+		Member:         &api.MemberSecret{PeerSecret: secrets.peer, ServerSecret: secrets.server},
+		OperatorSecret: secrets.client,
+	}}
+	createCluster(t, cl)
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	client, err := f.Kube.CoreV1().Secrets(opNS).Get(t.Context(), secrets.client, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := startTenant(t, name, framework.TenantAPIServer{
+		ClientCert: client.Data[etcdutil.SecretClientCert],
+		ClientKey:  client.Data[etcdutil.SecretClientKey],
+		CA:         client.Data[etcdutil.SecretClientCA],
+	})
+
+	const d = 90 * time.Second
+	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "tls-member-and-leader-kill", Duration: d})
+	pause(t, loadLead)
+	killFollowerThenLeader(t, name, true)
 	judgeTenantLoad(t, load, d+3*time.Minute)
 }
