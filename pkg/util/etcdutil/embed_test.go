@@ -5,12 +5,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -314,39 +311,8 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
-	caKey := newKey(t)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "etcdutil test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("create CA: %v", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatalf("parse CA: %v", err)
-	}
-	var p testPKI
-	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	p.serverCertPEM, p.serverKeyPEM = issue(t, ca, caKey, &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "etcd server"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	})
-	p.clientCertPEM, p.clientKeyPEM = issue(t, ca, caKey, &x509.Certificate{
-		SerialNumber: big.NewInt(3),
-		Subject:      pkix.Name{CommonName: "etcd-operator"},
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-	return p
+	p := etcdtest.NewPKI(t)
+	return testPKI{caPEM: p.CA, serverCertPEM: p.ServerCert, serverKeyPEM: p.ServerKey, clientCertPEM: p.ClientCert, clientKeyPEM: p.ClientKey}
 }
 
 func newKey(t *testing.T) *ecdsa.PrivateKey {

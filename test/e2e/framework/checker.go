@@ -258,12 +258,9 @@ func (f *Framework) StartLocalChecker(ctx context.Context, p CheckerPod) (*Local
 	if p.Settle == 0 {
 		p.Settle = 4 * time.Minute
 	}
-	svc, err := f.Kube.CoreV1().Services(p.Namespace).Get(ctx, p.Cluster+"-client", metav1.GetOptions{})
+	endpoint, err := f.ClientServiceURL(ctx, p.Namespace, p.Cluster, false)
 	if err != nil {
-		return nil, fmt.Errorf("the client service of %s: %w", p.Cluster, err)
-	}
-	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		return nil, fmt.Errorf("the client service of %s has no cluster IP", p.Cluster)
+		return nil, err
 	}
 	c := &LocalChecker{done: make(chan struct{})}
 	logger := logrus.New()
@@ -274,7 +271,7 @@ func (f *Framework) StartLocalChecker(ctx context.Context, p CheckerPod) (*Local
 	runCtx, stop := context.WithCancel(ctx)
 	c.stop = stop
 	cfg := checker.Config{
-		Endpoints: []string{fmt.Sprintf("http://%s:2379", svc.Spec.ClusterIP)},
+		Endpoints: []string{endpoint},
 		Duration:  p.Duration,
 		Settle:    p.Settle,
 		Rate:      p.Rate,
@@ -295,6 +292,24 @@ func (f *Framework) StartLocalChecker(ctx context.Context, p CheckerPod) (*Local
 		log.WithField("result", c.res.String()).Info("checked")
 	}()
 	return c, nil
+}
+
+// ClientServiceURL is the client URL of the cluster's client Service at its
+// cluster IP: how a client on the host, off the cluster's DNS, reaches the
+// cluster through the node's kube-proxy rules.
+func (f *Framework) ClientServiceURL(ctx context.Context, ns, cluster string, secure bool) (string, error) {
+	svc, err := f.Kube.CoreV1().Services(ns).Get(ctx, cluster+"-client", metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the client service of %s: %w", cluster, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "", fmt.Errorf("the client service of %s has no cluster IP", cluster)
+	}
+	scheme := "http"
+	if secure {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s:2379", scheme, svc.Spec.ClusterIP), nil
 }
 
 // Wait waits for the run to end and returns its result and its log.

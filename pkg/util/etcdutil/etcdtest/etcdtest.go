@@ -19,25 +19,41 @@ import (
 // cluster's (hack/local-cluster/lib.sh, ETCD_BUILT_VERSIONS).
 const Version36 = "3.6.6"
 
+// Version35 is the etcd 3.5 release the operator's clusters run in the e2e
+// suite, which `make unit` builds too (hack/etcd-binaries.sh 3.5.21) for the
+// tests that need a 3.5 server as a process, one they can kill and start again.
+const Version35 = "3.5.21"
+
 // BinDir36 is the directory holding etcd 3.6's tools: $ETCD_BIN_DIR_3_6 (make
 // unit and the local cluster's env file set it), else the local cluster's
 // binary cache. A tool missing there fails the test, saying what needed it
 // (why) and how to get it.
 func BinDir36(t testing.TB, why string, tools ...string) string {
 	t.Helper()
-	dir := os.Getenv("ETCD_BIN_DIR_3_6")
+	return binDir(t, "ETCD_BIN_DIR_3_6", Version36, why, tools)
+}
+
+// BinDir35 is BinDir36 for etcd 3.5: $ETCD_BIN_DIR_3_5, else the cache.
+func BinDir35(t testing.TB, why string, tools ...string) string {
+	t.Helper()
+	return binDir(t, "ETCD_BIN_DIR_3_5", Version35, why, tools)
+}
+
+func binDir(t testing.TB, env, version, why string, tools []string) string {
+	t.Helper()
+	dir := os.Getenv(env)
 	if dir == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")
 		if cache == "" {
 			home, _ := os.UserHomeDir()
 			cache = filepath.Join(home, ".cache")
 		}
-		dir = filepath.Join(cache, "etcd-operator-local", "bin", "etcd-v"+Version36)
+		dir = filepath.Join(cache, "etcd-operator-local", "bin", "etcd-v"+version)
 	}
 	for _, tool := range tools {
 		if _, err := os.Stat(filepath.Join(dir, tool)); err != nil {
-			t.Fatalf("%s, and %s is missing: run `bash hack/etcd-binaries.sh` (make unit does) or set ETCD_BIN_DIR_3_6",
-				why, filepath.Join(dir, tool))
+			t.Fatalf("%s, and %s is missing: run `bash hack/etcd-binaries.sh %s` (make unit does) or set %s",
+				why, filepath.Join(dir, tool), version, env)
 		}
 	}
 	return dir

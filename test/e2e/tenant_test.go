@@ -1,0 +1,188 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// A Kubernetes control plane is etcd's most demanding client: its watch
+// cache lists and watches everything, its writes are transactions on
+// resourceVersions, and its controllers act on what the watches deliver. These
+// tests run a real kube-apiserver (a tenant control plane) on a cluster of the
+// operator's while its members are killed, and a workload of writers and an
+// informer on the tenant: every change the tenant acknowledged must reach the
+// informer, in order.
+//
+// The tenant apiserver runs in this test's host, not in a pod: it reaches the
+// cluster through the client Service's cluster IP, as the local checker does.
+
+// tenantLoadRun is a tenant workload running in the background.
+type tenantLoadRun struct {
+	done chan struct{}
+	res  framework.TenantResult
+	err  error
+}
+
+// startTenant starts a tenant apiserver on the cluster name in opNS, stopped
+// when the test ends; its log is kept in the test's output if the test fails.
+// With client TLS (s.CA set) it connects through a loopback forward to the
+// client Service, since the server certificate names 127.0.0.1 but not the
+// Service's cluster IP.
+func startTenant(t *testing.T, name string, s framework.TenantAPIServer) *framework.Tenant {
+	t.Helper()
+	secure := len(s.CA) > 0
+	endpoint, err := f.ClientServiceURL(t.Context(), opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secure {
+		fwd, err := framework.ForwardLoopback(strings.TrimPrefix(endpoint, "https://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fwd.Close)
+		endpoint = "https://" + fwd.Addr
+	}
+	s.Endpoints = []string{endpoint}
+	tenant, err := framework.StartTenantAPIServer(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tenant apiserver at %s on %s, etcd prefix %s", tenant.Config.Host, endpoint, tenant.Prefix)
+	t.Cleanup(func() {
+		tail := tenant.Stop()
+		if t.Failed() {
+			t.Logf("tenant kube-apiserver log (tail):\n%s", tail)
+		}
+	})
+	return tenant
+}
+
+// startTenantLoad runs the workload l on tenant in the background.
+func startTenantLoad(t *testing.T, tenant *framework.Tenant, l framework.TenantLoad) *tenantLoadRun {
+	t.Helper()
+	run := &tenantLoadRun{done: make(chan struct{})}
+	go func() {
+		defer close(run.done)
+		run.res, run.err = framework.RunTenantLoad(t.Context(), tenant.Config, l)
+	}()
+	return run
+}
+
+// judgeTenantLoad waits for the workload, logs its figures, and fails the test
+// unless every acknowledged change reached the informer in order.
+func judgeTenantLoad(t *testing.T, run *tenantLoadRun, timeout time.Duration) framework.TenantResult {
+	t.Helper()
+	select {
+	case <-run.done:
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	case <-time.After(timeout):
+		t.Fatalf("the tenant workload did not finish within %s", timeout)
+	}
+	if run.err != nil {
+		t.Fatalf("tenant workload: %v", run.err)
+	}
+	r := run.res
+	t.Logf("TENANT %s: %s", r.Scenario, r)
+	if !r.Passed() {
+		t.Errorf("%s: the tenant's informer does not show what its apiserver acknowledged: %s\n%s", r.Scenario, r, strings.Join(r.Examples, "\n"))
+	}
+	if r.Acked == 0 {
+		t.Errorf("%s: the tenant acknowledged no write", r.Scenario)
+	}
+	return r
+}
+
+// killFollowerThenLeader kills a follower's pod and waits until the cluster
+// has three ready members again without it, then does the same to the
+// leader's pod.
+func killFollowerThenLeader(t *testing.T, name string, secure bool) {
+	t.Helper()
+	ctx := t.Context()
+	leader, err := f.Leader(ctx, opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := f.MemberList(ctx, opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := ""
+	for _, m := range members {
+		if m.ID != leader.ID && !m.IsLearner {
+			follower = m.Name
+			break
+		}
+	}
+	if follower == "" {
+		t.Fatalf("no follower among %+v", members)
+	}
+	if err := f.KillPod(ctx, opNS, follower); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the follower %s", follower)
+	waitReady(t, opNS, name, 3, changeTimeout, follower)
+
+	// The leader may have changed while the follower came back.
+	leader, err = f.Leader(ctx, opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.KillPod(ctx, opNS, leader.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the leader %s", leader.Name)
+	waitReady(t, opNS, name, 3, changeTimeout, leader.Name)
+}
+
+func TestTenantControlPlaneThroughMemberAndLeaderKill(t *testing.T) {
+	t.Parallel()
+	name := framework.UniqueName("tenant")
+	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	tenant := startTenant(t, name, framework.TenantAPIServer{})
+
+	const d = 90 * time.Second
+	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "member-and-leader-kill", Duration: d})
+	pause(t, loadLead)
+	killFollowerThenLeader(t, name, false)
+	judgeTenantLoad(t, load, d+3*time.Minute)
+}
+
+func TestTenantControlPlaneOverClientTLSThroughMemberAndLeaderKill(t *testing.T) {
+	t.Parallel()
+	name := framework.UniqueName("tenant-tls")
+	secrets := createTLSSecrets(t, opNS, name)
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
+		Member:         &api.MemberSecret{PeerSecret: secrets.peer, ServerSecret: secrets.server},
+		OperatorSecret: secrets.client,
+	}}
+	createCluster(t, cl)
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	client, err := f.Kube.CoreV1().Secrets(opNS).Get(t.Context(), secrets.client, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := startTenant(t, name, framework.TenantAPIServer{
+		ClientCert: client.Data[etcdutil.SecretClientCert],
+		ClientKey:  client.Data[etcdutil.SecretClientKey],
+		CA:         client.Data[etcdutil.SecretClientCA],
+	})
+
+	const d = 90 * time.Second
+	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "tls-member-and-leader-kill", Duration: d})
+	pause(t, loadLead)
+	killFollowerThenLeader(t, name, true)
+	judgeTenantLoad(t, load, d+3*time.Minute)
+}
