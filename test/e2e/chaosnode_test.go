@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,11 @@ func judged(t *testing.T, scenario string, c checkerRun, wait, recovery time.Dur
 	res.Scenario = scenario
 	writeChaosResult(t, res)
 	t.Logf("CHAOS %s: %s recovery=%.1fs", scenario, r, recovery.Seconds())
+	if r.WatchRestarts > 0 {
+		// Where the watch stalled and what it had: the trail of a stall,
+		// which a watch made again hides from the figures.
+		t.Logf("%s: the checker's watch:\n%s", scenario, linesAbout(log, "the watch"))
+	}
 	switch {
 	case err != nil:
 		t.Fatalf("%s: %v\nchecker log:\n%s", scenario, err, lastLines(log, 40))
@@ -58,6 +64,17 @@ func judged(t *testing.T, scenario string, c checkerRun, wait, recovery time.Dur
 		t.Errorf("%s: the clients' history fails: %s (read-back error %q)\nchecker log:\n%s", scenario, r, r.ReadBackErr, lastLines(log, 40))
 	}
 	return r
+}
+
+// linesAbout are the lines of log that mention what.
+func linesAbout(log, what string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, what) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // checkerWait is how long a checker of a workload of d may take: its read-back
