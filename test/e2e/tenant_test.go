@@ -186,3 +186,44 @@ func TestTenantControlPlaneOverClientTLSThroughMemberAndLeaderKill(t *testing.T)
 	killFollowerThenLeader(t, name, true)
 	judgeTenantLoad(t, load, d+3*time.Minute)
 }
+
+// TestTenantControlPlaneThroughScaleUpgradeAndDefrag: the day-2 changes a
+// platform team makes under a hosted control plane: scale 3 → 5 → 3, a
+// rolling upgrade across minor versions (3.5 → 3.6), and a defragmentation
+// of every member. The tenant's informer must show every change its
+// apiserver acknowledged, in order.
+func TestTenantControlPlaneThroughScaleUpgradeAndDefrag(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("tenant-day2")
+	const from, to = "3.5.35", "3.6.16"
+	createCluster(t, framework.NewCluster(name, 3, from))
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	tenant := startTenant(t, name, framework.TenantAPIServer{})
+
+	const d = 150 * time.Second
+	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "scale-upgrade-defrag", Duration: d})
+	pause(t, loadLead)
+	for _, size := range []int{5, 3} {
+		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"size": size}); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, opNS, name, size, changeTimeout)
+		t.Logf("scaled to %d", size)
+	}
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": to}); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, upgradeTimeout, framework.Poll, "every member on "+to+" and ready",
+		framework.Both(f.PodsOnImage(opNS, name, framework.EtcdImage(to), 3), f.ReadyMembers(opNS, name, 3), currentVersion(opNS, name, to)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("upgraded to %s", to)
+	out, err := f.Etcdctl(ctx, opNS, name, false, "defrag", "--cluster")
+	if err != nil {
+		t.Fatalf("defragment every member: %v\n%s", err, out)
+	}
+	t.Logf("defragmented every member:\n%s", out)
+	judgeTenantLoad(t, load, d+3*time.Minute)
+}
