@@ -62,7 +62,16 @@ func parseCron(schedule string) (cron.Schedule, error) {
 	case strings.HasPrefix(s, "@every"):
 		return nil, errors.New("repeats by a fixed interval: that is backupIntervalInSecond")
 	}
-	return backupScheduleParser.Parse(s)
+	spec, err := backupScheduleParser.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	// From a fixed time, so that validation gives the same answer every day;
+	// the library looks five years ahead, which finds every February 29th.
+	if spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
+		return nil, errors.New("names a day that never comes, like February 30th")
+	}
+	return spec, nil
 }
 
 // LoadTimeZone finds an IANA time zone; "" and "UTC" are UTC. "Local" is refused:

@@ -81,6 +81,8 @@ func TestBackupPolicyValidation(t *testing.T) {
 		{"six fields", api.BackupPolicy{Schedule: "0 0 */6 * * *"}, api.BackupScheduleMessage + ": expected exactly 5 fields"},
 		{"a minute out of range", api.BackupPolicy{Schedule: "61 * * * *"}, "spec.backupPolicy.schedule: Invalid value: \"61 * * * *\": " + api.BackupScheduleMessage},
 		{"words, not a schedule", api.BackupPolicy{Schedule: "every six hours"}, api.BackupScheduleMessage},
+		{"a day that never comes", api.BackupPolicy{Schedule: "0 0 30 2 *"}, "names a day that never comes"},
+		{"February 29th comes", api.BackupPolicy{Schedule: "0 0 29 2 *"}, ""},
 		{"@every is the interval's job", api.BackupPolicy{Schedule: "@every 6h"}, "backupIntervalInSecond"},
 		{"a time zone inside the schedule", api.BackupPolicy{Schedule: "CRON_TZ=Europe/Berlin 0 3 * * *"}, "names its time zone in timeZone"},
 		{"an unknown time zone", api.BackupPolicy{Schedule: "@daily", TimeZone: "Mars/Olympus_Mons"},
