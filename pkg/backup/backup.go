@@ -13,9 +13,14 @@ type Job struct {
 	Bucket string
 	// Key is the object key of a one-shot backup, and the base name of periodic ones.
 	Key string
-	// Periodic names the object "<Key>_v<revision>_<time>" and prunes to MaxBackups.
+	// Periodic names the object "<Key>_v<revision>_<time>" and prunes the
+	// older ones by MaxBackups and Tiers (Retention).
 	Periodic   bool
 	MaxBackups int
+	// Tiers, if set, keep the newest backup of the latest hours, days, weeks
+	// and months, read in Location (nil is UTC).
+	Tiers    *Tiers
+	Location *time.Location
 	// Codec compresses and encrypts the snapshot; the zero Codec stores etcd's bytes.
 	Codec Codec
 	// Now is the clock for periodic names; nil means time.Now.
@@ -65,8 +70,9 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 			return res, nil
 		}
 	}
-	if job.Periodic && job.MaxBackups > 0 {
-		res.Pruned, res.PruneErr = Prune(ctx, job.Store, job.Key, job.MaxBackups)
+	if job.Periodic {
+		r := Retention{MaxBackups: job.MaxBackups, Tiers: job.Tiers, Location: job.Location}
+		res.Pruned, res.PruneErr = Prune(ctx, job.Store, job.Key, r)
 	}
 	return res, nil
 }

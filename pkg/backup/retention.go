@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,7 +59,36 @@ func parsePeriodicKey(base, key string) (periodicBackup, bool) {
 // were deleted once the revision gained a digit. Keys that are not periodic backups
 // of base, including base itself, are never returned. keep <= 0 keeps everything.
 func Expired(base string, keys []string, keep int) []string {
-	if keep <= 0 {
+	return Retention{MaxBackups: keep}.Expired(base, keys)
+}
+
+// Tiers are how many of the latest hours, days, weeks (ISO, Monday to Sunday)
+// and months that hold a backup keep their newest one. Counting periods that
+// hold a backup, rather than the periods before now, means a pause in the
+// backups (etcd down for a week) never deletes what was taken before it.
+type Tiers struct {
+	Hourly, Daily, Weekly, Monthly int
+}
+
+// Retention says which periodic backups of one base stay.
+type Retention struct {
+	// MaxBackups > 0 keeps the newest MaxBackups by (revision, time); 0 keeps
+	// all, unless Tiers is set.
+	MaxBackups int
+	// Tiers, if set, keep the newest backup of each period they count, and
+	// the newest backup of all. With MaxBackups too, a backup either keeps
+	// stays: deleting needs both rules to agree.
+	Tiers *Tiers
+	// Location is the zone periods are read in; nil is UTC.
+	Location *time.Location
+}
+
+// Expired returns the periodic backups of base among keys that r does not keep,
+// newest first. Keys that are not periodic backups of base, including base
+// itself, are never returned. It reads nothing but the names, so the same
+// names give the same answer on every run and after every restart.
+func (r Retention) Expired(base string, keys []string) []string {
+	if r.MaxBackups <= 0 && r.Tiers == nil {
 		return nil
 	}
 	var found []periodicBackup
@@ -67,11 +97,35 @@ func Expired(base string, keys []string, keep int) []string {
 			found = append(found, b)
 		}
 	}
-	if len(found) <= keep {
-		return nil
+	kept := map[string]bool{}
+	byRevision(found)
+	if r.MaxBackups > 0 {
+		for _, b := range found[:min(r.MaxBackups, len(found))] {
+			kept[b.key] = true
+		}
 	}
-	sort.Slice(found, func(i, j int) bool {
-		a, b := found[i], found[j]
+	if r.Tiers != nil {
+		loc := r.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		for _, k := range r.Tiers.keep(found, loc) {
+			kept[k] = true
+		}
+	}
+	var out []string
+	for _, b := range found {
+		if !kept[b.key] {
+			out = append(out, b.key)
+		}
+	}
+	return out
+}
+
+// byRevision sorts newest first by (revision, time, key).
+func byRevision(bs []periodicBackup) {
+	sort.Slice(bs, func(i, j int) bool {
+		a, b := bs[i], bs[j]
 		if a.revision != b.revision {
 			return a.revision > b.revision
 		}
@@ -80,17 +134,50 @@ func Expired(base string, keys []string, keep int) []string {
 		}
 		return a.key > b.key
 	})
-	var out []string
-	for _, b := range found[keep:] {
-		out = append(out, b.key)
-	}
-	return out
 }
 
-// Prune deletes the periodic backups of base beyond the newest keep. It tries every
-// deletion and reports all that failed, so one stuck object does not keep the others.
-func Prune(ctx context.Context, store Store, base string, keep int) (deleted []string, err error) {
-	if keep <= 0 {
+// keep returns the keys the tiers keep: the newest backup by time, and the
+// newest of each of the latest periods of each tier. Periods are read by the
+// time in the name, not the revision: they are calendar periods.
+func (t *Tiers) keep(bs []periodicBackup, loc *time.Location) []string {
+	byTime := slices.Clone(bs)
+	sort.SliceStable(byTime, func(i, j int) bool { return byTime[i].at.After(byTime[j].at) })
+	if len(byTime) == 0 {
+		return nil
+	}
+	keys := []string{byTime[0].key}
+	for _, tier := range []struct {
+		n      int
+		period func(time.Time) string
+	}{
+		// The hour carries its offset: the hour a daylight-saving change
+		// repeats is two hours, as it is on the clock.
+		{t.Hourly, func(at time.Time) string { return at.Format("2006-01-02T15 -0700") }},
+		{t.Daily, func(at time.Time) string { return at.Format("2006-01-02") }},
+		{t.Weekly, func(at time.Time) string { y, w := at.ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }},
+		{t.Monthly, func(at time.Time) string { return at.Format("2006-01") }},
+	} {
+		last, taken := "", 0
+		for _, b := range byTime {
+			if taken >= tier.n {
+				break
+			}
+			// Newest first, so the first backup of a period is its newest.
+			if p := tier.period(b.at.In(loc)); p != last {
+				keys = append(keys, b.key)
+				last, taken = p, taken+1
+			}
+		}
+	}
+	return keys
+}
+
+// Prune deletes the periodic backups of base that r does not keep. It tries
+// every deletion and reports all that failed, so one stuck object does not keep
+// the others. It lists only keys under base's periodic prefix, and deletes only
+// names of the shape PeriodicKey writes: nothing else in the bucket is touched.
+func Prune(ctx context.Context, store Store, base string, r Retention) (deleted []string, err error) {
+	if r.MaxBackups <= 0 && r.Tiers == nil {
 		return nil, nil
 	}
 	objs, err := store.List(ctx, periodicPrefix(base))
@@ -102,7 +189,7 @@ func Prune(ctx context.Context, store Store, base string, keep int) (deleted []s
 		keys[i] = o.Key
 	}
 	var errs []error
-	for _, k := range Expired(base, keys, keep) {
+	for _, k := range r.Expired(base, keys) {
 		if err := store.Delete(ctx, k); err != nil {
 			errs = append(errs, fmt.Errorf("delete %q: %w", k, err))
 			continue

@@ -192,7 +192,7 @@ func (s *memStore) keys() []string {
 func TestPruneDeletesOnlyExpiredPeriodicBackups(t *testing.T) {
 	const base = "b"
 	store := newMemStore(base, "b_v1_2024-01-01-00:00:00", "b_v2_2024-01-01-00:00:00", "b_v10_2024-01-01-00:00:00", "c_v1_2024-01-01-00:00:00")
-	deleted, err := Prune(context.Background(), store, base, 2)
+	deleted, err := Prune(context.Background(), store, base, Retention{MaxBackups: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestPruneDeletesOnlyExpiredPeriodicBackups(t *testing.T) {
 func TestPruneKeepsGoingPastAFailedDelete(t *testing.T) {
 	store := newMemStore("b_v1_2024-01-01-00:00:00", "b_v2_2024-01-01-00:00:00", "b_v3_2024-01-01-00:00:00")
 	store.failOn = "b_v2_2024-01-01-00:00:00"
-	deleted, err := Prune(context.Background(), store, "b", 1)
+	deleted, err := Prune(context.Background(), store, "b", Retention{MaxBackups: 1})
 	if err == nil || !strings.Contains(err.Error(), "b_v2_2024-01-01-00:00:00") {
 		t.Fatalf("error %v does not name the key that could not be deleted", err)
 	}
@@ -219,10 +219,125 @@ func TestPruneKeepsGoingPastAFailedDelete(t *testing.T) {
 
 func TestPruneWithKeepZeroDoesNotEvenList(t *testing.T) {
 	store := newMemStore("b_v1_2024-01-01-00:00:00")
-	if _, err := Prune(context.Background(), store, "b", 0); err != nil {
+	if _, err := Prune(context.Background(), store, "b", Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if store.listCalls != 0 {
 		t.Fatalf("listed %d times", store.listCalls)
+	}
+}
+
+// TestTieredRetention is the table of which backups tiered retention keeps:
+// backup times in, kept and deleted names out.
+func TestTieredRetention(t *testing.T) {
+	const base = "cluster/snap"
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// at names the backup taken at an RFC 3339 time; revisions grow with time.
+	at := func(s string) string {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return PeriodicKey(base, tm.Unix()/60, tm)
+	}
+	tests := []struct {
+		name       string
+		times      []string
+		maxBackups int
+		tiers      Tiers
+		loc        *time.Location
+		// deleted are the times whose backups go, newest first.
+		deleted []string
+	}{
+		{
+			name:    "no tiers keep only the newest backup",
+			times:   []string{"2024-01-01T10:00:00Z", "2024-01-01T11:00:00Z", "2024-01-01T12:00:00Z"},
+			deleted: []string{"2024-01-01T11:00:00Z", "2024-01-01T10:00:00Z"},
+		},
+		{
+			name: "hourly keeps the newest of each of the latest hours",
+			times: []string{
+				"2024-01-01T09:40:00Z",
+				"2024-01-01T10:00:00Z", "2024-01-01T10:20:00Z", "2024-01-01T10:40:00Z",
+				"2024-01-01T11:00:00Z", "2024-01-01T11:20:00Z", "2024-01-01T11:40:00Z",
+			},
+			tiers: Tiers{Hourly: 2},
+			deleted: []string{"2024-01-01T11:20:00Z", "2024-01-01T11:00:00Z",
+				"2024-01-01T10:20:00Z", "2024-01-01T10:00:00Z", "2024-01-01T09:40:00Z"},
+		},
+		{
+			name:    "days are read in the time zone: 23:30 and 00:30 in Berlin are two days",
+			times:   []string{"2024-01-01T21:30:00Z", "2024-01-01T22:30:00Z", "2024-01-01T23:30:00Z"},
+			tiers:   Tiers{Daily: 2},
+			loc:     berlin,
+			deleted: []string{"2024-01-01T21:30:00Z"},
+		},
+		{
+			name:    "the same times in UTC are one day",
+			times:   []string{"2024-01-01T21:30:00Z", "2024-01-01T22:30:00Z", "2024-01-01T23:30:00Z"},
+			tiers:   Tiers{Daily: 2},
+			deleted: []string{"2024-01-01T22:30:00Z", "2024-01-01T21:30:00Z"},
+		},
+		{
+			name:    "a pause in the backups does not delete the days before it",
+			times:   []string{"2024-01-01T03:00:00Z", "2024-01-02T03:00:00Z", "2024-01-03T03:00:00Z", "2024-01-20T03:00:00Z"},
+			tiers:   Tiers{Daily: 3},
+			deleted: []string{"2024-01-01T03:00:00Z"},
+		},
+		{
+			name: "weeks run Monday to Sunday",
+			// 2024-01-07 is a Sunday, 2024-01-08 a Monday.
+			times:   []string{"2024-01-06T03:00:00Z", "2024-01-07T03:00:00Z", "2024-01-08T03:00:00Z", "2024-01-09T03:00:00Z"},
+			tiers:   Tiers{Weekly: 2},
+			deleted: []string{"2024-01-08T03:00:00Z", "2024-01-06T03:00:00Z"},
+		},
+		{
+			name:    "months keep their last backup",
+			times:   []string{"2024-01-15T03:00:00Z", "2024-01-31T03:00:00Z", "2024-02-01T03:00:00Z", "2024-02-29T03:00:00Z", "2024-03-01T03:00:00Z"},
+			tiers:   Tiers{Monthly: 2},
+			deleted: []string{"2024-02-01T03:00:00Z", "2024-01-31T03:00:00Z", "2024-01-15T03:00:00Z"},
+		},
+		{
+			name: "tiers overlap: a backup kept by one tier counts in the others",
+			times: []string{"2023-12-31T03:00:00Z", "2024-01-30T03:00:00Z", "2024-01-31T03:00:00Z",
+				"2024-02-01T01:00:00Z", "2024-02-01T02:00:00Z", "2024-02-01T03:00:00Z"},
+			tiers:   Tiers{Hourly: 2, Daily: 2, Monthly: 3},
+			deleted: []string{"2024-02-01T01:00:00Z", "2024-01-30T03:00:00Z"},
+		},
+		{
+			name: "the hour the autumn change repeats is two hours",
+			// 00:10Z is 02:10 CEST, 01:10Z and 01:50Z are 02:10 and 02:50 CET.
+			times:   []string{"2024-10-27T00:10:00Z", "2024-10-27T01:10:00Z", "2024-10-27T01:50:00Z"},
+			tiers:   Tiers{Hourly: 2},
+			loc:     berlin,
+			deleted: []string{"2024-10-27T01:10:00Z"},
+		},
+		{
+			name:       "with maxBackups a backup either rule keeps stays",
+			times:      []string{"2024-01-01T03:00:00Z", "2024-01-02T03:00:00Z", "2024-01-02T09:00:00Z", "2024-01-02T15:00:00Z"},
+			maxBackups: 2,
+			tiers:      Tiers{Daily: 2},
+			deleted:    []string{"2024-01-02T03:00:00Z"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := []string{base, "other/snap_v1_2024-01-01-00:00:00", base + "_v1_notatime"}
+			for _, s := range tc.times {
+				keys = append(keys, at(s))
+			}
+			tiers := tc.tiers
+			got := Retention{MaxBackups: tc.maxBackups, Tiers: &tiers, Location: tc.loc}.Expired(base, keys)
+			var want []string
+			for _, s := range tc.deleted {
+				want = append(want, at(s))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("deleted (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

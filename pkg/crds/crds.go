@@ -439,11 +439,21 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 	endpoints.MinItems = ptr[int64](1)
 	props["etcdEndpoints"] = endpoints
 	props["storageType"] = enum(storageTypes...)
-	props["backupPolicy"] = object(map[string]schema{
+	props["backupPolicy"] = withRules(object(map[string]schema{
 		"timeoutInSecond":        withDescription(intRange(0, api.MaxBackupTimeoutInSecond), "Bound of one backup in seconds, at most a day; 0 means 60."),
 		"backupIntervalInSecond": withDescription(intRange(0, api.MaxBackupIntervalInSecond), "Seconds between backups, at most a year; 0 means one backup."),
 		"maxBackups":             withDescription(nonNegative(), "Periodic backups to keep; 0 keeps all."),
-	})
+		"schedule":               backupScheduleSchema(),
+		"timeZone": withRules(boundedStr(api.MaxTimeZoneLength), [2]string{matches(`^[A-Za-z0-9_+/-]*$`),
+			`must be an IANA time zone name like "Europe/Berlin"`}),
+		"retention": object(map[string]schema{
+			"hourly":  nonNegative(),
+			"daily":   nonNegative(),
+			"weekly":  nonNegative(),
+			"monthly": nonNegative(),
+		}),
+	}), [2]string{"!has(self.schedule) || self.schedule == '' || !has(self.backupIntervalInSecond) || self.backupIntervalInSecond == 0",
+		api.BackupScheduleOrIntervalMessage})
 	props["clientTLSSecret"] = secretName()
 	props["verify"] = object(map[string]schema{
 		"enabled": withDescription(boolean(), "Read stored backups back and prove they restore; default true for periodic backups, and for one-shot backups with a verify block."),
@@ -497,6 +507,15 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 			wide(column("Path", "string", ".status.backupPath")),
 			wide(column("Reason", "string", ".status.Reason")),
 		})
+}
+
+// backupScheduleSchema checks a schedule's shape: five fields or a shorthand.
+// CEL cannot parse cron, so a field out of range or an unknown time zone is
+// admitted and then refused by the backup operator in status.reason.
+func backupScheduleSchema() schema {
+	return withRules(boundedStr(api.MaxBackupScheduleLength), [2]string{
+		`self == '' || self.matches(r'^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches(r'^[^@=\s]+( +[^=\s]+){4}$')`,
+		api.BackupScheduleMessage})
 }
 
 // EtcdRestore is the definition of etcdrestores.etcd.database.coreos.com.

@@ -61,7 +61,7 @@ func (p *Plugin) BackupNow(ctx context.Context, namespace, name string, req Back
 		if pol := b.Spec.BackupPolicy; pol != nil {
 			// One-shot: no interval, no retention; the same time bound.
 			b.Spec.BackupPolicy = &api.BackupPolicy{TimeoutInSecond: pol.TimeoutInSecond}
-			if pol.BackupIntervalInSecond > 0 {
+			if from.Spec.IsPeriodic() {
 				setBackupPath(&b.Spec, func(path string) string { return path + "-" + stamp })
 			}
 		}
@@ -94,7 +94,7 @@ func (p *Plugin) backupToCopy(ctx context.Context, namespace, name, from string)
 	var periodic []*api.EtcdBackup
 	for i := range list.Items {
 		b := &list.Items[i]
-		if b.Spec.BackupPolicy != nil && b.Spec.BackupPolicy.BackupIntervalInSecond > 0 && backsUpCluster(b, cluster) {
+		if b.Spec.IsPeriodic() && backsUpCluster(b, cluster) {
 			periodic = append(periodic, b)
 		}
 	}

@@ -261,6 +261,9 @@ func TestBackupNow(t *testing.T) {
 	oneShot := nightly.DeepCopy()
 	oneShot.Name, oneShot.Spec.BackupPolicy = "before-upgrade", nil
 	oneShot.Spec.S3.Path = "bucket/before-upgrade.db"
+	scheduled := nightly.DeepCopy()
+	scheduled.Spec.BackupPolicy = &api.BackupPolicy{Schedule: "0 2 * * *", TimeZone: "Europe/Berlin",
+		Retention: &api.BackupRetention{Daily: 7}, TimeoutInSecond: 120}
 
 	tests := []struct {
 		name     string
@@ -270,6 +273,9 @@ func TestBackupNow(t *testing.T) {
 		err      string
 	}{
 		{"the cluster's periodic backup is copied as a one-shot, its path dated", []runtime.Object{nightly, otherNightly}, BackupRequest{},
+			api.BackupSpec{ClusterName: "example", StorageType: api.BackupStorageTypeS3, BackupPolicy: &api.BackupPolicy{TimeoutInSecond: 120},
+				BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "bucket/example-20261128-133005", AWSSecret: "aws"}}, Compression: "zstd"}, ""},
+		{"a scheduled backup is the cluster's periodic one, copied without its schedule", []runtime.Object{scheduled, otherNightly}, BackupRequest{},
 			api.BackupSpec{ClusterName: "example", StorageType: api.BackupStorageTypeS3, BackupPolicy: &api.BackupPolicy{TimeoutInSecond: 120},
 				BackupSource: api.BackupSource{S3: &api.S3BackupSource{Path: "bucket/example-20261128-133005", AWSSecret: "aws"}}, Compression: "zstd"}, ""},
 		{"a periodic backup found by its endpoints", []runtime.Object{byEndpoint}, BackupRequest{},

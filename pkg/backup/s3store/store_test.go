@@ -165,7 +165,7 @@ func TestPruneOverS3KeepsTheOneShotObject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := backup.Prune(ctx, store, "c/snap", 2); err != nil {
+	if _, err := backup.Prune(ctx, store, "c/snap", backup.Retention{MaxBackups: 2}); err != nil {
 		t.Fatal(err)
 	}
 	objs, err := store.List(ctx, "c/")

@@ -82,8 +82,16 @@ func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup, verify bool) 
 		Periodic: spec.IsPeriodic(),
 		Now:      b.Now,
 	}
-	if spec.BackupPolicy != nil {
-		job.MaxBackups = spec.BackupPolicy.MaxBackups
+	if pol := spec.BackupPolicy; pol != nil {
+		job.MaxBackups = pol.MaxBackups
+		if t := pol.Retention; t != nil {
+			job.Tiers = &backup.Tiers{Hourly: t.Hourly, Daily: t.Daily, Weekly: t.Weekly, Monthly: t.Monthly}
+		}
+		// The controller validated the spec; an error here is a bug, and
+		// pruning in the wrong zone must not be its price.
+		if job.Location, err = api.LoadTimeZone(pol.TimeZone); err != nil {
+			return nil, failure.Permanent(fmt.Errorf("spec.backupPolicy.timeZone: %w", err))
+		}
 	}
 	job.Verify, job.VerifyDir = verify, b.VerifyDir
 	res, err := backup.Run(tctx, job)

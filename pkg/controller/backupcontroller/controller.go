@@ -128,8 +128,12 @@ type runner struct {
 	spec api.BackupSpec
 	// stored counts the backups this runner stored; only its goroutine uses it.
 	stored int64
-	cancel context.CancelFunc
-	done   chan struct{}
+	// lastRun is, for a schedule, the start of the last successful backup, or
+	// the time the schedule counts from. Its goroutine writes it; the next
+	// runner reads it once this one has returned.
+	lastRun time.Time
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // New wires the event handlers; nothing runs until Run.
@@ -323,13 +327,18 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 		return nil
 	}
 	c.stopRunner(key)
+	var lastRun time.Time
+	if r != nil && r.uid == eb.UID {
+		lastRun = r.lastRun // its goroutine has returned
+	}
 	// The finalizer comes first: a runner must never exist for an EtcdBackup that
 	// could disappear without the controller seeing its deletion.
 	if err := c.setFinalizer(ctx, eb, true); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r = &runner{uid: eb.UID, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{})}
+	start := scheduleStart(eb, lastRun, c.clock.Now())
+	r = &runner{uid: eb.UID, spec: *eb.Spec.DeepCopy(), cancel: cancel, done: make(chan struct{}), lastRun: start}
 	c.mu.Lock()
 	c.runners[key] = r
 	c.mu.Unlock()
@@ -339,8 +348,18 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 		defer c.liveRunners.Add(-1)
 		c.keepRunning(rctx, key, eb, r)
 	}()
-	c.metrics.periodic(eb.Namespace, eb.Name, eb.Spec.BackupPolicy.BackupIntervalInSecond)
-	c.logFor(eb).Infof("periodic backup every %ds started", eb.Spec.BackupPolicy.BackupIntervalInSecond)
+	pol := eb.Spec.BackupPolicy
+	if pol.Schedule == "" {
+		c.metrics.periodic(eb.Namespace, eb.Name, pol.BackupIntervalInSecond)
+		c.logFor(eb).Infof("periodic backup every %ds started", pol.BackupIntervalInSecond)
+		return nil
+	}
+	// checkSpec has parsed it.
+	if sched, err := api.ParseBackupSchedule(pol.Schedule, pol.TimeZone); err == nil {
+		c.metrics.periodic(eb.Namespace, eb.Name, int64(longestGap(sched, c.clock.Now()).Seconds()))
+		c.logFor(eb).Infof("scheduled backup %q (%s) started; next at %s", pol.Schedule, sched.Location(),
+			nextScheduledRun(sched, start, c.clock.Now()).Format(time.RFC3339))
+	}
 	return nil
 }
 
@@ -365,8 +384,9 @@ func (c *Controller) keepRunning(ctx context.Context, key string, eb *api.EtcdBa
 	}
 }
 
-// runPeriodic backs up at once and then every interval until ctx is done. It
-// returns, rather than breaking out of a select, when cancelled.
+// runPeriodic backs up at once and then every interval until ctx is done, or
+// at the times of a schedule (runScheduled). It returns, rather than breaking
+// out of a select, when cancelled.
 //
 // A failing backup streams a whole snapshot to the store each time, so failures
 // space the attempts out: after consecutive failures that may pass the wait
@@ -374,6 +394,10 @@ func (c *Controller) keepRunning(ctx context.Context, key string, eb *api.EtcdBa
 // and after a permanent failure (refused credentials, a missing bucket) it is
 // that cap at once. A success returns to the interval.
 func (c *Controller) runPeriodic(ctx context.Context, key string, r *runner) {
+	if r.spec.BackupPolicy.Schedule != "" {
+		c.runScheduled(ctx, key, r)
+		return
+	}
 	interval := time.Duration(r.spec.BackupPolicy.BackupIntervalInSecond) * time.Second
 	backoff := failure.Backoff{Min: interval, Max: max(interval, c.maxFailureBackoff)}
 	for {

@@ -421,6 +421,11 @@ func TestRefusedSpecs(t *testing.T) {
 	noEndpoints := newBackup("noendpoints", 30)
 	noEndpoints.Spec.EtcdEndpoints = nil
 
+	// The CRD checks a schedule's shape only; these pass it.
+	badCron := newScheduledBackup("badcron", "61 * * * *")
+	unknownZone := newScheduledBackup("unknownzone", "@daily")
+	unknownZone.Spec.BackupPolicy.TimeZone = "Mars/Olympus_Mons"
+
 	tests := []struct {
 		eb     *api.EtcdBackup
 		reason string
@@ -432,6 +437,8 @@ func TestRefusedSpecs(t *testing.T) {
 		{noS3, "spec.s3: Required value", "S3"},
 		{negative, "spec.backupPolicy.backupIntervalInSecond: Invalid value: -5: must not be negative", "S3"},
 		{noEndpoints, "spec.etcdEndpoints: Required value", "S3"},
+		{badCron, `spec.backupPolicy.schedule: Invalid value: "61 * * * *": must be a cron schedule`, "S3"},
+		{unknownZone, `spec.backupPolicy.timeZone: Invalid value: "Mars/Olympus_Mons": is not an IANA time zone name`, "S3"},
 	}
 	var objs []*api.EtcdBackup
 	for _, tc := range tests {

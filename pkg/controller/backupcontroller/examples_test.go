@@ -35,8 +35,8 @@ func readExample(t *testing.T, name string, into any) {
 // the operator then accepts them too, and that the secret example parses.
 func TestExampleBackupsAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))
-	if err != nil || len(files) != 9 {
-		t.Fatalf("example backups %v (%v), want 9", files, err)
+	if err != nil || len(files) != 10 {
+		t.Fatalf("example backups %v (%v), want 10", files, err)
 	}
 	for _, f := range files {
 		var eb api.EtcdBackup
@@ -57,6 +57,13 @@ func TestExampleBackupsAreAccepted(t *testing.T) {
 	readExample(t, "periodic_backup_cr.yaml", &periodic)
 	if p := periodic.Spec.BackupPolicy; p == nil || p.BackupIntervalInSecond != 125 || p.MaxBackups != 4 {
 		t.Errorf("periodic example policy %+v, want every 125 s keeping 4", p)
+	}
+
+	var scheduled api.EtcdBackup
+	readExample(t, "scheduled_backup_cr.yaml", &scheduled)
+	if p := scheduled.Spec.BackupPolicy; !scheduled.Spec.IsPeriodic() || p.Schedule != "0 2 * * *" || p.TimeZone != "Europe/Berlin" ||
+		p.Retention == nil || *p.Retention != (api.BackupRetention{Daily: 7, Weekly: 4, Monthly: 12}) {
+		t.Errorf("scheduled example policy %+v, want 02:00 in Berlin keeping 7 days, 4 weeks and 12 months", p)
 	}
 
 	var secret corev1.Secret

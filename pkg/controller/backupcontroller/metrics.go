@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		// Alerts need the period to tell a stale periodic backup from a one-shot
 		// backup that succeeded long ago and is not meant to run again.
 		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backup_interval_seconds",
-			Help: "backupPolicy.backupIntervalInSecond of each running periodic EtcdBackup; absent for one-shot backups."}, []string{"namespace", "name"}),
+			Help: "backupPolicy.backupIntervalInSecond of each running periodic EtcdBackup, or the longest gap between its schedule's times; absent for one-shot backups."}, []string{"namespace", "name"}),
 		// 0.1 s to ~7 min: a small cluster to a multi-GiB database over a slow link.
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "backup_duration_seconds",
 			Help: "Time taken by backup attempts, from connecting to etcd to the stored object (and pruning).", Buckets: prometheus.ExponentialBuckets(0.1, 2, 13)}),

@@ -126,7 +126,34 @@ type BackupPolicy struct {
 	// BackupIntervalInSecond > 0 makes the backup periodic; 0 means one-shot.
 	BackupIntervalInSecond int64 `json:"backupIntervalInSecond,omitempty"`
 	// MaxBackups > 0 keeps only the newest N periodic backups; 0 keeps all.
+	// With Retention, a backup either of them keeps stays.
 	MaxBackups int `json:"maxBackups,omitempty"`
+	// Schedule makes the backup periodic at the times of a standard five-field
+	// cron expression ("0 */6 * * *") or a shorthand (@hourly, @daily, @weekly,
+	// @monthly, @yearly), read in TimeZone. It replaces
+	// BackupIntervalInSecond; the two are not set together.
+	Schedule string `json:"schedule,omitempty"`
+	// TimeZone is the IANA name ("Europe/Berlin") of the zone Schedule and the
+	// hours, days, weeks and months of Retention are read in; empty means UTC.
+	TimeZone string `json:"timeZone,omitempty"`
+	// Retention keeps the newest periodic backup of each of the last hours,
+	// days, weeks and months, and the newest backup of all; the other backups
+	// this EtcdBackup wrote are deleted.
+	Retention *BackupRetention `json:"retention,omitempty"`
+}
+
+// BackupRetention says how many hours, days, weeks (Monday to Sunday) and
+// months keep their newest backup. Only periods that hold a backup count, so a
+// pause in the backups never deletes the ones taken before it.
+type BackupRetention struct {
+	// Hourly is how many of the latest hours with a backup keep their newest one.
+	Hourly int `json:"hourly,omitempty"`
+	// Daily is how many of the latest days with a backup keep their newest one.
+	Daily int `json:"daily,omitempty"`
+	// Weekly is how many of the latest weeks with a backup keep their newest one.
+	Weekly int `json:"weekly,omitempty"`
+	// Monthly is how many of the latest months with a backup keep their newest one.
+	Monthly int `json:"monthly,omitempty"`
 }
 
 // BackupStatus is the result of the latest backup.

@@ -109,7 +109,8 @@ func (p *BackupPolicy) BackupTimeout() int64 {
 	return p.TimeoutInSecond
 }
 
-// IsPeriodic tells whether the backup repeats.
+// IsPeriodic tells whether the backup repeats, every interval or on a schedule.
 func (s *BackupSpec) IsPeriodic() bool {
-	return s.BackupPolicy != nil && s.BackupPolicy.BackupIntervalInSecond > 0
+	p := s.BackupPolicy
+	return p != nil && (p.BackupIntervalInSecond > 0 || p.Schedule != "")
 }

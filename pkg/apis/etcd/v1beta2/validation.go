@@ -432,6 +432,7 @@ func (s *BackupSpec) Validate() error {
 		if pol.MaxBackups < 0 {
 			errs = append(errs, field.Invalid(pp.Child("maxBackups"), pol.MaxBackups, "must not be negative"))
 		}
+		errs = append(errs, pol.validateSchedule(pp)...)
 	}
 	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
 	errs = append(errs, validateSecretName(p.Child("clientTLSSecret"), s.ClientTLSSecret)...)
@@ -703,6 +704,44 @@ func (m *MaintenancePolicy) validate(p *field.Path, spec *ClusterSpec) field.Err
 		}
 		if c.CompactHashCheck != nil {
 			conflict(cp.Child("compactHashCheck"), EnvCompactHashCheck)
+		}
+	}
+	return errs
+}
+
+// validateSchedule checks schedule, timeZone and retention. The CRD checks the
+// schedule's shape only (CEL cannot parse cron), so a bad field or zone is
+// refused here and reported by the backup operator.
+func (pol *BackupPolicy) validateSchedule(pp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if pol.Schedule != "" && pol.BackupIntervalInSecond > 0 {
+		errs = append(errs, field.Invalid(pp.Child("schedule"), pol.Schedule, BackupScheduleOrIntervalMessage))
+	}
+	switch {
+	case len(pol.Schedule) > MaxBackupScheduleLength:
+		errs = append(errs, field.TooLong(pp.Child("schedule"), pol.Schedule, MaxBackupScheduleLength))
+	case pol.Schedule != "":
+		if _, err := parseCron(pol.Schedule); err != nil {
+			errs = append(errs, field.Invalid(pp.Child("schedule"), pol.Schedule, fmt.Sprintf("%s: %v", BackupScheduleMessage, err)))
+		}
+	}
+	switch {
+	case len(pol.TimeZone) > MaxTimeZoneLength:
+		errs = append(errs, field.TooLong(pp.Child("timeZone"), pol.TimeZone, MaxTimeZoneLength))
+	default:
+		if _, err := LoadTimeZone(pol.TimeZone); err != nil {
+			errs = append(errs, field.Invalid(pp.Child("timeZone"), pol.TimeZone, err.Error()))
+		}
+	}
+	if r := pol.Retention; r != nil {
+		rp := pp.Child("retention")
+		for _, tier := range []struct {
+			name string
+			n    int
+		}{{"hourly", r.Hourly}, {"daily", r.Daily}, {"weekly", r.Weekly}, {"monthly", r.Monthly}} {
+			if tier.n < 0 {
+				errs = append(errs, field.Invalid(rp.Child(tier.name), tier.n, "must not be negative"))
+			}
 		}
 	}
 	return errs
