@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // establishTimeout bounds the wait for the apiserver to serve a new definition; it
@@ -23,22 +24,31 @@ const establishTimeout = 60 * time.Second
 // instead of waiting for the timeout.
 func Install(ctx context.Context, client apiextclient.Interface, want *apiextv1.CustomResourceDefinition, log *logrus.Entry) error {
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
-	got, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := crds.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create CRD %s: %w", want.Name, err)
+	// Another writer of the definition (a second operator starting during a
+	// rolling update, a chart upgrade) may update it between the read and
+	// the update: read it again and judge again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := crds.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create CRD %s: %w", want.Name, err)
+			}
+			log.Infof("created CRD %s", want.Name)
+		case err != nil:
+			return fmt.Errorf("get CRD %s: %w", want.Name, err)
+		case !equality.Semantic.DeepEqual(got.Spec, want.Spec):
+			update := got.DeepCopy()
+			update.Spec = want.Spec
+			if _, err := crds.Update(ctx, update, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update CRD %s: %w", want.Name, err)
+			}
+			log.Infof("updated CRD %s to this operator's definition", want.Name)
 		}
-		log.Infof("created CRD %s", want.Name)
-	case err != nil:
-		return fmt.Errorf("get CRD %s: %w", want.Name, err)
-	case !equality.Semantic.DeepEqual(got.Spec, want.Spec):
-		update := got.DeepCopy()
-		update.Spec = want.Spec
-		if _, err := crds.Update(ctx, update, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update CRD %s: %w", want.Name, err)
-		}
-		log.Infof("updated CRD %s to this operator's definition", want.Name)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return WaitEstablished(ctx, client, want.Name)
 }

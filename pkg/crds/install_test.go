@@ -12,6 +12,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
@@ -79,6 +80,34 @@ func TestInstallUpdatesAnOlderDefinition(t *testing.T) {
 	}
 	if len(got.Spec.Versions[0].AdditionalPrinterColumns) == 0 {
 		t.Fatal("the older definition was not updated")
+	}
+}
+
+// TestInstallUpdatesAfterAnotherWriterDid: a definition updated by someone
+// else between the read and the update (a second operator starting during a
+// rolling update) is read again and updated, not an error.
+func TestInstallUpdatesAfterAnotherWriterDid(t *testing.T) {
+	old := EtcdCluster()
+	old.Spec.Versions[0].AdditionalPrinterColumns = nil
+	client := fake.NewSimpleClientset(old)
+	apiserverLike(client, false)
+	conflicts := 1
+	client.PrependReactor("update", "customresourcedefinitions", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(apiextv1.Resource("customresourcedefinitions"), old.Name, errors.New("the object has been modified"))
+	})
+	if err := Install(context.Background(), client, EtcdCluster(), quietLog()); err != nil {
+		t.Fatalf("a conflict on the update failed the install: %v", err)
+	}
+	got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), old.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.Versions[0].AdditionalPrinterColumns) == 0 {
+		t.Fatal("the definition was not updated after the conflict")
 	}
 }
 
