@@ -69,39 +69,48 @@ func TestChaosMemberCutOff(t *testing.T) {
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	before := memberIDs(t, opNS, name)
 	underLoad(t, opNS, name, "leader-cut-off-30s", 75*time.Second, func(ctx context.Context) {
-		leader, err := f.Leader(ctx, opNS, name, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		members, err := f.MemberList(ctx, opNS, name, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		isolate(t, "cut", opNS, leader.Name)
-		healed := false
-		t.Cleanup(func() {
-			if !healed {
-				isolate(t, "heal", opNS, leader.Name)
-			}
-		})
-		cut := time.Now()
-		t.Logf("cut the leader %s off from its peers", leader.Name)
-		elected, err := newLeader(ctx, opNS, leader, members)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s leads the majority %.1fs after the cut", elected, time.Since(cut).Seconds())
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(30*time.Second - time.Since(cut)):
-		}
-		isolate(t, "heal", opNS, leader.Name)
-		healed = true
-		t.Logf("healed %s after %.1fs", leader.Name, time.Since(cut).Seconds())
+		cutOffTheLeader(t, name, 30*time.Second)
 		waitReady(t, opNS, name, 3, changeTimeout)
 	})
 	sameMembers(t, before, memberIDs(t, opNS, name))
+}
+
+// cutOffTheLeader cuts the leader of cluster name off from its peers for d
+// (its clients still reach it), waits for the others to elect another
+// leader, and heals it.
+func cutOffTheLeader(t *testing.T, name string, d time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	leader, err := f.Leader(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := f.MemberList(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t, "cut", opNS, leader.Name)
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			isolate(t, "heal", opNS, leader.Name)
+		}
+	})
+	cut := time.Now()
+	t.Logf("cut the leader %s off from its peers", leader.Name)
+	elected, err := newLeader(ctx, opNS, leader, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s leads the majority %.1fs after the cut", elected, time.Since(cut).Seconds())
+	select {
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	case <-time.After(d - time.Since(cut)):
+	}
+	isolate(t, "heal", opNS, leader.Name)
+	healed = true
+	t.Logf("healed %s after %.1fs", leader.Name, time.Since(cut).Seconds())
 }
 
 // isolate runs hack/local-cluster/pod-isolate.sh VERB on the pod, for etcd's peer port.

@@ -235,7 +235,6 @@ func TestTenantControlPlaneThroughScaleUpgradeAndDefrag(t *testing.T) {
 // show every change its apiserver acknowledged, in order.
 func TestTenantControlPlaneThroughALeaderCutOff(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	name := framework.UniqueName("tenant-cutoff")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
@@ -244,30 +243,7 @@ func TestTenantControlPlaneThroughALeaderCutOff(t *testing.T) {
 	const d = 90 * time.Second
 	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "leader-cut-off-30s", Duration: d})
 	pause(t, loadLead)
-	leader, err := f.Leader(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	members, err := f.MemberList(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	isolate(t, "cut", opNS, leader.Name)
-	healed := false
-	t.Cleanup(func() {
-		if !healed {
-			isolate(t, "heal", opNS, leader.Name)
-		}
-	})
-	cut := time.Now()
-	elected, err := newLeader(ctx, opNS, leader, members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("cut the leader %s off; %s leads the majority %.1fs later", leader.Name, elected, time.Since(cut).Seconds())
-	pause(t, 30*time.Second-time.Since(cut))
-	isolate(t, "heal", opNS, leader.Name)
-	healed = true
+	cutOffTheLeader(t, name, 30*time.Second)
 	waitReady(t, opNS, name, 3, changeTimeout)
 	judgeTenantLoad(t, load, d+3*time.Minute)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
 
 type testCA struct {
@@ -20,7 +22,7 @@ type testCA struct {
 
 func newTestCA(t *testing.T, cn string) testCA {
 	t.Helper()
-	key := newKey(t)
+	key := etcdtest.NewKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
@@ -35,7 +37,7 @@ func newTestCA(t *testing.T, cn string) testCA {
 }
 
 func (ca testCA) issue(t *testing.T, cn string, dnsNames ...string) (certPEM, keyPEM []byte) {
-	return issue(t, ca.cert, ca.key, &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dnsNames})
+	return etcdtest.Issue(t, ca.cert, ca.key, &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dnsNames})
 }
 
 // TestCheckCertSecrets: what is wrong with the TLS

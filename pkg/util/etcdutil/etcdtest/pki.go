@@ -22,7 +22,7 @@ type PKI struct {
 // NewPKI makes a fresh PKI, valid for an hour either side of now.
 func NewPKI(t testing.TB) PKI {
 	t.Helper()
-	caKey := newKey(t)
+	caKey := NewKey(t)
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "etcd test CA"},
@@ -41,14 +41,14 @@ func NewPKI(t testing.TB) PKI {
 		t.Fatalf("parse CA: %v", err)
 	}
 	p := PKI{CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.ServerCert, p.ServerKey = issue(t, ca, caKey, &x509.Certificate{
+	p.ServerCert, p.ServerKey = Issue(t, ca, caKey, &x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "etcd server"},
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
-	p.ClientCert, p.ClientKey = issue(t, ca, caKey, &x509.Certificate{
+	p.ClientCert, p.ClientKey = Issue(t, ca, caKey, &x509.Certificate{
 		SerialNumber: big.NewInt(3),
 		Subject:      pkix.Name{CommonName: "etcd-operator"},
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -56,7 +56,8 @@ func NewPKI(t testing.TB) PKI {
 	return p
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
+// NewKey is a new P-256 key.
+func NewKey(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -65,9 +66,11 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return k
 }
 
-func issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
+// Issue signs tmpl with the CA for an hour either side of now, for a new
+// key, and returns the certificate and key in PEM.
+func Issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key := newKey(t)
+	key := NewKey(t)
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
 	tmpl.NotAfter = time.Now().Add(time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
