@@ -255,6 +255,44 @@ func TestBackupToAnS3CompatibleStore(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("scheduled every minute keeps what retention says", func(t *testing.T) {
+		prefix := "scheduled/" + name
+		createBackup(t, &api.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-scheduled"},
+			Spec: api.BackupSpec{
+				EtcdEndpoints: endpoints, StorageType: api.BackupStorageTypeS3, BackupSource: source(prefix),
+				BackupPolicy: &api.BackupPolicy{Schedule: "* * * * *", TimeZone: "Europe/Berlin", Retention: &api.BackupRetention{Hourly: 1}},
+			},
+		})
+		// Two runs, a minute apart; the second one's pruning keeps only the
+		// newest of the hour, which is also the newest.
+		seen := map[string]time.Time{}
+		var order []string
+		err := framework.WaitFor(ctx, 3*time.Minute+backupTimeout, time.Second, "two scheduled backups under s3://"+bucket+"/"+prefix+" and one left",
+			func(ctx context.Context) (bool, string, error) {
+				objs, err := srv.List(ctx, bucket, prefix)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				for _, o := range objs {
+					if _, ok := seen[o.Key]; !ok {
+						seen[o.Key] = o.LastModified
+						order = append(order, o.Key)
+					}
+				}
+				keys := framework.KeysOf(objs)
+				return len(order) >= 2 && len(keys) == 1 && keys[0] == order[len(order)-1],
+					fmt.Sprintf("seen in order %v; stored now %v", order, keys), nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gap := seen[order[1]].Sub(seen[order[0]]); gap < 30*time.Second {
+			t.Errorf("two scheduled backups %v apart under a schedule of one a minute", gap)
+		}
+		t.Logf("scheduled backups seen in order: %v; the newest alone is kept", order)
+	})
 }
 
 // deployBackupOperator runs example/etcd-backup-operator/deployment.yaml in the
