@@ -125,16 +125,23 @@ func TestChaosLeaderKill(t *testing.T) {
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	underLoad(t, opNS, name, "leader-kill", 45*time.Second, func(ctx context.Context) {
-		leader, err := f.Leader(ctx, opNS, name, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.KillPod(ctx, opNS, leader.Name); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("killed the leader %s", leader.Name)
-		waitReady(t, opNS, name, 3, changeTimeout, leader.Name)
+		killTheLeader(ctx, t, name, false)
 	})
+}
+
+// killTheLeader kills the pod of cluster name's leader and waits until the
+// cluster has three ready members again without it.
+func killTheLeader(ctx context.Context, t *testing.T, name string, secure bool) {
+	t.Helper()
+	leader, err := f.Leader(ctx, opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.KillPod(ctx, opNS, leader.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the leader %s", leader.Name)
+	waitReady(t, opNS, name, 3, changeTimeout, leader.Name)
 }
 
 // Two of three members on claims are killed: the quorum is lost until the operator

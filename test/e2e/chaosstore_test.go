@@ -45,17 +45,7 @@ func TestChaosTLSLeaderKill(t *testing.T) {
 	createCluster(t, cl)
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "tls-leader-kill", Duration: 45 * time.Second, TLSSecret: secrets.client},
-		func(ctx context.Context) {
-			leader, err := f.Leader(ctx, opNS, name, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.KillPod(ctx, opNS, leader.Name); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("killed the leader %s", leader.Name)
-			waitReady(t, opNS, name, 3, changeTimeout, leader.Name)
-		})
+		func(ctx context.Context) { killTheLeader(ctx, t, name, true) })
 }
 
 // tlsSecretNames are the three secrets of a static-TLS cluster.

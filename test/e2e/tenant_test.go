@@ -134,15 +134,7 @@ func killFollowerThenLeader(t *testing.T, name string, secure bool) {
 	waitReady(t, opNS, name, 3, changeTimeout, follower)
 
 	// The leader may have changed while the follower came back.
-	leader, err = f.Leader(ctx, opNS, name, secure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.KillPod(ctx, opNS, leader.Name); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("killed the leader %s", leader.Name)
-	waitReady(t, opNS, name, 3, changeTimeout, leader.Name)
+	killTheLeader(ctx, t, name, secure)
 }
 
 func TestTenantControlPlaneThroughMemberAndLeaderKill(t *testing.T) {
