@@ -201,8 +201,7 @@ func TestBackupToAnS3CompatibleStore(t *testing.T) {
 			},
 		})
 		// Every object is seen: each lives for two intervals and the list runs every second.
-		seen := map[string]time.Time{}
-		var order []string
+		seen := &objectsSeen{at: map[string]time.Time{}}
 		err := framework.WaitFor(ctx, time.Duration(periodicRounds+4)*periodicSeconds*time.Second+backupTimeout, time.Second,
 			fmt.Sprintf("%d periodic backups under s3://%s/%s", periodicRounds, bucket, prefix),
 			func(ctx context.Context) (bool, string, error) {
@@ -210,17 +209,12 @@ func TestBackupToAnS3CompatibleStore(t *testing.T) {
 				if err != nil {
 					return false, err.Error(), nil
 				}
-				for _, o := range objs {
-					if _, ok := seen[o.Key]; !ok {
-						seen[o.Key] = o.LastModified
-						order = append(order, o.Key)
-					}
-				}
+				seen.add(objs)
 				if len(objs) > periodicKeep+1 {
 					// One more than the limit exists between an upload and its pruning.
 					return false, "", fmt.Errorf("%d objects stored at once with maxBackups %d: %v", len(objs), periodicKeep, framework.KeysOf(objs))
 				}
-				return len(seen) >= periodicRounds, fmt.Sprintf("seen %d: %v; now %v", len(seen), order, framework.KeysOf(objs)), nil
+				return len(seen.order) >= periodicRounds, fmt.Sprintf("seen %d: %v; now %v", len(seen.order), seen.order, framework.KeysOf(objs)), nil
 			})
 		if err != nil {
 			t.Fatal(err)
@@ -233,23 +227,18 @@ func TestBackupToAnS3CompatibleStore(t *testing.T) {
 				if err != nil {
 					return false, err.Error(), nil
 				}
-				for _, o := range objs {
-					if _, ok := seen[o.Key]; !ok {
-						seen[o.Key] = o.LastModified
-						order = append(order, o.Key)
-					}
-				}
+				seen.add(objs)
 				keys := framework.KeysOf(objs)
 				slices.Sort(keys)
-				newest := slices.Clone(order[len(order)-periodicKeep:])
+				newest := slices.Clone(seen.order[len(seen.order)-periodicKeep:])
 				slices.Sort(newest)
-				return slices.Equal(keys, newest), fmt.Sprintf("stored %v, newest seen %v (all seen, in order: %v)", keys, newest, order), nil
+				return slices.Equal(keys, newest), fmt.Sprintf("stored %v, newest seen %v (all seen, in order: %v)", keys, newest, seen.order), nil
 			})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("backups seen in order: %v", order)
-		for _, k := range order {
+		t.Logf("backups seen in order: %v", seen.order)
+		for _, k := range seen.order {
 			if !strings.HasPrefix(k, prefix+"_v") {
 				t.Errorf("periodic backup %q is not named <path>_v<revision>_<time>", k)
 			}
@@ -267,32 +256,42 @@ func TestBackupToAnS3CompatibleStore(t *testing.T) {
 		})
 		// Two runs, a minute apart; the second one's pruning keeps only the
 		// newest of the hour, which is also the newest.
-		seen := map[string]time.Time{}
-		var order []string
+		seen := &objectsSeen{at: map[string]time.Time{}}
 		err := framework.WaitFor(ctx, 3*time.Minute+backupTimeout, time.Second, "two scheduled backups under s3://"+bucket+"/"+prefix+" and one left",
 			func(ctx context.Context) (bool, string, error) {
 				objs, err := srv.List(ctx, bucket, prefix)
 				if err != nil {
 					return false, err.Error(), nil
 				}
-				for _, o := range objs {
-					if _, ok := seen[o.Key]; !ok {
-						seen[o.Key] = o.LastModified
-						order = append(order, o.Key)
-					}
-				}
+				seen.add(objs)
 				keys := framework.KeysOf(objs)
-				return len(order) >= 2 && len(keys) == 1 && keys[0] == order[len(order)-1],
-					fmt.Sprintf("seen in order %v; stored now %v", order, keys), nil
+				return len(seen.order) >= 2 && len(keys) == 1 && keys[0] == seen.order[len(seen.order)-1],
+					fmt.Sprintf("seen in order %v; stored now %v", seen.order, keys), nil
 			})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if gap := seen[order[1]].Sub(seen[order[0]]); gap < 30*time.Second {
+		if gap := seen.at[seen.order[1]].Sub(seen.at[seen.order[0]]); gap < 30*time.Second {
 			t.Errorf("two scheduled backups %v apart under a schedule of one a minute", gap)
 		}
-		t.Logf("scheduled backups seen in order: %v; the newest alone is kept", order)
+		t.Logf("scheduled backups seen in order: %v; the newest alone is kept", seen.order)
 	})
+}
+
+// objectsSeen are the objects a test saw in a store across its lists: when
+// each was stored, and in which order they were first seen.
+type objectsSeen struct {
+	at    map[string]time.Time
+	order []string
+}
+
+func (s *objectsSeen) add(objs []framework.Object) {
+	for _, o := range objs {
+		if _, ok := s.at[o.Key]; !ok {
+			s.at[o.Key] = o.LastModified
+			s.order = append(s.order, o.Key)
+		}
+	}
 }
 
 // deployBackupOperator runs example/etcd-backup-operator/deployment.yaml in the
