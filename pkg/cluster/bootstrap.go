@@ -103,7 +103,7 @@ func specChangedSince(s *snapshot, pod *corev1.Pod) string {
 	switch {
 	case etcd == nil:
 		return ""
-	case pod.Annotations[k8sutil.AnnotationPodPolicy] != "" && pod.Annotations[k8sutil.AnnotationPodPolicy] != k8sutil.PodPolicyHash(s.spec):
+	case podPolicyChanged(s, pod):
 		return "spec.pod changed"
 	case podVersion(pod) != "" && podVersion(pod) != etcdversion.Normalize(s.spec.Spec.Version):
 		return "spec.version changed"
@@ -119,6 +119,13 @@ func specChangedSince(s *snapshot, pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// podPolicyChanged tells whether pod was made from another spec.pod than
+// the one in force; a pod that does not record it tells nothing.
+func podPolicyChanged(s *snapshot, pod *corev1.Pod) bool {
+	made := pod.Annotations[k8sutil.AnnotationPodPolicy]
+	return made != "" && made != k8sutil.PodPolicyHash(s.spec)
 }
 
 // neverServed tells from the pod's conditions that its etcd never passed its

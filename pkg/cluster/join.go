@@ -192,7 +192,7 @@ func joinerProblem(s *snapshot, name string) string {
 		return fmt.Sprintf("it has not started within %v", s.pendingTimeout)
 	case podVersion(pod) != s.plan.newMembers:
 		return fmt.Sprintf("it was made for etcd %s and new members now run %s", displayVersion(podVersion(pod)), s.plan.newMembers)
-	case pod.Annotations[k8sutil.AnnotationPodPolicy] != "" && pod.Annotations[k8sutil.AnnotationPodPolicy] != k8sutil.PodPolicyHash(s.spec):
+	case podPolicyChanged(s, pod):
 		// A new member follows the spec in force: one made unschedulable
 		// by the old spec.pod would otherwise wait out the pending timeout.
 		return "spec.pod changed since it was made"

@@ -235,8 +235,10 @@ func podDeletionForRestart(s *snapshot, name string) action {
 			reason: fmt.Sprintf("its pod ended: restart %d of %d in place within %v, on its claim", s.claimRestarts(name)+1, ladderRestarts, ladderWindow)}
 	}
 	why := fmt.Sprintf("has not started within %v", s.pendingTimeout)
-	if pod := s.pods[name]; pod != nil && s.pendingInVain(pod) != "" {
-		why = s.pendingInVain(pod)
+	if pod := s.pods[name]; pod != nil {
+		if inVain := s.pendingInVain(pod); inVain != "" {
+			why = inVain
+		}
 	}
 	return action{kind: actDeleteFailedPod, member: name, reason: "its pod " + why + ": to restart the member in place on its claim"}
 }
