@@ -53,15 +53,6 @@ func parsePeriodicKey(base, key string) (periodicBackup, bool) {
 	return periodicBackup{key: key, revision: rev, at: at}, true
 }
 
-// Expired returns the periodic backups of base among keys that are beyond the newest
-// keep, newest first. Age is (revision, time), parsed from the names: the original
-// sorted the names as strings, so "_v9_" outlived "_v10_" and the newest backups
-// were deleted once the revision gained a digit. Keys that are not periodic backups
-// of base, including base itself, are never returned. keep <= 0 keeps everything.
-func Expired(base string, keys []string, keep int) []string {
-	return Retention{MaxBackups: keep}.Expired(base, keys)
-}
-
 // Tiers are how many of the latest hours, days, weeks (ISO, Monday to Sunday)
 // and months that hold a backup keep their newest one. Counting periods that
 // hold a backup, rather than the periods before now, means a pause in the
@@ -122,7 +113,10 @@ func (r Retention) Expired(base string, keys []string) []string {
 	return out
 }
 
-// byRevision sorts newest first by (revision, time, key).
+// byRevision sorts newest first by (revision, time, key), parsed from the
+// names: the original sorted the names as strings, so "_v9_" outlived
+// "_v10_" and the newest backups were deleted once the revision gained a
+// digit.
 func byRevision(bs []periodicBackup) {
 	sort.Slice(bs, func(i, j int) bool {
 		a, b := bs[i], bs[j]

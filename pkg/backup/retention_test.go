@@ -100,7 +100,7 @@ func TestExpired(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Expired(base, tc.keys, tc.keep)
+			got := Retention{MaxBackups: tc.keep}.Expired(base, tc.keys)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Fatalf("Expired (-want +got):\n%s", diff)
 			}

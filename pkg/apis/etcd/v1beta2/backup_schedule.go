@@ -25,11 +25,6 @@ const (
 	BackupScheduleOrIntervalMessage = "set either schedule or backupIntervalInSecond, not both"
 )
 
-// backupScheduleParser reads the standard five fields and the @ shorthands.
-// The parser's own "@every" and "TZ=" forms are refused before it sees them:
-// backupIntervalInSecond and timeZone are the fields for those.
-var backupScheduleParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // BackupSchedule is spec.backupPolicy.schedule read in its time zone.
 //
 // +k8s:deepcopy-gen=false
@@ -62,7 +57,11 @@ func parseCron(schedule string) (cron.Schedule, error) {
 	case strings.HasPrefix(s, "@every"):
 		return nil, errors.New("repeats by a fixed interval: that is backupIntervalInSecond")
 	}
-	spec, err := backupScheduleParser.Parse(s)
+	// The standard five fields and the @ shorthands, as the defragmentation
+	// schedule reads them; the parser's own "@every" and "TZ=" forms are
+	// refused above: backupIntervalInSecond and timeZone are the fields for
+	// those.
+	spec, err := cron.ParseStandard(s)
 	if err != nil {
 		return nil, err
 	}
