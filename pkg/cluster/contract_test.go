@@ -18,7 +18,7 @@ import (
 )
 
 // The operator's safety contract — what it never does — checked on random
-// histories of the world of contract_model_test.go. A destructive step
+// histories of the world of contract_world_test.go. A destructive step
 // happens only on positive evidence read in the same pass, never on the
 // absence of information. Each rule is judged against the world as it is
 // when the pass acts, not against what the pass saw:
