@@ -15,6 +15,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Config is one run of the workload.
@@ -114,17 +116,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	// One connection per client, one for the read-back, one for the watch.
 	clients := make([]*clientv3.Client, cfg.Clients+2)
 	for i := range clients {
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints:   cfg.Endpoints,
-			TLS:         cfg.TLS,
-			DialTimeout: 5 * time.Second,
-			Logger:      zap.NewNop(),
-			// Keep-alives find a connection to a member that vanished (a deleted
-			// pod sends no reset). Not under 5 s: etcd's default
-			// --grpc-keepalive-min-time, below which it closes the connection.
-			DialKeepAliveTime:    6 * time.Second,
-			DialKeepAliveTimeout: 3 * time.Second,
-		})
+		cli, err := newClient(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
 		}
@@ -439,4 +431,33 @@ func (w *worker) readBack(ctx context.Context, h *History) error {
 		}
 		return true
 	})
+}
+
+// newClient is one connection of the workload to cfg.Endpoints.
+func newClient(cfg Config) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		TLS:         cfg.TLS,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		// Keep-alives find a connection to a member that vanished (a deleted
+		// pod sends no reset). Not under 5 s: etcd's default
+		// --grpc-keepalive-min-time, below which it closes the connection.
+		DialKeepAliveTime:    6 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions:          []grpc.DialOption{grpc.WithConnectParams(reconnectParams)},
+	})
+}
+
+// reconnectParams bound the wait between a client's attempts to reconnect.
+// gRPC's default wait grows 1.6 times per failed attempt up to two minutes,
+// so a client that lost its cluster for a minute or more (every member
+// killed, then restored from a backup) tries again only tens of seconds after
+// the cluster is back: the checker would measure that wait, not the
+// cluster, and its watch would look stalled while writes of freshly
+// reconnected clients are acknowledged. Clients of a cluster the operator
+// restores want the same bound (docs/user-guide/recovery.md).
+var reconnectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
