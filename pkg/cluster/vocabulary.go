@@ -42,7 +42,7 @@ var problemWhen = map[problemKind]string{
 	problemServiceConflict:   "a Service the cluster needs exists and belongs to something else",
 	problemLostQuorum:        "fewer than a majority of the voting members run, or etcd answers without a leader; no member is removed or replaced while it lasts",
 	problemNoMembersRunning:  "no member pod runs and none can be restarted on its data (emptyDir storage): restore from a backup",
-	problemUpgradeRefused:    "`spec.version` asks for a move etcd does not allow (a skipped minor version, a downgrade other than 3.6 → 3.5, 3.5 → 3.6 before every member runs 3.5.32 and has snapshotted past its v2 entries, 3.6 → 3.7 before every member runs 3.6.11)",
+	problemUpgradeRefused:    "`spec.version` asks for a move etcd does not allow (a skipped minor version, a downgrade other than 3.7 → 3.6 or 3.6 → 3.5, 3.5 → 3.6 before every member runs 3.5.32 and has snapshotted past its v2 entries, 3.6 → 3.7 before every member runs 3.6.11)",
 	problemUpgradeFailed:     "an upgraded member stopped, or was not Ready on the new version within `-pending-timeout`; the rollout halts until `spec.version` changes",
 	problemMemberNotStarting: "a member pod cannot start: unschedulable, an image that cannot be pulled, a claim that stays Pending, a container that ended, a pod stuck terminating or on a node that does not answer (one event per cause)",
 	problemNoSpace:           "etcd raised the NOSPACE alarm: the operator compacts, defragments and disarms it (also the `NoSpace` condition)",

@@ -187,14 +187,16 @@ var releases = []Release{
 	},
 	{
 		// The experimental corruption check flags are gone. etcd's 3.7
-		// upgrade guide asks for every 3.6 member on 3.6.11 or later first.
+		// upgrade guide asks for every 3.6 member on 3.6.11 or later first,
+		// and its downgrade goes back to 3.6 through the downgrade API, as
+		// 3.6's goes to 3.5.
 		Major: 3, Minor: 7,
 		Learners: true, MaxLearners: true,
 		Probes: ProbeHealth, ReadOnlyRootFilesystem: true,
 		Etcdutl: true, BumpRevision: 0,
 		AutoCompactionMode: true, CorruptCheckFlags: CorruptCheckFeatureGates, ExperimentalCompactHashCheck: Never, FeatureGates: true,
 		DefaultSnapshotCount: 10000,
-		UpgradeFromPatch:     11,
+		UpgradeFromPatch:     11, Downgrade: true,
 	},
 }
 

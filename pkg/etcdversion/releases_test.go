@@ -117,7 +117,7 @@ func TestVersionMoveRules(t *testing.T) {
 	}{
 		{"3.5 cannot be downgraded", "3.5.21", true, false, 0},
 		{"3.6 goes back to 3.5 and asks for a current 3.5 first", "3.6.6", true, true, 32},
-		{"3.7 asks for 3.6.11 first and is not taken back yet", "3.7.0", true, false, 11},
+		{"3.7 asks for 3.6.11 first and goes back to 3.6 by the downgrade API", "3.7.0", true, true, 11},
 		{"3.1 is not driven", "3.1.0", false, false, 0},
 		{"another major version is not driven", "4.0.0", false, false, 0},
 	}
@@ -132,7 +132,7 @@ func TestVersionMoveRules(t *testing.T) {
 			}
 		})
 	}
-	if Downgrades() != "3.6 to 3.5" || Oldest() != New(3, 2, 0) {
+	if Downgrades() != "3.6 to 3.5, 3.7 to 3.6" || Oldest() != New(3, 2, 0) {
 		t.Errorf("Downgrades %q, Oldest %q", Downgrades(), Oldest())
 	}
 }

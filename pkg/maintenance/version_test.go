@@ -62,6 +62,12 @@ func TestCheckVersionMove(t *testing.T) {
 			VersionMoveInput{Target: "3.5.35", ClusterVersion: "3.5.0", Health: on("3.6.6", "3.6.6", "3.5.35")}, MovePatches, ""},
 		{"a downgrade to an old 3.5 release is refused", VersionMoveInput{Target: "3.5.21", ClusterVersion: "3.6.0", Health: on("3.6.6", "3.6.6", "3.6.6")},
 			MoveRefused, "use 3.5.32 or later"},
+		{"a finished 3.7 cluster goes back to 3.6 through etcd's downgrade",
+			VersionMoveInput{Target: "3.6.16", ClusterVersion: "3.7.0", Health: on("3.7.3", "3.7.3", "3.7.3")}, MoveEnableDowngrade, "from 3.7 to 3.6"},
+		{"a downgrade of 3.7 to a 3.6 release its guide does not name is refused",
+			VersionMoveInput{Target: "3.6.6", ClusterVersion: "3.7.0", Health: on("3.7.3", "3.7.3", "3.7.3")}, MoveRefused, "use 3.6.11 or later"},
+		{"3.7 cannot go down two minor versions", VersionMoveInput{Target: "3.5.35", ClusterVersion: "3.7.0", Health: on("3.7.3", "3.7.3", "3.7.3")},
+			MoveRefused, "3.7 to 3.6"},
 		{"3.5 cannot go down to 3.4", VersionMoveInput{Target: "3.4.23", ClusterVersion: "3.5.0", Health: on("3.5.35", "3.5.35", "3.5.35")},
 			MoveRefused, "etcd downgrades only one minor version, from 3.6 to 3.5"},
 		{"a member that does not answer makes it wait",
@@ -76,8 +82,10 @@ func TestCheckVersionMove(t *testing.T) {
 			if got.Kind != tt.kind || !strings.Contains(got.Reason, tt.reasonHas) {
 				t.Fatalf("CheckVersionMove = %s: %s\nwant %s with reason containing %q", got.Kind, got.Reason, tt.kind, tt.reasonHas)
 			}
-			if got.Kind == MoveEnableDowngrade && got.DowngradeTarget != "3.5" {
-				t.Errorf("downgrade target %q, want 3.5", got.DowngradeTarget)
+			if got.Kind == MoveEnableDowngrade {
+				if want := tt.in.Target[:strings.LastIndex(tt.in.Target, ".")]; got.DowngradeTarget != want {
+					t.Errorf("downgrade target %q, want %s", got.DowngradeTarget, want)
+				}
 			}
 		})
 	}

@@ -71,3 +71,35 @@ func TestDowngradeFrom36To35(t *testing.T) {
 		t.Error("no DowngradeEnabled event")
 	}
 }
+
+// TestDowngradeFrom37To36UnderLoad moves a 3.7 cluster back to a current 3.6
+// release through etcd's downgrade API while the checker writes and reads
+// through the client Service: the cluster version drops to 3.6, every member
+// ends on the 3.6 image, the data stays and no acknowledged write is lost.
+func TestDowngradeFrom37To36UnderLoad(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("down37")
+	createCluster(t, framework.NewCluster(name, 3, "3.7.3"))
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	if err := f.PutAndGet(ctx, opNS, name, false, "/e2e/down37", "kept", dataTimeout); err != nil {
+		t.Fatal(err)
+	}
+	underLoad(t, opNS, name, "downgrade-3.7-to-3.6", 2*time.Minute, func(ctx context.Context) {
+		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"version": "3.6.16"}); err != nil {
+			t.Fatal(err)
+		}
+		err := framework.WaitFor(ctx, upgradeTimeout, framework.Poll, "every member on 3.6.16",
+			framework.Both(f.PodsOnImage(opNS, name, framework.EtcdImage("3.6.16"), 3), f.ReadyMembers(opNS, name, 3), currentVersion(opNS, name, "3.6.16")))
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitClusterVersion(t, opNS, name, "3.6.0")
+	if err := f.ExpectValue(ctx, opNS, name, false, "/e2e/down37", "kept", dataTimeout); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(eventsOf(t, opNS, name), "DowngradeEnabled") {
+		t.Error("no DowngradeEnabled event")
+	}
+}
