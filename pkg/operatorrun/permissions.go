@@ -153,6 +153,19 @@ func RoleRules(manifest []byte) ([]rbacv1.PolicyRule, error) {
 	return role.Rules, nil
 }
 
+// readRole reads the rules of the Role or ClusterRole manifest at path.
+func readRole(path string) ([]rbacv1.PolicyRule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := RoleRules(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rules, nil
+}
+
 // ExampleRoleGaps holds a binary's needs, namespaced and cluster-wide, to the
 // ClusterRole and Role templates in dir (example/rbac) and names every rule
 // a template does not grant. The namespaced Role is for -create-crd=false,
@@ -160,13 +173,9 @@ func RoleRules(manifest []byte) ([]rbacv1.PolicyRule, error) {
 func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string, error) {
 	var gaps []string
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
-		data, err := os.ReadFile(filepath.Join(dir, file))
+		rules, err := readRole(filepath.Join(dir, file))
 		if err != nil {
 			return nil, err
-		}
-		rules, err := RoleRules(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		for _, cw := range []bool{false, true} {
 			for _, n := range needs(cw) {
@@ -192,13 +201,9 @@ func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]str
 	var gaps []string
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
 		path := filepath.Join(dir, binary, file)
-		data, err := os.ReadFile(path)
+		rules, err := readRole(path)
 		if err != nil {
 			return nil, err
-		}
-		rules, err := RoleRules(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		used := map[string]bool{}
 		key := func(group, resource, verb string) string { return group + "/" + resource + ":" + verb }
@@ -240,13 +245,9 @@ func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]str
 func originalRoleLacks(dir string, needs func(createCRD bool) []Need) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
-		data, err := os.ReadFile(filepath.Join(dir, file))
+		rules, err := readRole(filepath.Join(dir, file))
 		if err != nil {
 			return nil, err
-		}
-		rules, err := RoleRules(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		lacking := []string{}
 		for _, n := range append(needs(file == "cluster-role-template.yaml"), Need{Rule: LeaseRule("")}, Need{Rule: EndpointsRule("")}) {
