@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -340,27 +341,20 @@ func (c *Controller) enableBudgets() {
 // down only after it.
 func (c *Controller) recheckBudgets(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	tick := time.NewTicker(c.budgetRecheck())
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if !c.mayManageBudgets(ctx, false) {
-			continue
-		}
-		c.watchBudgets()
-		c.members.Start(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), c.members.Policy().V1().PodDisruptionBudgets().Informer().HasSynced) {
-			return
-		}
-		c.enableBudgets()
-		c.cfg.Log.Info("the role now allows managing poddisruptionbudgets: clusters get their disruption budget")
-		c.pokeAll()
+	err := wait.PollUntilContextCancel(ctx, c.budgetRecheck(), false, func(ctx context.Context) (bool, error) {
+		return c.mayManageBudgets(ctx, false), nil
+	})
+	if err != nil {
 		return
 	}
+	c.watchBudgets()
+	c.members.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.members.Policy().V1().PodDisruptionBudgets().Informer().HasSynced) {
+		return
+	}
+	c.enableBudgets()
+	c.cfg.Log.Info("the role now allows managing poddisruptionbudgets: clusters get their disruption budget")
+	c.pokeAll()
 }
 
 func (c *Controller) budgetRecheck() time.Duration {
