@@ -21,6 +21,34 @@ func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
 	}
 }
 
+// TestWhatTheOriginalsRolesLack: the original's roles, as published (kept in
+// test/e2e/testdata/original), lack only what docs/user-guide/permissions.md
+// marks new, and the operator works around each lack, as the tests named
+// show.
+func TestWhatTheOriginalsRolesLack(t *testing.T) {
+	gaps, err := operatorrun.OriginalRoleGaps("../..", func(createCRD bool) []operatorrun.Need {
+		return needs("ops", "ops", createCRD)
+	}, map[string][]string{
+		// Status written with an update of the object; a CRD that serves
+		// the subresource stores none, and the backup is not run again
+		// for it.
+		"etcdbackups/status": {
+			"pkg/util/statusutil.TestARoleWithoutTheStatusRuleFallsBackAndNamesTheRule",
+			"pkg/operatorrun.TestCRDForRole",
+			"pkg/controller/backupcontroller.TestABackupWhoseStatusIsNotStoredIsNotRetriedForIt",
+			"pkg/controller/backupcontroller.TestPeriodicBackupOnACRDWithoutTheStatusSubresourceIsNotRestartedByItsOwnStatus",
+		},
+		// The original's Endpoints lock.
+		"leases": {"pkg/operatorrun.TestRunAsLeaderElectsOnTheOriginalsEndpointsLock"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gap := range gaps {
+		t.Error(gap)
+	}
+}
+
 // TestOwnRoleGrantsExactlyWhatTheBinaryUses: the role of this operator alone
 // (create_role.sh --operator, the chart) grants every rule it uses and no verb
 // it does not.

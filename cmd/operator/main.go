@@ -22,6 +22,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
 	"github.com/openetcd/etcd-operator/pkg/util/failure"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
 )
 
 const binary = "etcd-operator"
@@ -209,7 +210,7 @@ func needs(ns string, opts options) []operatorrun.Need {
 		{Rule: rule("", "pods", "get", "list", "watch", "create", "patch", "delete"), Without: "member pods cannot be watched, created, upgraded or replaced"},
 		{Rule: rule("", "services", "get", "list", "watch", "create"), Without: "clusters get no client or peer service"},
 		{Rule: rule("", "persistentvolumeclaims", "list", "watch", "create", "patch", "delete"), Without: "members cannot get or keep their claims"},
-		{Rule: rule("policy", "poddisruptionbudgets", "list", "watch", "create", "update", "delete"), Without: "clusters get no PodDisruptionBudget, so a drain can take a quorum of members at once"},
+		{Rule: rule("policy", "poddisruptionbudgets", "list", "watch", "create", "update", "delete"), Without: "clusters get no PodDisruptionBudget, so a drain can take a quorum of members at once, until the rule is added (asked again every " + statusutil.ReprobeInterval.String() + ")"},
 		{Rule: rule(api.GroupName, "etcdrestores", "list", "create", "delete"), Without: "a cluster that lost every member's data is not restored from its newest backup (said in its status.reason)"},
 		{Rule: rule(api.GroupName, "etcdbackups", "list"), Without: "a cluster that lost every member's data cannot find its newest backup (said in its status.reason)"},
 		operatorrun.SecretsNeed(watched, "TLS clusters cannot read their secrets (said in their status.reason)"),

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/openetcd/etcd-operator/pkg/operatorrun"
@@ -25,30 +23,32 @@ func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
 
 // TestWhatTheOriginalsRolesLack: the original's roles, as published (kept in
 // test/e2e/testdata/original), lack only what docs/user-guide/permissions.md
-// marks new: the lock aside, the status subresource and
-// disruption budgets.
+// marks new (the status subresource, disruption budgets and the Lease lock),
+// and the operator works around each lack, as the tests named show.
 func TestWhatTheOriginalsRolesLack(t *testing.T) {
-	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
-		data, err := os.ReadFile("../../test/e2e/testdata/original/" + file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rules, err := operatorrun.RoleRules(data)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		var lacking []string
-		for _, n := range needs("ops", options{createCRD: file == "cluster-role-template.yaml"}) {
-			if len(operatorrun.NotGrantedBy(rules, n.Rule)) > 0 {
-				lacking = append(lacking, n.Resource)
-			}
-		}
-		if got := strings.Join(lacking, ","); got != "etcdclusters/status,poddisruptionbudgets" {
-			t.Errorf("the original's %s lacks %s", file, got)
-		}
-		if len(operatorrun.NotGrantedBy(rules, operatorrun.LeaseRule("ops"))) == 0 || len(operatorrun.NotGrantedBy(rules, operatorrun.EndpointsRule("ops"))) > 0 {
-			t.Errorf("the original's %s should grant endpoints and not leases", file)
-		}
+	gaps, err := operatorrun.OriginalRoleGaps("../..", func(createCRD bool) []operatorrun.Need {
+		return needs("ops", options{createCRD: createCRD})
+	}, map[string][]string{
+		// Status written with an update of the object, on a CRD installed
+		// without the subresource.
+		"etcdclusters/status": {
+			"pkg/util/statusutil.TestARoleWithoutTheStatusRuleFallsBackAndNamesTheRule",
+			"pkg/operatorrun.TestCRDForRole",
+		},
+		// No budgets, the clusters run all the same, and get their budget
+		// once the rule is added.
+		"poddisruptionbudgets": {
+			"pkg/controller.TestClustersGetADisruptionBudgetWhenAllowed",
+			"pkg/controller.TestARuleAddedLaterGivesClustersTheirBudget",
+		},
+		// The original's Endpoints lock.
+		"leases": {"pkg/operatorrun.TestRunAsLeaderElectsOnTheOriginalsEndpointsLock"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gap := range gaps {
+		t.Error(gap)
 	}
 }
 

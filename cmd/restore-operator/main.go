@@ -255,7 +255,7 @@ func needs(ns, watched string, createCRD bool) []operatorrun.Need {
 		{Rule: rule(api.GroupName, "etcdrestores", watched, "get", "list", "watch", "update"), Without: "no EtcdRestore is run"},
 		{Rule: rule(api.GroupName, "etcdrestores/status", watched, "update"), Without: "status is written with an update of the object; where the CRD serves the status subresource that stores nothing, and each restore keeps its progress in annotation " + restore.StatusAnnotation},
 		{Rule: rule(api.GroupName, "etcdclusters", watched, "get", "create", "update", "delete"), Without: "the cluster to restore cannot be replaced"},
-		{Rule: rule(api.GroupName, "etcdclusters/status", watched, "update"), Without: "the restored cluster is not handed over to etcd-operator (its phase stays empty)"},
+		{Rule: rule(api.GroupName, "etcdclusters/status", watched, "update"), Without: "where the CRD serves the status subresource, the restored cluster's first status (phase Running, status.recovery) is not stored; etcd-operator adopts its seed all the same"},
 		{Rule: rule(api.GroupName, "etcdbackups", watched, "list"), Without: "a backup cannot be matched with the EtcdBackup that stored it"},
 		{Rule: rule("", "pods", watched, "get", "list", "create"), Without: "the seed member cannot be created"},
 		{Rule: rule("", "persistentvolumeclaims", watched, "list", "create"), Without: "a seed with spec.pod.persistentVolumeClaimSpec cannot get its claim"},

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"runtime/debug"
@@ -81,8 +82,7 @@ func download(ctx context.Context, store Store, key string, decodeKey []byte, f 
 		return nil, 0, fmt.Errorf("read %q back: %w", key, err)
 	}
 	defer func() { _ = rc.Close() }()
-	whole := sha256.New()
-	stored := &countingReader{r: io.TeeReader(rc, whole)}
+	stored := NewStoredBytes(rc)
 	decoded, _, err := Decode(stored, decodeKey)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %q cannot be decoded: %v", ErrVerification, key, err)
@@ -98,36 +98,56 @@ func download(ctx context.Context, store Store, key string, decodeKey []byte, f 
 		_, err = io.Copy(io.Discard, stored)
 	}
 	if err != nil {
-		if stored.err != nil {
-			return nil, 0, fmt.Errorf("read %q back (after %d of %d bytes): %w", key, stored.n, size, stored.err)
+		if stored.ReadErr() != nil {
+			return nil, 0, fmt.Errorf("read %q back (after %d of %d bytes): %w", key, stored.Count(), size, stored.ReadErr())
 		}
-		return nil, 0, fmt.Errorf("%w: %q does not decode (after %d of %d bytes): %v", ErrVerification, key, stored.n, size, err)
+		return nil, 0, fmt.Errorf("%w: %q does not decode (after %d of %d bytes): %v", ErrVerification, key, stored.Count(), size, err)
 	}
-	if size >= 0 && stored.n != size {
-		return nil, 0, fmt.Errorf("%w: the store announces %d bytes at %q but %d arrived", ErrVerification, size, key, stored.n)
+	if size >= 0 && stored.Count() != size {
+		return nil, 0, fmt.Errorf("%w: the store announces %d bytes at %q but %d arrived", ErrVerification, size, key, stored.Count())
 	}
 	if err := check.Verify(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s", ErrVerification, err)
 	}
-	return &Verification{Key: key, Size: stored.n, SHA256: hex.EncodeToString(whole.Sum(nil))}, n, nil
+	return &Verification{Key: key, Size: stored.Count(), SHA256: stored.SHA256()}, n, nil
 }
 
-// countingReader counts the bytes read through it and keeps the read error,
-// which is the store's, not the content's.
-type countingReader struct {
+// StoredBytes reads a stored object through, counting and hashing (sha256)
+// the stored bytes as they pass, and keeping the store's read error apart
+// from what a decoder reading through it returns: a store that broke off may
+// pass, stored bytes that do not decode will not. The backup operator's read
+// back, the restore operator's check and the seed's download all read an
+// object this way, so their sizes and sums are those of the same bytes.
+type StoredBytes struct {
 	r   io.Reader
+	h   hash.Hash
 	n   int64
 	err error
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
+// NewStoredBytes reads r through.
+func NewStoredBytes(r io.Reader) *StoredBytes {
+	return &StoredBytes{r: r, h: sha256.New()}
+}
+
+func (c *StoredBytes) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
 	c.n += int64(n)
 	if err != nil && !errors.Is(err, io.EOF) {
 		c.err = err
 	}
 	return n, err
 }
+
+// Count is how many bytes were read.
+func (c *StoredBytes) Count() int64 { return c.n }
+
+// ReadErr is the store's error, if reading it failed (io.EOF is no error).
+func (c *StoredBytes) ReadErr() error { return c.err }
+
+// SHA256 is the hex sha256 of the bytes read.
+func (c *StoredBytes) SHA256() string { return hex.EncodeToString(c.h.Sum(nil)) }
 
 // inspectDB opens the database at path read-only and fills in v. A damaged
 // database can make bbolt panic, or fault on its memory map; both become errors

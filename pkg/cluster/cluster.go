@@ -79,9 +79,11 @@ type Config struct {
 	Pods          cache.Indexer
 	Claims        cache.Indexer
 	ServiceLister corelisters.ServiceLister
-	// BudgetLister reads the clusters' PodDisruptionBudgets; nil when the
-	// operator may not manage them (they are then not made).
-	BudgetLister policylisters.PodDisruptionBudgetLister
+	// Budgets returns the lister of the clusters' PodDisruptionBudgets, or
+	// nil while the operator may not manage them (they are then not made).
+	// It is asked on every pass: a rule added to the role later is used
+	// without a restart. A nil Budgets means never.
+	Budgets func() policylisters.PodDisruptionBudgetLister
 	// Recorder records events on the EtcdCluster. The objects handed to it
 	// carry their apiVersion and kind, so its scheme need not know our types.
 	Recorder record.EventRecorder

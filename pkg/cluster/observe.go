@@ -185,11 +185,15 @@ func (c *Cluster) observeServices(ctx context.Context, s *snapshot) error {
 
 // observeBudget reads the cluster's PodDisruptionBudget from the cache.
 func (c *Cluster) observeBudget(s *snapshot) error {
-	if c.cfg.BudgetLister == nil {
+	if c.cfg.Budgets == nil {
+		return nil
+	}
+	budgets := c.cfg.Budgets()
+	if budgets == nil {
 		return nil
 	}
 	s.budgetsManaged = true
-	pdb, err := c.cfg.BudgetLister.PodDisruptionBudgets(c.namespace).Get(c.name)
+	pdb, err := budgets.PodDisruptionBudgets(c.namespace).Get(c.name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil

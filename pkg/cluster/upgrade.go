@@ -175,11 +175,11 @@ func oldestVersion(versions map[string]bool) string {
 	return oldest
 }
 
-// checkUpgrade enforces etcd's version rules member by member: one minor
-// version up at a time, and no minor downgrade (etcd refuses to start on data
-// of a newer minor) but from 3.6 to 3.5, which etcd's downgrade API allows
-// (the cluster-wide conditions of that move are maintenance.CheckVersionMove's).
-// Patch releases may go either way.
+// checkUpgrade enforces etcd's version rules (etcdversion.MoveBetween)
+// member by member: one minor version up at a time, and no minor downgrade
+// but where etcd's downgrade API allows one (the cluster-wide conditions of
+// that move are maintenance.CheckVersionMove's). Patch releases may go
+// either way.
 func checkUpgrade(from, to string) error {
 	f, err := etcdversion.Parse(from)
 	if err != nil {
@@ -189,14 +189,12 @@ func checkUpgrade(from, to string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.Major != t.Major:
+	switch etcdversion.MoveBetween(f, t) {
+	case etcdversion.MoveMajor:
 		return errors.New("etcd cannot change its major version in place")
-	case f.Release().Downgrade && t.Minor == f.Minor-1:
-		return nil
-	case t.Minor < f.Minor:
+	case etcdversion.MoveDownRefused:
 		return fmt.Errorf("etcd does not support downgrading from %s to %s", f.MinorString(), t.MinorString())
-	case t.Minor > f.Minor+1:
+	case etcdversion.MoveSkip:
 		return fmt.Errorf("etcd upgrades one minor version at a time: upgrade to a %d.%d release first", f.Major, f.Minor+1)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -17,9 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -46,6 +50,11 @@ type Config struct {
 	// metrics are filled in by the controller.
 	Cluster cluster.Config
 	Log     *logrus.Entry
+	// BudgetRecheck is how often the operator asks again whether it may
+	// manage PodDisruptionBudgets while it may not; 0 means
+	// statusutil.ReprobeInterval, the interval at which the status writer
+	// tries a refused subresource again.
+	BudgetRecheck time.Duration
 }
 
 // Controller owns the map namespace/name -> cluster goroutine.
@@ -65,6 +74,9 @@ type Controller struct {
 	stopped []*cluster.Cluster
 	// scope says why clusters of the other scope are left alone.
 	scope *k8sutil.ScopeNotices
+	// budgets is the PodDisruptionBudget lister, nil while the operator may
+	// not manage them; every cluster reads it on each pass.
+	budgets atomic.Pointer[policylisters.PodDisruptionBudgetLister]
 	// runCtx is Run's context, set before any informer starts: the
 	// EtcdCluster informer's list and watch calls and the clusters'
 	// goroutines are bound to it (informer handlers and client-go v0.32's
@@ -130,6 +142,12 @@ func New(cfg Config) *Controller {
 	c.cfg.Cluster.Pods = pods.Informer().GetIndexer()
 	c.cfg.Cluster.Claims = claims.Informer().GetIndexer()
 	c.cfg.Cluster.ServiceLister = services.Lister()
+	c.cfg.Cluster.Budgets = func() policylisters.PodDisruptionBudgetLister {
+		if l := c.budgets.Load(); l != nil {
+			return *l
+		}
+		return nil
+	}
 	c.cfg.Cluster.Recorder = cfg.Recorder
 	// One limit for every cluster's etcd calls: a cluster whose etcd hangs
 	// holds one slot for a bounded time, never the others' (see LimitEtcd).
@@ -225,15 +243,18 @@ func trimPod(p *corev1.Pod) {
 // healthy clusters as having no member pod, or take a running member for a dead one.
 func (c *Controller) Run(ctx context.Context, synced func()) error {
 	c.runCtx = ctx
-	if c.mayManageBudgets(ctx) {
-		c.cfg.Cluster.BudgetLister = c.members.Policy().V1().PodDisruptionBudgets().Lister()
-		_, _ = c.members.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(c.pokeHandler())
+	budgetsAllowed := c.mayManageBudgets(ctx, true)
+	if budgetsAllowed {
+		c.watchBudgets()
 	}
 	c.members.Start(ctx.Done())
 	for typ, ok := range c.members.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("the %v informer cache did not sync: %w", typ, ctx.Err())
 		}
+	}
+	if budgetsAllowed {
+		c.enableBudgets()
 	}
 	go c.clusterInformer.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.clusterInformer.HasSynced) {
@@ -242,6 +263,12 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 	c.cfg.Log.Info("caches synced; managing etcd clusters")
 	if synced != nil {
 		synced()
+	}
+	rechecked := make(chan struct{})
+	if budgetsAllowed {
+		close(rechecked)
+	} else {
+		go c.recheckBudgets(ctx, rechecked)
 	}
 	<-ctx.Done()
 	c.mu.Lock()
@@ -254,6 +281,7 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 	for _, cl := range stopped {
 		<-cl.Done()
 	}
+	<-rechecked
 	c.members.Shutdown()
 	return nil
 }
@@ -261,8 +289,9 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 // mayManageBudgets asks the API server whether the operator may list, watch,
 // create, update and delete PodDisruptionBudgets. An operator installed with
 // an older role (the original's, say) runs without them rather than waiting
-// for a cache it can never fill, and says what to add.
-func (c *Controller) mayManageBudgets(ctx context.Context) bool {
+// for a cache it can never fill, and says what to add (when warn is set: the
+// first time, not at every later look).
+func (c *Controller) mayManageBudgets(ctx context.Context, warn bool) bool {
 	ns := k8sutil.WatchedNamespace(c.cfg.Namespace, c.cfg.ClusterWide)
 	var missing []string
 	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
@@ -271,7 +300,9 @@ func (c *Controller) mayManageBudgets(ctx context.Context) bool {
 		}}
 		out, err := c.cfg.KubeClient.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
-			c.cfg.Log.WithError(err).Warn("could not ask whether PodDisruptionBudgets may be managed; they are not")
+			if warn {
+				c.cfg.Log.WithError(err).Warn("could not ask whether PodDisruptionBudgets may be managed; they are not until a later look finds they may")
+			}
 			return false
 		}
 		if !out.Status.Allowed {
@@ -279,10 +310,67 @@ func (c *Controller) mayManageBudgets(ctx context.Context) bool {
 		}
 	}
 	if len(missing) > 0 {
-		c.cfg.Log.Warnf("the operator may not %s poddisruptionbudgets (group policy): clusters get no disruption budget, so kubectl drain can take a quorum of members at once; add the rule of example/rbac", strings.Join(missing, ", "))
+		if warn {
+			c.cfg.Log.WithField("missing", strings.Join(missing, ",")).Warnf("the operator may not %s poddisruptionbudgets (group policy): clusters get no disruption budget, so kubectl drain can take a quorum of members at once; add the rule of example/rbac, which is used once it is there (asked every %v)",
+				strings.Join(missing, ", "), c.budgetRecheck())
+		}
 		return false
 	}
 	return true
+}
+
+// watchBudgets adds the PodDisruptionBudget informer to the members'
+// factory; it runs from the factory's next Start.
+func (c *Controller) watchBudgets() {
+	_, _ = c.members.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(c.pokeHandler())
+}
+
+// enableBudgets hands the budgets' lister to the clusters, once its cache
+// has synced: an empty cache would make each cluster create a budget it
+// already has.
+func (c *Controller) enableBudgets() {
+	l := c.members.Policy().V1().PodDisruptionBudgets().Lister()
+	c.budgets.Store(&l)
+}
+
+// recheckBudgets asks again, every BudgetRecheck, whether the operator may
+// manage PodDisruptionBudgets, until it may or ctx ends: a rule added to the
+// role while the operator runs is then used without a restart. Once it may,
+// the budgets' informer starts and every cluster is woken to make its
+// budget. It closes done when it returns, so that Run shuts the informers
+// down only after it.
+func (c *Controller) recheckBudgets(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	err := wait.PollUntilContextCancel(ctx, c.budgetRecheck(), false, func(ctx context.Context) (bool, error) {
+		return c.mayManageBudgets(ctx, false), nil
+	})
+	if err != nil {
+		return
+	}
+	c.watchBudgets()
+	c.members.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.members.Policy().V1().PodDisruptionBudgets().Informer().HasSynced) {
+		return
+	}
+	c.enableBudgets()
+	c.cfg.Log.Info("the role now allows managing poddisruptionbudgets: clusters get their disruption budget")
+	c.pokeAll()
+}
+
+func (c *Controller) budgetRecheck() time.Duration {
+	if c.cfg.BudgetRecheck > 0 {
+		return c.cfg.BudgetRecheck
+	}
+	return statusutil.ReprobeInterval
+}
+
+// pokeAll wakes every cluster's goroutine.
+func (c *Controller) pokeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.clusters {
+		cl.Poke()
+	}
 }
 
 // sync starts the goroutine of a cluster it has not seen, or hands the new version to

@@ -196,6 +196,47 @@ func TestClustersGetADisruptionBudgetWhenAllowed(t *testing.T) {
 	}
 }
 
+// A role that gains the PodDisruptionBudget rule while the operator runs is
+// used without a restart: the operator asks again while it may not, and
+// clusters get their budget once it may.
+func TestARuleAddedLaterGivesClustersTheirBudget(t *testing.T) {
+	cl := runningCluster()
+	cl.Spec.Size, cl.Spec.Paused = 3, true
+	kube := kubefake.NewSimpleClientset()
+	var allowed atomic.Bool
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		review := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		review.Status.Allowed = allowed.Load()
+		return true, review, nil
+	})
+	ctrl := testController(t, kube, etcdfake.NewSimpleClientset(cl), &slowEtcd{entered: make(chan struct{}, 1)})
+	ctrl.cfg.BudgetRecheck = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced := make(chan struct{})
+	go func() { _ = ctrl.Run(ctx, func() { close(synced) }) }()
+	<-synced
+	budget := func(ctx context.Context) (bool, error) {
+		_, err := kube.PolicyV1().PodDisruptionBudgets("operator").Get(ctx, "example", metav1.GetOptions{})
+		return err == nil, nil
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Services("operator").Get(ctx, "example-client", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatal("the cluster's services were not made")
+	}
+	if made, _ := budget(ctx); made {
+		t.Fatal("a budget was made before the role allowed it")
+	}
+
+	allowed.Store(true)
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, budget); err != nil {
+		t.Fatal("the rule was added, and the cluster got no budget without a restart")
+	}
+}
+
 // The caches keep no managedFields: they are a large part of every cached
 // object and nothing reads them, and the caches hold several objects per
 // cluster.

@@ -259,3 +259,44 @@ func Downgrades() string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// Move is how etcd lets data of one version be run by another, by the rules
+// both the per-member check and the cluster's version move read: patch
+// releases of a minor version go either way; the minor version goes up one
+// at a time, never skipping one (etcd keeps the cluster version one minor
+// apart at most); it goes down only where the release moved from allows a
+// downgrade, and then one minor version (etcd refuses to start on data of a
+// newer minor otherwise); the major version never changes in place.
+type Move int
+
+const (
+	// MovePatch: the same minor version.
+	MovePatch Move = iota
+	// MoveUp: the next minor version.
+	MoveUp
+	// MoveDown: the previous minor version, through etcd's downgrade API.
+	MoveDown
+	// MoveDownRefused: a lower minor version that no downgrade reaches.
+	MoveDownRefused
+	// MoveSkip: more than one minor version up.
+	MoveSkip
+	// MoveMajor: another major version.
+	MoveMajor
+)
+
+// MoveBetween is the move from from to to.
+func MoveBetween(from, to Version) Move {
+	switch {
+	case from.Major != to.Major:
+		return MoveMajor
+	case to.Minor == from.Minor:
+		return MovePatch
+	case to.Minor == from.Minor+1:
+		return MoveUp
+	case to.Minor == from.Minor-1 && from.Release().Downgrade:
+		return MoveDown
+	case to.Minor < from.Minor:
+		return MoveDownRefused
+	}
+	return MoveSkip
+}

@@ -137,6 +137,30 @@ func TestVersionMoveRules(t *testing.T) {
 	}
 }
 
+func TestMoveBetweenVersions(t *testing.T) {
+	tests := []struct {
+		name     string
+		from, to string
+		want     Move
+	}{
+		{"patch releases go up", "3.5.17", "3.5.21", MovePatch},
+		{"patch releases go down", "3.5.21", "3.5.17", MovePatch},
+		{"one minor version up", "3.5.21", "3.6.6", MoveUp},
+		{"two minor versions up skip one", "3.4.23", "3.6.6", MoveSkip},
+		{"3.6 goes down to 3.5 through the downgrade API", "3.6.6", "3.5.32", MoveDown},
+		{"3.5 does not go down to 3.4", "3.5.21", "3.4.23", MoveDownRefused},
+		{"3.6 does not go down two minor versions", "3.6.6", "3.4.23", MoveDownRefused},
+		{"the major version does not change", "3.6.6", "4.0.0", MoveMajor},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MoveBetween(mustParse(t, tt.from), mustParse(t, tt.to)); got != tt.want {
+				t.Fatalf("MoveBetween(%s, %s) = %d, want %d", tt.from, tt.to, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestReleasesAreOrderedMinorVersions(t *testing.T) {
 	for i := 1; i < len(releases); i++ {
 		prev, cur := releases[i-1], releases[i]

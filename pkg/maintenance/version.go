@@ -53,7 +53,8 @@ type VersionMoveInput struct {
 }
 
 // CheckVersionMove says whether the members may be moved to in.Target, by
-// etcd's rules for version moves, as etcdversion's releases table gives them:
+// etcd's rules for version moves, as etcdversion's releases table and
+// MoveBetween give them:
 //
 //   - the cluster version (the lowest minor all members have agreed on)
 //     moves one minor at a time; patches within it move freely, and so does
@@ -80,23 +81,22 @@ func CheckVersionMove(in VersionMoveInput) VersionMove {
 		return VersionMove{Kind: MoveWait, Reason: fmt.Sprintf("the cluster version is not decided yet (%q)", in.ClusterVersion)}
 	}
 	next := etcdversion.New(cluster.Major, cluster.Minor+1, 0)
-	previous := etcdversion.New(cluster.Major, cluster.Minor-1, 0)
-	switch {
-	case target.SameMinor(cluster):
+	switch etcdversion.MoveBetween(cluster, target) {
+	case etcdversion.MovePatch:
 		return VersionMove{Kind: MovePatches, Reason: fmt.Sprintf("the cluster runs at %s; members move to %s one at a time", cluster.MinorString(), in.Target)}
-	case target.SameMinor(next):
+	case etcdversion.MoveUp:
 		if why := notReadyFor(target, in); why != "" {
 			return refused(why)
 		}
 		return VersionMove{Kind: MovePatches, Reason: fmt.Sprintf("upgrading from %s to %s one member at a time", cluster.MinorString(), in.Target)}
-	case target.SameMinor(previous) && cluster.Release().Downgrade:
+	case etcdversion.MoveDown:
 		if min := cluster.Release().UpgradeFromPatch; target.Patch < min {
 			return refused(fmt.Sprintf("downgrading to %s: etcd's %s downgrade guide asks for a current %s release; use %s.%d or later",
 				in.Target, cluster.MinorString(), target.MinorString(), target.MinorString(), min))
 		}
 		return VersionMove{Kind: MoveEnableDowngrade, DowngradeTarget: target.MinorString(),
 			Reason: fmt.Sprintf("downgrading from %s to %s: enabling etcd's downgrade first, then members move to %s one at a time", cluster.MinorString(), target.MinorString(), in.Target)}
-	case target.Major == cluster.Major && target.Minor < cluster.Minor:
+	case etcdversion.MoveDownRefused:
 		return refused(fmt.Sprintf("the cluster runs at %s and cannot go down to %s: etcd downgrades only one minor version, from %s; restore a backup into a new cluster instead",
 			cluster.MinorString(), in.Target, etcdversion.Downgrades()))
 	default:

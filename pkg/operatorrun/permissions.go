@@ -3,6 +3,7 @@ package operatorrun
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,6 +153,19 @@ func RoleRules(manifest []byte) ([]rbacv1.PolicyRule, error) {
 	return role.Rules, nil
 }
 
+// readRole reads the rules of the Role or ClusterRole manifest at path.
+func readRole(path string) ([]rbacv1.PolicyRule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := RoleRules(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rules, nil
+}
+
 // ExampleRoleGaps holds a binary's needs, namespaced and cluster-wide, to the
 // ClusterRole and Role templates in dir (example/rbac) and names every rule
 // a template does not grant. The namespaced Role is for -create-crd=false,
@@ -159,13 +173,9 @@ func RoleRules(manifest []byte) ([]rbacv1.PolicyRule, error) {
 func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string, error) {
 	var gaps []string
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
-		data, err := os.ReadFile(filepath.Join(dir, file))
+		rules, err := readRole(filepath.Join(dir, file))
 		if err != nil {
 			return nil, err
-		}
-		rules, err := RoleRules(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		for _, cw := range []bool{false, true} {
 			for _, n := range needs(cw) {
@@ -191,13 +201,9 @@ func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]str
 	var gaps []string
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
 		path := filepath.Join(dir, binary, file)
-		data, err := os.ReadFile(path)
+		rules, err := readRole(path)
 		if err != nil {
 			return nil, err
-		}
-		rules, err := RoleRules(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		used := map[string]bool{}
 		key := func(group, resource, verb string) string { return group + "/" + resource + ":" + verb }
@@ -225,6 +231,98 @@ func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]str
 					}
 				}
 			}
+		}
+	}
+	return gaps, nil
+}
+
+// originalRoleLacks reads the original etcd-operator's ClusterRole and Role
+// (cluster-role-template.yaml and role-template.yaml in dir, as published) and
+// returns, per file, the resources of a binary's needs, and of the Lease lock,
+// that the role does not grant in full, in the needs' order. The ClusterRole
+// is read for -create-crd=true, as the original's Deployment runs it; the Role
+// for -create-crd=false.
+func originalRoleLacks(dir string, needs func(createCRD bool) []Need) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
+		rules, err := readRole(filepath.Join(dir, file))
+		if err != nil {
+			return nil, err
+		}
+		lacking := []string{}
+		for _, n := range append(needs(file == "cluster-role-template.yaml"), Need{Rule: LeaseRule("")}, Need{Rule: EndpointsRule("")}) {
+			if len(NotGrantedBy(rules, n.Rule)) > 0 {
+				lacking = append(lacking, n.Resource)
+			}
+		}
+		out[file] = lacking
+	}
+	return out, nil
+}
+
+// undefinedTests returns those of tests, each "<directory under root>.<TestName>",
+// that no _test.go file of its directory defines: a table naming the test
+// that shows a behaviour fails when the test is renamed or removed.
+func undefinedTests(root string, tests ...string) ([]string, error) {
+	var out []string
+	for _, ref := range tests {
+		dir, name, ok := strings.Cut(ref, ".")
+		if !ok {
+			return nil, fmt.Errorf("%q is not <directory>.<TestName>", ref)
+		}
+		files, err := filepath.Glob(filepath.Join(root, dir, "*_test.go"))
+		if err != nil {
+			return nil, err
+		}
+		found := false
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			if strings.Contains(string(data), "\nfunc "+name+"(t *testing.T)") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}
+
+// OriginalRoleGaps holds a binary's needs to the original etcd-operator's
+// roles (test/e2e/testdata/original under root, the repository): each
+// resource they lack must be a key of wayAround, and each key one they lack,
+// so that the table lists exactly what a user of the original's roles goes
+// without. Its values name the tests ("<directory>.<TestName>") that show the
+// binary working around the lack, which must exist.
+func OriginalRoleGaps(root string, needs func(createCRD bool) []Need, wayAround map[string][]string) ([]string, error) {
+	lacks, err := originalRoleLacks(filepath.Join(root, "test/e2e/testdata/original"), needs)
+	if err != nil {
+		return nil, err
+	}
+	var gaps []string
+	for _, file := range slices.Sorted(maps.Keys(lacks)) {
+		for _, res := range lacks[file] {
+			if len(wayAround[res]) == 0 {
+				gaps = append(gaps, fmt.Sprintf("the original's %s lacks %s, and no test shows the way around it", file, res))
+			}
+		}
+		for _, res := range slices.Sorted(maps.Keys(wayAround)) {
+			if !slices.Contains(lacks[file], res) {
+				gaps = append(gaps, fmt.Sprintf("the original's %s grants %s, which the table says it lacks", file, res))
+			}
+		}
+	}
+	for _, res := range slices.Sorted(maps.Keys(wayAround)) {
+		missing, err := undefinedTests(root, wayAround[res]...)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range missing {
+			gaps = append(gaps, fmt.Sprintf("the way around a lack of %s is shown by %s, which is not defined", res, m))
 		}
 	}
 	return gaps, nil

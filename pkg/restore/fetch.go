@@ -2,8 +2,6 @@ package restore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -160,7 +158,7 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	// The stored bytes are counted and hashed as they arrive, and decoded
 	// (decrypted, decompressed) into the file: the key never leaves the pod, and
 	// the backup server only ever sends what is stored.
-	body := &countingReader{r: resp.Body, h: sha256.New()}
+	body := backup.NewStoredBytes(resp.Body)
 	n, decodeErr := o.decodeTo(tmp, body)
 	if decodeErr == nil {
 		decodeErr = tmp.Sync()
@@ -168,15 +166,15 @@ func (o *FetchOptions) attempt(ctx context.Context) error {
 	if cerr := tmp.Close(); decodeErr == nil {
 		decodeErr = cerr
 	}
-	if body.err != nil {
-		return fmt.Errorf("download interrupted after %d of %d bytes: %w", body.n, o.Size, body.err)
+	if body.ReadErr() != nil {
+		return fmt.Errorf("download interrupted after %d of %d bytes: %w", body.Count(), o.Size, body.ReadErr())
 	}
 	// The size and sha256 come first: a download that is not the verified
 	// backup says so, whatever decoding it made of it.
-	if body.n != o.Size {
-		return failure.Permanent(fmt.Errorf("downloaded %d bytes, but the verified backup has %d", body.n, o.Size))
+	if body.Count() != o.Size {
+		return failure.Permanent(fmt.Errorf("downloaded %d bytes, but the verified backup has %d", body.Count(), o.Size))
 	}
-	if sum := hex.EncodeToString(body.h.Sum(nil)); sum != o.SHA256 {
+	if sum := body.SHA256(); sum != o.SHA256 {
 		return failure.Permanent(fmt.Errorf("the downloaded backup has sha256 %s, but the verified backup has %s", sum, o.SHA256))
 	}
 	if decodeErr != nil {

@@ -2,11 +2,8 @@ package restore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"sort"
 
@@ -65,7 +62,7 @@ func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Locatio
 	}
 	defer func() { _ = rc.Close() }()
 
-	stored := &countingReader{r: rc, h: sha256.New()}
+	stored := backup.NewStoredBytes(rc)
 	decoded, form, err := backup.Decode(stored, key)
 	if err != nil {
 		return VerifiedBackup{}, decodeError(url, stored, err)
@@ -77,24 +74,24 @@ func VerifySnapshot(ctx context.Context, store backup.Store, loc storage.Locatio
 	}
 	// Decoding may stop before the last stored byte; the record covers them all.
 	if _, err := io.Copy(io.Discard, stored); err != nil {
-		return VerifiedBackup{}, fmt.Errorf("read backup %s (after %d of %d bytes): %w", url, stored.n, info.Size, err)
+		return VerifiedBackup{}, fmt.Errorf("read backup %s (after %d of %d bytes): %w", url, stored.Count(), info.Size, err)
 	}
-	n := stored.n
+	n := stored.Count()
 	if n != info.Size {
 		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s is truncated: the store announces %d bytes but %d arrived", url, info.Size, n))
 	}
 	if err := check.Verify(); err != nil {
 		return VerifiedBackup{}, failure.Permanent(fmt.Errorf("backup %s is not an intact etcd snapshot: %w", url, err))
 	}
-	return VerifiedBackup{Path: loc.Path(), Size: n, SHA256: hex.EncodeToString(stored.h.Sum(nil)),
+	return VerifiedBackup{Path: loc.Path(), Size: n, SHA256: stored.SHA256(),
 		Encrypted: form.Encrypted, Compression: form.Compression}, nil
 }
 
 // decodeError tells a store that broke off (may pass) from stored bytes that do
 // not decode (final), and says what to do about a key.
-func decodeError(url string, stored *countingReader, err error) error {
-	if stored.err != nil {
-		return fmt.Errorf("read backup %s (after %d bytes): %w", url, stored.n, stored.err)
+func decodeError(url string, stored *backup.StoredBytes, err error) error {
+	if stored.ReadErr() != nil {
+		return fmt.Errorf("read backup %s (after %d bytes): %w", url, stored.Count(), stored.ReadErr())
 	}
 	switch {
 	case errors.Is(err, backup.ErrKeyRequired):
@@ -105,25 +102,6 @@ func decodeError(url string, stored *countingReader, err error) error {
 		return failure.Permanent(fmt.Errorf("backup %s is not encrypted, but spec.encryption names a key: a backup that should be encrypted and is not may have been replaced; remove spec.encryption if it was stored unencrypted", url))
 	}
 	return failure.Permanent(fmt.Errorf("backup %s cannot be decoded: %w", url, err))
-}
-
-// countingReader counts and hashes the stored bytes as they are read, and keeps
-// the store's error apart from the decoder's.
-type countingReader struct {
-	r   io.Reader
-	h   hash.Hash
-	n   int64
-	err error
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	if err != nil && !errors.Is(err, io.EOF) {
-		c.err = err
-	}
-	return n, err
 }
 
 // CheckRecorded compares a verified backup with what the backup operator recorded

@@ -106,7 +106,7 @@ func PodPolicyHash(cluster *v1beta2.EtcdCluster) string {
 // was, without resolving its own name, and it reaches its peers by theirs:
 // the peers' streams to it are opened by it. Waiting for its own name would
 // wait out cluster DNS's cache of the lookups that failed while it had no
-// pod (30 s on kubeadm clusters, measured on the local one).
+// pod, which lasts the zone's TTL.
 func WithoutDNSCheck() PodOption {
 	return func(p *corev1.Pod) {
 		p.Spec.InitContainers = slices.DeleteFunc(p.Spec.InitContainers, func(c corev1.Container) bool {
@@ -470,8 +470,8 @@ func etcdctlProbe(secureClient bool) corev1.ProbeHandler {
 //
 // The first lookup waits a moment: the init container starts as soon as the
 // pod has an address, usually before the endpoints controller has published
-// it, and CoreDNS caches that first "no such name" for the zone's TTL (30 s
-// on kubeadm clusters), which measured here as 30 s added to every bootstrap.
+// it, and CoreDNS caches that first "no such name" for the zone's TTL, which
+// every bootstrap would then wait out.
 //
 // A positive timeout is measured on the clock rather than by counting tries:
 // one failing nslookup can itself take seconds. A zero timeout waits forever;
