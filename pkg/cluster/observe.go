@@ -214,7 +214,7 @@ func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster, now time.Tim
 	if !cl.Spec.TLS.IsSecureClient() || c.tlsConfig != nil && !c.certs.due(now) {
 		return nil
 	}
-	name := cl.Spec.TLS.Static.OperatorSecret
+	name := cl.Spec.TLS.Secrets(cl.Name).Operator
 	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if c.tlsConfig != nil && c.certs.operator != nil && c.certs.operator.name == name {
