@@ -92,12 +92,7 @@ func TestIssuedTLS(t *testing.T) {
 			name:    "a CA the user made is used, and a secret that exists is never written",
 			cluster: newTestCluster(withPhase(""), withIssuedTLS),
 			run: func(t *testing.T, f *fixture) {
-				ca, err := tlsissue.NewCA("the user's CA", testStart)
-				if err != nil {
-					t.Fatal(err)
-				}
-				data, _ := ca.SecretData()
-				addSecret(t, f, "example-ca", data)
+				ca := addCA(t, f)
 				client, _ := ca.Issue(tlsissue.Client, tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart, api.DefaultCertificateValidity)
 				addSecret(t, f, "example-client-tls", client)
 				f.mustPass()
@@ -118,13 +113,7 @@ func TestIssuedTLS(t *testing.T) {
 			cluster: newTestCluster(withPhase(""), withIssuedTLS),
 			run: func(t *testing.T, f *fixture) {
 				addSecret(t, f, "example-ca", map[string][]byte{tlsissue.CACertKey: []byte("not a certificate")})
-				f.mustPass()
-				f.mustPass()
-				expect(t, "secrets created", f.secretCreates(), nil)
-				expect(t, "pod actions", f.podActions(), nil)
-				if s := f.mustStatus(); !strings.Contains(s.Reason, "CA secret example-ca (spec.TLS.issued.caSecret) lacks key(s) ca.key; it is never replaced") {
-					t.Errorf("reason = %q", s.Reason)
-				}
+				expectNothingIssued(t, f, "CA secret example-ca (spec.TLS.issued.caSecret) lacks key(s) ca.key; it is never replaced")
 			},
 		},
 		{
@@ -133,15 +122,9 @@ func TestIssuedTLS(t *testing.T) {
 			run: func(t *testing.T, f *fixture) {
 				other, _ := tlsissue.NewCA("another CA", testStart)
 				peer, _ := other.Issue(tlsissue.Peer, tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart, api.DefaultCertificateValidity)
-				ca, _ := tlsissue.NewCA("the CA", testStart)
-				data, _ := ca.SecretData()
-				addSecret(t, f, "example-ca", data)
+				addCA(t, f)
 				addSecret(t, f, "example-peer-tls", peer)
-				f.mustPass()
-				expect(t, "secrets created", f.secretCreates(), nil)
-				if s := f.mustStatus(); !strings.Contains(s.Reason, "peer.crt of secret example-peer-tls was not issued by the CA in secret example-ca") {
-					t.Errorf("reason = %q", s.Reason)
-				}
+				expectNothingIssued(t, f, "peer.crt of secret example-peer-tls was not issued by the CA in secret example-ca")
 			},
 		},
 		{
@@ -161,6 +144,34 @@ func TestIssuedTLS(t *testing.T) {
 			},
 		},
 	})
+}
+
+// expectNothingIssued runs two passes that must create no secret and no
+// pod, and say why in status.reason.
+func expectNothingIssued(t *testing.T, f *fixture, reason string) {
+	t.Helper()
+	f.mustPass()
+	f.mustPass()
+	expect(t, "secrets created", f.secretCreates(), nil)
+	expect(t, "pod actions", f.podActions(), nil)
+	if s := f.mustStatus(); !strings.Contains(s.Reason, reason) {
+		t.Errorf("reason = %q, want it to say %q", s.Reason, reason)
+	}
+}
+
+// addCA puts a CA of the user's in the cluster's CA secret.
+func addCA(t *testing.T, f *fixture) *tlsissue.CA {
+	t.Helper()
+	ca, err := tlsissue.NewCA("the user's CA", testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := ca.SecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addSecret(t, f, "example-ca", data)
+	return ca
 }
 
 func addSecret(t *testing.T, f *fixture, name string, data map[string][]byte) {

@@ -15,6 +15,15 @@ import (
 
 var example = Cluster{Name: "example", Namespace: "prod", Domain: ".cluster.local"}
 
+func newCA(t *testing.T, now time.Time) *CA {
+	t.Helper()
+	ca, err := NewCA("example-ca", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
 func issueAll(t *testing.T, ca *CA, now time.Time) map[Kind]map[string][]byte {
 	t.Helper()
 	out := map[Kind]map[string][]byte{}
@@ -32,10 +41,7 @@ func issueAll(t *testing.T, ca *CA, now time.Time) map[Kind]map[string][]byte {
 // secrets, for the members' DNS names, with and without the cluster domain.
 func TestIssuedCertificatesPassTheSecretsCheck(t *testing.T) {
 	now := time.Now()
-	ca, err := NewCA("example-ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := newCA(t, now)
 	s := issueAll(t, ca, now)
 	peer := etcdutil.PeerSecret("example-peer-tls", s[Peer])
 	server := etcdutil.ServerSecret("example-server-tls", s[Server])
@@ -55,10 +61,7 @@ func TestIssuedCertificatesPassTheSecretsCheck(t *testing.T) {
 // all its names and the loopback; client certificates only dial.
 func TestIssuedCertificatesNamesAndUsages(t *testing.T) {
 	now := time.Now()
-	ca, err := NewCA("example-ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := newCA(t, now)
 	s := issueAll(t, ca, now)
 	for _, tc := range []struct {
 		kind   Kind
@@ -95,10 +98,7 @@ func TestIssuedCertificatesNamesAndUsages(t *testing.T) {
 // with its own complete a real handshake, each checking the other.
 func TestIssuedCertificatesHandshake(t *testing.T) {
 	now := time.Now()
-	ca, err := NewCA("example-ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := newCA(t, now)
 	s := issueAll(t, ca, now)
 	serverCert, err := tls.X509KeyPair(s[Server][etcdutil.SecretServerCert], s[Server][etcdutil.SecretServerKey])
 	if err != nil {
@@ -144,10 +144,7 @@ func TestIssuedCertificatesHandshake(t *testing.T) {
 // refused with the reason, never used.
 func TestCAFromSecret(t *testing.T) {
 	now := time.Now()
-	ca, err := NewCA("example-ca", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := newCA(t, now)
 	data, err := ca.SecretData()
 	if err != nil {
 		t.Fatal(err)
