@@ -75,6 +75,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: c.createServices(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actSyncBudget:
 		return outcome{err: c.syncBudget(ctx, s), requeue: c.cfg.MinPassInterval}
+	case actIssueCertificates:
+		return outcome{err: c.makeIssuedSecrets(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actRecordCreating:
 		return c.recordCreating(s)
 	case actSeed:

@@ -20,6 +20,9 @@ const (
 	actReadEtcd
 	// actCreateServices creates the missing peer and client services.
 	actCreateServices
+	// actIssueCertificates creates the missing secrets of issued TLS: the
+	// CA's, and the certificates it signs.
+	actIssueCertificates
 	// actSyncBudget makes, changes or deletes the cluster's
 	// PodDisruptionBudget.
 	actSyncBudget
@@ -93,6 +96,7 @@ var actionNames = map[actionKind]string{
 	actReadEtcd:          "read etcd",
 	actCreateServices:    "create services",
 	actSyncBudget:        "sync disruption budget",
+	actIssueCertificates: "issue certificates",
 	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actAdopt:             "adopt",

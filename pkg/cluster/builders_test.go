@@ -107,6 +107,11 @@ func withTLS(cl *api.EtcdCluster) {
 	}}
 }
 
+// withIssuedTLS asks the operator to issue the cluster's certificates.
+func withIssuedTLS(cl *api.EtcdCluster) {
+	cl.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+}
+
 // podOpt changes a test pod.
 type podOpt func(*corev1.Pod)
 

@@ -58,14 +58,11 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem 
 		c.certs = certCache{}
 		return nil
 	}
-	static := tlsp.Static
+	names := tlsp.Secrets(s.spec.Name)
 	want := func(cached *secretData, name string) bool {
 		return name != "" && (cached == nil || cached.name != name)
 	}
-	peerName, serverName := "", ""
-	if static.Member != nil {
-		peerName, serverName = static.Member.PeerSecret, static.Member.ServerSecret
-	}
+	peerName, serverName := names.Peer, names.Server
 	if c.certs.due(s.now) || want(c.certs.peer, peerName) || want(c.certs.server, serverName) {
 		c.certs.peer, c.certs.server = c.readSecret(ctx, peerName), c.readSecret(ctx, serverName)
 		c.certs.readAt = s.now
@@ -75,10 +72,13 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem 
 			return nil
 		}
 		cs := mk(sd.name, sd.data)
+		if tlsp.IsIssued() {
+			cs.Field = names.Field
+		}
 		return &cs
 	}
 	var operator *etcdutil.CertSecret
-	if tlsp.IsSecureClient() && c.certs.operator != nil && c.certs.operator.name == static.OperatorSecret {
+	if tlsp.IsSecureClient() && c.certs.operator != nil && c.certs.operator.name == names.Operator {
 		operator = secret(c.certs.operator, etcdutil.OperatorSecret)
 	}
 	msgs := etcdutil.CheckCertSecrets(secret(c.certs.peer, etcdutil.PeerSecret), secret(c.certs.server, etcdutil.ServerSecret),

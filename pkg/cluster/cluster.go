@@ -223,6 +223,8 @@ type Cluster struct {
 	podsSeen string
 	// certs are the TLS secrets as last read for their check (certs.go).
 	certs certCache
+	// issued records the last read of the secrets of issued TLS (issue.go).
+	issued issuedCache
 	// etcdReadAt is when etcd's view was last read: a cluster at rest is
 	// looked at every etcdObserveInterval for its day-2 care.
 	etcdReadAt time.Time

@@ -20,7 +20,9 @@ import (
 //  2. servicesAndBudget (services.go): the peer and client services are created
 //     when missing (even while paused: the restore operator's seed waits for
 //     the peer service), and the PodDisruptionBudget keeps a quorum through
-//     voluntary disruptions (kubectl drain, evictions).
+//     voluntary disruptions (kubectl drain, evictions). Then, under issued
+//     TLS, issueCertificates (issue.go) makes the missing CA and certificate
+//     secrets, before any member pod, which would wait for them.
 //  3. paused: nothing else is touched; nor without the operator's client TLS
 //     secret, when the cluster serves clients over TLS.
 //  4. bootstrap (bootstrap.go): a new cluster is recorded Creating, then gets
@@ -94,6 +96,7 @@ func decide(s *snapshot) action {
 var decisionSteps = []func(*snapshot) (action, bool){
 	handsOff,
 	servicesAndBudget,
+	issueCertificates,
 	paused,
 	bootstrap,
 	unknownMembership,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
 // TestDecide is the specification of the algorithm: for a snapshot of a
@@ -45,6 +46,18 @@ func TestDecide(t *testing.T) {
 		{name: "the disruption budget follows spec.size", mods: mods(budgets, budgetKeeps(2), spec(withSize(5)), etcdLeader(memberA)), want: "sync disruption budget (keep 3 members available (spec.size changed))"},
 		{name: "a single member's disruption budget is deleted", mods: mods(budgets, budgetKeeps(2), spec(withSize(1)), members(memberA), onlyPods(memberA)), want: "sync disruption budget (a single member has no disruption budget)"},
 		{name: "a cluster whose budget keeps a quorum is left alone", mods: mods(budgets, budgetKeeps(2)), want: "idle"},
+
+		// 2, under issued TLS: the secrets it lacks.
+		{name: "a new cluster of issued TLS gets its CA and certificates before its seed", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, noIssuedSecrets),
+			want: "issue certificates (example-ca, example-peer-tls, example-server-tls, example-operator-tls, example-client-tls)"},
+		{name: "the services of a new cluster of issued TLS come before its certificates", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, missingServices, noIssuedSecrets), want: "create services"},
+		{name: "a paused cluster of issued TLS still gets its certificates, for a restore seed to mount", mods: mods(spec(withPaused), noIssuedSecrets), want: "issue certificates (example-ca"},
+		{name: "a certificate secret deleted from a running cluster is issued again from its CA", mods: mods(issuedSecrets, noIssuedSecret(tlsissue.Client)), want: "issue certificates (example-client-tls)"},
+		{name: "nothing is issued from a CA secret that cannot issue; the cluster waits for it to be fixed", mods: mods(issuedSecrets, noIssuedSecret(tlsissue.Client), unusableCA),
+			want: "wait (no certificate is issued while the TLS secrets that exist are not usable)"},
+		{name: "secrets of a deleted cluster of the same name are waited for, not used", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, noIssuedSecrets, issuedSecretOfAnotherCluster), want: "wait (secret example-ca belongs to"},
+		{name: "a cluster of issued TLS with every secret goes on to its seed", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, issuedSecrets), want: "seed to " + testVersion},
+		{name: "a running cluster of issued TLS with every secret is left alone", mods: mods(issuedSecrets), want: "idle"},
 
 		// 3. Paused, TLS.
 		{name: "a paused cluster changes nothing", mods: mods(spec(withPaused)), want: "wait (spec.paused is true)"},

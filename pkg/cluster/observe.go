@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
 // observe takes the snapshot of a pass. It reads the informers' caches and
@@ -54,11 +54,19 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		problems = append(problems, problemOf(err))
 	}
 	c.takeRecords(s)
-	if err := c.loadTLS(ctx, s.spec, s.now); err != nil {
+	if err := c.observeIssued(ctx, s); err != nil {
+		problems = append(problems, problemOf(err))
+	}
+	if err := c.loadTLS(ctx, s); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p
 	}
 	s.certProblems = c.checkCertificates(ctx, s)
+	if s.issued != nil {
+		for _, p := range s.issued.problems {
+			s.certProblems = append(s.certProblems, newProblem(problemTLSCertificate, "TLS: %s", p))
+		}
+	}
 	s.membership = c.knownMembership.known()
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)
@@ -214,18 +222,28 @@ func (c *Cluster) observeBudget(s *snapshot) error {
 // one in use. A missing or broken secret is a retried problem, not a
 // failure: with cert-manager the secret routinely appears after the cluster
 // (the original failed such a cluster for good).
-func (c *Cluster) loadTLS(ctx context.Context, cl *api.EtcdCluster, now time.Time) error {
+func (c *Cluster) loadTLS(ctx context.Context, s *snapshot) error {
+	cl, now := s.spec, s.now
 	if !cl.Spec.TLS.IsSecureClient() || c.tlsConfig != nil && !c.certs.due(now) {
 		return nil
 	}
-	name := cl.Spec.TLS.Static.OperatorSecret
+	if s.issued != nil && slices.Contains(s.issued.missing, tlsissue.Operator) {
+		// It is about to be issued: not a problem to report.
+		return nil
+	}
+	names := cl.Spec.TLS.Secrets(cl.Name)
+	name := names.Operator
 	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if c.tlsConfig != nil && c.certs.operator != nil && c.certs.operator.name == name {
 			c.log.WithError(err).WithField("secret", name).Warn("read the operator's TLS secret again; the copy read before stays in use")
 			return nil
 		}
-		what := fmt.Sprintf("read TLS secret %s (spec.TLS.static.operatorSecret)", name)
+		field := names.Field + ".operatorSecret"
+		if cl.Spec.TLS.IsIssued() {
+			field = names.Field
+		}
+		what := fmt.Sprintf("read TLS secret %s (%s)", name, field)
 		if apierrors.IsNotFound(err) {
 			err = fmt.Errorf("not found; it needs %s, %s and %s; retrying until it exists",
 				etcdutil.SecretClientCert, etcdutil.SecretClientKey, etcdutil.SecretClientCA)

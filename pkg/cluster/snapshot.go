@@ -62,6 +62,9 @@ type snapshot struct {
 	// certProblems are what is wrong with the certificates of the TLS
 	// secrets: members given them would fail their handshakes.
 	certProblems []problem
+	// issued is what the secrets of issued TLS are; nil unless the
+	// cluster's TLS is issued.
+	issued *issuedView
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool

@@ -14,6 +14,7 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
 // The snapshot builders of decide's table: testSnapshot is a healthy
@@ -92,6 +93,32 @@ func serviceConflict(s *snapshot) {
 func tlsMissing(s *snapshot) {
 	p := newProblem(problemTLSSecret, "read TLS secret operator-tls: not found")
 	s.tlsProblem = &p
+}
+
+// issuedSecrets makes the cluster's TLS issued, with its CA and
+// certificate secrets all there.
+func issuedSecrets(s *snapshot) {
+	withIssuedTLS(s.spec)
+	s.issued = &issuedView{}
+}
+
+// noIssuedSecrets: no secret of issued TLS exists yet.
+func noIssuedSecrets(s *snapshot) {
+	issuedSecrets(s)
+	s.issued.caMissing, s.issued.missing = true, slices.Clone(tlsissue.Kinds)
+}
+
+// noIssuedSecret: the secret of a kind of certificate is missing.
+func noIssuedSecret(k tlsissue.Kind) snapMod {
+	return func(s *snapshot) { s.issued.missing = append(s.issued.missing, k) }
+}
+
+func unusableCA(s *snapshot) {
+	s.issued.problems = append(s.issued.problems, "CA secret example-ca (spec.TLS.issued.caSecret) lacks key(s) ca.key")
+}
+
+func issuedSecretOfAnotherCluster(s *snapshot) {
+	s.issued.conflict = "secret example-ca belongs to EtcdCluster example (uid old), not to this cluster; waiting for it to be deleted"
 }
 
 func badCertificate(s *snapshot) {

@@ -162,9 +162,19 @@ func EtcdCluster() *apiextv1.CustomResourceDefinition {
 // secureExpr is the CEL form of TLSPolicy.IsSecureClient / IsSecurePeer for a cluster spec x.
 func secureExpr(x string, peer bool) string {
 	if peer {
-		return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.member) && has(%[1]s.TLS.static.member.peerSecret) && %[1]s.TLS.static.member.peerSecret != '')", x)
+		return fmt.Sprintf("(%[2]s || has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.member) && has(%[1]s.TLS.static.member.peerSecret) && %[1]s.TLS.static.member.peerSecret != '')", x, issuedExpr(x))
 	}
-	return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.operatorSecret) && %[1]s.TLS.static.operatorSecret != '')", x)
+	return fmt.Sprintf("(%[2]s || has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.operatorSecret) && %[1]s.TLS.static.operatorSecret != '')", x, issuedExpr(x))
+}
+
+// issuedExpr is the CEL form of TLSPolicy.IsIssued for a cluster spec x.
+func issuedExpr(x string) string {
+	return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.issued))", x)
+}
+
+// caSecretExpr is the caSecret of an issued cluster spec x, empty for the default.
+func caSecretExpr(x string) string {
+	return fmt.Sprintf("(has(%[1]s.TLS.issued.caSecret) ? %[1]s.TLS.issued.caSecret : '')", x)
 }
 
 func clusterSpecSchema() schema {
@@ -243,7 +253,16 @@ func clusterSpecSchema() schema {
 			"(has(self.operatorSecret) && self.operatorSecret != '') == (has(self.member) && has(self.member.serverSecret) && self.member.serverSecret != '')",
 			"operatorSecret and member.serverSecret go together: members that serve clients over https need the operator's client certificate, and the other way round",
 		}),
+		"issued": object(map[string]schema{
+			"caSecret": secretName(),
+			"certificateValidity": withRules(boundedStr(32), [2]string{
+				matches(api.DurationPattern) + fmt.Sprintf(" && (duration(self) == duration('0s') || duration(self) >= duration('%dh') && duration(self) <= duration('%dh'))",
+					int(api.MinCertificateValidity.Hours()), int(api.MaxCertificateValidity.Hours())),
+				`must be a duration like "2160h", ` + api.CertificateValidityRange}),
+		}),
 	})
+	tls = withRules(tls, [2]string{"!(has(self.static) && has(self.issued))",
+		"static and issued exclude each other: either the user's secrets or the operator's certificates"})
 
 	return withRules(object(map[string]schema{
 		"maintenance": maintenanceSchema(),
@@ -263,6 +282,12 @@ func clusterSpecSchema() schema {
 	}, "size"), [2]string{
 		fmt.Sprintf("%s == %s && %s == %s", secureExpr("self", false), secureExpr("oldSelf", false), secureExpr("self", true), secureExpr("oldSelf", true)),
 		"TLS cannot be turned on or off for an existing cluster: every member's URLs are recorded in the etcd membership",
+	}, [2]string{
+		fmt.Sprintf("%s == %s", issuedExpr("self"), issuedExpr("oldSelf")),
+		"TLS cannot be switched between static and issued for an existing cluster",
+	}, [2]string{
+		fmt.Sprintf("!%s || !%s || %s == %s", issuedExpr("self"), issuedExpr("oldSelf"), caSecretExpr("self"), caSecretExpr("oldSelf")),
+		"the CA of an existing cluster cannot be changed: its members' certificates were issued by the one it has",
 	})
 }
 

@@ -178,22 +178,34 @@ func TestSchemaRefusesTurningTLSOnOrOff(t *testing.T) {
 	}}
 	resized := roundTrip(t, secure)
 	resized["spec"].(map[string]any)["size"] = 5
+	issued := roundTrip(t, plain)
+	issued["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{}}
+	otherCA := roundTrip(t, plain)
+	otherCA["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{"caSecret": "another-ca"}}
+	issuedResized := roundTrip(t, issued)
+	issuedResized["spec"].(map[string]any)["size"] = 5
+	const onOff, mode, ca = "TLS cannot be turned on or off", "between static and issued", "the CA of an existing cluster cannot be changed"
 	tests := []struct {
 		name     string
 		old, new map[string]any
-		refused  bool
+		refusal  string
 	}{
-		{"turning TLS on", plain, secure, true},
-		{"turning TLS off", secure, plain, true},
-		{"resizing a TLS cluster", secure, resized, false},
+		{"turning TLS on", plain, secure, onOff},
+		{"turning TLS off", secure, plain, onOff},
+		{"resizing a TLS cluster", secure, resized, ""},
+		{"turning issued TLS on", plain, issued, onOff},
+		{"switching from static to issued TLS", secure, issued, mode},
+		{"switching from issued to static TLS", issued, secure, mode},
+		{"changing the CA secret", issued, otherCA, ca},
+		{"resizing an issued TLS cluster", issued, issuedResized, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := adm.check(roundTrip(t, tc.new), roundTrip(t, tc.old))
-			if tc.refused && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "TLS cannot be turned on or off")) {
+			if tc.refusal != "" && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.refusal)) {
 				t.Fatalf("want refusal, got %v", errs)
 			}
-			if !tc.refused && len(errs) > 0 {
+			if tc.refusal == "" && len(errs) > 0 {
 				t.Fatalf("refused: %v", errs.ToAggregate())
 			}
 		})

@@ -60,7 +60,7 @@ func operatorSecretName(cluster *api.EtcdCluster) string {
 	if !cluster.Spec.TLS.IsSecureClient() {
 		return ""
 	}
-	return cluster.Spec.TLS.Static.OperatorSecret
+	return cluster.Spec.TLS.Secrets(cluster.Name).Operator
 }
 
 // mountOfSecret is where the container mounts the secret named name ("":

@@ -199,7 +199,7 @@ func (p *Plugin) clientTLS(ctx context.Context, cluster *api.EtcdCluster) (*tls.
 	if p.ClientTLS != nil {
 		return p.ClientTLS, nil
 	}
-	name := cluster.Spec.TLS.Static.OperatorSecret
+	name := cluster.Spec.TLS.Secrets(cluster.Name).Client
 	secret, err := p.Kube.CoreV1().Secrets(cluster.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("the cluster serves clients over TLS and its client certificate secret %s/%s cannot be read (%w); pass your own with --cert, --key and --cacert",

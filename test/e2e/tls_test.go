@@ -66,7 +66,45 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 	}
 
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	servesOnlyCertifiedClients(t, name, "etcd-client-tls")
+}
 
+// TestIssuedTLSClusterFromOneLine: a cluster like
+// example/tls/issued-tls-cluster.yaml (TLS: {issued: {}}) needs no secret of
+// the user's: the operator makes the CA and the certificates, owned by the
+// cluster, and users reach it with <cluster>-client-tls.
+func TestIssuedTLSClusterFromOneLine(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("issued")
+	watchCluster(t, framework.DumpTarget{Namespace: opNS, Cluster: name, Secure: true, OperatorNamespace: opNS})
+	err := f.CreateFromExample(ctx, opNS, f.Env.Path("example", "tls", "issued-tls-cluster.yaml"), "s/^  name: example$/  name: "+name+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	cl, err := f.GetCluster(ctx, opNS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"-ca", "-peer-tls", "-server-tls", "-operator-tls", "-client-tls"} {
+		s, err := f.Kube.CoreV1().Secrets(opNS).Get(ctx, name+suffix, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("secret %s%s: %v", name, suffix, err)
+		}
+		if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != cl.UID {
+			t.Errorf("secret %s is not owned by the cluster: %+v", s.Name, ref)
+		}
+	}
+	servesOnlyCertifiedClients(t, name, name+"-client-tls")
+}
+
+// servesOnlyCertifiedClients checks, with etcdctl in pods that mount
+// secret (etcd-client.* keys), that the ready cluster name serves a client
+// with the certificate, refuses one without, and has its members talk https.
+func servesOnlyCertifiedClients(t *testing.T, name, secret string) {
+	t.Helper()
+	ctx := t.Context()
 	etcdctl := func(secret string, args ...string) (string, bool) {
 		t.Helper()
 		out, ok, err := f.RunEtcdctlPod(ctx, framework.EtcdctlPod{
@@ -79,19 +117,19 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 		return out, ok
 	}
 	withCert := framework.ClientTLSArgs
-	if out, ok := etcdctl("etcd-client-tls", slices.Concat(withCert, []string{"put", "/e2e/tls", "over https"})...); !ok {
+	if out, ok := etcdctl(secret, slices.Concat(withCert, []string{"put", "/e2e/tls", "over https"})...); !ok {
 		t.Fatalf("etcdctl put with the client certificate failed: %s", out)
 	}
-	if out, ok := etcdctl("etcd-client-tls", slices.Concat(withCert, []string{"get", "/e2e/tls", "--print-value-only"})...); !ok || strings.TrimSpace(out) != "over https" {
+	if out, ok := etcdctl(secret, slices.Concat(withCert, []string{"get", "/e2e/tls", "--print-value-only"})...); !ok || strings.TrimSpace(out) != "over https" {
 		t.Errorf("etcdctl get with the client certificate: ok=%v output %q, want \"over https\"", ok, out)
 	}
 	// The CA alone verifies the server but presents no client certificate: members
 	// run with --client-cert-auth and must refuse.
-	if out, ok := etcdctl("etcd-client-tls", withCert[0], "get", "/e2e/tls"); ok {
+	if out, ok := etcdctl(secret, withCert[0], "get", "/e2e/tls"); ok {
 		t.Errorf("etcdctl without a client certificate was served: %s", out)
 	}
 
-	out, ok := etcdctl("etcd-client-tls", slices.Concat(withCert, []string{"member", "list", "-w", "json"})...)
+	out, ok := etcdctl(secret, slices.Concat(withCert, []string{"member", "list", "-w", "json"})...)
 	if !ok {
 		t.Fatalf("etcdctl member list: %s", out)
 	}

@@ -63,8 +63,8 @@ func resolveTarget(ctx context.Context, clusters versioned.Interface, eb *api.Et
 	}
 	t.endpoints = []string{fmt.Sprintf("%s://%s.%s.svc%s:%d", scheme, k8sutil.ClientServiceName(cl.Name), eb.Namespace, domain, etcdutil.ClientPort)}
 	if secure && t.tlsSecret == "" {
-		t.tlsSecret = cl.Spec.TLS.Static.OperatorSecret
-		t.tlsField = fmt.Sprintf("the operatorSecret of EtcdCluster %s", cl.Name)
+		t.tlsSecret = cl.Spec.TLS.Secrets(cl.Name).Client
+		t.tlsField = fmt.Sprintf("the client TLS secret of EtcdCluster %s", cl.Name)
 	}
 	return t, nil
 }

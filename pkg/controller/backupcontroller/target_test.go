@@ -55,8 +55,10 @@ func TestResolveTargetByClusterName(t *testing.T) {
 	plain := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "team-a"}, Spec: api.ClusterSpec{Size: 3}}
 	secure := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "secure", Namespace: "team-a"}, Spec: api.ClusterSpec{Size: 3,
 		TLS: &api.TLSPolicy{Static: &api.StaticTLS{OperatorSecret: "secure-operator-tls"}}}}
+	issued := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "issued", Namespace: "team-a"}, Spec: api.ClusterSpec{Size: 3,
+		TLS: &api.TLSPolicy{Issued: &api.IssuedTLS{}}}}
 	other := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: "team-b"}, Spec: api.ClusterSpec{Size: 3}}
-	client := fake.NewSimpleClientset(plain, secure, other)
+	client := fake.NewSimpleClientset(plain, secure, issued, other)
 	backupOf := func(spec api.BackupSpec) *api.EtcdBackup {
 		return &api.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "team-a"}, Spec: spec}
 	}
@@ -69,6 +71,10 @@ func TestResolveTargetByClusterName(t *testing.T) {
 	got, err = resolveTarget(ctx, client, backupOf(api.BackupSpec{ClusterName: "secure"}))
 	if err != nil || got.endpoints[0] != "https://secure-client.team-a.svc:2379" || got.tlsSecret != "secure-operator-tls" {
 		t.Errorf("TLS cluster: %+v, %v", got, err)
+	}
+	got, err = resolveTarget(ctx, client, backupOf(api.BackupSpec{ClusterName: "issued"}))
+	if err != nil || got.endpoints[0] != "https://issued-client.team-a.svc:2379" || got.tlsSecret != "issued-client-tls" {
+		t.Errorf("a cluster of issued TLS is backed up with its users' client certificate: %+v, %v", got, err)
 	}
 	got, err = resolveTarget(ctx, client, backupOf(api.BackupSpec{ClusterName: "secure", ClientTLSSecret: "mine"}))
 	if err != nil || got.tlsSecret != "mine" {

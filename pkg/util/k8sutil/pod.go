@@ -354,14 +354,14 @@ func memberVolumes(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, operatorSec
 		})
 		mounts = append(mounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
 	}
-	static := staticTLS(cluster)
+	secrets := cluster.Spec.TLS.Secrets(cluster.Name)
 	if m.SecurePeer {
-		addSecret(peerTLSVolumeName, static.Member.PeerSecret, peerTLSDir)
+		addSecret(peerTLSVolumeName, secrets.Peer, peerTLSDir)
 	}
 	if m.SecureClient {
-		addSecret(serverTLSVolumeName, static.Member.ServerSecret, serverTLSDir)
+		addSecret(serverTLSVolumeName, secrets.Server, serverTLSDir)
 		if operatorSecret {
-			addSecret(operatorTLSVolumeName, static.OperatorSecret, operatorTLSDir)
+			addSecret(operatorTLSVolumeName, secrets.Operator, operatorTLSDir)
 		}
 	}
 	return volumes, mounts
@@ -523,19 +523,6 @@ func podPolicy(cluster *v1beta2.EtcdCluster) *v1beta2.PodPolicy {
 		return &v1beta2.PodPolicy{}
 	}
 	return cluster.Spec.Pod
-}
-
-// staticTLS never returns nil parts, for the same reason as podPolicy;
-// validation guarantees the secrets the member's URL schemes need.
-func staticTLS(cluster *v1beta2.EtcdCluster) v1beta2.StaticTLS {
-	var s v1beta2.StaticTLS
-	if cluster.Spec.TLS != nil && cluster.Spec.TLS.Static != nil {
-		s = *cluster.Spec.TLS.Static
-	}
-	if s.Member == nil {
-		s.Member = &v1beta2.MemberSecret{}
-	}
-	return s
 }
 
 // MaxLearners is how many learners the operator lets a cluster hold at once

@@ -1,9 +1,36 @@
 package v1beta2
 
-// TLSPolicy configures TLS for a cluster. Only static (user-provided) secrets are supported.
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TLSPolicy configures TLS for a cluster: either static (the user's own
+// secrets) or issued (certificates the operator makes), never both.
 type TLSPolicy struct {
 	// Static names the secrets of user-provided certificates.
 	Static *StaticTLS `json:"static,omitempty"`
+	// Issued asks the operator to issue every certificate from a CA of its
+	// own, kept in a Secret: `TLS: {issued: {}}` is a TLS cluster, peers
+	// and clients over https. The operator makes the Secrets
+	// <cluster>-peer-tls, <cluster>-server-tls, <cluster>-operator-tls and
+	// <cluster>-client-tls (etcd-client.crt, etcd-client.key and
+	// etcd-client-ca.crt, for users and EtcdBackups) when they are missing,
+	// and never overwrites one. Certificates are not renewed yet.
+	Issued *IssuedTLS `json:"issued,omitempty"`
+}
+
+// IssuedTLS configures the certificates the operator issues.
+type IssuedTLS struct {
+	// CASecret names the Secret of the CA (ca.crt and ca.key) the
+	// certificates are issued from; the operator makes it when it does not
+	// exist, and uses one that does. Default <cluster>-ca.
+	CASecret string `json:"caSecret,omitempty"`
+	// CertificateValidity is how long the certificates the operator issues
+	// are valid, like "2160h". Default 2160h (90 days); the CA it makes is
+	// valid for ten years.
+	CertificateValidity *metav1.Duration `json:"certificateValidity,omitempty"`
 }
 
 // StaticTLS names the secrets holding the certificates.
@@ -23,12 +50,85 @@ type MemberSecret struct {
 	ServerSecret string `json:"serverSecret,omitempty"`
 }
 
+// Defaults of issued TLS.
+const (
+	DefaultCertificateValidity = 90 * 24 * time.Hour
+	// MaxCertificateValidity keeps a certificate within its CA's ten years.
+	MaxCertificateValidity = 5 * 365 * 24 * time.Hour
+	MinCertificateValidity = time.Hour
+	// CertificateValidityRange says so in messages.
+	CertificateValidityRange = "between 1h and 43800h (five years): the CA the operator makes is valid for ten years"
+)
+
+// TLSSecrets are the names of a cluster's TLS secrets, "" for those it has
+// none of.
+type TLSSecrets struct {
+	// Peer and Server are mounted into members; Operator is the operator's
+	// (and the probes') client certificate.
+	Peer, Server, Operator string
+	// Client is the client certificate users and EtcdBackups present: the
+	// operator's under static TLS (the original had no other).
+	Client string
+	// CA is the issuing CA's secret, under issued TLS only.
+	CA string
+	// Field is the spec field the names come from, for messages.
+	Field string
+}
+
+// IsIssued tells whether the operator issues the cluster's certificates.
+func (tp *TLSPolicy) IsIssued() bool {
+	return tp != nil && tp.Issued != nil
+}
+
+// Secrets names the TLS secrets of the cluster named cluster, so that the
+// rest of the operator does not care who made them.
+func (tp *TLSPolicy) Secrets(cluster string) TLSSecrets {
+	switch {
+	case tp.IsIssued():
+		ca := tp.Issued.CASecret
+		if ca == "" {
+			ca = cluster + "-ca"
+		}
+		return TLSSecrets{
+			Peer: cluster + "-peer-tls", Server: cluster + "-server-tls",
+			Operator: cluster + "-operator-tls", Client: cluster + "-client-tls",
+			CA: ca, Field: "spec.TLS.issued",
+		}
+	case tp != nil && tp.Static != nil:
+		s := TLSSecrets{Operator: tp.Static.OperatorSecret, Client: tp.Static.OperatorSecret, Field: "spec.TLS.static"}
+		if m := tp.Static.Member; m != nil {
+			s.Peer, s.Server = m.PeerSecret, m.ServerSecret
+		}
+		return s
+	}
+	return TLSSecrets{}
+}
+
+// Validity is how long issued certificates are valid.
+func (it *IssuedTLS) Validity() time.Duration {
+	if it == nil || it.CertificateValidity == nil || it.CertificateValidity.Duration == 0 {
+		return DefaultCertificateValidity
+	}
+	return it.CertificateValidity.Duration
+}
+
+// Mode names the cluster's TLS mode: "issued", "static" or "" without TLS.
+func (tp *TLSPolicy) Mode() string {
+	switch {
+	case tp.IsIssued():
+		return "issued"
+	case tp.IsSecurePeer() || tp.IsSecureClient():
+		return "static"
+	}
+	return ""
+}
+
 // IsSecurePeer tells whether members talk to each other over https.
 func (tp *TLSPolicy) IsSecurePeer() bool {
-	return tp != nil && tp.Static != nil && tp.Static.Member != nil && tp.Static.Member.PeerSecret != ""
+	return tp.IsIssued() || tp != nil && tp.Static != nil && tp.Static.Member != nil && tp.Static.Member.PeerSecret != ""
 }
 
 // IsSecureClient tells whether members serve clients over https.
 func (tp *TLSPolicy) IsSecureClient() bool {
-	return tp != nil && tp.Static != nil && tp.Static.OperatorSecret != ""
+	return tp.IsIssued() || tp != nil && tp.Static != nil && tp.Static.OperatorSecret != ""
 }

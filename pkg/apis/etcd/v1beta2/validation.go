@@ -177,6 +177,16 @@ func (c *EtcdCluster) ValidateUpdate(old *EtcdCluster) error {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS"),
 			"TLS cannot be turned on or off for an existing cluster"))
 	}
+	// The members' certificates stay those of the mode they started with:
+	// issued certificates are not renewed from another CA, nor replaced by
+	// the user's, in place yet.
+	if c.Spec.TLS.IsIssued() != old.Spec.TLS.IsIssued() {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS"),
+			"TLS cannot be switched between static and issued for an existing cluster"))
+	} else if c.Spec.TLS.IsIssued() && c.Spec.TLS.Secrets(c.Name).CA != old.Spec.TLS.Secrets(old.Name).CA {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS", "issued", "caSecret"),
+			"the CA of an existing cluster cannot be changed: its members' certificates were issued by the one it has"))
+	}
 	return errs.ToAggregate()
 }
 
@@ -362,6 +372,20 @@ func validatePVCSpec(p *field.Path, s *corev1.PersistentVolumeClaimSpec) field.E
 }
 
 func (tp *TLSPolicy) validate(p *field.Path) field.ErrorList {
+	if it := tp.Issued; it != nil {
+		if tp.Static != nil {
+			return field.ErrorList{field.Forbidden(p.Child("issued"),
+				"static and issued exclude each other: either the user's secrets or the operator's certificates")}
+		}
+		ip := p.Child("issued")
+		errs := validateSecretName(ip.Child("caSecret"), it.CASecret)
+		if v := it.CertificateValidity; v != nil && v.Duration != 0 &&
+			(v.Duration < MinCertificateValidity || v.Duration > MaxCertificateValidity) {
+			errs = append(errs, field.Invalid(ip.Child("certificateValidity"), v.Duration.String(),
+				CertificateValidityRange))
+		}
+		return errs
+	}
 	st := tp.Static
 	if st == nil {
 		return nil

@@ -71,6 +71,8 @@ func TestValidationAcceptsGoodSpecs(t *testing.T) {
 		{"the full static TLS", `{"size":3,"TLS":{"static":{"member":{"peerSecret":"p","serverSecret":"s"},"operatorSecret":"o"}}}`},
 		{"peer TLS alone", `{"size":3,"TLS":{"static":{"member":{"peerSecret":"p"}}}}`},
 		{"an empty TLS block", `{"size":3,"TLS":{}}`},
+		{"issued TLS in one line", `{"size":3,"TLS":{"issued":{}}}`},
+		{"issued TLS with its CA secret and validity", `{"size":3,"TLS":{"issued":{"caSecret":"my-ca","certificateValidity":"720h"}}}`},
 		{"a volume per member", `{"size":3,"pod":` + storage + `}`},
 		{"user labels, env and cluster domain", `{"size":5,"pod":{"labels":{"team":"a"},"etcdEnv":[{"name":"ETCD_AUTO_COMPACTION_RETENTION","value":"1"}],"ClusterDomain":".cluster.local","DNSTimeoutInSecond":60}}`},
 		{"tolerations and requests within limits", `{"size":3,"pod":{"tolerations":[{"key":"k","operator":"Exists","effect":"NoSchedule"}],"resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"}}}}`},
@@ -105,6 +107,42 @@ func TestValidateUpdateRefusesTLSSwitch(t *testing.T) {
 	grown.Spec.Size = 5
 	if err := grown.ValidateUpdate(plain); err != nil {
 		t.Fatalf("a resize was refused: %v", err)
+	}
+	issued := plain.DeepCopy()
+	issued.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+	if err := issued.ValidateUpdate(secure); err == nil || !strings.Contains(err.Error(), "between static and issued") {
+		t.Fatalf("switching from static to issued: got %v", err)
+	}
+	if err := secure.ValidateUpdate(issued); err == nil || !strings.Contains(err.Error(), "between static and issued") {
+		t.Fatalf("switching from issued to static: got %v", err)
+	}
+	namedCA := issued.DeepCopy()
+	namedCA.Spec.TLS.Issued.CASecret = "c-ca"
+	if err := namedCA.ValidateUpdate(issued); err != nil {
+		t.Fatalf("naming the default CA secret was refused: %v", err)
+	}
+	namedCA.Spec.TLS.Issued.CASecret = "another-ca"
+	if err := namedCA.ValidateUpdate(issued); err == nil || !strings.Contains(err.Error(), "the CA of an existing cluster cannot be changed") {
+		t.Fatalf("changing the CA secret: got %v", err)
+	}
+}
+
+// Under issued TLS the secrets are named after the cluster, and the users'
+// client secret is its own; under static TLS it is the operator's.
+func TestTLSSecretsNames(t *testing.T) {
+	issued := &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+	want := api.TLSSecrets{Peer: "c-peer-tls", Server: "c-server-tls", Operator: "c-operator-tls", Client: "c-client-tls", CA: "c-ca", Field: "spec.TLS.issued"}
+	if got := issued.Secrets("c"); got != want || !issued.IsSecurePeer() || !issued.IsSecureClient() {
+		t.Fatalf("issued: %+v", got)
+	}
+	static := &api.TLSPolicy{Static: &api.StaticTLS{Member: &api.MemberSecret{PeerSecret: "p", ServerSecret: "s"}, OperatorSecret: "o"}}
+	want = api.TLSSecrets{Peer: "p", Server: "s", Operator: "o", Client: "o", Field: "spec.TLS.static"}
+	if got := static.Secrets("c"); got != want {
+		t.Fatalf("static: %+v", got)
+	}
+	var none *api.TLSPolicy
+	if got := none.Secrets("c"); got != (api.TLSSecrets{}) {
+		t.Fatalf("no TLS: %+v", got)
 	}
 }
 

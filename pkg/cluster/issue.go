@@ -1,0 +1,227 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
+)
+
+// This file is issued TLS (spec.TLS.issued): the operator makes the CA and
+// the certificates' secrets a cluster lacks, before any member pod (a pod
+// waits for the secrets it mounts). Making a missing secret destroys
+// nothing; replacing one could cut a running member off its peers, so an
+// existing secret is never written, only judged.
+
+// issuedView is what observe found of the secrets of issued TLS.
+type issuedView struct {
+	// caMissing: the CA secret does not exist; missing are the kinds of
+	// certificate whose secrets do not exist.
+	caMissing bool
+	missing   []tlsissue.Kind
+	// problems say why the secrets that exist cannot be issued from or
+	// will not work together; nothing is issued while there are any.
+	problems []string
+	// conflict says why a secret of the cluster's names cannot be used yet:
+	// it belongs to another object (a deleted cluster of the same name
+	// whose secrets garbage collection is about to delete).
+	conflict string
+}
+
+// issuedCache keeps the last view while every secret exists and is fine:
+// they are then read again every certRereadInterval, not at every pass.
+type issuedCache struct {
+	complete bool
+	readAt   time.Time
+}
+
+// secretOf names the secret of a kind of certificate.
+func secretOf(n api.TLSSecrets, k tlsissue.Kind) string {
+	switch k {
+	case tlsissue.Peer:
+		return n.Peer
+	case tlsissue.Server:
+		return n.Server
+	case tlsissue.Operator:
+		return n.Operator
+	}
+	return n.Client
+}
+
+// observeIssued reads the CA and certificate secrets of an issued-TLS
+// cluster, and judges those that exist.
+func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
+	tlsp := s.spec.Spec.TLS
+	if !tlsp.IsIssued() {
+		c.issued = issuedCache{}
+		return nil
+	}
+	if c.issued.complete && s.now.Sub(c.issued.readAt) < certRereadInterval {
+		s.issued = &issuedView{}
+		return nil
+	}
+	names := tlsp.Secrets(c.name)
+	v := &issuedView{}
+	read := func(name string) (map[string][]byte, bool, error) {
+		secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, kubeError("read secret "+name, err)
+		}
+		// A secret nobody controls is the user's, used as it is (a CA of
+		// their own); one another object controls is not ours to use.
+		if ref := metav1.GetControllerOfNoCopy(secret); ref != nil && !k8sutil.IsOwnedBy(secret, c.latest) && v.conflict == "" {
+			v.conflict = fmt.Sprintf("secret %s belongs to %s %s (uid %s), not to this cluster; waiting for it to be deleted", name, ref.Kind, ref.Name, ref.UID)
+		}
+		return secret.Data, true, nil
+	}
+	caData, found, err := read(names.CA)
+	if err != nil {
+		return err
+	}
+	var ca *tlsissue.CA
+	if found {
+		if ca, err = tlsissue.CAFromSecret(caData, s.now); err != nil {
+			v.problems = append(v.problems, fmt.Sprintf("CA secret %s (%s.caSecret) %v; it is never replaced: fix it, or delete it and the certificates' secrets to have all made again", names.CA, names.Field, err))
+		}
+	} else {
+		v.caMissing = true
+	}
+	var issued []string
+	for _, k := range tlsissue.Kinds {
+		name := secretOf(names, k)
+		data, found, err := read(name)
+		if err != nil {
+			return err
+		}
+		if !found {
+			v.missing = append(v.missing, k)
+			continue
+		}
+		issued = append(issued, name)
+		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(data[certKey]) {
+			v.problems = append(v.problems, fmt.Sprintf("%s of secret %s was not issued by the CA in secret %s, so members and clients given the two would not trust each other; it is never replaced: delete it to have it issued again", certKey, name, names.CA))
+		}
+	}
+	if v.caMissing && len(issued) > 0 {
+		v.problems = append(v.problems, fmt.Sprintf("CA secret %s is gone while certificates it issued remain in %s, which certificates of a new CA would not be trusted by: restore the CA secret, or delete those to have all made again", names.CA, strings.Join(issued, ", ")))
+	}
+	c.issued = issuedCache{complete: !v.caMissing && len(v.missing) == 0 && len(v.problems) == 0 && v.conflict == "", readAt: s.now}
+	s.issued = v
+	return nil
+}
+
+// issueCertificates ends step 2: the secrets of issued TLS that are missing
+// are made before anything else of the cluster but its services, even while
+// it is paused (a restore seed waits for the peer service, and would for
+// these secrets too).
+func issueCertificates(s *snapshot) (action, bool) {
+	v := s.issued
+	switch {
+	case v == nil:
+		return action{}, false
+	case v.conflict != "":
+		return waiting(v.conflict), true
+	case !v.caMissing && len(v.missing) == 0:
+		return action{}, false
+	case len(v.problems) > 0:
+		return waiting("no certificate is issued while the TLS secrets that exist are not usable"), true
+	}
+	names := s.spec.Spec.TLS.Secrets(s.spec.Name)
+	var made []string
+	if v.caMissing {
+		made = append(made, names.CA)
+	}
+	for _, k := range v.missing {
+		made = append(made, secretOf(names, k))
+	}
+	return action{kind: actIssueCertificates, reason: strings.Join(made, ", ")}, true
+}
+
+// makeIssuedSecrets creates the missing secrets of issued TLS: the CA's
+// first when it is missing, then the certificates it signs. A secret another
+// writer made in between is left as it is.
+func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
+	// Whatever happens, the next pass reads the secrets again.
+	c.issued = issuedCache{}
+	tlsp := s.spec.Spec.TLS
+	names := tlsp.Secrets(c.name)
+	secrets := c.cfg.KubeClient.CoreV1().Secrets(c.namespace)
+	var ca *tlsissue.CA
+	if s.issued.caMissing {
+		made, err := tlsissue.NewCA(fmt.Sprintf("etcd CA of %s/%s", c.namespace, c.name), s.now)
+		if err != nil {
+			return newPassError(problemInternal, "make a CA", err)
+		}
+		data, err := made.SecretData()
+		if err != nil {
+			return newPassError(problemInternal, "make a CA", err)
+		}
+		switch _, err := secrets.Create(ctx, c.newIssuedSecret(s, names.CA, data), metav1.CreateOptions{}); {
+		case err == nil:
+			ca = made
+			c.log.WithFields(map[string]any{"secret": names.CA, "notAfter": made.Cert.NotAfter.UTC().Format(time.RFC3339)}).Info("created the CA secret of issued TLS")
+		case !apierrors.IsAlreadyExists(err):
+			return createSecretError(names.CA, err)
+		}
+	}
+	if ca == nil {
+		secret, err := secrets.Get(ctx, names.CA, metav1.GetOptions{})
+		if err != nil {
+			return kubeError("read the CA secret "+names.CA, err)
+		}
+		if ca, err = tlsissue.CAFromSecret(secret.Data, s.now); err != nil {
+			return newPassError(problemTLSCertificate, "use CA secret "+names.CA, err)
+		}
+	}
+	cluster := tlsissue.Cluster{Name: c.name, Namespace: c.namespace}
+	if p := s.spec.Spec.Pod; p != nil {
+		cluster.Domain = p.ClusterDomain
+	}
+	for _, k := range s.issued.missing {
+		name := secretOf(names, k)
+		data, err := ca.Issue(k, cluster, s.now, tlsp.Issued.Validity())
+		if err != nil {
+			return newPassError(problemInternal, "issue the "+k.String()+" certificate", err)
+		}
+		switch _, err := secrets.Create(ctx, c.newIssuedSecret(s, name, data), metav1.CreateOptions{}); {
+		case err == nil:
+			c.log.WithFields(map[string]any{"secret": name, "ca": names.CA, "validity": tlsp.Issued.Validity().String()}).Info("issued a certificate")
+		case !apierrors.IsAlreadyExists(err):
+			return createSecretError(name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) newIssuedSecret(s *snapshot, name string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       c.namespace,
+			Labels:          k8sutil.ClusterLabels(c.name),
+			OwnerReferences: []metav1.OwnerReference{k8sutil.AsOwner(s.spec)},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+}
+
+// createSecretError names the rule to add when the operator's role does
+// not let it create secrets: the original's role only read them.
+func createSecretError(name string, err error) error {
+	if apierrors.IsForbidden(err) {
+		err = fmt.Errorf("%w; issued TLS needs the operator's role to allow creating secrets: add the rule {apiGroups: [\"\"], resources: [secrets], verbs: [create]}", err)
+	}
+	return kubeError("create secret "+name, err)
+}
