@@ -27,6 +27,7 @@ func assess(s *snapshot) []problem {
 		ps = append(ps, *s.tlsProblem)
 	}
 	ps = append(ps, s.certProblems...)
+	ps = append(ps, expiringCertificates(s.certs, s.now)...)
 	if s.etcd != nil && s.etcd.err != nil {
 		ps = append(ps, problemOf(etcdError("ask etcd for its health and membership", s.etcd.err)))
 	}

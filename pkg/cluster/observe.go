@@ -58,7 +58,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		p := problemOf(err)
 		s.tlsProblem = &p
 	}
-	s.certProblems = c.checkCertificates(ctx, s)
+	s.certProblems, s.certs = c.checkCertificates(ctx, s)
 	s.membership = c.knownMembership.known()
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)

@@ -62,6 +62,8 @@ type snapshot struct {
 	// certProblems are what is wrong with the certificates of the TLS
 	// secrets: members given them would fail their handshakes.
 	certProblems []problem
+	// certs are the certificates of the TLS secrets, for their expiry.
+	certs []etcdutil.Certificate
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool
