@@ -19,7 +19,8 @@ import (
 // place (a new directory of files, swapped in under the ..data link), and
 // etcd reads its certificate files again for each new connection, so a
 // renewed certificate from the same CA is served to new clients without a
-// restart, while connections made before keep working.
+// restart, while connections made before keep working. A CA added to the
+// trusted bundle, on the other hand, is trusted only once etcd restarts.
 func TestRenewedServerCertificateIsServedWithoutRestart(t *testing.T) {
 	t.Parallel()
 	const why = "renewed certificates are shown to be served without a restart on every supported etcd version"
@@ -76,6 +77,28 @@ func TestRenewedServerCertificateIsServedWithoutRestart(t *testing.T) {
 			}
 			if _, err := EndpointStatus(t.Context(), ClientConfig{TLS: cfg, DialTimeout: shortDial, RequestTimeout: shortRequest}, m.clientURL); err != nil {
 				t.Errorf("a new client after the renewal: %v", err)
+			}
+
+			// A CA added to the trusted bundle is not: etcd reads its
+			// trusted CA file once, at start, so a client of a new CA is
+			// refused until the member restarts (the reason a CA is renewed
+			// in ordered steps, with a restart of each member between).
+			next := etcdtest.NewCA(t, "next CA")
+			volume.update(map[string][]byte{"ca.crt": append(append([]byte{}, ca.PEM...), next.PEM...), "server.crt": cert, "server.key": key})
+			nextClient, nextKey := etcdtest.Issue(t, next.Cert, next.Key, &x509.Certificate{SerialNumber: big.NewInt(4), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+			nextCfg, err := NewTLSConfig(nextClient, nextKey, ca.PEM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nextClientCfg := ClientConfig{TLS: nextCfg, DialTimeout: shortDial, RequestTimeout: shortRequest}
+			if _, err := EndpointStatus(t.Context(), nextClientCfg, m.clientURL); err == nil {
+				t.Error("a client of a CA added to the trusted bundle is served before a restart: the docs' CA steps can drop their restarts")
+			}
+			c.stop(m)
+			c.start(m, m.name+"="+m.peerURL, "new")
+			c.waitServing(m)
+			if _, err := EndpointStatus(t.Context(), nextClientCfg, m.clientURL); err != nil {
+				t.Errorf("a client of a CA added to the trusted bundle, after a restart: %v", err)
 			}
 		})
 	}
