@@ -13,16 +13,20 @@ import (
 // trusts.
 type Certificate struct {
 	// Secret and Key say where it is: the secret's name and the data key.
-	Secret, Key string
+	Secret string `json:"secret"`
+	Key    string `json:"key"`
 	// Field is the spec field that names the secret.
-	Field string
+	Field string `json:"field"`
 	// CA is true for a certificate of the secret's CA bundle.
-	CA              bool
-	Subject, Issuer string
+	CA      bool   `json:"ca,omitempty"`
+	Subject string `json:"subject"`
+	Issuer  string `json:"issuer"`
 	// Serial is the serial number in hexadecimal, as openssl prints it.
-	Serial              string
-	NotBefore, NotAfter time.Time
-	DNSNames, IPs       []string
+	Serial    string    `json:"serial"`
+	NotBefore time.Time `json:"notBefore"`
+	NotAfter  time.Time `json:"notAfter"`
+	DNSNames  []string  `json:"dnsNames,omitempty"`
+	IPs       []string  `json:"ips,omitempty"`
 }
 
 // ListCertificates lists every certificate of the given secrets, in their
