@@ -47,7 +47,7 @@ func (cc *certCache) due(now time.Time) bool {
 }
 
 // checkCertificates lists the certificates of the cluster's TLS secrets
-// (for their expiry: expiringCertificates and the metric) and checks them of the cluster's TLS secrets
+// (for their expiry: expiringCertificates and the metric) and checks them
 // against the clock and the members' DNS names, so that an expired
 // certificate, one of another CA or one without the members' names is
 // reported before (and while) members fail their handshakes with it. A
