@@ -31,10 +31,11 @@ build:
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/bin/$$b $$pkg || exit 1; \
 	done
 
-## unit: unit tests (fake clientsets, embedded etcd, etcd 3.6 and 3.5 processes, kube-apiserver on etcd, in-process S3 and GCS,
+## unit: unit tests (fake clientsets, embedded etcd, etcd 3.5, 3.6 and 3.7 processes, kube-apiserver on etcd, in-process S3 and GCS,
 ## Azurite and versitygw processes, promtool on the alert rules, helm on the chart) with the race detector
 unit:
 	ETCD_BIN_DIR_3_6=$$(bash hack/etcd-binaries.sh) ETCD_BIN_DIR_3_5=$$(bash hack/etcd-binaries.sh 3.5.21) \
+	ETCD_BIN_DIR_3_7=$$(bash hack/etcd-binaries.sh 3.7.3) \
 	KUBE_BIN_DIR=$$(bash hack/kube-binaries.sh) AZURITE_BLOB=$$(bash hack/azurite.sh) VERSITYGW=$$(bash hack/versitygw.sh) \
 	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) \
 		$(GO) test -race -count=1 ./...

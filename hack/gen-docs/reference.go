@@ -197,17 +197,21 @@ func eventsReference() string {
 	b.WriteString("new message where the table says so), counts in\n")
 	b.WriteString("`etcd_operator_cluster_reconcile_failures_total{reason}` (and the original's\n")
 	b.WriteString("`etcd_operator_cluster_reconcile_failed{Reason}`), and is retried with backoff; a\n")
-	b.WriteString("cluster is never marked `Failed` for one.\n\n")
+	b.WriteString("cluster is never marked `Failed` for one. An advisory problem (metric reason \"–\")\n")
+	b.WriteString("is told in `status.reason`, its event and the log alone: the cluster carries on.\n\n")
 	b.WriteString("| Warning event | metric reason | sets `Available=False` reason | an event per message | when |\n|---|---|---|---|---|\n")
 	for _, p := range cluster.Problems() {
-		cond, per := "–", "no"
+		cond, per, code := "–", "no", "`"+p.Code+"`"
 		if p.Condition != "" {
 			cond = "`" + p.Condition + "`"
 		}
 		if p.PerMessage {
 			per = "yes"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", p.Event, p.Code, cond, per, cell(p.When))
+		if p.Advisory {
+			code = "– (advisory)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", p.Event, code, cond, per, cell(p.When))
 	}
 
 	b.WriteString("\n## Events of actions\n\n")

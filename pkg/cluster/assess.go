@@ -42,7 +42,9 @@ func assess(s *snapshot) []problem {
 	if alarmed(s, etcdutil.AlarmCorrupt) {
 		ps = append(ps, problem{kind: problemDataCorrupt, msg: alarmProblemMessage(s, etcdutil.AlarmCorrupt)})
 	}
-	return append(ps, startProblems(s)...)
+	ps = append(ps, startProblems(s)...)
+	// Advisory last: what holds the cluster up is the more urgent.
+	return append(ps, expiringCertificates(s.certs, s.now)...)
 }
 
 // alarmed tells whether an etcd alarm of type typ is active: as etcd said in

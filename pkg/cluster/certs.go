@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -45,18 +46,19 @@ func (cc *certCache) due(now time.Time) bool {
 	return now.Sub(cc.readAt) >= every
 }
 
-// checkCertificates checks the certificates of the cluster's TLS secrets
+// checkCertificates lists the certificates of the cluster's TLS secrets
+// (for their expiry: expiringCertificates and the metric) and checks them
 // against the clock and the members' DNS names, so that an expired
 // certificate, one of another CA or one without the members' names is
 // reported before (and while) members fail their handshakes with it. A
 // member secret that does not exist yet is not reported here: pods wait for
 // it (cert-manager creates secrets after the cluster), and a missing
 // operator secret is loadTLS's.
-func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem {
+func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) ([]problem, []etcdutil.Certificate) {
 	tlsp := s.spec.Spec.TLS
 	if !tlsp.IsSecurePeer() && !tlsp.IsSecureClient() {
 		c.certs = certCache{}
-		return nil
+		return nil, nil
 	}
 	names := tlsp.Secrets(s.spec.Name)
 	want := func(cached *secretData, name string) bool {
@@ -81,13 +83,38 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) []problem 
 	if tlsp.IsSecureClient() && c.certs.operator != nil && c.certs.operator.name == names.Operator {
 		operator = secret(c.certs.operator, etcdutil.OperatorSecret)
 	}
-	msgs := etcdutil.CheckCertSecrets(secret(c.certs.peer, etcdutil.PeerSecret), secret(c.certs.server, etcdutil.ServerSecret),
-		operator, memberHosts(s), s.now)
+	peer, server := secret(c.certs.peer, etcdutil.PeerSecret), secret(c.certs.server, etcdutil.ServerSecret)
+	msgs := etcdutil.CheckCertSecrets(peer, server, operator, memberHosts(s), s.now)
 	var ps []problem
 	for _, m := range msgs {
 		ps = append(ps, newProblem(problemTLSCertificate, "TLS: %s", m))
 	}
 	c.certs.bad = len(ps) > 0
+	return ps, etcdutil.ListCertificates(peer, server, operator)
+}
+
+// tlsGuide is the page that says how to renew certificates.
+const tlsGuide = "docs/user-guide/tls.md#renewing-static-certificates"
+
+// expiringCertificates reports each certificate that expires soon
+// (etcdutil.ExpiresSoon) as an advisory problem: nothing waits for it, but
+// when it expires every handshake with it fails at once, which takes the
+// whole cluster down. Each is its own problem, and a renewed certificate
+// with a new expiry that also expires soon is a new one, announced again.
+func expiringCertificates(certs []etcdutil.Certificate, now time.Time) []problem {
+	var ps []problem
+	for _, cert := range certs {
+		if !etcdutil.ExpiresSoon(cert, now) {
+			continue
+		}
+		expiry := cert.NotAfter.UTC().Format(time.RFC3339)
+		p := newProblem(problemTLSCertificateExpiring,
+			"TLS: %s (serial %s, issuer %q) expires on %s: renew it and update the secret in place (see %s)",
+			cert.Where(), cert.Serial, cert.Issuer, expiry, tlsGuide)
+		p.topic = cert.Secret + "/" + cert.Key + "/" + cert.Serial + "/" + expiry
+		p.fields = logrus.Fields{"secret": cert.Secret, "key": cert.Key, "subject": cert.Subject, "serial": cert.Serial, "notAfter": expiry}
+		ps = append(ps, p)
+	}
 	return ps
 }
 

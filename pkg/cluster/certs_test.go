@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,7 +85,7 @@ var (
 // certificates of the TLS secrets is reported before and while they are used.
 func TestCertificateProblemsAreReported(t *testing.T) {
 	members := "*." + testName + "." + testNS + ".svc"
-	later := testStart.Add(30 * 24 * time.Hour)
+	later := testStart.Add(300 * 24 * time.Hour)
 	secrets := func(ca, other *testCA, peerNotAfter time.Time) []runtime.Object {
 		return []runtime.Object{
 			ca.secret("peer-tls", peerKeys, ca.pem, peerNotAfter, members),
@@ -214,5 +216,167 @@ func testClientSecretData(t *testing.T) map[string][]byte {
 		etcdutil.SecretClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientDER}),
 		etcdutil.SecretClientKey:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 		etcdutil.SecretClientCA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+	}
+}
+
+func TestExpiringCertificates(t *testing.T) {
+	day := 24 * time.Hour
+	cert := func(secret, key, serial string, ca bool, lifetime time.Duration) etcdutil.Certificate {
+		return etcdutil.Certificate{Secret: secret, Key: key, Field: "spec.TLS.static.member.peerSecret", CA: ca,
+			Subject: "CN=" + secret, Issuer: "CN=test CA", Serial: serial, NotBefore: testStart.Add(-365 * day), NotAfter: testStart.Add(lifetime)}
+	}
+	tests := []struct {
+		name  string
+		certs []etcdutil.Certificate
+		want  []string
+	}{
+		{"no certificates, nothing to tell", nil, nil},
+		{"certificates far from their expiry are not told", []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 200*day)}, nil},
+		{"a leaf that expires within 30 days is told with its secret, key, expiry and what to do",
+			[]etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 10*day), cert("peer-tls", "peer-ca.crt", "1", true, 200*day)},
+			[]string{`TLS: certificate "CN=peer-tls" in peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) (serial a1, issuer "CN=test CA") expires on 2025-03-11T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
+		{"a CA of a bundle that expires soon is told as a CA",
+			[]etcdutil.Certificate{cert("peer-tls", "peer-ca.crt", "1", true, 20*day)},
+			[]string{`TLS: CA certificate "CN=peer-tls" in peer-ca.crt of secret peer-tls (spec.TLS.static.member.peerSecret) (serial 1, issuer "CN=test CA") expires on 2025-03-21T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
+		{"an expired certificate is the unusable certificates' problem, not told here",
+			[]etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, -day)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, p := range expiringCertificates(tt.certs, testStart) {
+				if p.kind != problemTLSCertificateExpiring || p.topic == "" {
+					t.Errorf("problem %+v: want an expiring certificate with its topic", p)
+				}
+				got = append(got, p.msg)
+			}
+			expect(t, "messages", got, tt.want)
+		})
+	}
+}
+
+// TestCertificateExpiringSoonIsToldAndHoldsNothingUp: a certificate that
+// expires soon is an advisory problem: the cluster is made all the same,
+// the status and one Warning event per certificate and expiry say so, the
+// failed-pass metric stays quiet, and the expiry metric follows renewals.
+func TestCertificateExpiringSoonIsToldAndHoldsNothingUp(t *testing.T) {
+	members := "*." + testName + "." + testNS + ".svc"
+	later := testStart.Add(300 * 24 * time.Hour)
+	ca := newTestCA(t)
+	f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
+		ca.secret("peer-tls", peerKeys, ca.pem, testStart.Add(10*24*time.Hour), members),
+		ca.secret("server-tls", serverKeys, ca.pem, later, members),
+		ca.secret("operator-tls", operatorKeys, ca.pem, later))
+	reg := prometheus.NewRegistry()
+	f.c.cfg.Metrics = NewMetrics(reg)
+	f.mustSeed()
+	f.mustPass()
+	if len(f.podActions()) == 0 {
+		t.Fatal("no seed pod made: an expiring certificate held the cluster up")
+	}
+	if s := f.mustStatus(); !strings.Contains(s.Reason, "peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret)") ||
+		!strings.Contains(s.Reason, "expires on 2025-03-11T12:00:00Z") {
+		t.Errorf("reason = %q, want the peer certificate's expiry", s.Reason)
+	}
+	if n := countEvents(f.events(), "Warning CertificateExpiresSoon"); n != 1 {
+		t.Errorf("%d CertificateExpiresSoon events, want 1 for the passes so far", n)
+	}
+	if failed := seriesOf(t, reg, "etcd_operator_cluster_reconcile_failures_total", "reason"); len(failed) != 0 {
+		t.Errorf("failed passes counted for an advisory problem: %v", failed)
+	}
+	expiries := func() map[string]float64 {
+		t.Helper()
+		return seriesOf(t, reg, "etcd_operator_cluster_certificate_expiry_timestamp_seconds", "secret", "key", "subject")
+	}
+	caExpiry := float64(ca.cert.NotAfter.Unix())
+	if diff := cmp.Diff(map[string]float64{
+		"peer-tls/peer.crt/CN=peer-tls": float64(testStart.Add(10 * 24 * time.Hour).Unix()), "peer-tls/peer-ca.crt/CN=test CA": caExpiry,
+		"server-tls/server.crt/CN=server-tls": float64(later.Unix()), "server-tls/server-ca.crt/CN=test CA": caExpiry,
+		"operator-tls/etcd-client.crt/CN=operator-tls": float64(later.Unix()), "operator-tls/etcd-client-ca.crt/CN=test CA": caExpiry,
+	}, expiries()); diff != "" {
+		t.Errorf("expiry series (-want +got):\n%s", diff)
+	}
+
+	renew := func(notAfter time.Time) {
+		t.Helper()
+		if _, err := f.kube.CoreV1().Secrets(testNS).Update(t.Context(), ca.secret("peer-tls", peerKeys, ca.pem, notAfter, members), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.now = f.now.Add(certRereadInterval)
+		f.mustPass()
+		f.mustPass()
+	}
+	renew(testStart.Add(20 * 24 * time.Hour))
+	if n := countEvents(f.events(), "Warning CertificateExpiresSoon"); n != 1 {
+		t.Errorf("%d CertificateExpiresSoon events after a renewal that also expires soon, want 1 more", n)
+	}
+	renew(later)
+	if n := countEvents(f.events(), "Warning CertificateExpiresSoon"); n != 0 {
+		t.Errorf("%d CertificateExpiresSoon events after a renewal for 300 days", n)
+	}
+	if s := f.mustStatus(); strings.Contains(s.Reason, "expires on") {
+		t.Errorf("reason = %q after the renewal", s.Reason)
+	}
+	if got := expiries()["peer-tls/peer.crt/CN=peer-tls"]; got != float64(later.Unix()) {
+		t.Errorf("peer.crt expiry series = %v, want the renewed certificate's %v alone", got, later.Unix())
+	}
+	f.c.cfg.Metrics.forget(testNS, testName)
+	if len(expiries()) != 0 {
+		t.Error("expiry series left after the cluster was forgotten")
+	}
+}
+
+// seriesOf is the family name of reg, by the values of labels joined with
+// "/"; series that share them add up.
+func seriesOf(t *testing.T, reg *prometheus.Registry, name string, labels ...string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			var key []string
+			for _, n := range labels {
+				key = append(key, l[n])
+			}
+			out[strings.Join(key, "/")] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// A wait that lasts is told even while a certificate expires soon: the
+// advisory problem does not say why nothing happens.
+func TestAnExpiringCertificateDoesNotExplainAWait(t *testing.T) {
+	f := newFixture(t, newTestCluster())
+	expiring := newProblem(problemTLSCertificateExpiring, "TLS: certificate expires soon")
+	invalid := newProblem(problemTLSCertificate, "TLS: certificate expired")
+	wait := waiting("pods of an earlier seed are being deleted")
+	for _, tt := range []struct {
+		name     string
+		problems []problem
+		want     int
+	}{
+		{"an expiring certificate alone leaves the wait to be told", []problem{expiring}, 2},
+		{"an invalid certificate explains the wait", []problem{invalid}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f.c.waitingSince = time.Time{}
+			s := &snapshot{spec: f.cl, now: testStart, phase: api.ClusterPhaseRunning}
+			f.c.noteWait(s, wait, tt.problems)
+			s.now = testStart.Add(stallAfter)
+			if got := f.c.noteWait(s, wait, tt.problems); len(got) != tt.want {
+				t.Errorf("problems %v, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 )
 
@@ -87,6 +88,21 @@ func (m *Metrics) setState(ns, name string, desired, members, ready int, phase a
 	})
 }
 
+// setCertificates records the expiry of every certificate of the cluster's
+// TLS secrets, as listed in a pass; a certificate no longer listed (renewed,
+// or TLS turned off) loses its series.
+func (m *Metrics) setCertificates(ns, name string, certs []etcdutil.Certificate) {
+	if m == nil {
+		return
+	}
+	m.c.update(ns, name, func(s *clusterSeries) {
+		s.certs = s.certs[:0]
+		for _, c := range certs {
+			s.certs = append(s.certs, certExpiry{secret: c.Secret, key: c.Key, serial: c.Serial, subject: c.Subject, notAfter: c.NotAfter.Unix()})
+		}
+	})
+}
+
 // forget deletes every series of a cluster whose goroutine stopped.
 func (m *Metrics) forget(ns, name string) {
 	if m == nil {
@@ -111,6 +127,15 @@ type clusterSeries struct {
 	failures map[string]uint64
 	// state is nil until the first pass set the gauges.
 	state *clusterState
+	// certs are the certificates of the last pass.
+	certs []certExpiry
+}
+
+// certExpiry is one certificate's series: the serial tells apart the CAs of
+// one bundle.
+type certExpiry struct {
+	secret, key, serial, subject string
+	notAfter                     int64
 }
 
 type clusterState struct {
@@ -130,6 +155,7 @@ type clusterCollector struct {
 	reconcileFailed, failuresTotal *prometheus.Desc
 	desiredSize, members, ready    *prometheus.Desc
 	phase, quorum                  *prometheus.Desc
+	certExpiry                     *prometheus.Desc
 
 	mu       sync.Mutex
 	clusters map[clusterKey]*clusterSeries
@@ -153,7 +179,9 @@ func newClusterCollector() *clusterCollector {
 		passSeconds:   desc("reconcile_duration_seconds", "Time of one reconcile pass of a cluster (reconcile_duration, named by convention)."),
 		failuresTotal: desc("reconcile_failures_total", "Reconcile passes that ended with a problem, by problem code (reconcile_failed, named by convention).", "reason"),
 		quorum:        desc("quorum", "1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise."),
-		clusters:      map[clusterKey]*clusterSeries{},
+		certExpiry: desc("certificate_expiry_timestamp_seconds", "When a certificate of the cluster's TLS secrets expires (notAfter), in Unix seconds.",
+			"secret", "key", "serial", "subject"),
+		clusters: map[clusterKey]*clusterSeries{},
 	}
 }
 
@@ -171,7 +199,7 @@ func (c *clusterCollector) update(ns, name string, f func(*clusterSeries)) {
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.reconcileDuration, c.passSeconds, c.reconcileFailed, c.failuresTotal,
-		c.desiredSize, c.members, c.ready, c.phase, c.quorum} {
+		c.desiredSize, c.members, c.ready, c.phase, c.quorum, c.certExpiry} {
 		ch <- d
 	}
 }
@@ -195,6 +223,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		for reason, n := range s.failures {
 			ch <- prometheus.MustNewConstMetric(c.reconcileFailed, prometheus.CounterValue, float64(n), ns, name, reason)
 			ch <- prometheus.MustNewConstMetric(c.failuresTotal, prometheus.CounterValue, float64(n), ns, name, reason)
+		}
+		for _, e := range s.certs {
+			ch <- prometheus.MustNewConstMetric(c.certExpiry, prometheus.GaugeValue, float64(e.notAfter), ns, name, e.secret, e.key, e.serial, e.subject)
 		}
 		st := s.state
 		if st == nil {

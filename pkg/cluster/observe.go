@@ -61,7 +61,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		p := problemOf(err)
 		s.tlsProblem = &p
 	}
-	s.certProblems = c.checkCertificates(ctx, s)
+	s.certProblems, s.certs = c.checkCertificates(ctx, s)
 	if s.issued != nil {
 		for _, p := range s.issued.problems {
 			s.certProblems = append(s.certProblems, newProblem(problemTLSCertificate, "TLS: %s", p))

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -100,6 +101,7 @@ func (c *Cluster) finish(ctx context.Context, start time.Time, s *snapshot, obse
 		desired = s.spec.Spec.Size
 	}
 	c.cfg.Metrics.setState(c.namespace, c.name, desired, st.Size, len(st.Members.Ready), st.Phase)
+	c.cfg.Metrics.setCertificates(c.namespace, c.name, s.certs)
 	if err != nil {
 		c.log.WithFields(logrus.Fields{"action": a.String()}).WithError(err).Debug("pass failed")
 	}
@@ -135,11 +137,14 @@ func (c *Cluster) noteWait(s *snapshot, a action, problems []problem) []problem 
 	if c.waitingSince.IsZero() {
 		c.waitingSince = s.now
 	}
-	if len(problems) > 0 || s.now.Sub(c.waitingSince) < stallAfter {
+	if slices.ContainsFunc(problems, blocking) || s.now.Sub(c.waitingSince) < stallAfter {
 		return problems
 	}
 	return append(problems, newProblem(problemWaiting, "waiting since %s: %s", c.waitingSince.UTC().Format(time.RFC3339), a.reason))
 }
+
+// blocking tells a problem that may explain a wait from an advisory one.
+func blocking(p problem) bool { return !p.kind.info().advisory }
 
 // observationError is the error of a pass whose observation failed: etcd did
 // not answer, or a cache or the API did not.

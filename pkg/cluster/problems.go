@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sirupsen/logrus"
 )
 
 // problemKind is the one vocabulary of what can be wrong with a cluster. Each
@@ -18,6 +20,7 @@ const (
 	problemInvalidSpec problemKind = iota
 	problemTLSSecret
 	problemTLSCertificate
+	problemTLSCertificateExpiring
 	problemKubeAPI
 	problemEtcdUnreachable
 	problemEtcdMembership
@@ -48,23 +51,31 @@ type problemKindInfo struct {
 	// text changes from one try to the next (member names, endpoints), and
 	// one event per retry is the noise this vocabulary exists to avoid.
 	byMessage bool
+	// advisory problems are told (status.reason, an event, the log) and
+	// hold nothing up: the cluster works while they last, so they are not
+	// failed passes in reconcile_failed (whose alert would page for a
+	// cluster at rest), and they do not explain a wait.
+	advisory bool
 }
 
 var problemKinds = map[problemKind]problemKindInfo{
-	problemInvalidSpec:       {code: "invalid_spec", event: "InvalidSpec", byMessage: true},
-	problemTLSSecret:         {code: "tls_secret", event: "TLSSecretUnavailable"},
-	problemTLSCertificate:    {code: "tls_certificate", event: "TLSCertificateInvalid", byMessage: true},
-	problemKubeAPI:           {code: "kube_api", event: "KubernetesAPIError"},
-	problemEtcdUnreachable:   {code: "etcd_unreachable", event: "EtcdUnreachable"},
-	problemEtcdMembership:    {code: "etcd_membership", event: "EtcdMembershipUnusable"},
-	problemServiceConflict:   {code: "service_conflict", event: "ServiceConflict"},
-	problemLostQuorum:        {code: "lost_quorum", event: "LostQuorum", condition: "LostQuorum"},
-	problemNoMembersRunning:  {code: "no_members_running", event: "NoMembersRunning", condition: "NoMembersRunning"},
-	problemUpgradeRefused:    {code: "upgrade_refused", event: "UpgradeRefused", byMessage: true},
-	problemUpgradeFailed:     {code: "upgrade_failed", event: "UpgradeFailed", byMessage: true},
-	problemMemberNotStarting: {code: "member_not_starting", event: "MemberNotStarting", byMessage: true},
-	problemNoSpace:           {code: "no_space", event: "NoSpace"},
-	problemDataCorrupt:       {code: "data_corrupt", event: "DataCorrupt"},
+	problemInvalidSpec:    {code: "invalid_spec", event: "InvalidSpec", byMessage: true},
+	problemTLSSecret:      {code: "tls_secret", event: "TLSSecretUnavailable"},
+	problemTLSCertificate: {code: "tls_certificate", event: "TLSCertificateInvalid", byMessage: true},
+	// problemTLSCertificateExpiring is told apart by its topic: the
+	// certificate and its expiry.
+	problemTLSCertificateExpiring: {code: "tls_certificate_expiring", event: "CertificateExpiresSoon", advisory: true},
+	problemKubeAPI:                {code: "kube_api", event: "KubernetesAPIError"},
+	problemEtcdUnreachable:        {code: "etcd_unreachable", event: "EtcdUnreachable"},
+	problemEtcdMembership:         {code: "etcd_membership", event: "EtcdMembershipUnusable"},
+	problemServiceConflict:        {code: "service_conflict", event: "ServiceConflict"},
+	problemLostQuorum:             {code: "lost_quorum", event: "LostQuorum", condition: "LostQuorum"},
+	problemNoMembersRunning:       {code: "no_members_running", event: "NoMembersRunning", condition: "NoMembersRunning"},
+	problemUpgradeRefused:         {code: "upgrade_refused", event: "UpgradeRefused", byMessage: true},
+	problemUpgradeFailed:          {code: "upgrade_failed", event: "UpgradeFailed", byMessage: true},
+	problemMemberNotStarting:      {code: "member_not_starting", event: "MemberNotStarting", byMessage: true},
+	problemNoSpace:                {code: "no_space", event: "NoSpace"},
+	problemDataCorrupt:            {code: "data_corrupt", event: "DataCorrupt"},
 	// problemWaiting is a wait of more than a minute that no other problem
 	// explains: keyed by kind, so one event per stretch of waiting.
 	problemWaiting:  {code: "waiting", event: "WaitingTooLong"},
@@ -83,6 +94,8 @@ type problem struct {
 	// topic, when set, stands for msg in telling problems apart: a pod
 	// that fails for the same cause under a new name is the same problem.
 	topic string
+	// fields are logged with msg when it is announced, for log searches.
+	fields logrus.Fields
 }
 
 func newProblem(kind problemKind, format string, args ...any) problem {

@@ -65,6 +65,8 @@ type snapshot struct {
 	// issued is what the secrets of issued TLS are; nil unless the
 	// cluster's TLS is issued.
 	issued *issuedView
+	// certs are the certificates of the TLS secrets, for their expiry.
+	certs []etcdutil.Certificate
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool

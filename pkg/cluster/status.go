@@ -379,7 +379,8 @@ func (c *Cluster) status() *api.ClusterStatus {
 }
 
 // announce emits one Warning event per problem the first time it is seen,
-// counts every problem in the reconcile_failed metric, and forgets problems
+// counts every problem but the advisory ones in the reconcile_failed metric,
+// and forgets problems
 // that went away, so that a recurrence is announced again. A problem told
 // apart by its cause (a pod that fails the same way) is forgotten only after
 // causeMemory without it: the member made to replace one that failed is
@@ -394,9 +395,11 @@ func (c *Cluster) announce(active []problem) {
 		}
 		seen[k] = true
 		info := p.kind.info()
-		c.cfg.Metrics.failed(c.namespace, c.name, info.code)
+		if !info.advisory {
+			c.cfg.Metrics.failed(c.namespace, c.name, info.code)
+		}
 		if _, done := c.announced[k]; !done {
-			c.log.Warn(p.msg)
+			c.log.WithFields(p.fields).Warn(p.msg)
 			c.event(corev1.EventTypeWarning, info.event, p.msg)
 		}
 		c.announced[k] = announcement{seen: now, byCause: p.topic != ""}

@@ -15,6 +15,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/promutil"
 	"github.com/openetcd/etcd-operator/pkg/util/statusutil"
@@ -309,6 +310,37 @@ etcd_operator_cluster_quorum{name="example",namespace="ns"} 0
 	}
 	var nilMetrics *Metrics
 	nilMetrics.observePass(testNS, testName, time.Second) // a nil *Metrics records nothing, and does not panic
+}
+
+// Each certificate has its expiry series, the CAs of one bundle apart; a
+// certificate gone from the secrets loses its series.
+func TestCertificateExpiryMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	peer := etcdutil.Certificate{Secret: "peer-tls", Key: etcdutil.SecretPeerCert, Subject: "CN=peer", Serial: "a1", NotAfter: testStart}
+	oldCA := etcdutil.Certificate{Secret: "peer-tls", Key: etcdutil.SecretPeerCA, Subject: "CN=CA", Serial: "1", NotAfter: testStart.Add(time.Hour)}
+	newCA := etcdutil.Certificate{Secret: "peer-tls", Key: etcdutil.SecretPeerCA, Subject: "CN=CA", Serial: "2", NotAfter: testStart.Add(2 * time.Hour)}
+	m.setCertificates(testNS, testName, []etcdutil.Certificate{peer, oldCA, newCA})
+	const header = `# HELP etcd_operator_cluster_certificate_expiry_timestamp_seconds When a certificate of the cluster's TLS secrets expires (notAfter), in Unix seconds.
+# TYPE etcd_operator_cluster_certificate_expiry_timestamp_seconds gauge
+`
+	series := func(key, serial, subject string, at time.Time) string {
+		return fmt.Sprintf("etcd_operator_cluster_certificate_expiry_timestamp_seconds{key=%q,name=%q,namespace=%q,secret=\"peer-tls\",serial=%q,subject=%q} %d\n",
+			key, testName, testNS, serial, subject, at.Unix())
+	}
+	want := header + series("peer-ca.crt", "1", "CN=CA", oldCA.NotAfter) + series("peer-ca.crt", "2", "CN=CA", newCA.NotAfter) + series("peer.crt", "a1", "CN=peer", peer.NotAfter)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "etcd_operator_cluster_certificate_expiry_timestamp_seconds"); err != nil {
+		t.Error(err)
+	}
+	m.setCertificates(testNS, testName, []etcdutil.Certificate{peer, newCA})
+	want = header + series("peer-ca.crt", "2", "CN=CA", newCA.NotAfter) + series("peer.crt", "a1", "CN=peer", peer.NotAfter)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "etcd_operator_cluster_certificate_expiry_timestamp_seconds"); err != nil {
+		t.Errorf("after the old CA left the bundle: %v", err)
+	}
+	m.forget(testNS, testName)
+	if n := testutil.CollectAndCount(reg); n != 0 {
+		t.Errorf("%d series left after forget", n)
+	}
 }
 
 // The pass durations are exposed as client_golang's own histogram with the

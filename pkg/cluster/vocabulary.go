@@ -27,28 +27,33 @@ type Problem struct {
 	// PerMessage is true when each new message is a new event (a new
 	// mistake), false when one event stands for the problem while it lasts.
 	PerMessage bool
+	// Advisory is true for a problem that holds nothing up and counts in
+	// no metric of failed passes: it is told in status.reason, an event
+	// and the log only.
+	Advisory bool
 	// When says when it is reported.
 	When string
 }
 
 // problemWhen describes each problem kind for the documentation.
 var problemWhen = map[problemKind]string{
-	problemInvalidSpec:       "the spec does not validate, or a change of a running cluster is refused (the previous spec stays in force); reserved `pod.etcdEnv` variables that got past admission are named as ignored",
-	problemTLSSecret:         "a TLS secret named in `spec.TLS` cannot be read",
-	problemTLSCertificate:    "a certificate in the TLS secrets is unusable: missing keys, not PEM, expired, not signed by its CA, not naming the members' DNS names",
-	problemKubeAPI:           "a Kubernetes API call failed (forbidden, conflict, unavailable)",
-	problemEtcdUnreachable:   "etcd does not answer; the message names what a closer look found (no such name, connection refused, a TLS handshake error, no leader)",
-	problemEtcdMembership:    "etcd's member list cannot be used (it does not match the pods, or a member cannot be identified)",
-	problemServiceConflict:   "a Service the cluster needs exists and belongs to something else",
-	problemLostQuorum:        "fewer than a majority of the voting members run, or etcd answers without a leader; no member is removed or replaced while it lasts",
-	problemNoMembersRunning:  "no member pod runs and none can be restarted on its data (emptyDir storage): restore from a backup",
-	problemUpgradeRefused:    "`spec.version` asks for a move etcd does not allow (a skipped minor version, a downgrade other than 3.7 → 3.6 or 3.6 → 3.5, 3.5 → 3.6 before every member runs 3.5.32 and has snapshotted past its v2 entries, 3.6 → 3.7 before every member runs 3.6.11)",
-	problemUpgradeFailed:     "an upgraded member stopped, or was not Ready on the new version within `-pending-timeout`; the rollout halts until `spec.version` changes",
-	problemMemberNotStarting: "a member pod cannot start: unschedulable, an image that cannot be pulled, a claim that stays Pending, a container that ended, a pod stuck terminating or on a node that does not answer (one event per cause)",
-	problemNoSpace:           "etcd raised the NOSPACE alarm: the operator compacts, defragments and disarms it (also the `NoSpace` condition)",
-	problemDataCorrupt:       "etcd raised the CORRUPT alarm, or refuses a member's data: the member is replaced on a fresh claim while quorum allows (also the `DataCorrupt` condition)",
-	problemWaiting:           "the operator has waited more than a minute and no other problem says why; the wait itself is in `status.reason`",
-	problemInternal:          "a bug: the pass is retried, and no other cluster is affected",
+	problemInvalidSpec:            "the spec does not validate, or a change of a running cluster is refused (the previous spec stays in force); reserved `pod.etcdEnv` variables that got past admission are named as ignored",
+	problemTLSSecret:              "a TLS secret named in `spec.TLS` cannot be read",
+	problemTLSCertificate:         "a certificate in the TLS secrets is unusable: missing keys, not PEM, expired, not signed by its CA, not naming the members' DNS names",
+	problemTLSCertificateExpiring: "a certificate in the TLS secrets (a leaf, or a CA of a bundle) expires within 30 days, or within the last third of its lifetime (at most 90 days ahead), whichever comes first; one event per certificate and expiry date, so a renewed certificate that also expires soon is announced again. The cluster carries on; renew the certificate as docs/user-guide/tls.md#renewing-static-certificates says",
+	problemKubeAPI:                "a Kubernetes API call failed (forbidden, conflict, unavailable)",
+	problemEtcdUnreachable:        "etcd does not answer; the message names what a closer look found (no such name, connection refused, a TLS handshake error, no leader)",
+	problemEtcdMembership:         "etcd's member list cannot be used (it does not match the pods, or a member cannot be identified)",
+	problemServiceConflict:        "a Service the cluster needs exists and belongs to something else",
+	problemLostQuorum:             "fewer than a majority of the voting members run, or etcd answers without a leader; no member is removed or replaced while it lasts",
+	problemNoMembersRunning:       "no member pod runs and none can be restarted on its data (emptyDir storage): restore from a backup",
+	problemUpgradeRefused:         "`spec.version` asks for a move etcd does not allow (a skipped minor version, a downgrade other than 3.7 → 3.6 or 3.6 → 3.5, 3.5 → 3.6 before every member runs 3.5.32 and has snapshotted past its v2 entries, 3.6 → 3.7 before every member runs 3.6.11)",
+	problemUpgradeFailed:          "an upgraded member stopped, or was not Ready on the new version within `-pending-timeout`; the rollout halts until `spec.version` changes",
+	problemMemberNotStarting:      "a member pod cannot start: unschedulable, an image that cannot be pulled, a claim that stays Pending, a container that ended, a pod stuck terminating or on a node that does not answer (one event per cause)",
+	problemNoSpace:                "etcd raised the NOSPACE alarm: the operator compacts, defragments and disarms it (also the `NoSpace` condition)",
+	problemDataCorrupt:            "etcd raised the CORRUPT alarm, or refuses a member's data: the member is replaced on a fresh claim while quorum allows (also the `DataCorrupt` condition)",
+	problemWaiting:                "the operator has waited more than a minute and no other problem says why; the wait itself is in `status.reason`",
+	problemInternal:               "a bug: the pass is retried, and no other cluster is affected",
 }
 
 // Problems lists every kind of problem, in the operator's order.
@@ -61,7 +66,7 @@ func Problems() []Problem {
 	out := make([]Problem, 0, len(kinds))
 	for _, k := range kinds {
 		info := k.info()
-		out = append(out, Problem{Event: info.event, Code: info.code, Condition: info.condition, PerMessage: info.byMessage, When: problemWhen[k]})
+		out = append(out, Problem{Event: info.event, Code: info.code, Condition: info.condition, PerMessage: info.byMessage, Advisory: info.advisory, When: problemWhen[k]})
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package kubectlplugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
@@ -75,21 +73,8 @@ func (p *Plugin) StatusAs(ctx context.Context, w io.Writer, namespace, name, out
 		}
 		r.Members = append(r.Members, mr)
 	}
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+	if output == "json" || output == "yaml" {
+		return printDocument(w, r, output)
 	}
 	return r.table(w, output == "wide")
 }

@@ -1,6 +1,7 @@
 package etcdutil
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,6 +28,11 @@ type processCluster struct {
 	bin     string
 	env     []string
 	members []*processMember
+	// tlsDir, when set, holds the server.crt, server.key and ca.crt the
+	// members serve clients with over https, requiring client certificates
+	// (the flags of the operator's pods); tls is the clients' config.
+	tlsDir string
+	tls    *tls.Config
 }
 
 // startProcessCluster starts n members of the etcd binary bin, all at once,
@@ -34,7 +40,13 @@ type processCluster struct {
 // the environment of every member, those that join later included.
 func startProcessCluster(t *testing.T, bin string, n int, env ...string) *processCluster {
 	t.Helper()
-	c := &processCluster{t: t, bin: bin, env: env}
+	return (&processCluster{t: t, bin: bin, env: env}).startAll(n)
+}
+
+// startAll starts n members of c, as startProcessCluster does.
+func (c *processCluster) startAll(n int) *processCluster {
+	t := c.t
+	t.Helper()
 	t.Cleanup(func() {
 		for _, m := range c.members {
 			c.stop(m)
@@ -65,6 +77,9 @@ func (c *processCluster) newMember(name string) *processMember {
 		ports := freePorts(c.t, 2)
 		m.peerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		m.clientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		if c.tlsDir != "" {
+			m.clientURL = fmt.Sprintf("https://127.0.0.1:%d", ports[1])
+		}
 		taken = slices.ContainsFunc(c.members, func(o *processMember) bool {
 			return o.peerURL == m.peerURL || o.peerURL == m.clientURL || o.clientURL == m.peerURL || o.clientURL == m.clientURL
 		})
@@ -88,6 +103,10 @@ func (c *processCluster) start(m *processMember, initialCluster, state string) {
 		// fsync dominates raft on a loaded machine.
 		"--unsafe-no-fsync=true",
 	)
+	if c.tlsDir != "" {
+		m.cmd.Args = append(m.cmd.Args, "--client-cert-auth=true", "--trusted-ca-file="+filepath.Join(c.tlsDir, "ca.crt"),
+			"--cert-file="+filepath.Join(c.tlsDir, "server.crt"), "--key-file="+filepath.Join(c.tlsDir, "server.key"))
+	}
 	m.cmd.Env = append(os.Environ(), c.env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
@@ -117,7 +136,7 @@ func (c *processCluster) waitServing(m *processMember) {
 			c.t.Fatalf("%s exited: %s", m.name, m.log.Tail(2000))
 		default:
 		}
-		_, err := EndpointStatus(c.t.Context(), ClientConfig{DialTimeout: shortDial, RequestTimeout: shortRequest}, m.clientURL)
+		_, err := EndpointStatus(c.t.Context(), ClientConfig{TLS: c.tls, DialTimeout: shortDial, RequestTimeout: shortRequest}, m.clientURL)
 		return err == nil, fmt.Sprint(err)
 	})
 }

@@ -347,6 +347,11 @@ func memberVolumes(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, operatorSec
 	volumes := []corev1.Volume{{Name: EtcdDataVolumeName, VolumeSource: data}}
 	mounts := []corev1.VolumeMount{EtcdDataVolumeMount()}
 
+	// Each secret is mounted whole, never by subPath: the kubelet then
+	// swaps a renewed secret's files in place (a subPath mount keeps the
+	// old file until the pod restarts), and etcd reads its certificate
+	// files again for each new connection, so renewed certificates take
+	// over without a restart.
 	addSecret := func(volume, secret, dir string) {
 		volumes = append(volumes, corev1.Volume{
 			Name:         volume,

@@ -203,6 +203,28 @@ func TestOperatorSecretIsMountedOnlyForShellProbes(t *testing.T) {
 	}
 }
 
+// Renewed certificates reach running members only through whole secret
+// volumes: the kubelet does not update a file mounted by subPath.
+func TestTLSSecretsAreMountedWhole(t *testing.T) {
+	pod := newSeedPod(newTestCluster(withVersion("3.2.32"), withTLS))
+	secrets := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = true
+		}
+	}
+	if len(secrets) != 3 {
+		t.Fatalf("secret volumes %v, want the peer, server and operator secrets", secrets)
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if secrets[m.Name] && (m.SubPath != "" || m.SubPathExpr != "") {
+				t.Errorf("container %s mounts secret volume %s by subPath %q", c.Name, m.Name, m.SubPath+m.SubPathExpr)
+			}
+		}
+	}
+}
+
 func TestEtcdCommand(t *testing.T) {
 	t.Run("the seed alone carries the cluster token", func(t *testing.T) {
 		c := newTestCluster()

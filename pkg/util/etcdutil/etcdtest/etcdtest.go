@@ -24,6 +24,11 @@ const Version36 = "3.6.6"
 // tests that need a 3.5 server as a process, one they can kill and start again.
 const Version35 = "3.5.21"
 
+// Version37 is the etcd 3.7 release the local cluster builds (ETCD_LATEST_37
+// of hack/local-cluster/lib.sh), for the tests that show what every
+// supported minor version does.
+const Version37 = "3.7.3"
+
 // BinDir36 is the directory holding etcd 3.6's tools: $ETCD_BIN_DIR_3_6 (make
 // unit and the local cluster's env file set it), else the local cluster's
 // binary cache. A tool missing there fails the test, saying what needed it
@@ -37,6 +42,12 @@ func BinDir36(t testing.TB, why string, tools ...string) string {
 func BinDir35(t testing.TB, why string, tools ...string) string {
 	t.Helper()
 	return binDir(t, "ETCD_BIN_DIR_3_5", Version35, why, tools)
+}
+
+// BinDir37 is BinDir36 for etcd 3.7: $ETCD_BIN_DIR_3_7, else the cache.
+func BinDir37(t testing.TB, why string, tools ...string) string {
+	t.Helper()
+	return binDir(t, "ETCD_BIN_DIR_3_7", Version37, why, tools)
 }
 
 func binDir(t testing.TB, env, version, why string, tools []string) string {

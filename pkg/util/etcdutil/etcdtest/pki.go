@@ -19,13 +19,20 @@ type PKI struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey []byte
 }
 
-// NewPKI makes a fresh PKI, valid for an hour either side of now.
-func NewPKI(t testing.TB) PKI {
+// CA is a certificate authority for tests, its certificate also in PEM.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	PEM  []byte
+}
+
+// NewCA makes a fresh CA called cn, valid for an hour either side of now.
+func NewCA(t testing.TB, cn string) CA {
 	t.Helper()
 	caKey := NewKey(t)
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "etcd test CA"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
 		IsCA:                  true,
@@ -40,15 +47,29 @@ func NewPKI(t testing.TB) PKI {
 	if err != nil {
 		t.Fatalf("parse CA: %v", err)
 	}
-	p := PKI{CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.ServerCert, p.ServerKey = Issue(t, ca, caKey, &x509.Certificate{
-		SerialNumber: big.NewInt(2),
+	return CA{Cert: ca, Key: caKey, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+}
+
+// ServerCert is a certificate for an etcd server on 127.0.0.1/localhost,
+// of the given serial, signed by ca.
+func (ca CA) ServerCert(t testing.TB, serial int64) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return Issue(t, ca.Cert, ca.Key, &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: "etcd server"},
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
-	p.ClientCert, p.ClientKey = Issue(t, ca, caKey, &x509.Certificate{
+}
+
+// NewPKI makes a fresh PKI, valid for an hour either side of now.
+func NewPKI(t testing.TB) PKI {
+	t.Helper()
+	ca := NewCA(t, "etcd test CA")
+	p := PKI{CA: ca.PEM}
+	p.ServerCert, p.ServerKey = ca.ServerCert(t, 2)
+	p.ClientCert, p.ClientKey = Issue(t, ca.Cert, ca.Key, &x509.Certificate{
 		SerialNumber: big.NewInt(3),
 		Subject:      pkix.Name{CommonName: "etcd-operator"},
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
