@@ -167,7 +167,12 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 		if err != nil {
 			return newPassError(problemInternal, "make a CA", err)
 		}
-		switch _, err := secrets.Create(ctx, c.newIssuedSecret(s, names.CA, data), metav1.CreateOptions{}); {
+		// The CA secret belongs to no object, so it outlives the cluster:
+		// a cluster deleted and made again under its name (a restore does
+		// that) gets its certificates issued from the same CA, and clients
+		// that trust it, or hold a client certificate it signed, keep
+		// working. Garbage collection would take it with the cluster.
+		switch _, err := secrets.Create(ctx, c.newIssuedSecret(names.CA, data, nil), metav1.CreateOptions{}); {
 		case err == nil:
 			ca = made
 			c.log.WithFields(map[string]any{"secret": names.CA, "notAfter": made.Cert.NotAfter.UTC().Format(time.RFC3339)}).Info("created the CA secret of issued TLS")
@@ -194,7 +199,7 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 		if err != nil {
 			return newPassError(problemInternal, "issue the "+k.String()+" certificate", err)
 		}
-		switch _, err := secrets.Create(ctx, c.newIssuedSecret(s, name, data), metav1.CreateOptions{}); {
+		switch _, err := secrets.Create(ctx, c.newIssuedSecret(name, data, []metav1.OwnerReference{k8sutil.AsOwner(s.spec)}), metav1.CreateOptions{}); {
 		case err == nil:
 			c.log.WithFields(map[string]any{"secret": name, "ca": names.CA, "validity": tlsp.Issued.Validity().String()}).Info("issued a certificate")
 		case !apierrors.IsAlreadyExists(err):
@@ -204,13 +209,13 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 	return nil
 }
 
-func (c *Cluster) newIssuedSecret(s *snapshot, name string, data map[string][]byte) *corev1.Secret {
+func (c *Cluster) newIssuedSecret(name string, data map[string][]byte, owners []metav1.OwnerReference) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       c.namespace,
 			Labels:          k8sutil.ClusterLabels(c.name),
-			OwnerReferences: []metav1.OwnerReference{k8sutil.AsOwner(s.spec)},
+			OwnerReferences: owners,
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,

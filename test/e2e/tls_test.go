@@ -5,13 +5,17 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -71,23 +75,46 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 
 // TestIssuedTLSClusterFromOneLine: a cluster like
 // example/tls/issued-tls-cluster.yaml (TLS: {issued: {}}) needs no secret of
-// the user's: the operator makes the CA and the certificates, owned by the
-// cluster, and users reach it with <cluster>-client-tls.
+// the user's: the operator makes the CA and the certificates (these owned by
+// the cluster, the CA by nothing) and users reach it with
+// <cluster>-client-tls. Deleted and made again under its name, as a restore
+// does, the cluster gets certificates from the same CA, which outlived it, so
+// what clients trust still holds.
 func TestIssuedTLSClusterFromOneLine(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	name := framework.UniqueName("issued")
 	watchCluster(t, framework.DumpTarget{Namespace: opNS, Cluster: name, Secure: true, OperatorNamespace: opNS})
-	err := f.CreateFromExample(ctx, opNS, f.Env.Path("example", "tls", "issued-tls-cluster.yaml"), "s/^  name: example$/  name: "+name+"/")
-	if err != nil {
-		t.Fatal(err)
+	create := func() *api.EtcdCluster {
+		t.Helper()
+		err := f.CreateFromExample(ctx, opNS, f.Env.Path("example", "tls", "issued-tls-cluster.yaml"), "s/^  name: example$/  name: "+name+"/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+		cl, err := f.GetCluster(ctx, opNS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
 	}
-	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	cl, err := f.GetCluster(ctx, opNS, name)
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() {
+		_ = f.Kube.CoreV1().Secrets(opNS).Delete(context.WithoutCancel(ctx), name+"-ca", metav1.DeleteOptions{})
+	})
+	cl := create()
+	ca := func() *corev1.Secret {
+		t.Helper()
+		s, err := f.Kube.CoreV1().Secrets(opNS).Get(ctx, name+"-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("CA secret %s-ca: %v", name, err)
+		}
+		if len(s.OwnerReferences) > 0 {
+			t.Errorf("CA secret %s has owners %+v: it would go with the cluster", s.Name, s.OwnerReferences)
+		}
+		return s
 	}
-	for _, suffix := range []string{"-ca", "-peer-tls", "-server-tls", "-operator-tls", "-client-tls"} {
+	first := ca()
+	for _, suffix := range []string{"-peer-tls", "-server-tls", "-operator-tls", "-client-tls"} {
 		s, err := f.Kube.CoreV1().Secrets(opNS).Get(ctx, name+suffix, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("secret %s%s: %v", name, suffix, err)
@@ -95,6 +122,27 @@ func TestIssuedTLSClusterFromOneLine(t *testing.T) {
 		if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != cl.UID {
 			t.Errorf("secret %s is not owned by the cluster: %+v", s.Name, ref)
 		}
+	}
+	servesOnlyCertifiedClients(t, name, name+"-client-tls")
+
+	if err := f.DeleteCluster(ctx, opNS, name); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, dataTimeout, framework.Poll, "the pods and certificates' secrets of "+name+" collected with it",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, opNS, name)
+			if err != nil || len(pods) > 0 {
+				return false, fmt.Sprintf("pods %s (%v)", framework.DescribePods(pods), err), nil
+			}
+			_, err = f.Kube.CoreV1().Secrets(opNS).Get(ctx, name+"-peer-tls", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("secret %s-peer-tls: %v", name, err), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create()
+	if again := ca(); again.UID != first.UID || string(again.Data["ca.crt"]) != string(first.Data["ca.crt"]) {
+		t.Errorf("the cluster made again under its name has another CA secret (uid %s, was %s)", again.UID, first.UID)
 	}
 	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 }
