@@ -27,7 +27,9 @@ var tlsSecrets = []string{"etcd-peer-tls", "etcd-server-tls", "etcd-client-tls"}
 // the client: a cluster like example/tls/example-tls-cluster.yaml, which waits
 // until its certificates, made by example/tls/gen-certs.sh, appear; then etcdctl
 // over https from a pod that mounts the client certificate, and a refusal for one
-// that does not present it.
+// that does not present it. The certificates are valid 20 days: the cluster
+// serves all the same, and warns ahead that they expire (status.reason, a
+// CertificateExpiresSoon event).
 func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -63,7 +65,7 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 	_, err = f.Run(ctx, framework.Cmd{
 		Name: "bash",
 		Args: []string{f.Env.Path("example", "tls", "gen-certs.sh"), "--create-secrets"},
-		Env:  []string{"CLUSTER=" + name, "NAMESPACE=" + opNS, "OUT=" + t.TempDir()},
+		Env:  []string{"CLUSTER=" + name, "NAMESPACE=" + opNS, "OUT=" + t.TempDir(), "DAYS=20"},
 	})
 	if err != nil {
 		t.Fatalf("gen-certs.sh: %v", err)
@@ -71,6 +73,20 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
 	servesOnlyCertifiedClients(t, name, "etcd-client-tls")
+	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.reason to say the certificates expire soon",
+		func(ctx context.Context) (bool, string, error) {
+			cl, err := f.GetCluster(ctx, opNS, name)
+			if err != nil {
+				return false, "", err
+			}
+			return strings.Contains(cl.Status.Reason, "server.crt") && strings.Contains(cl.Status.Reason, "expires on"), framework.DescribeStatus(cl), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := waitClusterEvent(t, opNS, name, corev1.EventTypeWarning, "CertificateExpiresSoon", changeTimeout); !strings.Contains(msg, "expires on") {
+		t.Errorf("CertificateExpiresSoon event: %q", msg)
+	}
 }
 
 // TestIssuedTLSClusterFromOneLine: a cluster like

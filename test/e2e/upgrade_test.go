@@ -45,7 +45,7 @@ func TestRollingUpgradeAcrossThreeMinorVersions(t *testing.T) {
 
 	// The whole way under the checker: writes and reads through the client
 	// Service must stay linearizable and lose nothing, step after step.
-	underLoad(t, opNS, name, "upgrade-3.4-to-3.7", 6*time.Minute, func(ctx context.Context) {
+	underLoad(t, opNS, name, "upgrade-3.4-to-3.7", 3*time.Minute, func(ctx context.Context) {
 		for _, version := range []string{"3.5.35", "3.6.16", "3.7.3"} {
 			start := time.Now()
 			sampler := &readinessSampler{ns: opNS, name: name, minPods: 3, minStatus: 3}
