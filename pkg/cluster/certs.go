@@ -33,7 +33,8 @@ type certCache struct {
 	// operator is the operator secret as loadTLS last read it.
 	operator *secretData
 	readAt   time.Time
-	// bad tells whether the last check found a problem.
+	// bad tells whether the last check found a problem or a member secret
+	// missing: the secrets are then read again at certRereadWhileBad.
 	bad bool
 }
 
@@ -89,7 +90,10 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) ([]problem
 	for _, m := range msgs {
 		ps = append(ps, newProblem(problemTLSCertificate, "TLS: %s", m))
 	}
-	c.certs.bad = len(ps) > 0
+	// A member secret that does not exist yet is waited for like a bad
+	// one: it is being made (by a certificate manager, by hand), and its
+	// certificates are judged as soon as it appears.
+	c.certs.bad = len(ps) > 0 || absent(c.certs.peer) || absent(c.certs.server)
 	return ps, etcdutil.ListCertificates(peer, server, operator)
 }
 
@@ -133,6 +137,11 @@ func (c *Cluster) readSecret(ctx context.Context, name string) *secretData {
 		return nil
 	}
 	return &secretData{name: name, data: secret.Data}
+}
+
+// absent tells whether a secret the cluster names was found missing.
+func absent(sd *secretData) bool {
+	return sd != nil && sd.data == nil
 }
 
 // memberHosts are the DNS names member certificates must carry: those of

@@ -165,6 +165,30 @@ func TestCertificateProblemsAreReported(t *testing.T) {
 		}
 	})
 
+	t.Run("member secrets made after the cluster are judged within the short re-read, not the long one", func(t *testing.T) {
+		// Certificate managers (and gen-certs.sh) make the secrets after
+		// the cluster, which waits for them: their certificates must be
+		// judged as soon as they appear, not a whole certRereadInterval
+		// later.
+		ca := newTestCA(t)
+		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS),
+			ca.secret("operator-tls", operatorKeys, ca.pem, later))
+		f.mustPass()
+		for _, s := range []*corev1.Secret{
+			ca.secret("peer-tls", peerKeys, ca.pem, testStart.Add(-time.Hour), members),
+			ca.secret("server-tls", serverKeys, ca.pem, later, members),
+		} {
+			if _, err := f.kube.CoreV1().Secrets(testNS).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.now = f.now.Add(certRereadWhileBad)
+		f.mustPass()
+		if s := f.mustStatus(); !strings.Contains(s.Reason, "peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) expired on") {
+			t.Errorf("reason = %q %v after the member secrets appeared, want the expired peer certificate", s.Reason, certRereadWhileBad)
+		}
+	})
+
 	t.Run("good certificates raise nothing and the cluster is made", func(t *testing.T) {
 		ca := newTestCA(t)
 		f := newFixture(t, newTestCluster(withSize(1), withPhase(api.ClusterPhaseNone), withTLS), secrets(ca, ca, later)...)
