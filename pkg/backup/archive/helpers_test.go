@@ -26,7 +26,7 @@ import (
 // etcdProc is an etcd 3.6 member process that a test can kill and start
 // again on the same data.
 type etcdProc struct {
-	t        *testing.T
+	t        testing.TB
 	endpoint string
 	args     []string
 	cmd      *exec.Cmd
@@ -34,10 +34,10 @@ type etcdProc struct {
 	done     chan struct{}
 }
 
-func startEtcd(t *testing.T) *etcdProc { return startCluster(t, 1)[0] }
+func startEtcd(t testing.TB) *etcdProc { return startCluster(t, 1)[0] }
 
 // startCluster starts an n-member cluster and waits until it serves.
-func startCluster(t *testing.T, n int) []*etcdProc {
+func startCluster(t testing.TB, n int) []*etcdProc {
 	t.Helper()
 	bin := filepath.Join(etcdtest.BinDir36(t, "the archive is tested against a real etcd", "etcd"), "etcd")
 	var ms []*etcdProc
@@ -110,7 +110,7 @@ func (e *etcdProc) kill() {
 // newClient is a client whose reconnects wait at most a couple of seconds,
 // as the archiver's clients should (pkg/checker's newClient says why); it
 // closes with the test.
-func newClient(t *testing.T, endpoint string) *clientv3.Client {
+func newClient(t testing.TB, endpoint string) *clientv3.Client {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
