@@ -30,22 +30,20 @@ func TestArchiveHoldsEveryWrite(t *testing.T) {
 			cfg.Codec = codec
 			r := runArchiver(t, cfg)
 
-			last := write(t, c, "a", 300)
-			r.waitArchived(t, last)
+			written := write(t, c, "a", 300)
+			r.waitArchived(t, written)
 			p := r.a.Progress()
-			if p.Revision != last || p.LagRevisions != 0 || p.PendingBytes != 0 || p.Time.IsZero() {
+			if p.Revision != written || p.LagRevisions != 0 || p.PendingBytes != 0 || p.Time.IsZero() {
 				t.Fatalf("progress once every write is stored: %+v", p)
 			}
-			mustOK(t, r.stopped())
 
-			chunks, evs := archived(t, store, "archive/", 0, codec.Key)
+			chunks, last := r.finish(t, c, 0)
 			if len(chunks) < 3 {
 				t.Fatalf("%d chunks; the bounds should have closed more", len(chunks))
 			}
 			if chunks[len(chunks)-1].Last != last {
 				t.Fatalf("the archive ends at %d, the cluster at %d", chunks[len(chunks)-1].Last, last)
 			}
-			sameEvents(t, evs, history(t, c, 0, last))
 		})
 	}
 }
@@ -55,23 +53,14 @@ func TestArchiveResumesAfterItsLastChunk(t *testing.T) {
 	c := newClient(t, e.endpoint)
 	store := startStore(t)
 
-	r := runArchiver(t, small(c, store))
-	first := write(t, c, "a", 100)
-	r.waitArchived(t, first)
-	mustOK(t, r.stopped())
+	first := archiveOnce(t, small(c, store), 100)
 	before, _ := archived(t, store, "archive/", 0, nil)
 
 	write(t, c, "b", 100) // while no archiver runs
-	r = runArchiver(t, small(c, store))
-	last := write(t, c, "c", 100)
-	r.waitArchived(t, last)
-	mustOK(t, r.stopped())
-
-	chunks, evs := archived(t, store, "archive/", 0, nil)
+	chunks, _ := runArchiver(t, small(c, store)).finish(t, c, 0)
 	if next := chunks[len(before)]; next.First != first+1 {
 		t.Fatalf("the first chunk after the restart starts at %d, not %d", next.First, first+1)
 	}
-	sameEvents(t, evs, history(t, c, 0, last))
 }
 
 func TestArchiveGoesOnAfterEtcdIsKilled(t *testing.T) {
@@ -83,12 +72,7 @@ func TestArchiveGoesOnAfterEtcdIsKilled(t *testing.T) {
 	r.waitArchived(t, write(t, c, "a", 100))
 	e.kill()
 	e.start()
-	last := write(t, c, "b", 100)
-	r.waitArchived(t, last)
-	mustOK(t, r.stopped())
-
-	_, evs := archived(t, store, "archive/", 0, nil)
-	sameEvents(t, evs, history(t, c, 0, last))
+	r.finish(t, c, 0)
 }
 
 // A member that loses its leader ends the watches that require one: the
@@ -105,22 +89,11 @@ func TestArchiveGoesOnAfterItsMemberLostTheLeader(t *testing.T) {
 	ms[2].kill()
 	// etcd cancels a stream that requires a leader only after several
 	// election timeouts without one; wait for the archiver to see it.
-	deadline := time.Now().Add(30 * time.Second)
-	for r.a.Progress().Rewatches == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the archiver's watch is not ended by the loss of the leader")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, "the loss of the leader ends the archiver's watch", func() bool { return r.a.Progress().Rewatches > 0 })
 	ms[1].launch()
 	ms[2].launch()
 	ms[1].waitServing()
-	last := write(t, c, "b", 100)
-	r.waitArchived(t, last)
-	mustOK(t, r.stopped())
-
-	_, evs := archived(t, store, "archive/", 0, nil)
-	sameEvents(t, evs, history(t, c, 0, last))
+	r.finish(t, c, 0)
 }
 
 func TestArchiveStopsAtACompactedGap(t *testing.T) {
@@ -129,10 +102,7 @@ func TestArchiveStopsAtACompactedGap(t *testing.T) {
 	c := newClient(t, e.endpoint)
 	store := startStore(t)
 
-	r := runArchiver(t, small(c, store))
-	archivedTo := write(t, c, "a", 50)
-	r.waitArchived(t, archivedTo)
-	mustOK(t, r.stopped())
+	archivedTo := archiveOnce(t, small(c, store), 50)
 
 	compacted := write(t, c, "b", 50)
 	if _, err := c.Compact(ctx, compacted); err != nil {
@@ -155,12 +125,7 @@ func TestArchiveStopsAtACompactedGap(t *testing.T) {
 	mustOK(t, err)
 	cfg := small(c, store)
 	cfg.After = after
-	r = runArchiver(t, cfg)
-	last := write(t, c, "c", 50)
-	r.waitArchived(t, last)
-	mustOK(t, r.stopped())
-	_, evs := archived(t, store, "archive/", after, nil)
-	sameEvents(t, evs, history(t, c, after, last))
+	runArchiver(t, cfg).finish(t, c, after)
 }
 
 func TestReadChunkFindsDamage(t *testing.T) {
@@ -172,9 +137,7 @@ func TestReadChunkFindsDamage(t *testing.T) {
 	cfg := small(c, store)
 	cfg.Codec = codec
 	cfg.MaxChunkBytes = 1 << 20
-	r := runArchiver(t, cfg)
-	r.waitArchived(t, write(t, c, "a", 20))
-	mustOK(t, r.stopped())
+	archiveOnce(t, cfg, 20)
 	chunks, err := List(ctx, store, "archive/")
 	mustOK(t, err)
 	good := chunks[0]
@@ -249,22 +212,16 @@ func TestArchiveWaitsOutAStoreOutage(t *testing.T) {
 	store := &failingStore{Store: startStore(t), down: make(chan struct{})}
 	r := runArchiver(t, small(c, store))
 
-	last := write(t, c, "a", 100)
-	deadline := time.Now().Add(30 * time.Second)
-	for p := r.a.Progress(); p.Newest < last || p.PendingBytes == 0; p = r.a.Progress() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the archiver does not hold the writes while the store is down: %+v", p)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := r.a.Progress(); p.Revision != 0 || p.LagRevisions != last || p.Lag <= 0 {
+	written := write(t, c, "a", 100)
+	eventually(t, "the archiver holds the writes while the store is down", func() bool {
+		p := r.a.Progress()
+		return p.Newest >= written && p.PendingBytes > 0
+	})
+	if p := r.a.Progress(); p.Revision != 0 || p.LagRevisions != written || p.Lag <= 0 {
 		t.Fatalf("progress while the store is down: %+v", p)
 	}
 	close(store.down)
-	r.waitArchived(t, last)
-	mustOK(t, r.stopped())
-	_, evs := archived(t, store, "archive/", 0, nil)
-	sameEvents(t, evs, history(t, c, 0, last))
+	r.finish(t, c, 0)
 }
 
 func TestArchiveStopsWhenItsBacklogPassesItsBound(t *testing.T) {

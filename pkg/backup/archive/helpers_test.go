@@ -197,17 +197,50 @@ func (r *running) stopped() error {
 // waitArchived waits until the archive holds revision rev.
 func (r *running) waitArchived(t testing.TB, rev int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for r.a.Progress().Revision < rev {
+	eventually(t, fmt.Sprintf("the archive holds revision %d", rev), func() bool {
 		select {
 		case err := <-r.done:
 			r.done <- err
 			t.Fatalf("the archiver stopped at revision %d before %d: %v", r.a.Progress().Revision, rev, err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
+		return r.a.Progress().Revision >= rev
+	})
+}
+
+// finish writes a last batch, stops the archiver once it holds it, and checks
+// that the archive holds exactly the events the cluster made after revision
+// after. It returns the archive's chunks and the last revision.
+func (r *running) finish(t testing.TB, c *clientv3.Client, after int64) ([]Chunk, int64) {
+	t.Helper()
+	last := write(t, c, "last", 100)
+	r.waitArchived(t, last)
+	mustOK(t, r.stopped())
+	chunks, evs := archived(t, r.a.cfg.Store, r.a.cfg.Prefix, after, r.a.cfg.Codec.Key)
+	sameEvents(t, evs, history(t, c, after, last))
+	return chunks, last
+}
+
+// archiveOnce runs an archiver while n revisions are written, and stops it
+// once it holds them; it returns the last one.
+func archiveOnce(t testing.TB, cfg Config, n int) int64 {
+	t.Helper()
+	r := runArchiver(t, cfg)
+	last := write(t, cfg.Client, "once", n)
+	r.waitArchived(t, last)
+	mustOK(t, r.stopped())
+	return last
+}
+
+// eventually polls cond until it holds, for 30 s at most.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the archive holds revision %d after 30 s, not %d: %+v", r.a.Progress().Revision, rev, r.a.Progress())
+			t.Fatalf("after 30 s, still not: %s", what)
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
