@@ -36,19 +36,20 @@ type etcdProc struct {
 
 func startEtcd(t testing.TB) *etcdProc { return startCluster(t, 1)[0] }
 
+// etcdBin is the directory of etcd 3.6's etcd and etcdutl.
+func etcdBin(t testing.TB) string {
+	return etcdtest.BinDir36(t, "the archive is tested against a real etcd", "etcd", "etcdutl")
+}
+
 // startCluster starts an n-member cluster and waits until it serves.
 func startCluster(t testing.TB, n int) []*etcdProc {
 	t.Helper()
-	bin := filepath.Join(etcdtest.BinDir36(t, "the archive is tested against a real etcd", "etcd"), "etcd")
 	var ms []*etcdProc
 	var initial []string
 	for i := range n {
-		client, peer := "http://"+etcdtest.FreeAddr(t), "http://"+etcdtest.FreeAddr(t)
 		name := fmt.Sprintf("m%d", i)
-		ms = append(ms, &etcdProc{t: t, endpoint: client, args: []string{bin, "--name=" + name, "--data-dir=" + filepath.Join(t.TempDir(), name),
-			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
-			"--initial-cluster-state=new", "--log-level=warn", "--unsafe-no-fsync"}})
+		m, peer := newMember(t, name, filepath.Join(t.TempDir(), name))
+		ms = append(ms, m)
 		initial = append(initial, name+"="+peer)
 	}
 	for _, m := range ms {
@@ -60,6 +61,32 @@ func startCluster(t testing.TB, n int) []*etcdProc {
 		m.waitServing()
 	}
 	return ms
+}
+
+// newMember is a member on free loopback ports, not yet started, and its peer URL.
+func newMember(t testing.TB, name, dataDir string) (*etcdProc, string) {
+	client, peer := "http://"+etcdtest.FreeAddr(t), "http://"+etcdtest.FreeAddr(t)
+	return &etcdProc{t: t, endpoint: client, args: []string{filepath.Join(etcdBin(t), "etcd"), "--name=" + name, "--data-dir=" + dataDir,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--initial-cluster-state=new", "--log-level=warn", "--unsafe-no-fsync"}}, peer
+}
+
+// restoreEtcd starts a one-member cluster restored by etcdutl from the
+// snapshot in file, as a restore seeds a cluster.
+func restoreEtcd(t testing.TB, file string) *etcdProc {
+	t.Helper()
+	dataDir := filepath.Join(t.TempDir(), "restored")
+	m, peer := newMember(t, "restored", dataDir)
+	cmd := exec.Command(filepath.Join(etcdBin(t), "etcdutl"), "snapshot", "restore", file, "--data-dir="+dataDir,
+		"--name=restored", "--initial-cluster=restored="+peer, "--initial-advertise-peer-urls="+peer)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("etcdutl snapshot restore: %v\n%s", err, out)
+	}
+	m.args = append(m.args, "--initial-cluster=restored="+peer)
+	t.Cleanup(m.kill)
+	m.start()
+	return m
 }
 
 // start runs the member again and waits until it serves.

@@ -3,11 +3,17 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/openetcd/etcd-operator/pkg/backup"
 )
 
 // keyValues is every key of the cluster and its value, at revision rev (0: now).
@@ -22,27 +28,42 @@ func keyValues(t *testing.T, c *clientv3.Client, rev int64) map[string]string {
 	return kvs
 }
 
-// restoredAt is a new cluster holding the source's keys as of revision rev,
-// as one restored from a snapshot taken then would, and its own revision.
-func restoredAt(t *testing.T, src *clientv3.Client, rev int64) (*clientv3.Client, int64) {
+// restored is a new cluster restored from the snapshot in file, and its revision.
+func restored(t *testing.T, file string) (*clientv3.Client, int64) {
 	t.Helper()
-	c := newClient(t, startEtcd(t).endpoint)
-	var last int64
-	for k, v := range keyValues(t, src, rev) {
-		resp, err := c.Put(context.Background(), k, v)
-		mustOK(t, err)
-		last = resp.Header.Revision
-	}
-	return c, last
+	c := newClient(t, restoreEtcd(t, file).endpoint)
+	return c, keyRevision(t, c)
+}
+
+// saveSnapshot takes a snapshot of the source as a backup does, into the
+// store, and copies it to a file for etcdutl.
+func saveSnapshot(t *testing.T, endpoint string, store backup.Store) (*backup.Snapshot, string) {
+	t.Helper()
+	ctx := t.Context()
+	snap, err := backup.SaveSnapshot(ctx, backup.Source{Endpoints: []string{endpoint}}, store, func(rev int64) string { return fmt.Sprintf("full/%d", rev) })
+	mustOK(t, err)
+	rc, _, err := store.Get(ctx, snap.Key)
+	mustOK(t, err)
+	defer func() { _ = rc.Close() }()
+	file := filepath.Join(t.TempDir(), "snapshot.db")
+	f, err := os.Create(file)
+	mustOK(t, err)
+	_, err = io.Copy(f, rc)
+	mustOK(t, err)
+	mustOK(t, f.Close())
+	return snap, file
 }
 
 func TestReplayGivesTheClusterAsOfARevisionOrATime(t *testing.T) {
 	ctx := t.Context()
-	src := newClient(t, startEtcd(t).endpoint)
+	e := startEtcd(t)
+	src := newClient(t, e.endpoint)
 	store := startStore(t)
 	r := runArchiver(t, small(src, store))
 
-	snapshotAt := write(t, src, "a", 100)
+	write(t, src, "a", 100)
+	snap, file := saveSnapshot(t, e.endpoint, store)
+	snapshotAt := snap.Revision
 	afterB := write(t, src, "b", 100)
 	r.waitArchived(t, afterB)
 	// Every event of b was received before cut, every one of c after.
@@ -53,7 +74,10 @@ func TestReplayGivesTheClusterAsOfARevisionOrATime(t *testing.T) {
 
 	t.Run("to a revision", func(t *testing.T) {
 		target := afterB + 37
-		dst, loaded := restoredAt(t, src, snapshotAt)
+		dst, loaded := restored(t, file)
+		if loaded != snapshotAt {
+			t.Fatalf("the restored cluster is at revision %d, the snapshot was taken at %d", loaded, snapshotAt)
+		}
 		done, err := Replay(ctx, dst, ReplayOptions{Store: store, Prefix: "archive/", After: snapshotAt, Revision: target, Log: testLog(t)})
 		mustOK(t, err)
 		if done.Revision != target || done.Time.IsZero() {
@@ -70,7 +94,7 @@ func TestReplayGivesTheClusterAsOfARevisionOrATime(t *testing.T) {
 	})
 
 	t.Run("to a time", func(t *testing.T) {
-		dst, _ := restoredAt(t, src, snapshotAt)
+		dst, _ := restored(t, file)
 		done, err := Replay(ctx, dst, ReplayOptions{Store: store, Prefix: "archive/", After: snapshotAt, Time: cut, Log: testLog(t)})
 		mustOK(t, err)
 		if done.Revision != afterB || done.Time.After(cut) {
@@ -82,7 +106,7 @@ func TestReplayGivesTheClusterAsOfARevisionOrATime(t *testing.T) {
 	})
 
 	t.Run("past the end of the archive", func(t *testing.T) {
-		dst, _ := restoredAt(t, src, snapshotAt)
+		dst, _ := restored(t, file)
 		_, err := Replay(ctx, dst, ReplayOptions{Store: store, Prefix: "archive/", After: snapshotAt, Revision: last + 1, Log: testLog(t)})
 		var hole *HoleError
 		if !errors.As(err, &hole) || hole.Missing != last+1 {
