@@ -288,7 +288,8 @@ func (w *watchLoop) receive(ctx context.Context, wch clientv3.WatchChan, progres
 		case <-progressTick:
 			// The answer's header revision is how far the cluster is, for
 			// the lag, when no event came for a while; etcd answers only a
-			// watch that is caught up.
+			// watch that is caught up. A request that fails only leaves the
+			// lag as it was until the next tick or event.
 			_ = a.cfg.Client.RequestProgress(clientv3.WithRequireLeader(ctx))
 		case resp, ok := <-wch:
 			if !ok {

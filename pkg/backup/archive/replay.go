@@ -51,7 +51,9 @@ type ReplayOptions struct {
 // Replayed is what a replay applied.
 type Replayed struct {
 	// Revision is the last revision applied (After when none was), and Time
-	// when its event was received.
+	// when its event was received. A replay to a time after the archive's
+	// last event ends at that event: Time says how close to the target the
+	// cluster is.
 	Revision int64
 	Time     time.Time
 	// Revisions and Events count what was applied.
