@@ -24,7 +24,7 @@ var issuedNames = []string{"example-ca", "example-peer-tls", "example-server-tls
 func (f *fixture) secretCreates() []string {
 	var out []string
 	for _, a := range f.kube.Actions() {
-		if c, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "secrets" {
+		if c, ok := a.(clienttesting.CreateAction); ok && a.GetVerb() == "create" && a.GetResource().Resource == "secrets" {
 			out = append(out, c.GetObject().(*corev1.Secret).Name)
 		}
 	}
