@@ -70,12 +70,7 @@ func (m *Metrics) failed(ns, name, reason string) {
 	if m == nil {
 		return
 	}
-	m.c.update(ns, name, func(s *clusterSeries) {
-		if s.failures == nil {
-			s.failures = map[string]uint64{}
-		}
-		s.failures[reason]++
-	})
+	m.c.update(ns, name, func(s *clusterSeries) { count(&s.failures, reason) })
 }
 
 // setState records the cluster's gauges after a pass.
@@ -108,12 +103,15 @@ func (m *Metrics) certificateRenewed(ns, name, secret string) {
 	if m == nil {
 		return
 	}
-	m.c.update(ns, name, func(s *clusterSeries) {
-		if s.renewed == nil {
-			s.renewed = map[string]uint64{}
-		}
-		s.renewed[secret]++
-	})
+	m.c.update(ns, name, func(s *clusterSeries) { count(&s.renewed, secret) })
+}
+
+// count adds one to the counter of key, making the map on first use.
+func count(counters *map[string]uint64, key string) {
+	if *counters == nil {
+		*counters = map[string]uint64{}
+	}
+	(*counters)[key]++
 }
 
 // forget deletes every series of a cluster whose goroutine stopped.

@@ -20,22 +20,14 @@ import (
 )
 
 // issuedRunning is a running cluster of three of issued TLS on the fake
-// clients, annotated with annotations, whose CA (made long ago) issued its
-// four certificates age ago for 90 days.
+// clients, annotated with annotations, whose CA issued its four
+// certificates age ago for 90 days.
 func issuedRunning(t *testing.T, age time.Duration, annotations map[string]string) (*fixture, *tlsissue.CA) {
 	t.Helper()
 	cl := newTestCluster(withIssuedTLS)
 	cl.Annotations = annotations
 	f := newFixture(t, cl)
-	ca, err := tlsissue.NewCA("the cluster's CA", testStart.Add(-365*24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := ca.SecretData()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addSecret(t, f, "example-ca", data)
+	ca := addCA(t, f)
 	for _, name := range issuedNames[1:] {
 		leaf, err := ca.Issue(kindOf(name), tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart.Add(-age), api.DefaultCertificateValidity)
 		if err != nil {
@@ -48,17 +40,6 @@ func issuedRunning(t *testing.T, age time.Duration, annotations map[string]strin
 	f.pod(memberB)
 	f.pod(memberC)
 	return f, ca
-}
-
-// secretUpdates are the secrets the passes updated, by name.
-func (f *fixture) secretUpdates() []string {
-	var out []string
-	for _, a := range f.kube.Actions() {
-		if u, ok := a.(clienttesting.UpdateAction); ok && a.GetVerb() == "update" && a.GetResource().Resource == "secrets" {
-			out = append(out, u.GetObject().(*corev1.Secret).Name)
-		}
-	}
-	return out
 }
 
 // leafCert is the certificate of a secret of issued TLS.
