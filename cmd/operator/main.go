@@ -214,7 +214,7 @@ func needs(ns string, opts options) []operatorrun.Need {
 		{Rule: rule(api.GroupName, "etcdrestores", "list", "create", "delete"), Without: "a cluster that lost every member's data is not restored from its newest backup (said in its status.reason)"},
 		{Rule: rule(api.GroupName, "etcdbackups", "list"), Without: "a cluster that lost every member's data cannot find its newest backup (said in its status.reason)"},
 		operatorrun.SecretsNeed(watched, "TLS clusters cannot read their secrets (said in their status.reason)"),
-		{Rule: rule("", "secrets", "create"), Without: "clusters with spec.TLS.issued get no certificates and wait (said in their status.reason)"},
+		{Rule: rule("", "secrets", "create", "update"), Without: "clusters with spec.TLS.issued get no certificates and wait, or have their certificates expire unrenewed (said in their status.reason)"},
 		operatorrun.EventsNeed(watched),
 		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns}, Without: "the operator cannot read its own pod for its image: give -join-image"},
 		operatorrun.LeaderLabelNeed(ns, ""),

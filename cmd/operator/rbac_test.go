@@ -24,7 +24,7 @@ func TestExampleRolesGrantWhatTheBinaryUses(t *testing.T) {
 // TestWhatTheOriginalsRolesLack: the original's roles, as published (kept in
 // test/e2e/testdata/original), lack only what docs/user-guide/permissions.md
 // marks new (the status subresource, disruption budgets, the Lease lock and
-// creating secrets for issued TLS),
+// creating and updating secrets for issued TLS),
 // and the operator works around each lack, as the tests named show.
 func TestWhatTheOriginalsRolesLack(t *testing.T) {
 	gaps, err := operatorrun.OriginalRoleGaps("../..", func(createCRD bool) []operatorrun.Need {
@@ -44,9 +44,9 @@ func TestWhatTheOriginalsRolesLack(t *testing.T) {
 		},
 		// The original's Endpoints lock.
 		"leases": {"pkg/operatorrun.TestRunAsLeaderElectsOnTheOriginalsEndpointsLock"},
-		// Only clusters asking for issued TLS need it: they wait, and their
-		// status names the rule.
-		"secrets": {"pkg/cluster.TestIssuedTLS"},
+		// Only clusters asking for issued TLS need it: they wait, or their
+		// renewals fail, and their status names the rule.
+		"secrets": {"pkg/cluster.TestIssuedTLS", "pkg/cluster.TestRenewal"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -77,6 +77,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: c.syncBudget(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actIssueCertificates:
 		return outcome{err: c.makeIssuedSecrets(ctx, s), requeue: c.cfg.MinPassInterval}
+	case actRenewCertificate:
+		return c.renewOneCertificate(ctx, s, a)
 	case actRecordCreating:
 		return c.recordCreating(s)
 	case actSeed:

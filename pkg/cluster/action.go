@@ -23,6 +23,9 @@ const (
 	// actIssueCertificates creates the missing secrets of issued TLS: the
 	// CA's, and the certificates it signs.
 	actIssueCertificates
+	// actRenewCertificate renews the certificate of one secret of issued
+	// TLS from its CA, in place.
+	actRenewCertificate
 	// actSyncBudget makes, changes or deletes the cluster's
 	// PodDisruptionBudget.
 	actSyncBudget
@@ -97,6 +100,7 @@ var actionNames = map[actionKind]string{
 	actCreateServices:    "create services",
 	actSyncBudget:        "sync disruption budget",
 	actIssueCertificates: "issue certificates",
+	actRenewCertificate:  "renew certificate",
 	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actAdopt:             "adopt",

@@ -97,24 +97,42 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) ([]problem
 	return ps, etcdutil.ListCertificates(peer, server, operator)
 }
 
-// tlsGuide is the page that says how to renew certificates.
-const tlsGuide = "docs/user-guide/tls.md#renewing-static-certificates"
+// tlsGuide is the page that says how to renew certificates; issuedGuide
+// says how the operator renews those it issued.
+const (
+	tlsGuide    = "docs/user-guide/tls.md#renewing-static-certificates"
+	issuedGuide = "docs/user-guide/tls.md#renewal-of-issued-certificates"
+)
 
 // expiringCertificates reports each certificate that expires soon
 // (etcdutil.ExpiresSoon) as an advisory problem: nothing waits for it, but
 // when it expires every handshake with it fails at once, which takes the
 // whole cluster down. Each is its own problem, and a renewed certificate
 // with a new expiry that also expires soon is a new one, announced again.
-func expiringCertificates(certs []etcdutil.Certificate, now time.Time) []problem {
+//
+// Under issued TLS (issued) a certificate the operator issued is renewed
+// by it (renew.go) before the user would be asked to: it is told only once
+// its renewal is overdue (renewalOverdue), which says that something holds
+// the renewal up. The CA is not renewed, and is told like any other.
+func expiringCertificates(certs []etcdutil.Certificate, now time.Time, issued bool) []problem {
 	var ps []problem
 	for _, cert := range certs {
-		if !etcdutil.ExpiresSoon(cert, now) {
+		renewed := issued && !cert.CA
+		switch {
+		case !renewed && !etcdutil.ExpiresSoon(cert, now):
+			continue
+		case renewed && (now.Before(renewalOverdue(cert.NotBefore, cert.NotAfter)) || !now.Before(cert.NotAfter)):
 			continue
 		}
 		expiry := cert.NotAfter.UTC().Format(time.RFC3339)
 		p := newProblem(problemTLSCertificateExpiring,
 			"TLS: %s (serial %s, issuer %q) expires on %s: renew it and update the secret in place (see %s)",
 			cert.Where(), cert.Serial, cert.Issuer, expiry, tlsGuide)
+		if renewed {
+			p = newProblem(problemTLSCertificateExpiring,
+				"TLS: %s (serial %s, issuer %q) expires on %s and was due for renewal on %s: the operator renews it once every member is ready and no problem holds the cluster up (see %s)",
+				cert.Where(), cert.Serial, cert.Issuer, expiry, renewAt(cert.NotBefore, cert.NotAfter).UTC().Format(time.RFC3339), issuedGuide)
+		}
 		p.topic = cert.Secret + "/" + cert.Key + "/" + cert.Serial + "/" + expiry
 		p.fields = logrus.Fields{"secret": cert.Secret, "key": cert.Key, "subject": cert.Subject, "serial": cert.Serial, "notAfter": expiry}
 		ps = append(ps, p)

@@ -249,26 +249,40 @@ func TestExpiringCertificates(t *testing.T) {
 		return etcdutil.Certificate{Secret: secret, Key: key, Field: "spec.TLS.static.member.peerSecret", CA: ca,
 			Subject: "CN=" + secret, Issuer: "CN=test CA", Serial: serial, NotBefore: testStart.Add(-365 * day), NotAfter: testStart.Add(lifetime)}
 	}
+	// issuedCert is a certificate of issued TLS of 90 days, issued age ago.
+	issuedCert := func(ca bool, age time.Duration) etcdutil.Certificate {
+		return etcdutil.Certificate{Secret: "example-peer-tls", Key: "peer.crt", Field: "spec.TLS.issued", CA: ca,
+			Subject: "CN=example-peer", Issuer: "CN=etcd CA", Serial: "b2", NotBefore: testStart.Add(-age), NotAfter: testStart.Add(90*day - age)}
+	}
 	tests := []struct {
-		name  string
-		certs []etcdutil.Certificate
-		want  []string
+		name   string
+		certs  []etcdutil.Certificate
+		issued bool
+		want   []string
 	}{
-		{"no certificates, nothing to tell", nil, nil},
-		{"certificates far from their expiry are not told", []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 200*day)}, nil},
-		{"a leaf that expires within 30 days is told with its secret, key, expiry and what to do",
-			[]etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 10*day), cert("peer-tls", "peer-ca.crt", "1", true, 200*day)},
-			[]string{`TLS: certificate "CN=peer-tls" in peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) (serial a1, issuer "CN=test CA") expires on 2025-03-11T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
-		{"a CA of a bundle that expires soon is told as a CA",
-			[]etcdutil.Certificate{cert("peer-tls", "peer-ca.crt", "1", true, 20*day)},
-			[]string{`TLS: CA certificate "CN=peer-tls" in peer-ca.crt of secret peer-tls (spec.TLS.static.member.peerSecret) (serial 1, issuer "CN=test CA") expires on 2025-03-21T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
-		{"an expired certificate is the unusable certificates' problem, not told here",
-			[]etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, -day)}, nil},
+		{name: "no certificates, nothing to tell"},
+		{name: "certificates far from their expiry are not told", certs: []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 200*day)}},
+		{name: "a leaf that expires within 30 days is told with its secret, key, expiry and what to do",
+			certs: []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 10*day), cert("peer-tls", "peer-ca.crt", "1", true, 200*day)},
+			want:  []string{`TLS: certificate "CN=peer-tls" in peer.crt of secret peer-tls (spec.TLS.static.member.peerSecret) (serial a1, issuer "CN=test CA") expires on 2025-03-11T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
+		{name: "a CA of a bundle that expires soon is told as a CA",
+			certs: []etcdutil.Certificate{cert("peer-tls", "peer-ca.crt", "1", true, 20*day)},
+			want:  []string{`TLS: CA certificate "CN=peer-tls" in peer-ca.crt of secret peer-tls (spec.TLS.static.member.peerSecret) (serial 1, issuer "CN=test CA") expires on 2025-03-21T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
+		{name: "an expired certificate is the unusable certificates' problem, not told here",
+			certs: []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, -day)}},
+		{name: "an issued certificate due for its renewal is not told: the operator renews it",
+			certs: []etcdutil.Certificate{issuedCert(false, 61*day)}, issued: true},
+		{name: "an issued certificate whose renewal is overdue is told, with the date it was due",
+			certs: []etcdutil.Certificate{issuedCert(false, 76*day)}, issued: true,
+			want: []string{`TLS: certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-15T12:00:00Z and was due for renewal on 2025-02-13T12:00:00Z: the operator renews it once every member is ready and no problem holds the cluster up (see docs/user-guide/tls.md#renewal-of-issued-certificates)`}},
+		{name: "the CA of issued TLS is not renewed, and is told like any other",
+			certs: []etcdutil.Certificate{issuedCert(true, 61*day)}, issued: true,
+			want: []string{`TLS: CA certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-30T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, p := range expiringCertificates(tt.certs, testStart) {
+			for _, p := range expiringCertificates(tt.certs, testStart, tt.issued) {
 				if p.kind != problemTLSCertificateExpiring || p.topic == "" {
 					t.Errorf("problem %+v: want an expiring certificate with its topic", p)
 				}

@@ -76,9 +76,13 @@ import (
 //  16. routineMaintenance (maintenance.go): a cluster at rest is looked at
 //     every minute; a member whose free space passes the threshold, or whose
 //     scheduled run is due, is defragmented (followers first, the leader last).
-//  17. stuckPods: a pod stuck terminating (its node never confirms the
+//  17. renewCertificates (renew.go): under issued TLS, in a cluster at rest,
+//     one certificate secret is renewed from its CA in place, once two thirds
+//     of its certificate's lifetime have passed or when the
+//     rotate-certificates annotation asks for it.
+//  18. stuckPods: a pod stuck terminating (its node never confirms the
 //     deletion) is waited for, and said to be; it is never deleted again.
-//  18. Otherwise the cluster is what its spec asks for.
+//  19. Otherwise the cluster is what its spec asks for.
 //
 // Every change that depends on the membership (steps 11, 12, 14, 15) needs it
 // confirmed by etcd's leader in this very pass: decide then answers "read
@@ -111,6 +115,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	resize,
 	upgradeMembers,
 	routineMaintenance,
+	renewCertificates,
 	stuckPods,
 }
 
@@ -217,7 +222,7 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// stuckPods is step 17.
+// stuckPods is step 18.
 func stuckPods(s *snapshot) (action, bool) {
 	for _, name := range sortedKeys(s.views) {
 		if pod := s.views[name].pod; s.views[name].state == memberGone && pod != nil {

@@ -19,8 +19,10 @@ import (
 // has not asked etcd yet.
 func TestDecide(t *testing.T) {
 	const (
-		joiner  = "example-new"
-		joiner2 = "example-new2"
+		joiner   = "example-new"
+		joiner2  = "example-new2"
+		day      = 24 * time.Hour
+		rotation = "2026-11-28T23:00:00Z"
 	)
 	three := []string{memberA, memberB, memberC}
 	tests := []struct {
@@ -262,6 +264,24 @@ func TestDecide(t *testing.T) {
 		{name: "a member with most of its database free is defragmented", mods: mods(etcdLeader(memberA), dbSize(memberC, 400<<20, 50<<20)), want: "defragment example-c"},
 		{name: "the leader is defragmented only after leadership moved away", mods: mods(etcdLeader(memberA), dbSize(memberA, 400<<20, 50<<20)), want: "move leader to"},
 		{name: "a member with a CORRUPT alarm is replaced", mods: mods(etcdLeader(memberA), alarmOn(memberC, "CORRUPT")), want: "remove dead member example-c (etcd refuses its data: etcd raised a CORRUPT alarm"},
+
+		// 17. Renewal of issued certificates.
+		{name: "an issued certificate past two thirds of its lifetime is renewed", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day)),
+			want: "renew certificate example-server-tls (two thirds of its lifetime passed on 2025-02-28T12:00:00Z; it expires on 2025-03-30T12:00:00Z)"},
+		{name: "an issued certificate short of two thirds of its lifetime is left alone", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 59*day)), want: "idle"},
+		{name: "a due certificate is renewed once etcd was asked too", mods: mods(issuedSecrets, issuedAge(tlsissue.Client, 61*day), etcdLeader(memberA)), want: "renew certificate example-client-tls"},
+		{name: "certificates due together are renewed one secret per pass, the peer's first", mods: mods(issuedSecrets, issuedAge(tlsissue.Client, 70*day), issuedAge(tlsissue.Peer, 70*day)), want: "renew certificate example-peer-tls"},
+		{name: "a rotation the user asks for renews the certificates before they are due, the peer's first", mods: mods(issuedSecrets, rotationAsked(rotation)),
+			want: `renew certificate example-peer-tls (etcd.database.coreos.com/rotate-certificates is "` + rotation + `")`},
+		{name: "a rotation goes on with the secrets it has not reached", mods: mods(issuedSecrets, rotationAsked(rotation), rotatedFor(rotation, tlsissue.Peer, tlsissue.Server)), want: "renew certificate example-operator-tls"},
+		{name: "a rotation every secret was renewed for is not done again", mods: mods(issuedSecrets, rotationAsked(rotation), rotatedFor(rotation, tlsissue.Kinds...)), want: "idle"},
+		{name: "a new value of the annotation is a new rotation", mods: mods(issuedSecrets, rotationAsked(rotation), rotatedFor("2026-01-01T00:00:00Z", tlsissue.Kinds...)), want: "renew certificate example-peer-tls"},
+		{name: "nothing is renewed while a member is not ready: etcd is looked at instead", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), podIs(memberB, notReady)), want: "read etcd (day-2 care"},
+		{name: "nothing is renewed while etcd does not answer", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), etcdFailed), want: "idle"},
+		{name: "nothing is renewed while a certificate is unusable", mods: mods(issuedSecrets, rotationAsked(rotation), badCertificate), want: "idle"},
+		{name: "nothing is renewed from a CA secret that cannot issue", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), unusableCA), want: "idle"},
+		{name: "a paused cluster renews nothing", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withPaused)), want: "wait (spec.paused is true)"},
+		{name: "a scale-up comes before a renewal", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 16. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"strings"
 	"time"
@@ -18,8 +20,9 @@ import (
 // This file is issued TLS (spec.TLS.issued): the operator makes the CA and
 // the certificates' secrets a cluster lacks, before any member pod (a pod
 // waits for the secrets it mounts). Making a missing secret destroys
-// nothing; replacing one could cut a running member off its peers, so an
-// existing secret is never written, only judged.
+// nothing; replacing one with certificates of another CA could cut a running
+// member off its peers, so an existing secret is only judged here; renew.go
+// renews its certificate from the same CA, which every member trusts.
 
 // issuedView is what observe found of the secrets of issued TLS.
 type issuedView struct {
@@ -34,6 +37,24 @@ type issuedView struct {
 	// it belongs to another object (a deleted cluster of the same name
 	// whose secrets garbage collection is about to delete).
 	conflict string
+	// leaves are the certificate secrets that exist, in tlsissue.Kinds
+	// order, for their renewal.
+	leaves []issuedLeaf
+}
+
+// issuedLeaf is a certificate secret of issued TLS as observed.
+type issuedLeaf struct {
+	kind   tlsissue.Kind
+	secret string
+	// resourceVersion is the secret's when read: a renewal updates the
+	// secret as it was seen, and one written since is read again.
+	resourceVersion string
+	// notBefore and notAfter are its certificate's; zero when it does not
+	// parse (a problem of the view then says so).
+	notBefore, notAfter time.Time
+	// rotatedFor is its RotatedForAnnotation: the rotation it was last
+	// renewed (or made) for.
+	rotatedFor string
 }
 
 // issuedCache keeps the last view while every secret exists and is fine:
@@ -41,6 +62,7 @@ type issuedView struct {
 type issuedCache struct {
 	complete bool
 	readAt   time.Time
+	view     *issuedView
 }
 
 // secretOf names the secret of a kind of certificate.
@@ -65,12 +87,13 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 		return nil
 	}
 	if c.issued.complete && s.now.Sub(c.issued.readAt) < certRereadInterval {
-		s.issued = &issuedView{}
+		// The view is shared, never changed: a snapshot is read only.
+		s.issued = c.issued.view
 		return nil
 	}
 	names := tlsp.Secrets(c.name)
 	v := &issuedView{}
-	read := func(name string) (map[string][]byte, bool, error) {
+	read := func(name string) (*corev1.Secret, bool, error) {
 		secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -83,15 +106,15 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 		if ref := metav1.GetControllerOfNoCopy(secret); ref != nil && !k8sutil.IsOwnedBy(secret, c.latest) && v.conflict == "" {
 			v.conflict = fmt.Sprintf("secret %s belongs to %s %s (uid %s), not to this cluster; waiting for it to be deleted", name, ref.Kind, ref.Name, ref.UID)
 		}
-		return secret.Data, true, nil
+		return secret, true, nil
 	}
-	caData, found, err := read(names.CA)
+	caSecret, found, err := read(names.CA)
 	if err != nil {
 		return err
 	}
 	var ca *tlsissue.CA
 	if found {
-		if ca, err = tlsissue.CAFromSecret(caData, s.now); err != nil {
+		if ca, err = tlsissue.CAFromSecret(caSecret.Data, s.now); err != nil {
 			v.problems = append(v.problems, fmt.Sprintf("CA secret %s (%s.caSecret) %v; it is never replaced: fix it, or delete it and the certificates' secrets to have all made again", names.CA, names.Field, err))
 		}
 	} else {
@@ -100,7 +123,7 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 	var issued []string
 	for _, k := range tlsissue.Kinds {
 		name := secretOf(names, k)
-		data, found, err := read(name)
+		secret, found, err := read(name)
 		if err != nil {
 			return err
 		}
@@ -109,16 +132,29 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 			continue
 		}
 		issued = append(issued, name)
-		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(data[certKey]) {
+		v.leaves = append(v.leaves, leafOf(k, secret))
+		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(secret.Data[certKey]) {
 			v.problems = append(v.problems, fmt.Sprintf("%s of secret %s was not issued by the CA in secret %s, so members and clients given the two would not trust each other; it is never replaced: delete it to have it issued again", certKey, name, names.CA))
 		}
 	}
 	if v.caMissing && len(issued) > 0 {
 		v.problems = append(v.problems, fmt.Sprintf("CA secret %s is gone while certificates it issued remain in %s, which certificates of a new CA would not be trusted by: restore the CA secret, or delete those to have all made again", names.CA, strings.Join(issued, ", ")))
 	}
-	c.issued = issuedCache{complete: !v.caMissing && len(v.missing) == 0 && len(v.problems) == 0 && v.conflict == "", readAt: s.now}
+	c.issued = issuedCache{complete: !v.caMissing && len(v.missing) == 0 && len(v.problems) == 0 && v.conflict == "", readAt: s.now, view: v}
 	s.issued = v
 	return nil
+}
+
+// leafOf is the certificate secret of kind k as observed.
+func leafOf(k tlsissue.Kind, secret *corev1.Secret) issuedLeaf {
+	l := issuedLeaf{kind: k, secret: secret.Name, resourceVersion: secret.ResourceVersion, rotatedFor: secret.Annotations[api.RotatedForAnnotation]}
+	certKey, _, _ := k.Keys()
+	if block, _ := pem.Decode(secret.Data[certKey]); block != nil {
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+			l.notBefore, l.notAfter = cert.NotBefore, cert.NotAfter
+		}
+	}
+	return l
 }
 
 // issueCertificates ends step 2: the secrets of issued TLS that are missing
@@ -172,7 +208,7 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 		// that) gets its certificates issued from the same CA, and clients
 		// that trust it, or hold a client certificate it signed, keep
 		// working. Garbage collection would take it with the cluster.
-		switch _, err := secrets.Create(ctx, c.newIssuedSecret(names.CA, data, nil), metav1.CreateOptions{}); {
+		switch _, err := secrets.Create(ctx, c.newIssuedSecret(names.CA, data, nil, ""), metav1.CreateOptions{}); {
 		case err == nil:
 			ca = made
 			c.log.WithFields(map[string]any{"secret": names.CA, "notAfter": made.Cert.NotAfter.UTC().Format(time.RFC3339)}).Info("created the CA secret of issued TLS")
@@ -181,25 +217,20 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 		}
 	}
 	if ca == nil {
-		secret, err := secrets.Get(ctx, names.CA, metav1.GetOptions{})
-		if err != nil {
-			return kubeError("read the CA secret "+names.CA, err)
+		var err error
+		if ca, err = c.readCA(ctx, s, names.CA); err != nil {
+			return err
 		}
-		if ca, err = tlsissue.CAFromSecret(secret.Data, s.now); err != nil {
-			return newPassError(problemTLSCertificate, "use CA secret "+names.CA, err)
-		}
-	}
-	cluster := tlsissue.Cluster{Name: c.name, Namespace: c.namespace}
-	if p := s.spec.Spec.Pod; p != nil {
-		cluster.Domain = p.ClusterDomain
 	}
 	for _, k := range s.issued.missing {
 		name := secretOf(names, k)
-		data, err := ca.Issue(k, cluster, s.now, tlsp.Issued.Validity())
+		data, err := ca.Issue(k, c.issuedCluster(s), s.now, tlsp.Issued.Validity())
 		if err != nil {
 			return newPassError(problemInternal, "issue the "+k.String()+" certificate", err)
 		}
-		switch _, err := secrets.Create(ctx, c.newIssuedSecret(name, data, []metav1.OwnerReference{k8sutil.AsOwner(s.spec)}), metav1.CreateOptions{}); {
+		// A certificate made now is as new as a rotation asked for
+		// before it would make it: it counts as renewed for that.
+		switch _, err := secrets.Create(ctx, c.newIssuedSecret(name, data, []metav1.OwnerReference{k8sutil.AsOwner(s.spec)}, s.rotateRequest), metav1.CreateOptions{}); {
 		case err == nil:
 			c.log.WithFields(map[string]any{"secret": name, "ca": names.CA, "validity": tlsp.Issued.Validity().String()}).Info("issued a certificate")
 		case !apierrors.IsAlreadyExists(err):
@@ -209,8 +240,8 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 	return nil
 }
 
-func (c *Cluster) newIssuedSecret(name string, data map[string][]byte, owners []metav1.OwnerReference) *corev1.Secret {
-	return &corev1.Secret{
+func (c *Cluster) newIssuedSecret(name string, data map[string][]byte, owners []metav1.OwnerReference, rotatedFor string) *corev1.Secret {
+	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       c.namespace,
@@ -220,6 +251,10 @@ func (c *Cluster) newIssuedSecret(name string, data map[string][]byte, owners []
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
 	}
+	if rotatedFor != "" {
+		secret.Annotations = map[string]string{api.RotatedForAnnotation: rotatedFor}
+	}
+	return secret
 }
 
 // createSecretError names the rule to add when the operator's role does

@@ -21,10 +21,18 @@ import (
 var issuedNames = []string{"example-ca", "example-peer-tls", "example-server-tls", "example-operator-tls", "example-client-tls"}
 
 // secretCreates are the secrets the passes created, by name.
-func (f *fixture) secretCreates() []string {
+func (f *fixture) secretCreates() []string { return f.secretWrites("create") }
+
+// secretUpdates are the secrets the passes updated, by name.
+func (f *fixture) secretUpdates() []string { return f.secretWrites("update") }
+
+// secretWrites are the secrets the passes wrote with verb (create or
+// update), by name.
+func (f *fixture) secretWrites(verb string) []string {
 	var out []string
 	for _, a := range f.kube.Actions() {
-		if c, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "secrets" {
+		// An update is also a CreateAction: both carry an object.
+		if c, ok := a.(clienttesting.CreateAction); ok && a.GetVerb() == verb && a.GetResource().Resource == "secrets" {
 			out = append(out, c.GetObject().(*corev1.Secret).Name)
 		}
 	}

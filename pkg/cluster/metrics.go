@@ -70,12 +70,7 @@ func (m *Metrics) failed(ns, name, reason string) {
 	if m == nil {
 		return
 	}
-	m.c.update(ns, name, func(s *clusterSeries) {
-		if s.failures == nil {
-			s.failures = map[string]uint64{}
-		}
-		s.failures[reason]++
-	})
+	m.c.update(ns, name, func(s *clusterSeries) { count(&s.failures, reason) })
 }
 
 // setState records the cluster's gauges after a pass.
@@ -101,6 +96,22 @@ func (m *Metrics) setCertificates(ns, name string, certs []etcdutil.Certificate)
 			s.certs = append(s.certs, certExpiry{secret: c.Secret, key: c.Key, serial: c.Serial, subject: c.Subject, notAfter: c.NotAfter.Unix()})
 		}
 	})
+}
+
+// certificateRenewed counts a certificate secret renewed.
+func (m *Metrics) certificateRenewed(ns, name, secret string) {
+	if m == nil {
+		return
+	}
+	m.c.update(ns, name, func(s *clusterSeries) { count(&s.renewed, secret) })
+}
+
+// count adds one to the counter of key, making the map on first use.
+func count(counters *map[string]uint64, key string) {
+	if *counters == nil {
+		*counters = map[string]uint64{}
+	}
+	(*counters)[key]++
 }
 
 // forget deletes every series of a cluster whose goroutine stopped.
@@ -129,6 +140,8 @@ type clusterSeries struct {
 	state *clusterState
 	// certs are the certificates of the last pass.
 	certs []certExpiry
+	// renewed counts the renewals of issued certificates by secret.
+	renewed map[string]uint64
 }
 
 // certExpiry is one certificate's series: the serial tells apart the CAs of
@@ -155,7 +168,7 @@ type clusterCollector struct {
 	reconcileFailed, failuresTotal *prometheus.Desc
 	desiredSize, members, ready    *prometheus.Desc
 	phase, quorum                  *prometheus.Desc
-	certExpiry                     *prometheus.Desc
+	certExpiry, certsRenewed       *prometheus.Desc
 
 	mu       sync.Mutex
 	clusters map[clusterKey]*clusterSeries
@@ -181,7 +194,8 @@ func newClusterCollector() *clusterCollector {
 		quorum:        desc("quorum", "1 while a majority of the cluster's members is ready, so that it can commit writes; 0 otherwise."),
 		certExpiry: desc("certificate_expiry_timestamp_seconds", "When a certificate of the cluster's TLS secrets expires (notAfter), in Unix seconds.",
 			"secret", "key", "serial", "subject"),
-		clusters: map[clusterKey]*clusterSeries{},
+		certsRenewed: desc("certificates_renewed_total", "Certificates of issued TLS the operator renewed, by secret.", "secret"),
+		clusters:     map[clusterKey]*clusterSeries{},
 	}
 }
 
@@ -199,7 +213,7 @@ func (c *clusterCollector) update(ns, name string, f func(*clusterSeries)) {
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.reconcileDuration, c.passSeconds, c.reconcileFailed, c.failuresTotal,
-		c.desiredSize, c.members, c.ready, c.phase, c.quorum, c.certExpiry} {
+		c.desiredSize, c.members, c.ready, c.phase, c.quorum, c.certExpiry, c.certsRenewed} {
 		ch <- d
 	}
 }
@@ -226,6 +240,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, e := range s.certs {
 			ch <- prometheus.MustNewConstMetric(c.certExpiry, prometheus.GaugeValue, float64(e.notAfter), ns, name, e.secret, e.key, e.serial, e.subject)
+		}
+		for secret, n := range s.renewed {
+			ch <- prometheus.MustNewConstMetric(c.certsRenewed, prometheus.CounterValue, float64(n), ns, name, secret)
 		}
 		st := s.state
 		if st == nil {

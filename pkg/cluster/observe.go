@@ -35,6 +35,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		status:         *st.DeepCopy(),
 		created:        c.latest.CreationTimestamp.Time,
 		etcdReadAt:     c.etcdReadAt,
+		rotateRequest:  c.latest.Annotations[api.RotateCertificatesAnnotation],
 	}
 	s.spec, s.specProblems = c.specInForce()
 	if s.spec == nil {

@@ -197,7 +197,7 @@ func restartInPlace(s *snapshot) (action, bool) {
 			// the kubelet restarts a crashing member in its pod
 		case m.pod != nil && k8sutil.IsBeingDeleted(m.pod):
 			// Deleted already, on a node that has not confirmed it: the
-			// name is free once it has (step 17 says so meanwhile), and the
+			// name is free once it has (step 18 says so meanwhile), and the
 			// other members are not held back.
 		case m.pod != nil:
 			ended = append(ended, name)

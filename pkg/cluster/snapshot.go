@@ -67,6 +67,9 @@ type snapshot struct {
 	issued *issuedView
 	// certs are the certificates of the TLS secrets, for their expiry.
 	certs []etcdutil.Certificate
+	// rotateRequest is the cluster's RotateCertificatesAnnotation: a
+	// rotation of the issued certificates the user asked for.
+	rotateRequest string
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool

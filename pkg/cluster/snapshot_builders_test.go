@@ -96,10 +96,41 @@ func tlsMissing(s *snapshot) {
 }
 
 // issuedSecrets makes the cluster's TLS issued, with its CA and
-// certificate secrets all there.
+// certificate secrets all there, their certificates of 90 days issued a
+// day ago.
 func issuedSecrets(s *snapshot) {
 	withIssuedTLS(s.spec)
 	s.issued = &issuedView{}
+	names := s.spec.Spec.TLS.Secrets(s.spec.Name)
+	for _, k := range tlsissue.Kinds {
+		s.issued.leaves = append(s.issued.leaves, issuedLeaf{kind: k, secret: secretOf(names, k), resourceVersion: "1",
+			notBefore: testStart.Add(-24 * time.Hour), notAfter: testStart.Add(89 * 24 * time.Hour)})
+	}
+}
+
+// issuedAge: the certificate of kind k, of 90 days, was issued age ago.
+func issuedAge(k tlsissue.Kind, age time.Duration) snapMod {
+	return func(s *snapshot) {
+		l := &s.issued.leaves[slices.IndexFunc(s.issued.leaves, func(l issuedLeaf) bool { return l.kind == k })]
+		l.notBefore = testStart.Add(-age)
+		l.notAfter = l.notBefore.Add(api.DefaultCertificateValidity)
+	}
+}
+
+// rotationAsked: the cluster's rotate-certificates annotation is value.
+func rotationAsked(value string) snapMod {
+	return func(s *snapshot) { s.rotateRequest = value }
+}
+
+// rotatedFor: the secrets of kinds were renewed for the rotation value.
+func rotatedFor(value string, kinds ...tlsissue.Kind) snapMod {
+	return func(s *snapshot) {
+		for i := range s.issued.leaves {
+			if slices.Contains(kinds, s.issued.leaves[i].kind) {
+				s.issued.leaves[i].rotatedFor = value
+			}
+		}
+	}
 }
 
 // noIssuedSecrets: no secret of issued TLS exists yet.

@@ -57,6 +57,9 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 	}
 	now := s.now.UTC().Format(time.RFC3339)
 	st.ControlPaused = s.spec.Spec.Paused
+	if done := rotationDone(s); done != "" {
+		st.CertificatesRotated = done
+	}
 	st.Selector = k8sutil.ClusterSelector(s.spec.Name).String()
 	if len(s.missingServices) == 0 && s.serviceConflict == "" {
 		st.ServiceName = k8sutil.ClientServiceName(s.spec.Name)

@@ -40,7 +40,7 @@ var problemWhen = map[problemKind]string{
 	problemInvalidSpec:            "the spec does not validate, or a change of a running cluster is refused (the previous spec stays in force); reserved `pod.etcdEnv` variables that got past admission are named as ignored",
 	problemTLSSecret:              "a TLS secret named in `spec.TLS` cannot be read",
 	problemTLSCertificate:         "a certificate in the TLS secrets is unusable: missing keys, not PEM, expired, not signed by its CA, not naming the members' DNS names",
-	problemTLSCertificateExpiring: "a certificate in the TLS secrets (a leaf, or a CA of a bundle) expires within 30 days, or within the last third of its lifetime (at most 90 days ahead), whichever comes first; one event per certificate and expiry date, so a renewed certificate that also expires soon is announced again. The cluster carries on; renew the certificate as docs/user-guide/tls.md#renewing-static-certificates says",
+	problemTLSCertificateExpiring: "a certificate in the TLS secrets (a leaf, or a CA of a bundle) expires within 30 days, or within the last third of its lifetime (at most 90 days ahead), whichever comes first; one event per certificate and expiry date, so a renewed certificate that also expires soon is announced again. The cluster carries on; renew the certificate as docs/user-guide/tls.md#renewing-static-certificates says. A certificate of issued TLS, which the operator renews at two thirds of its lifetime, is told only once its renewal is overdue (the last sixth of its lifetime): something holds the renewal up",
 	problemKubeAPI:                "a Kubernetes API call failed (forbidden, conflict, unavailable)",
 	problemEtcdUnreachable:        "etcd does not answer; the message names what a closer look found (no such name, connection refused, a TLS handshake error, no leader)",
 	problemEtcdMembership:         "etcd's member list cannot be used (it does not match the pods, or a member cannot be identified)",
@@ -97,6 +97,7 @@ func ActionEvents() []Event {
 		{"Normal", eventDefragmented, "Member <member> defragmented: <why>", false},
 		{"Normal", eventNoSpaceDisarmed, "NOSPACE alarm disarmed: <why>", false},
 		{"Normal", eventDowngradeEnabled, "<what etcd's downgrade API was asked>", false},
+		{"Normal", eventCertificateRenewed, "Secret <secret> renewed from CA secret <ca>: it expired on <old notAfter>, now on <new notAfter> (<why>)", false},
 		{"Warning", eventDisasterRecovery, "<which member or backup the cluster is recovered from, and what may be lost>", false},
 		{"Warning", eventVersionNoLongerFixed, "etcd <minor> is no longer fixed upstream; ... set spec.version to a <next minor> release next", false},
 	}

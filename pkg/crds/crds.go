@@ -380,6 +380,7 @@ func clusterStatusSchema() schema {
 			"v2EntriesUntilIndex":   integer(),
 			"v2EntriesPending":      boolean(),
 		}),
+		"certificatesRotated": str(),
 	})
 }
 

@@ -42,7 +42,7 @@ func cliRun(t *testing.T, p *Plugin, args ...string) (stdout, stderr string, err
 func TestHelpOfEveryCommandGoesToStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"status", "--help"}, {"defrag", "--help"}, {"snapshot", "--help"}, {"move-leader", "--help"},
-		{"compact", "--help"}, {"disarm", "--help"}, {"pause", "--help"}, {"resume", "--help"}, {"restart", "--help"}, {"logs", "--help"}, {"backup", "--help"}, {"etcdctl", "--help"}, {"report", "--help"}, {"version", "--help"}, {"completion", "--help"}, {"help", "status"},
+		{"compact", "--help"}, {"disarm", "--help"}, {"pause", "--help"}, {"resume", "--help"}, {"restart", "--help"}, {"logs", "--help"}, {"backup", "--help"}, {"etcdctl", "--help"}, {"report", "--help"}, {"rotate-certs", "--help"}, {"version", "--help"}, {"completion", "--help"}, {"help", "status"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, errOut, err := cliRun(t, nil, args...)

@@ -26,6 +26,18 @@ const (
 	// ScopeAnnotation opts an EtcdCluster into management by a cluster-wide operator.
 	ScopeAnnotation  = "etcd.database.coreos.com/scope"
 	ScopeClusterWide = "clusterwide"
+
+	// RotateCertificatesAnnotation asks the operator to renew every
+	// certificate it issued (spec.TLS.issued) now, one secret at a time:
+	// each new value is one rotation, recorded in
+	// status.certificatesRotated once done. `kubectl etcd rotate-certs`
+	// sets it to the time.
+	RotateCertificatesAnnotation = "etcd.database.coreos.com/rotate-certificates"
+	// RotatedForAnnotation is set on each certificate secret renewed for a
+	// rotation the user asked for, to the value of
+	// RotateCertificatesAnnotation it was renewed for: written with the new
+	// certificate in one update, it says which secrets are done.
+	RotatedForAnnotation = "etcd.database.coreos.com/rotated-for"
 )
 
 // +genclient
@@ -174,6 +186,10 @@ type ClusterStatus struct {
 	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 	// Recovery records the last disaster recovery.
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+	// CertificatesRotated is the last value of annotation
+	// etcd.database.coreos.com/rotate-certificates whose rotation is done:
+	// every certificate secret of issued TLS was renewed for it.
+	CertificatesRotated string `json:"certificatesRotated,omitempty"`
 }
 
 // ClusterCondition is one condition of a cluster. Times are RFC 3339 strings, as in the original.

@@ -16,8 +16,11 @@ type TLSPolicy struct {
 	// and clients over https. The operator makes the Secrets
 	// <cluster>-peer-tls, <cluster>-server-tls, <cluster>-operator-tls and
 	// <cluster>-client-tls (etcd-client.crt, etcd-client.key and
-	// etcd-client-ca.crt, for users and EtcdBackups) when they are missing,
-	// and never overwrites one. Certificates are not renewed yet.
+	// etcd-client-ca.crt, for users and EtcdBackups) when they are missing.
+	// It renews each of those four certificates from the same CA, in place,
+	// once two thirds of its lifetime have passed, or when annotation
+	// etcd.database.coreos.com/rotate-certificates gets a new value; the CA
+	// is not renewed.
 	Issued *IssuedTLS `json:"issued,omitempty"`
 }
 
