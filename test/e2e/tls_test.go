@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -218,4 +221,78 @@ func servesOnlyCertifiedClients(t *testing.T, name, secret string) {
 	if len(list.Members) != 3 {
 		t.Errorf("etcd lists %d members, want 3", len(list.Members))
 	}
+}
+
+// TestIssuedCertificatesRotatedOnRequestUnderLoad asks an issued-TLS cluster
+// for new certificates (the rotate-certificates annotation, as `kubectl etcd
+// rotate-certs` sets it) while the checker writes and reads over https with
+// the client certificate it mounted before: every certificate Secret is
+// renewed in place from the same CA, the status records the request, and
+// no acknowledged write is lost; afterwards the renewed client certificate
+// is served.
+func TestIssuedCertificatesRotatedOnRequestUnderLoad(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := framework.UniqueName("rotate")
+	cl := framework.NewCluster(name, 3, "3.6.16")
+	cl.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+	t.Cleanup(func() {
+		_ = f.Kube.CoreV1().Secrets(opNS).Delete(context.WithoutCancel(ctx), name+"-ca", metav1.DeleteOptions{})
+	})
+	createCluster(t, cl)
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	leaves := map[string]string{
+		name + "-peer-tls": etcdutil.SecretPeerCert, name + "-server-tls": etcdutil.SecretServerCert,
+		name + "-operator-tls": etcdutil.SecretClientCert, name + "-client-tls": etcdutil.SecretClientCert,
+	}
+	serials := func() map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for secret, key := range leaves {
+			s, err := f.Kube.CoreV1().Secrets(opNS).Get(ctx, secret, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			block, _ := pem.Decode(s.Data[key])
+			if block == nil {
+				t.Fatalf("%s of secret %s is not PEM", key, secret)
+			}
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[secret] = cert.SerialNumber.String() + " until " + cert.NotAfter.UTC().Format(time.RFC3339)
+		}
+		return out
+	}
+	before := serials()
+	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "issued-rotation", Duration: 90 * time.Second, TLSSecret: name + "-client-tls"},
+		func(ctx context.Context) {
+			patch := `{"metadata":{"annotations":{"` + api.RotateCertificatesAnnotation + `":"e2e-1"}}}`
+			if _, err := f.Kubectl(ctx, "-n", opNS, "patch", "etcd", name, "--type=merge", "-p", patch); err != nil {
+				t.Fatal(err)
+			}
+			err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.certificatesRotated e2e-1",
+				func(ctx context.Context) (bool, string, error) {
+					cl, err := f.GetCluster(ctx, opNS, name)
+					if err != nil {
+						return false, err.Error(), nil
+					}
+					return cl.Status.CertificatesRotated == "e2e-1", framework.DescribeStatus(cl), nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	after := serials()
+	for secret := range leaves {
+		if before[secret] == after[secret] {
+			t.Errorf("secret %s still holds certificate %s after the rotation", secret, before[secret])
+		}
+	}
+	t.Logf("certificates before: %v; after: %v", before, after)
+	if n := strings.Count(eventsOf(t, opNS, name), "CertificateRenewed"); n < len(leaves) {
+		t.Errorf("%d CertificateRenewed events, want %d", n, len(leaves))
+	}
+	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 }
