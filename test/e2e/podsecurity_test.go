@@ -48,6 +48,7 @@ var grantedButRare = map[string]map[string]string{
 		"delete poddisruptionbudgets":   "a cluster scaled to one member",
 		"get secrets":                   "TLS clusters; this one is plain",
 		"create secrets":                "clusters with spec.TLS.issued: their CA and certificates; this one is plain",
+		"update secrets":                "clusters with spec.TLS.issued: certificates renewed in place; this one is plain",
 		"update etcdclusters":           "status written with the object when the CRD serves no status subresource (the original's hand-made CRD)",
 		"get etcdclusters":              "a status write that conflicted re-reads the cluster; the status subresource answering NotFound",
 		"list etcdrestores":             "disaster recovery: no member's data left, the cluster is restored from its newest backup",
