@@ -7,10 +7,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
@@ -36,6 +42,8 @@ type Backuper struct {
 	// CloudIdentity says to which namespaces the operator lends its own cloud
 	// identity; the zero value lends it to none.
 	CloudIdentity storage.CloudIdentity
+	// Log is the archives' log; nil means logrus' standard logger.
+	Log *logrus.Entry
 }
 
 // Backup takes one backup, bounded by spec.backupPolicy.timeoutInSecond, and with
@@ -126,3 +134,77 @@ func (b *Backuper) clientTLS(ctx context.Context, namespace, secretName, field s
 	}
 	return cfg, nil
 }
+
+// Archive is the real ArchiveFunc: it opens the cluster and the store an
+// EtcdBackup names, as Backup does, and an archive.Archiver that stores
+// chunks with the snapshots' codec under the backup's path followed by
+// api.ArchivePathSuffix.
+func (b *Backuper) Archive(ctx context.Context, eb *api.EtcdBackup, after int64) (Archive, error) {
+	spec := &eb.Spec
+	tctx, cancel := context.WithTimeout(ctx, time.Duration(spec.BackupPolicy.BackupTimeout())*time.Second)
+	defer cancel()
+	if b.ClusterWide && spec.ClusterName == "" {
+		if err := checkOwnNamespace(eb.Namespace, spec.EtcdEndpoints); err != nil {
+			return nil, err
+		}
+	}
+	target, err := resolveTarget(tctx, b.Clusters, eb)
+	if err != nil {
+		return nil, err
+	}
+	store, loc, err := storage.ForBackup(tctx, b.Secrets, b.CloudIdentity, eb.Namespace, spec)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := storage.CodecFor(tctx, b.Secrets, eb.Namespace, spec)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, target.tlsSecret, target.tlsField)
+	if err != nil {
+		return nil, err
+	}
+	dial := b.DialTimeout
+	if dial <= 0 {
+		dial = etcdutil.DefaultDialTimeout
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints: target.endpoints, TLS: tlsConfig, DialTimeout: dial, Logger: zap.NewNop(),
+		// The archiver watches again at once after a lost member; the
+		// client's own reconnects must not wait longer (pkg/checker's
+		// reconnectParams say why gRPC's default does).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		})},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client %v: %w", target.endpoints, err)
+	}
+	prefix := loc.Key + api.ArchivePathSuffix
+	a, err := archive.New(archive.Config{Client: client, Store: store, Prefix: prefix, Codec: codec, After: after,
+		Interval: spec.BackupPolicy.Archive.Interval(),
+		Log:      b.log().WithFields(logrus.Fields{"backup-name": eb.Name, "backup-namespace": eb.Namespace})})
+	if err != nil {
+		_ = client.Close()
+		return nil, failure.Permanent(err)
+	}
+	return &openArchive{Archiver: a, prefix: loc.Bucket + "/" + prefix, client: client}, nil
+}
+
+func (b *Backuper) log() *logrus.Entry {
+	if b.Log != nil {
+		return b.Log
+	}
+	return logrus.NewEntry(logrus.StandardLogger())
+}
+
+// openArchive is an Archiver with the client it closes.
+type openArchive struct {
+	*archive.Archiver
+	prefix string
+	client *clientv3.Client
+}
+
+func (o *openArchive) Prefix() string { return o.prefix }
+func (o *openArchive) Close()         { _ = o.client.Close() }
