@@ -115,6 +115,9 @@ func (c *Controller) keepArchiving(ctx context.Context, key string, eb *api.Etcd
 func (c *Controller) runArchive(ctx context.Context, key string, r *runner) {
 	backoff := failure.Backoff{Min: time.Second, Max: max(time.Minute, r.spec.BackupPolicy.Archive.Interval())}
 	after := int64(-1) // not known yet
+	// atLeast is the oldest snapshot the archive may continue: after a gap,
+	// none older than the compaction.
+	atLeast := int64(1)
 	for ctx.Err() == nil {
 		eb := c.currentFor(key, r)
 		if eb == nil {
@@ -124,7 +127,7 @@ func (c *Controller) runArchive(ctx context.Context, key string, r *runner) {
 			after = snapshotAfter(eb)
 		}
 		if after == 0 {
-			res, err := c.archiveSnapshot(ctx, eb)
+			res, err := c.archiveSnapshot(ctx, eb, r, atLeast)
 			if err != nil {
 				if ctx.Err() == nil {
 					c.logFor(eb).Warnf("the archive waits for a snapshot to continue: %v", err)
@@ -142,7 +145,8 @@ func (c *Controller) runArchive(ctx context.Context, key string, r *runner) {
 		}
 		var gap *archive.GapError
 		if errors.As(err, &gap) {
-			after = c.fillGap(ctx, eb, gap)
+			atLeast = max(atLeast, gap.CompactedTo)
+			after = c.fillGap(ctx, eb, r, gap)
 			backoff = failure.Backoff{Min: backoff.Min, Max: backoff.Max}
 			continue
 		}
@@ -167,8 +171,15 @@ func (c *Controller) currentFor(key string, r *runner) *api.EtcdBackup {
 }
 
 // archiveSnapshot takes a full snapshot for the archive to continue and
-// records it as a periodic backup.
-func (c *Controller) archiveSnapshot(ctx context.Context, eb *api.EtcdBackup) (*backup.Result, error) {
+// records it as a periodic backup. The runner's newest snapshot does
+// instead when it is at revision atLeast or newer (the runner backs up as it
+// starts, as the archive does); atLeast 0 always takes a new one.
+func (c *Controller) archiveSnapshot(ctx context.Context, eb *api.EtcdBackup, r *runner, atLeast int64) (*backup.Result, error) {
+	r.snapshotMu.Lock()
+	defer r.snapshotMu.Unlock()
+	if atLeast > 0 && r.snapshot >= atLeast {
+		return &backup.Result{Snapshot: backup.Snapshot{Revision: r.snapshot}}, nil
+	}
 	res, err := c.runBackup(ctx, eb, false)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -179,6 +190,7 @@ func (c *Controller) archiveSnapshot(ctx context.Context, eb *api.EtcdBackup) (*
 		}
 		return nil, err
 	}
+	r.snapshot = res.Revision
 	if rerr := c.recordSuccess(ctx, eb, res); rerr != nil {
 		c.logFor(eb).Errorf("cannot record the backup result: %v", rerr)
 	}
@@ -188,7 +200,7 @@ func (c *Controller) archiveSnapshot(ctx context.Context, eb *api.EtcdBackup) (*
 // fillGap reports a gap, takes the full snapshot it asks for and returns the
 // revision the archive continues after: the snapshot's, or 0 (take one
 // again) when it failed or is older than the compaction.
-func (c *Controller) fillGap(ctx context.Context, eb *api.EtcdBackup, gap *archive.GapError) int64 {
+func (c *Controller) fillGap(ctx context.Context, eb *api.EtcdBackup, r *runner, gap *archive.GapError) int64 {
 	now := c.clock.Now()
 	c.metrics.archiveGap(eb.Spec.StorageType)
 	reason := fmt.Sprintf("the archive lacks revisions %d to %d, compacted before they were stored: taking a full snapshot to continue after",
@@ -197,7 +209,7 @@ func (c *Controller) fillGap(ctx context.Context, eb *api.EtcdBackup, gap *archi
 	c.recorder.Event(eb, corev1.EventTypeWarning, ReasonArchiveGap, reason)
 	st := &api.BackupArchiveGap{From: gap.From, CompactedTo: gap.CompactedTo, When: metav1.NewTime(now.Truncate(time.Second))}
 	c.writeArchiveStatus(ctx, eb, func(a *api.BackupArchiveStatus) { a.LastGap = st })
-	res, err := c.archiveSnapshot(ctx, eb)
+	res, err := c.archiveSnapshot(ctx, eb, r, 0)
 	if err != nil {
 		return 0
 	}

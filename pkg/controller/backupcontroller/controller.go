@@ -141,6 +141,12 @@ type runner struct {
 	lastRun time.Time
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// snapshotMu keeps the runner's snapshots and its archive's one at a
+	// time: two at once in the same second of the same revision have the
+	// same name, and their uploads would mix. snapshot is the revision of the
+	// newest one either stored, which the archive continues.
+	snapshotMu sync.Mutex
+	snapshot   int64
 }
 
 // New wires the event handlers; nothing runs until Run.
@@ -464,9 +470,14 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	if err != nil || eb.UID != r.uid || !equality.Semantic.DeepEqual(eb.Spec, r.spec) || eb.DeletionTimestamp != nil {
 		return nil // gone or changed: a worker is about to stop or replace this runner
 	}
+	r.snapshotMu.Lock()
+	defer r.snapshotMu.Unlock()
 	res, backupErr := c.runBackup(ctx, eb, verifyDue(eb, r.stored))
 	if ctx.Err() != nil {
 		return nil // stopped mid-backup; that is not the backup's failure
+	}
+	if backupErr == nil {
+		r.snapshot = res.Revision
 	}
 	switch {
 	case backupErr == nil && res.VerifyErr != nil:
