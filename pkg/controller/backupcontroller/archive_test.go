@@ -2,6 +2,7 @@ package backupcontroller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -241,6 +242,25 @@ func TestAGapTakesASnapshotAndTheArchiveContinuesAfterIt(t *testing.T) {
 	}
 	if v := f.metric("etcd_backup_operator_archive_gaps_total", map[string]string{"storage_type": "S3"}); v != 1 {
 		t.Errorf("archive_gaps_total = %v", v)
+	}
+}
+
+func TestAGapWhoseSnapshotFailsTakesAnotherNotAnOlderOne(t *testing.T) {
+	fa := newFakeArchives()
+	f := newFixture(t, []*api.EtcdBackup{archivedBackup("a")}, withArchives(fa),
+		withOutcomes("a", outcome{}, outcome{err: errors.New("the store is down")}, outcome{}))
+	eventually(t, "the archive runs beside the first snapshot", func() bool {
+		r, _ := fa.now("a")
+		return r == 1 && f.backups.callCount("a") == 1
+	})
+	f.backups.mu.Lock()
+	compacted := f.backups.revision + 1 // newer than the runner's snapshot
+	f.backups.mu.Unlock()
+	fa.end("a", &archive.GapError{From: 51, CompactedTo: compacted})
+	eventually(t, "the archive is opened again", func() bool { return len(fa.opened("a")) == 2 })
+	// The failed snapshot had revision compacted, the next one compacted+1.
+	if got := fa.opened("a")[1]; got != compacted+1 {
+		t.Fatalf("the archive continues after %d, want after the snapshot taken once the failed one failed (%d)", got, compacted+1)
 	}
 }
 
