@@ -6,13 +6,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -28,29 +26,16 @@ import (
 func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	deployFile := f.Env.Path("example", "etcd-backup-operator", "deployment.yaml")
-	if _, err := os.Stat(deployFile); err != nil {
-		t.Fatal(err)
-	}
+	ns := newNamespace(t, "archive")
+	installOperator(t, ns, framework.Install{})
 	bucket := "e2e-archive"
 	srv := startS3Server(t, bucket)
-	deployBackupOperator(t, deployFile)
+	s3Secret := createS3Secret(t, ns, srv)
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
 
 	name := framework.UniqueName("archive")
-	watchCluster(t, framework.DumpTarget{Namespace: opNS, Cluster: name, OperatorNamespace: opNS})
-	if err := f.CreateFromExample(ctx, opNS, f.Env.Path("example", "example-etcd-cluster.yaml"),
-		"s/name: example-etcd-cluster$/name: "+name+"/"); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "aws-" + name}, StringData: srv.AWSSecretData()}
-	if _, err := f.Kube.CoreV1().Secrets(opNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = f.Kube.CoreV1().Secrets(opNS).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
-	})
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, ns, name, 3, bootstrapTimeout(3))
 
 	// Writes all along, one every half second, until the test ends.
 	wctx, stopWrites := context.WithCancel(ctx)
@@ -59,7 +44,7 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	go func() {
 		defer writes.Done()
 		for i := 0; wctx.Err() == nil; i++ {
-			_ = f.PutAndGet(wctx, opNS, name, false, fmt.Sprintf("/e2e/archive/%d", i%50), fmt.Sprint(i), dataTimeout)
+			_ = f.PutAndGet(wctx, ns, name, false, fmt.Sprintf("/e2e/archive/%d", i%50), fmt.Sprint(i), dataTimeout)
 			select {
 			case <-wctx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -69,20 +54,20 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Cleanup(func() { stopWrites(); writes.Wait() })
 
 	path := "archived/" + name
-	b := createBackup(t, &api.EtcdBackup{
+	b := createBackupIn(t, ns, &api.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: api.BackupSpec{
 			EtcdEndpoints: []string{framework.ClientURL(name, false)},
 			StorageType:   api.BackupStorageTypeS3,
 			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
-				Path: bucket + "/" + path, AWSSecret: secret.Name, Endpoint: srv.Endpoint, ForcePathStyle: true,
+				Path: bucket + "/" + path, AWSSecret: s3Secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
 			}},
 			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 2}},
 		},
 	})
 
 	status := func(ctx context.Context) (*api.EtcdBackup, error) {
-		return f.Etcd.EtcdV1beta2().EtcdBackups(opNS).Get(ctx, b.Name, metav1.GetOptions{})
+		return f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, b.Name, metav1.GetOptions{})
 	}
 	var first int64
 	err := framework.WaitFor(ctx, backupTimeout, framework.Poll, "status.archive.lastRevision of EtcdBackup "+b.Name, func(ctx context.Context) (bool, string, error) {

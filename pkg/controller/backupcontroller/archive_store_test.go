@@ -15,7 +15,6 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
-	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 )
 
 // TestAnArchivedBackupIntoARealStoreCoversEveryRevisionAfterItsSnapshot runs
@@ -25,18 +24,7 @@ import (
 func TestAnArchivedBackupIntoARealStoreCoversEveryRevisionAfterItsSnapshot(t *testing.T) {
 	ctx := context.Background()
 	e := startEtcd(t)
-	vgw, err := backuptest.StartVersityGW(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vgw.Close)
-	if err := vgw.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	store, err := s3store.New(vgw.StoreConfig("backups"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	vgw, store := startVersityGW(t)
 	client, err := e.Client()
 	if err != nil {
 		t.Fatal(err)

@@ -60,33 +60,16 @@ func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup, verify bool) 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	if b.ClusterWide && spec.ClusterName == "" {
-		if err := checkOwnNamespace(eb.Namespace, spec.EtcdEndpoints); err != nil {
-			return nil, err
-		}
-	}
-	target, err := resolveTarget(tctx, b.Clusters, eb)
-	if err != nil {
-		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
-	}
-	store, loc, err := storage.ForBackup(tctx, b.Secrets, b.CloudIdentity, eb.Namespace, spec)
-	if err != nil {
-		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
-	}
-	codec, err := storage.CodecFor(tctx, b.Secrets, eb.Namespace, spec)
-	if err != nil {
-		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
-	}
-	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, target.tlsSecret, target.tlsField)
+	o, err := b.open(tctx, eb)
 	if err != nil {
 		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
 	job := backup.Job{
-		Source:   backup.Source{Endpoints: target.endpoints, TLS: tlsConfig, DialTimeout: b.DialTimeout},
-		Codec:    codec,
-		Store:    store,
-		Bucket:   loc.Bucket,
-		Key:      loc.Key,
+		Source:   backup.Source{Endpoints: o.target.endpoints, TLS: o.tls, DialTimeout: b.DialTimeout},
+		Codec:    o.codec,
+		Store:    o.store,
+		Bucket:   o.loc.Bucket,
+		Key:      o.loc.Key,
 		Periodic: spec.IsPeriodic(),
 		Now:      b.Now,
 	}
@@ -107,6 +90,41 @@ func (b *Backuper) Backup(ctx context.Context, eb *api.EtcdBackup, verify bool) 
 		return nil, b.explainTimeout(ctx, tctx, timeout, limit, err)
 	}
 	return res, nil
+}
+
+// opened is what a backup and an archive of an EtcdBackup both need.
+type opened struct {
+	target target
+	store  backup.Store
+	loc    storage.Location
+	codec  backup.Codec
+	tls    *tls.Config
+}
+
+// open resolves the cluster an EtcdBackup names and opens its store, codec
+// and client TLS, with secrets from its namespace.
+func (b *Backuper) open(ctx context.Context, eb *api.EtcdBackup) (*opened, error) {
+	spec := &eb.Spec
+	if b.ClusterWide && spec.ClusterName == "" {
+		if err := checkOwnNamespace(eb.Namespace, spec.EtcdEndpoints); err != nil {
+			return nil, err
+		}
+	}
+	var o opened
+	var err error
+	if o.target, err = resolveTarget(ctx, b.Clusters, eb); err != nil {
+		return nil, err
+	}
+	if o.store, o.loc, err = storage.ForBackup(ctx, b.Secrets, b.CloudIdentity, eb.Namespace, spec); err != nil {
+		return nil, err
+	}
+	if o.codec, err = storage.CodecFor(ctx, b.Secrets, eb.Namespace, spec); err != nil {
+		return nil, err
+	}
+	if o.tls, err = b.clientTLS(ctx, eb.Namespace, o.target.tlsSecret, o.target.tlsField); err != nil {
+		return nil, err
+	}
+	return &o, nil
 }
 
 // explainTimeout says which setting ran out when the backup's own deadline, not the
@@ -143,24 +161,7 @@ func (b *Backuper) Archive(ctx context.Context, eb *api.EtcdBackup, after int64)
 	spec := &eb.Spec
 	tctx, cancel := context.WithTimeout(ctx, time.Duration(spec.BackupPolicy.BackupTimeout())*time.Second)
 	defer cancel()
-	if b.ClusterWide && spec.ClusterName == "" {
-		if err := checkOwnNamespace(eb.Namespace, spec.EtcdEndpoints); err != nil {
-			return nil, err
-		}
-	}
-	target, err := resolveTarget(tctx, b.Clusters, eb)
-	if err != nil {
-		return nil, err
-	}
-	store, loc, err := storage.ForBackup(tctx, b.Secrets, b.CloudIdentity, eb.Namespace, spec)
-	if err != nil {
-		return nil, err
-	}
-	codec, err := storage.CodecFor(tctx, b.Secrets, eb.Namespace, spec)
-	if err != nil {
-		return nil, err
-	}
-	tlsConfig, err := b.clientTLS(tctx, eb.Namespace, target.tlsSecret, target.tlsField)
+	o, err := b.open(tctx, eb)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +170,7 @@ func (b *Backuper) Archive(ctx context.Context, eb *api.EtcdBackup, after int64)
 		dial = etcdutil.DefaultDialTimeout
 	}
 	client, err := clientv3.New(clientv3.Config{
-		Endpoints: target.endpoints, TLS: tlsConfig, DialTimeout: dial, Logger: zap.NewNop(),
+		Endpoints: o.target.endpoints, TLS: o.tls, DialTimeout: dial, Logger: zap.NewNop(),
 		// The archiver watches again at once after a lost member; the
 		// client's own reconnects must not wait longer (pkg/checker's
 		// reconnectParams say why gRPC's default does).
@@ -179,17 +180,17 @@ func (b *Backuper) Archive(ctx context.Context, eb *api.EtcdBackup, after int64)
 		})},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd client %v: %w", target.endpoints, err)
+		return nil, fmt.Errorf("etcd client %v: %w", o.target.endpoints, err)
 	}
-	prefix := loc.Key + api.ArchivePathSuffix
-	a, err := archive.New(archive.Config{Client: client, Store: store, Prefix: prefix, Codec: codec, After: after,
+	prefix := o.loc.Key + api.ArchivePathSuffix
+	a, err := archive.New(archive.Config{Client: client, Store: o.store, Prefix: prefix, Codec: o.codec, After: after,
 		Interval: spec.BackupPolicy.Archive.Interval(),
 		Log:      b.log().WithFields(logrus.Fields{"backup-name": eb.Name, "backup-namespace": eb.Namespace})})
 	if err != nil {
 		_ = client.Close()
 		return nil, failure.Permanent(err)
 	}
-	return &openArchive{Archiver: a, prefix: loc.Bucket + "/" + prefix, client: client}, nil
+	return &openArchive{Archiver: a, prefix: o.loc.Bucket + "/" + prefix, client: client}, nil
 }
 
 func (b *Backuper) log() *logrus.Entry {
