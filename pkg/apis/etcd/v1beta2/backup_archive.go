@@ -17,8 +17,8 @@ const (
 	MaxArchiveIntervalInSecond = 3600
 	// ArchivePathSuffix follows the backup's path to make the prefix of its
 	// chunks: a path "bucket/etcd/prod" archives into "bucket/etcd/prod.archive/".
-	// A suffix rather than a folder below the path, because the path's own
-	// snapshots ("<path>_v<revision>_<time>") are named by appending to it.
+	// It keeps the chunks beside the snapshots yet outside "<path>_v", the
+	// prefix that maxBackups and retention list and prune.
 	ArchivePathSuffix = ".archive/"
 	// BackupArchiveNeedsPeriodicMessage refuses an archive of a one-shot backup:
 	// the archive continues snapshots that keep coming.
