@@ -128,13 +128,15 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			}
 		}
 		factory := externalversions.NewSharedInformerFactoryWithOptions(clients.Etcd, 0, externalversions.WithNamespace(watched))
+		backuper := &backupcontroller.Backuper{Secrets: clients.Kube.CoreV1(), Clusters: clients.Etcd,
+			ClusterWide: opts.clusterWide, VerifyDir: opts.verifyDir, CloudIdentity: opts.cloudIdentity, Log: log}
 		ctrl := backupcontroller.New(backupcontroller.Config{
-			Client:   clients.Etcd,
-			Informer: factory.Etcd().V1beta2().EtcdBackups(),
-			Recorder: recorder,
-			Metrics:  metrics,
-			Backup: (&backupcontroller.Backuper{Secrets: clients.Kube.CoreV1(), Clusters: clients.Etcd,
-				ClusterWide: opts.clusterWide, VerifyDir: opts.verifyDir, CloudIdentity: opts.cloudIdentity}).Backup,
+			Client:               clients.Etcd,
+			Informer:             factory.Etcd().V1beta2().EtcdBackups(),
+			Recorder:             recorder,
+			Metrics:              metrics,
+			Backup:               backuper.Backup,
+			Archive:              backuper.Archive,
 			Log:                  log,
 			MaxConcurrentBackups: opts.maxConcurrentBackups,
 			ClusterWide:          opts.clusterWide,

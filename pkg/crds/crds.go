@@ -478,8 +478,14 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 			"weekly":  nonNegative(),
 			"monthly": nonNegative(),
 		}),
+		"archive": object(map[string]schema{
+			"intervalInSecond": withDescription(intRange(0, api.MaxArchiveIntervalInSecond),
+				fmt.Sprintf("Seconds a change waits at most before it is stored, at most an hour; 0 means %d.", api.DefaultArchiveIntervalInSecond)),
+		}),
 	}), [2]string{"!has(self.schedule) || self.schedule == '' || !has(self.backupIntervalInSecond) || self.backupIntervalInSecond == 0",
-		api.BackupScheduleOrIntervalMessage})
+		api.BackupScheduleOrIntervalMessage},
+		[2]string{"!has(self.archive) || (has(self.schedule) && self.schedule != '') || (has(self.backupIntervalInSecond) && self.backupIntervalInSecond > 0)",
+			api.BackupArchiveNeedsPeriodicMessage})
 	props["clientTLSSecret"] = secretName()
 	props["verify"] = object(map[string]schema{
 		"enabled": withDescription(boolean(), "Read stored backups back and prove they restore; default true for periodic backups, and for one-shot backups with a verify block."),
@@ -515,6 +521,19 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 			"totalKeys":  integer(),
 			"size":       integer(),
 			"sha256":     str(),
+		}),
+		"archive": object(map[string]schema{
+			"prefix":       str(),
+			"lastRevision": integer(),
+			"lastTime":     dateTime(),
+			"lagSeconds":   integer(),
+			"lagRevisions": integer(),
+			"lastGap": object(map[string]schema{
+				"from":             integer(),
+				"compactedTo":      integer(),
+				"when":             dateTime(),
+				"snapshotRevision": integer(),
+			}),
 		}),
 	})
 	// lastSuccessDate is a metav1.Time without omitempty: it is null until the first success.

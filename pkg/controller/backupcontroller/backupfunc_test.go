@@ -46,6 +46,25 @@ func startS3(t *testing.T) *backuptest.S3 {
 	return srv
 }
 
+// startVersityGW is a versitygw process with the bucket "backups", and its store.
+func startVersityGW(t *testing.T) (*backuptest.VersityGW, backup.Store) {
+	t.Helper()
+	ctx := t.Context()
+	vgw, err := backuptest.StartVersityGW(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vgw.Close)
+	if err := vgw.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	store, err := s3store.New(vgw.StoreConfig("backups"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vgw, store
+}
+
 func deadEndpoint(t *testing.T) string {
 	t.Helper()
 	ep, err := backuptest.DeadEndpoint()

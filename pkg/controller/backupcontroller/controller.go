@@ -72,7 +72,10 @@ type Config struct {
 	Recorder record.EventRecorder
 	Metrics  *Metrics
 	Backup   BackupFunc
-	Log      *logrus.Entry
+	// Archive runs the continuous archive of periodic EtcdBackups that ask for
+	// one; nil leaves spec.backupPolicy.archive without effect.
+	Archive ArchiveFunc
+	Log     *logrus.Entry
 	// ClusterWide selects the EtcdBackups this operator runs by the scope annotation,
 	// with the same rule as etcd-operator's EtcdClusters (api.IsManagedBy), so that a
 	// namespaced and a cluster-wide backup operator never both run one backup.
@@ -97,6 +100,7 @@ type Controller struct {
 	status      *statusutil.BackupWriter
 	metrics     *Metrics
 	backup      BackupFunc
+	archive     ArchiveFunc
 	log         *logrus.Entry
 	clusterWide bool
 	// scope says why EtcdBackups of the other scope are left alone.
@@ -114,6 +118,9 @@ type Controller struct {
 	// liveRunners counts runner goroutines that have not returned yet; it falls to
 	// zero only when they really exited (the original's never did, #2091).
 	liveRunners atomic.Int64
+	// liveArchivers counts the archive goroutines of runners that have not
+	// returned yet: at most one per runner, so one per EtcdBackup.
+	liveArchivers atomic.Int64
 
 	// afterSync, if set, is called after every sync; tests wait on it.
 	afterSync func(key string, err error)
@@ -134,6 +141,12 @@ type runner struct {
 	lastRun time.Time
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// snapshotMu keeps the runner's snapshots and its archive's one at a
+	// time: two at once in the same second of the same revision have the
+	// same name, and their uploads would mix. snapshot is the revision of the
+	// newest one either stored, which the archive continues.
+	snapshotMu sync.Mutex
+	snapshot   int64
 }
 
 // New wires the event handlers; nothing runs until Run.
@@ -145,6 +158,7 @@ func New(cfg Config) *Controller {
 		recorder:    cfg.Recorder,
 		metrics:     cfg.Metrics,
 		backup:      cfg.Backup,
+		archive:     cfg.Archive,
 		log:         cfg.Log.WithField("pkg", "backup-controller"),
 		clusterWide: cfg.ClusterWide,
 		scope:       k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdBackupResourceKind),
@@ -191,6 +205,9 @@ func (c *Controller) Run(ctx context.Context, workers int, synced func()) error 
 
 // LiveRunners is the number of periodic runner goroutines still running.
 func (c *Controller) LiveRunners() int { return int(c.liveRunners.Load()) }
+
+// LiveArchivers is the number of continuous archive goroutines still running.
+func (c *Controller) LiveArchivers() int { return int(c.liveArchivers.Load()) }
 
 func (c *Controller) processNext(ctx context.Context) bool {
 	key, quit := c.queue.Get()
@@ -344,9 +361,25 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 	c.mu.Unlock()
 	c.liveRunners.Add(1)
 	go func() {
-		defer close(r.done) // last, so that stopRunner sees the count already down
+		defer close(r.done) // last, so that stopRunner sees the counts already down
 		defer c.liveRunners.Add(-1)
+		// The archive lives in the runner, so that it is stopped with it (a
+		// deleted or changed EtcdBackup, a lost leadership) and stopRunner,
+		// waiting for done, never lets two run for one EtcdBackup.
+		var archived chan struct{}
+		if r.spec.BackupPolicy.Archive != nil && c.archive != nil {
+			archived = make(chan struct{})
+			c.liveArchivers.Add(1)
+			go func() {
+				defer close(archived)
+				defer c.liveArchivers.Add(-1)
+				c.keepArchiving(rctx, key, eb, r)
+			}()
+		}
 		c.keepRunning(rctx, key, eb, r)
+		if archived != nil {
+			<-archived
+		}
 	}()
 	pol := eb.Spec.BackupPolicy
 	if pol.Schedule == "" {
@@ -437,9 +470,14 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	if err != nil || eb.UID != r.uid || !equality.Semantic.DeepEqual(eb.Spec, r.spec) || eb.DeletionTimestamp != nil {
 		return nil // gone or changed: a worker is about to stop or replace this runner
 	}
+	r.snapshotMu.Lock()
+	defer r.snapshotMu.Unlock()
 	res, backupErr := c.runBackup(ctx, eb, verifyDue(eb, r.stored))
 	if ctx.Err() != nil {
 		return nil // stopped mid-backup; that is not the backup's failure
+	}
+	if backupErr == nil {
+		r.snapshot = res.Revision
 	}
 	switch {
 	case backupErr == nil && res.VerifyErr != nil:
@@ -522,6 +560,7 @@ func (c *Controller) recordSuccess(ctx context.Context, eb *api.EtcdBackup, res 
 			SHA256:          res.SHA256,
 			Encoding:        encodingStatus(eb, res),
 			Verified:        keep,
+			Archive:         st.Archive, // the archive's, not the snapshot's
 		}
 	})
 	return err

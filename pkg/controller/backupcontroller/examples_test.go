@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,8 +36,8 @@ func readExample(t *testing.T, name string, into any) {
 // the operator then accepts them too, and that the secret example parses.
 func TestExampleBackupsAreAccepted(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examples, "*backup_cr*.yaml"))
-	if err != nil || len(files) != 10 {
-		t.Fatalf("example backups %v (%v), want 10", files, err)
+	if err != nil || len(files) != 11 {
+		t.Fatalf("example backups %v (%v), want 11", files, err)
 	}
 	for _, f := range files {
 		var eb api.EtcdBackup
@@ -64,6 +65,12 @@ func TestExampleBackupsAreAccepted(t *testing.T) {
 	if p := scheduled.Spec.BackupPolicy; !scheduled.Spec.IsPeriodic() || p.Schedule != "0 2 * * *" || p.TimeZone != "Europe/Berlin" ||
 		p.Retention == nil || *p.Retention != (api.BackupRetention{Daily: 7, Weekly: 4, Monthly: 12}) {
 		t.Errorf("scheduled example policy %+v, want 02:00 in Berlin keeping 7 days, 4 weeks and 12 months", p)
+	}
+
+	var archived api.EtcdBackup
+	readExample(t, "archive_backup_cr.yaml", &archived)
+	if p := archived.Spec.BackupPolicy; !archived.Spec.IsPeriodic() || p.Archive == nil || p.Archive.Interval() != 5*time.Second {
+		t.Errorf("archive example policy %+v, want periodic with an archive every 5 s", p)
 	}
 
 	var secret corev1.Secret

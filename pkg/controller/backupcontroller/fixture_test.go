@@ -270,6 +270,9 @@ func (f *fixture) stop() {
 	if n := f.ctrl.LiveRunners(); n != 0 {
 		f.t.Errorf("%d runners still alive after Run returned", n)
 	}
+	if n := f.ctrl.LiveArchivers(); n != 0 {
+		f.t.Errorf("%d archivers still alive after Run returned", n)
+	}
 }
 
 func (f *fixture) get(name string) *api.EtcdBackup {

@@ -24,6 +24,11 @@ type Metrics struct {
 	// verifications and verifyFailed count backups read back (spec.verify).
 	verifications *prometheus.CounterVec
 	verifyFailed  *prometheus.CounterVec
+	// archiveLag, archiveRevision and archiveGaps follow the continuous
+	// archive (spec.backupPolicy.archive).
+	archiveLag      *prometheus.GaugeVec
+	archiveRevision *prometheus.GaugeVec
+	archiveGaps     *prometheus.CounterVec
 
 	mu sync.Mutex
 	// successSeen holds the namespace/name of EtcdBackups whose last-success
@@ -57,6 +62,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Stored backups read back and checked (spec.verify)."}, []string{"storage_type"}))
 	m.verifyFailed = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "verifications_failed_total",
 		Help: "Stored backups that could not be proven restorable; the reason is in the EtcdBackup's status.verified and events."}, []string{"storage_type"}))
+	m.archiveLag = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_lag_seconds",
+		Help: "How long the oldest change not yet in the continuous archive of each EtcdBackup has waited; what a total loss of its cluster would lose now."}, []string{"namespace", "name"}))
+	m.archiveRevision = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_last_revision",
+		Help: "The newest etcd revision stored in the continuous archive of each EtcdBackup."}, []string{"namespace", "name"}))
+	m.archiveGaps = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "archive_gaps_total",
+		Help: "Holes in continuous archives: revisions compacted away before they were stored, each followed by a full snapshot."}, []string{"storage_type"}))
 	m.backups = promutil.Register(reg, m.backups)
 	m.failed = promutil.Register(reg, m.failed)
 	m.lastSuccess = promutil.Register(reg, m.lastSuccess)
@@ -123,6 +134,23 @@ func (m *Metrics) periodic(namespace, name string, seconds int64) {
 	m.interval.WithLabelValues(namespace, name).Set(float64(seconds))
 }
 
+// archived records how far an EtcdBackup's archive is.
+func (m *Metrics) archived(namespace, name string, revision int64, lag time.Duration) {
+	m.archiveRevision.WithLabelValues(namespace, name).Set(float64(revision))
+	m.archiveLag.WithLabelValues(namespace, name).Set(lag.Seconds())
+}
+
+func (m *Metrics) archiveGap(t api.BackupStorageType) {
+	m.archiveGaps.WithLabelValues(storage.MetricLabel(t)).Inc()
+}
+
+// archiveStopped drops the series of an archive that no longer runs, so that
+// an alert on its lag does not fire on a value nothing updates.
+func (m *Metrics) archiveStopped(namespace, name string) {
+	m.archiveRevision.DeleteLabelValues(namespace, name)
+	m.archiveLag.DeleteLabelValues(namespace, name)
+}
+
 // forget drops the series of a deleted EtcdBackup.
 func (m *Metrics) forget(namespace, name string) {
 	m.mu.Lock()
@@ -130,4 +158,5 @@ func (m *Metrics) forget(namespace, name string) {
 	m.lastSuccess.DeleteLabelValues(namespace, name)
 	m.mu.Unlock()
 	m.interval.DeleteLabelValues(namespace, name)
+	m.archiveStopped(namespace, name)
 }

@@ -13,7 +13,6 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
-	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 )
 
 func at(t *testing.T, s string) time.Time {
@@ -194,18 +193,7 @@ func TestScheduledBackupsIntoARealStoreKeepWhatRetentionSays(t *testing.T) {
 	if err := e.Fill(ctx, "/registry/", 10, 128); err != nil {
 		t.Fatal(err)
 	}
-	vgw, err := backuptest.StartVersityGW(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vgw.Close)
-	if err := vgw.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	store, err := s3store.New(vgw.StoreConfig("backups"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	vgw, store := startVersityGW(t)
 	const base = "clusters/nightly"
 	put := func(key string) {
 		t.Helper()

@@ -140,6 +140,9 @@ type BackupPolicy struct {
 	// days, weeks and months, and the newest backup of all; the other backups
 	// this EtcdBackup wrote are deleted.
 	Retention *BackupRetention `json:"retention,omitempty"`
+	// Archive stores every change the cluster commits between the periodic
+	// snapshots (backup_archive.go); periodic backups only.
+	Archive *BackupArchive `json:"archive,omitempty"`
 }
 
 // BackupRetention says how many hours, days, weeks (Monday to Sunday) and
@@ -179,6 +182,8 @@ type BackupStatus struct {
 	Encoding *BackupEncoding `json:"encoding,omitempty"`
 	// Verified is what reading the latest verified backup back found.
 	Verified *BackupVerification `json:"verified,omitempty"`
+	// Archive is how far the continuous archive is, when one is asked for.
+	Archive *BackupArchiveStatus `json:"archive,omitempty"`
 }
 
 // S3BackupSource stores backups in S3 or an S3-compatible store.

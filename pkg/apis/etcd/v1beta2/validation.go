@@ -457,6 +457,7 @@ func (s *BackupSpec) Validate() error {
 			errs = append(errs, field.Invalid(pp.Child("maxBackups"), pol.MaxBackups, "must not be negative"))
 		}
 		errs = append(errs, pol.validateSchedule(pp)...)
+		errs = append(errs, pol.validateArchive(pp, s.IsPeriodic())...)
 	}
 	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
 	errs = append(errs, validateSecretName(p.Child("clientTLSSecret"), s.ClientTLSSecret)...)

@@ -1,0 +1,93 @@
+package v1beta2
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const (
+	// DefaultArchiveIntervalInSecond: a total loss of the cluster loses at most
+	// about this much of its writes, plus one upload.
+	DefaultArchiveIntervalInSecond = 5
+	// MaxArchiveIntervalInSecond: past an hour the archive no longer does what
+	// it is for, and a periodic snapshot does as well.
+	MaxArchiveIntervalInSecond = 3600
+	// ArchivePathSuffix follows the backup's path to make the prefix of its
+	// chunks: a path "bucket/etcd/prod" archives into "bucket/etcd/prod.archive/".
+	// It keeps the chunks beside the snapshots yet outside "<path>_v", the
+	// prefix that maxBackups and retention list and prune.
+	ArchivePathSuffix = ".archive/"
+	// BackupArchiveNeedsPeriodicMessage refuses an archive of a one-shot backup:
+	// the archive continues snapshots that keep coming.
+	BackupArchiveNeedsPeriodicMessage = "archive needs a periodic backup: set schedule or backupIntervalInSecond"
+)
+
+// BackupArchive asks for the continuous archive: besides the periodic
+// snapshots, every change the cluster commits is stored in small chunks next
+// to them, so that a restore can reach any point after the oldest snapshot.
+type BackupArchive struct {
+	// IntervalInSecond bounds how long a change waits before the chunk that
+	// holds it is stored: about what a total loss of the cluster loses. 0
+	// means DefaultArchiveIntervalInSecond.
+	IntervalInSecond int64 `json:"intervalInSecond,omitempty"`
+}
+
+// Interval is IntervalInSecond with its default.
+func (a *BackupArchive) Interval() time.Duration {
+	if a == nil || a.IntervalInSecond <= 0 {
+		return DefaultArchiveIntervalInSecond * time.Second
+	}
+	return time.Duration(a.IntervalInSecond) * time.Second
+}
+
+// BackupArchiveStatus is how far the continuous archive is.
+type BackupArchiveStatus struct {
+	// Prefix is the "bucket/key" prefix the chunks are stored under.
+	Prefix string `json:"prefix,omitempty"`
+	// LastRevision is the newest revision stored in the archive.
+	LastRevision int64 `json:"lastRevision,omitempty"`
+	// LastTime is when the archiver received that revision's changes.
+	LastTime *metav1.Time `json:"lastTime,omitempty"`
+	// LagSeconds is how long the oldest change not yet stored has waited.
+	LagSeconds int64 `json:"lagSeconds,omitempty"`
+	// LagRevisions is how many revisions the cluster is ahead of the archive.
+	LagRevisions int64 `json:"lagRevisions,omitempty"`
+	// LastGap is the latest hole in the archive, if there was one.
+	LastGap *BackupArchiveGap `json:"lastGap,omitempty"`
+}
+
+// BackupArchiveGap is a hole in the archive: revisions compacted away before
+// they were stored. A restore to a point inside it is not possible; a full
+// snapshot taken when it was found continues the archive.
+type BackupArchiveGap struct {
+	// From is the first revision the archive lacks.
+	From int64 `json:"from"`
+	// CompactedTo is the cluster's compaction revision when the gap was found.
+	CompactedTo int64 `json:"compactedTo"`
+	// When is when the gap was found.
+	When metav1.Time `json:"when"`
+	// SnapshotRevision is the revision of the snapshot the archive continues
+	// after the gap; 0 while it is not taken yet.
+	SnapshotRevision int64 `json:"snapshotRevision,omitempty"`
+}
+
+// validateArchive checks spec.backupPolicy.archive.
+func (pol *BackupPolicy) validateArchive(pp *field.Path, periodic bool) field.ErrorList {
+	a := pol.Archive
+	if a == nil {
+		return nil
+	}
+	ap := pp.Child("archive")
+	var errs field.ErrorList
+	if !periodic {
+		errs = append(errs, field.Forbidden(ap, BackupArchiveNeedsPeriodicMessage))
+	}
+	if a.IntervalInSecond < 0 || a.IntervalInSecond > MaxArchiveIntervalInSecond {
+		errs = append(errs, field.Invalid(ap.Child("intervalInSecond"), a.IntervalInSecond,
+			fmt.Sprintf("must be between 0 and %d (an hour)", MaxArchiveIntervalInSecond)))
+	}
+	return errs
+}

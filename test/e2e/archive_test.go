@@ -1,0 +1,123 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/archive"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// TestBackupArchiveShipsChangesToAnS3CompatibleStore: a periodic EtcdBackup
+// with the continuous archive on, of a 3-member cluster written to all along,
+// stores chunks under <path>.archive/ that follow its snapshot without a
+// hole, and status.archive.lastRevision moves on with the writes.
+func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	ns := newNamespace(t, "archive")
+	installOperator(t, ns, framework.Install{})
+	bucket := "e2e-archive"
+	srv := startS3Server(t, bucket)
+	s3Secret := createS3Secret(t, ns, srv)
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+
+	name := framework.UniqueName("archive")
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, ns, name, 3, bootstrapTimeout(3))
+
+	// Writes all along, one every half second, until the test ends.
+	wctx, stopWrites := context.WithCancel(ctx)
+	var writes sync.WaitGroup
+	writes.Add(1)
+	go func() {
+		defer writes.Done()
+		for i := 0; wctx.Err() == nil; i++ {
+			_ = f.PutAndGet(wctx, ns, name, false, fmt.Sprintf("/e2e/archive/%d", i%50), fmt.Sprint(i), dataTimeout)
+			select {
+			case <-wctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stopWrites(); writes.Wait() })
+
+	path := "archived/" + name
+	b := createBackupIn(t, ns, &api.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: api.BackupSpec{
+			EtcdEndpoints: []string{framework.ClientURL(name, false)},
+			StorageType:   api.BackupStorageTypeS3,
+			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
+				Path: bucket + "/" + path, AWSSecret: s3Secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
+			}},
+			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 2}},
+		},
+	})
+
+	status := func(ctx context.Context) (*api.EtcdBackup, error) {
+		return f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, b.Name, metav1.GetOptions{})
+	}
+	var first int64
+	err := framework.WaitFor(ctx, backupTimeout, framework.Poll, "status.archive.lastRevision of EtcdBackup "+b.Name, func(ctx context.Context) (bool, string, error) {
+		got, err := status(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if got.Status.Archive != nil {
+			first = got.Status.Archive.LastRevision
+		}
+		return first > 0, fmt.Sprintf("%+v", got.Status), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, backupTimeout, framework.Poll, "status.archive.lastRevision to move on from "+fmt.Sprint(first), func(ctx context.Context) (bool, string, error) {
+		got, err := status(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return got.Status.Archive != nil && got.Status.Archive.LastRevision > first, fmt.Sprintf("%+v", got.Status.Archive), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The chunks in the bucket follow the newest snapshot without a hole.
+	prefix := path + api.ArchivePathSuffix
+	var chunks []archive.Chunk
+	err = framework.WaitFor(ctx, backupTimeout, time.Second, "chunks under s3://"+bucket+"/"+prefix, func(ctx context.Context) (bool, string, error) {
+		objs, err := srv.List(ctx, bucket, prefix)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		chunks = chunks[:0]
+		for _, o := range objs {
+			if c, ok := archive.ParseChunkName(prefix, backup.ObjectInfo{Key: o.Key, Size: o.Size}); ok {
+				chunks = append(chunks, c)
+			}
+		}
+		slices.SortFunc(chunks, func(a, b archive.Chunk) int { return cmp.Compare(a.First, b.First) })
+		got, err := status(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		_, cerr := archive.Covering(chunks, got.Status.EtcdRevision, 0)
+		return len(chunks) >= 2 && cerr == nil, fmt.Sprintf("%d chunks %v after snapshot %d: %v", len(chunks), framework.KeysOf(objs), got.Status.EtcdRevision, cerr), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d chunks, revisions %d to %d", len(chunks), chunks[0].First, chunks[len(chunks)-1].Last)
+}
