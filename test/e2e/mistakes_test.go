@@ -74,6 +74,18 @@ func (m *mistake) waitReason(what string, within time.Duration, want ...string) 
 	return reason
 }
 
+// waitPodsMade waits until n pods of the cluster have been seen.
+func (m *mistake) waitPodsMade(n int, within time.Duration) {
+	m.t.Helper()
+	err := framework.WaitFor(m.t.Context(), within, time.Second, fmt.Sprintf("%d pods of %s made", n, m.name), func(ctx context.Context) (bool, string, error) {
+		m.see(ctx)
+		return len(m.pods) >= n, fmt.Sprintf("pods %v", m.pods), nil
+	})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+}
+
 // see records the pods of the cluster there are now.
 func (m *mistake) see(ctx context.Context) {
 	pods, err := f.ClusterPods(ctx, opNS, m.name)
@@ -125,14 +137,21 @@ func (m *mistake) fix(spec map[string]any) {
 
 // TestForbiddenSysctlBacksOffAndHealsWithTheFix: a one-member cluster whose
 // pod asks for a sysctl the kubelet does not allow. The kubelet rejects each
-// seed; the operator makes the next one after a wait that grows, not one a
-// second, and status.reason names the rejection all along. Removing the
+// seed; after the first, made again at once, the operator makes the next one
+// after a wait that grows, not one a second, and status.reason names the
+// rejection all along. Removing the
 // sysctl heals the cluster at once, not after the back-off.
 func TestForbiddenSysctlBacksOffAndHealsWithTheFix(t *testing.T) {
 	t.Parallel()
 	m := makeMistake(t, "sysctl", func(cl *api.EtcdCluster) {
 		cl.Spec.Pod = &api.PodPolicy{SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.msgmax", Value: "65536"}}}}
 	}, "SysctlForbidden")
+	// The first seed rejected is made again at once, and status.reason is
+	// blank while the new one starts: nothing says yet that the mistake
+	// stays. The back-off starts with the second rejection, and from then on
+	// status.reason names it all along.
+	m.waitPodsMade(2, changeTimeout)
+	m.waitReason("status.reason to name the mistake again", changeTimeout, "SysctlForbidden")
 	m.watchFor(45*time.Second, "SysctlForbidden")
 	m.fix(map[string]any{"pod": map[string]any{"securityContext": nil}})
 }
