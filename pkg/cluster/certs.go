@@ -36,6 +36,11 @@ type certCache struct {
 	// bad tells whether the last check found a problem or a member secret
 	// missing: the secrets are then read again at certRereadWhileBad.
 	bad bool
+	// listed are the certificates of the secrets in listedFrom (peer,
+	// server, operator), parsed again only when one of them was read again:
+	// a pass at rest reuses them. Shared with snapshots, never changed.
+	listed     []etcdutil.Certificate
+	listedFrom [3]*secretData
 }
 
 // due tells whether the TLS secrets are to be read again at now.
@@ -94,7 +99,14 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) ([]problem
 	// one: it is being made (by a certificate manager, by hand), and its
 	// certificates are judged as soon as it appears.
 	c.certs.bad = len(ps) > 0 || absent(c.certs.peer) || absent(c.certs.server)
-	return ps, etcdutil.ListCertificates(peer, server, operator)
+	from := [3]*secretData{c.certs.peer, c.certs.server}
+	if operator != nil {
+		from[2] = c.certs.operator
+	}
+	if from != c.certs.listedFrom {
+		c.certs.listed, c.certs.listedFrom = etcdutil.ListCertificates(peer, server, operator), from
+	}
+	return ps, c.certs.listed
 }
 
 // tlsGuide is the page that says how to renew certificates; issuedGuide
