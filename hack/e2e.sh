@@ -63,7 +63,10 @@ cluster_healthy() {
 	source "$ENV_FILE"
 	[[ -x ${KUBECTL:-} ]] || return 1
 	"$KUBECTL" get --raw /readyz >/dev/null 2>&1 || return 1
-	[[ $("$KUBECTL" get nodes -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+	# Every node Ready (a multi-node cluster has several).
+	local ready
+	ready=$("$KUBECTL" get nodes -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) || return 1
+	[[ -n $ready && -z $(tr -d ' ' <<<"${ready//True/}") ]]
 }
 
 need_root() {

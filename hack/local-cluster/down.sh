@@ -67,16 +67,6 @@ kill_leftover_pod_processes() {
 	kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
-# unmount_under DIR: unmount everything mounted below DIR, deepest first.
-unmount_under() {
-	local m n=0
-	while read -r m; do
-		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || warn "cannot unmount $m"
-		n=$((n + 1))
-	done < <(awk -v p="$1/" 'index($2, p) == 1 {print $2}' /proc/self/mounts | sort -r -u)
-	((n == 0)) || log "unmounted $n mount(s) under $1"
-}
-
 # The kubelet bind-mounts its root directory onto itself (to make it a
 # shared mount). A bind mount has a root other than "/" in mountinfo; a
 # filesystem someone mounted at $KUBELET_ROOT has "/" and is left alone.
@@ -141,7 +131,11 @@ main() {
 	# so it cannot recreate them. The apiserver keeps no state of its own and
 	# its graceful shutdown can wait up to a minute for connections to drain,
 	# so it gets 5 s. etcd goes after the apiserver, containerd last.
-	local c jobs=()
+	local c jobs=() forget=
+	# The extra nodes first: their kubelets and containerds are ours too, and
+	# the check below for others' would take them for someone else's.
+	if ((PURGE)); then forget=forget; fi
+	remove_extra_nodes "$forget"
 	for c in kube-proxy kubelet kube-scheduler kube-controller-manager; do
 		stop_proc "$c" &
 		jobs+=($!)

@@ -68,6 +68,10 @@ APISERVER_PORT=6443
 STORE_ETCD_CLIENT_PORT=2479
 STORE_ETCD_PEER_PORT=2480
 CONTAINERD_SOCK=/run/containerd/containerd.sock
+CONTAINERD_ROOT=/var/lib/containerd
+CONTAINERD_STATE=/run/containerd
+RUNC_ROOT=$CONTAINERD_STATE/runc
+KUBELET_SERVING_CERT=kubelet-serving # in PKI_DIR; each extra node has its own
 KUBELET_ROOT=/var/lib/kubelet
 
 # ---------------------------------------------------------------------------
@@ -212,7 +216,7 @@ kubectl_admin() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
 # ---------------------------------------------------------------------------
 # containerd and images
 # ---------------------------------------------------------------------------
-ctr_k8s() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+ctr_k8s() { ctr --address "${CTR_SOCK:-$CONTAINERD_SOCK}" --namespace k8s.io "$@"; }
 containerd_up() { [[ -S $CONTAINERD_SOCK ]] && ctr --address "$CONTAINERD_SOCK" version >/dev/null 2>&1; }
 
 # normalize_ref REF: the name containerd (and the kubelet) use for REF, e.g.
@@ -233,21 +237,26 @@ tar_image_ref() {
 	tar -xOf "$1" manifest.json | sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p'
 }
 
-# import_image TAR: import into containerd's k8s.io namespace unless the same
+# import_image TAR: import into containerd's k8s.io namespace, on every node
+# (CONTAINERD_SOCKETS, default all_containerd_sockets), unless the same
 # tarball (by sha256) is already there under its tag.
 import_image() {
-	local tar=$1 ref sha
+	local tar=$1 ref sha sock where
 	ref=$(tar_image_ref "$tar")
 	[[ -n $ref ]] || die "$tar has no tag in manifest.json"
 	ref=$(normalize_ref "$ref")
 	sha=$(sha256sum "$tar" | cut -d' ' -f1)
-	if ctr_k8s images ls "name==$ref" 2>/dev/null | grep -qF "$IMAGE_SHA_LABEL=$sha"; then
-		log "image $ref: already imported"
-		return 0
-	fi
-	ctr_k8s images import "$tar" >/dev/null
-	ctr_k8s images label "$ref" "$IMAGE_SHA_LABEL=$sha" >/dev/null
-	log "image $ref: imported"
+	for sock in ${CONTAINERD_SOCKETS:-$(all_containerd_sockets)}; do
+		where=
+		[[ $sock == "$CONTAINERD_SOCK" ]] || where=" on ${sock%/containerd.sock}"
+		if CTR_SOCK=$sock ctr_k8s images ls "name==$ref" 2>/dev/null | grep -qF "$IMAGE_SHA_LABEL=$sha"; then
+			log "image $ref: already imported$where"
+			continue
+		fi
+		CTR_SOCK=$sock ctr_k8s images import "$tar" >/dev/null
+		CTR_SOCK=$sock ctr_k8s images label "$ref" "$IMAGE_SHA_LABEL=$sha" >/dev/null
+		log "image $ref: imported$where"
+	done
 }
 
 # NEXT_TAG_SUFFIX names the second tag of the project image: the same image
@@ -257,10 +266,26 @@ NEXT_TAG_SUFFIX=-next
 
 # tag_next_image TAR: tags the image of TAR, imported, as <ref>$NEXT_TAG_SUFFIX.
 tag_next_image() {
-	local ref next
+	local ref next sock
 	ref=$(normalize_ref "$(tar_image_ref "$1")")
 	next=$ref$NEXT_TAG_SUFFIX
-	ctr_k8s images rm "$next" >/dev/null 2>&1 || true
-	ctr_k8s images tag "$ref" "$next" >/dev/null
+	for sock in ${CONTAINERD_SOCKETS:-$(all_containerd_sockets)}; do
+		CTR_SOCK=$sock ctr_k8s images rm "$next" >/dev/null 2>&1 || true
+		CTR_SOCK=$sock ctr_k8s images tag "$ref" "$next" >/dev/null
+	done
 	log "image $next: the same image, tagged for upgrade tests"
 }
+
+# unmount_under DIR: unmount everything mounted below DIR, deepest first.
+unmount_under() {
+	local m n=0
+	while read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || warn "cannot unmount $m"
+		n=$((n + 1))
+	done < <(awk -v p="$1/" 'index($2, p) == 1 {print $2}' /proc/self/mounts | sort -r -u)
+	((n == 0)) || log "unmounted $n mount(s) under $1"
+}
+
+# The extra nodes of a multi-node cluster.
+# shellcheck source=nodes.sh
+source "$LC_DIR/nodes.sh"

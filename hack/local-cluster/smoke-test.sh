@@ -10,6 +10,10 @@
 #   4. kubectl exec and a ClusterIP Service (kube-proxy) work;
 #   5. ownerReference garbage collection deletes dependents;
 #   6. a hostPath PV and a PVC of StorageClass "standard" bind.
+# With several nodes (make local-up NODES=3), the three members of 3 run one
+# per node, so peers, Services and DNS are checked across nodes, and:
+#   7. every node has its zone label, and a claim of StorageClass local-node
+#      binds to a volume of the node its pod was scheduled to.
 # Exit status 0 when all pass. Usage: bash hack/local-cluster/smoke-test.sh
 # shellcheck source-path=SCRIPTDIR disable=SC2034 # LOG_TAG is read by lib.sh
 set -euo pipefail
@@ -31,10 +35,11 @@ trap cleanup EXIT
 
 pass() { log "PASS: $*"; }
 
-# etcd_pod NAME SUBDOMAIN INITIAL-CLUSTER: an etcd member shaped like the
-# operator's: hostname/subdomain, a check-dns init container, no shell.
+# etcd_pod NAME SUBDOMAIN INITIAL-CLUSTER [NODE]: an etcd member shaped like
+# the operator's: hostname/subdomain, a check-dns init container, no shell;
+# on NODE when given.
 etcd_pod() {
-	local name=$1 sub=$2 cluster=$3 fqdn=$1.$2.$NS.svc
+	local name=$1 sub=$2 cluster=$3 fqdn=$1.$2.$NS.svc node=${4:-}
 	cat <<-EOF
 		apiVersion: v1
 		kind: Pod
@@ -42,6 +47,7 @@ etcd_pod() {
 		  name: $name
 		  labels: {app: smoke-etcd, cluster: $sub}
 		spec:
+		  ${node:+nodeName: $node}
 		  hostname: $name
 		  subdomain: $sub
 		  restartPolicy: Never
@@ -86,6 +92,52 @@ headless_service() {
 	EOF
 }
 
+# check_nodes NODE...: 7, on a cluster of several nodes.
+check_nodes() {
+	local node zone last=${*: -1}
+	for node in "$@"; do
+		zone=$(kubectl_admin get node "$node" -o jsonpath='{.metadata.labels.topology\.kubernetes\.io/zone}')
+		[[ -n $zone ]] || die "node $node has no topology.kubernetes.io/zone label"
+	done
+	pass "every node has its zone"
+	k apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: PersistentVolumeClaim
+		metadata:
+		  name: local
+		spec:
+		  storageClassName: $LOCAL_VOLUME_CLASS
+		  accessModes: [ReadWriteOnce]
+		  resources: {requests: {storage: 1Gi}}
+		---
+		apiVersion: v1
+		kind: Pod
+		metadata:
+		  name: on-local
+		spec:
+		  restartPolicy: Never
+		  nodeSelector: {kubernetes.io/hostname: $last}
+		  containers:
+		    - name: busybox
+		      image: $BUSYBOX_IMAGE
+		      imagePullPolicy: IfNotPresent
+		      command: ["sh", "-c", "echo data > /data/file && sleep 3600"]
+		      volumeMounts: [{name: data, mountPath: /data}]
+		  volumes: [{name: data, persistentVolumeClaim: {claimName: local}}]
+	EOF
+	k wait --for=condition=Ready pod/on-local --timeout=120s >/dev/null
+	local pv
+	pv=$(k get pvc local -o jsonpath='{.spec.volumeName}')
+	[[ $(kubectl_admin get pv "$pv" -o jsonpath='{.metadata.labels.etcd-operator-local/node}') == "$last" ]] ||
+		die "the claim of a pod on $last was bound to $pv, a volume of another node"
+	pass "a local-node claim binds to a volume of its pod's node ($pv on $last)"
+	# The volume goes back to the pool for the next run, empty.
+	k delete pod on-local --wait=true >/dev/null
+	k delete pvc local --wait=true >/dev/null
+	rm -rf "${LOCAL_CLUSTER_STATE_DIR:-/var/lib/etcd-operator-local}/nodes/"*/volumes/*/file
+	kubectl_admin patch pv "$pv" --type=json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null
+}
+
 main() {
 	local t0=$SECONDS
 	kubectl_admin create namespace "$NS" >/dev/null
@@ -119,12 +171,20 @@ main() {
 	pass "nslookup of a missing name fails"
 	[[ $(k exec client -- readlink /bin/sh) == dash ]] || die "/bin/sh is not dash"
 
-	# 3 + 4: three members over peer DNS names; exec; ClusterIP Service.
-	local members="" i
+	# 3 + 4: three members over peer DNS names (one per node when there are
+	# several); exec; ClusterIP Service.
+	local members="" i nodes=()
+	read -r -a nodes <<<"$(kubectl_admin get nodes -o jsonpath='{.items[*].metadata.name}')"
 	for i in 0 1 2; do members+="${members:+,}trio-$i=http://trio-$i.trio.$NS.svc:2380"; done
 	{
 		headless_service trio
-		for i in 0 1 2; do etcd_pod "trio-$i" trio "$members"; done
+		for i in 0 1 2; do
+			if ((${#nodes[@]} > 1)); then
+				etcd_pod "trio-$i" trio "$members" "${nodes[i % ${#nodes[@]}]}"
+			else
+				etcd_pod "trio-$i" trio "$members"
+			fi
+		done
 		cat <<-EOF
 			apiVersion: v1
 			kind: Service
@@ -140,7 +200,7 @@ main() {
 	n=$(k exec trio-0 -c etcd -- etcdctl member list | grep -c started)
 	[[ $n == 3 ]] || die "expected 3 started members, got $n"
 	k exec trio-0 -c etcd -- etcdctl --endpoints="http://trio-2.trio.$NS.svc:2379" put smoke ok >/dev/null
-	pass "3-member etcd cluster formed over peer DNS names; kubectl exec works"
+	pass "3-member etcd cluster formed over peer DNS names on ${#nodes[@]} node(s); kubectl exec works"
 	wait_for 30 "etcd /health through Service trio-client" \
 		k exec trio-0 -c etcd -- etcdctl --dial-timeout=5s --endpoints="http://trio-client.$NS.svc:2379" endpoint health
 	pass "ClusterIP Service (kube-proxy) reaches etcd"
@@ -188,6 +248,8 @@ main() {
 	wait_for 60 "PVC of class standard to bind" bash -c \
 		"[[ \$('$KUBECTL' --kubeconfig '$ADMIN_KUBECONFIG' -n '$NS' get pvc claim -o jsonpath='{.status.phase}') == Bound ]]"
 	pass "hostPath PV + PVC of StorageClass standard bound"
+
+	((${#nodes[@]} > 1)) && check_nodes "${nodes[@]}"
 	log "all checks passed in $((SECONDS - t0))s"
 }
 

@@ -16,6 +16,10 @@
 #   XDG_CACHE_HOME           binary and image cache under .../etcd-operator-local
 #   IMAGE                    tag of the project image (default openetcd/etcd-operator:v0.1.0)
 #   NODE_IP, NODE_NAME       override the detected node address and name
+#   NODES                    how many nodes (default 1: the host alone; up to 6).
+#                            The others are extra nodes on this host (nodes.sh),
+#                            each in a zone of its own; node.sh stops, loses,
+#                            cuts off and drains them.
 # shellcheck source-path=SCRIPTDIR disable=SC2034 # LOG_TAG is read by lib.sh
 set -euo pipefail
 
@@ -415,6 +419,28 @@ cluster_dns_works() {
 	"$TOOLS_DIR/nslookup" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP"
 }
 
+# start_extra_nodes: nodes 2..NODES, each with every image (the project's
+# under its second tag too), the host's node labelled zone a, and local
+# volumes on every node.
+start_extra_nodes() {
+	((NODES > 1)) || return 0
+	((NODES <= ${#NODE_ZONES[@]})) || die "NODES=$NODES: at most ${#NODE_ZONES[@]} nodes"
+	local i images
+	images=$(image_tarballs)
+	if [[ ${PROJECT_IMAGE_BUILT:-0} == 1 ]]; then images+=" $PROJECT_IMAGE_TAR"; fi
+	# The local-node StorageClass, on a cluster started before it existed.
+	render bootstrap.yaml >"$CONF_DIR/bootstrap.yaml"
+	kubectl_admin apply -f "$CONF_DIR/bootstrap.yaml" >/dev/null
+	label_first_node
+	create_local_volumes "$NODE_NAME" "$NODES_DIR/${NODE_ZONES[0]}/volumes"
+	for ((i = 2; i <= NODES; i++)); do
+		extra_node_vars "$i"
+		# shellcheck disable=SC2086 # one tarball per word
+		timed "node $XN_NAME" start_extra_node "$i" $images
+	done
+	if [[ ${PROJECT_IMAGE_BUILT:-0} == 1 ]]; then tag_next_image "$PROJECT_IMAGE_TAR"; fi
+}
+
 # ---------------------------------------------------------------------------
 # Result
 # ---------------------------------------------------------------------------
@@ -433,6 +459,7 @@ write_env() {
 		export ETCD_BIN_DIR_3_6_LATEST=$(etcd_bin_dir "$ETCD_LATEST_36")
 		export ETCD_BIN_DIR_3_7=$(etcd_bin_dir "$ETCD_LATEST_37")
 		export OPERATOR_IMAGE=$PROJECT_IMAGE
+		export LOCAL_CLUSTER_NODES=$(running_node_count)
 	EOF
 }
 
@@ -458,12 +485,15 @@ main() {
 	require_root_linux
 	mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
 	detect_node
+	NODES=${NODES:-1}
+	[[ $NODES =~ ^[1-9]$ ]] || die "NODES=$NODES: give a number of nodes from 1 to ${#NODE_ZONES[@]}"
 	local t_start=$SECONDS
 
 	if cluster_healthy; then
 		build_images
 		build_project_image
 		import_images
+		start_extra_nodes
 		write_env
 		log "already up (node $NODE_NAME, $NODE_IP)"
 		print_usage
@@ -487,8 +517,9 @@ main() {
 	timed "phase start control plane" start_control_plane
 	timed "phase start node" start_node
 	timed "phase start coredns" start_addons
+	timed "phase start extra nodes" start_extra_nodes
 	write_env
-	log "up in $((SECONDS - t_start))s (node $NODE_NAME, $NODE_IP)"
+	log "up in $((SECONDS - t_start))s (node $NODE_NAME, $NODE_IP; $NODES node(s))"
 	print_usage
 }
 
