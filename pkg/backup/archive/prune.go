@@ -85,7 +85,7 @@ func Expired(prefix string, objects []backup.ObjectInfo, kept []KeptSnapshot) Ex
 		e.Reason = fmt.Sprintf("every chunk reaches revision %d of the oldest kept snapshot %s, or is the newest", oldest.Revision, oldest.Key)
 		return e
 	}
-	e.Reason = fmt.Sprintf("they end before revision %d of the oldest kept snapshot %s, where any restore starts from now", oldest.Revision, oldest.Key)
+	e.Reason = fmt.Sprintf("they end before revision %d of the oldest kept snapshot %s, where every restore now starts", oldest.Revision, oldest.Key)
 	return e
 }
 
