@@ -137,6 +137,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			Metrics:              metrics,
 			Backup:               backuper.Backup,
 			Archive:              backuper.Archive,
+			PruneArchive:         backuper.PruneArchive,
 			Log:                  log,
 			MaxConcurrentBackups: opts.maxConcurrentBackups,
 			ClusterWide:          opts.clusterWide,

@@ -194,6 +194,9 @@ func (c *Controller) archiveSnapshot(ctx context.Context, eb *api.EtcdBackup, r 
 	if rerr := c.recordSuccess(ctx, eb, res); rerr != nil {
 		c.logFor(eb).Errorf("cannot record the backup result: %v", rerr)
 	}
+	if res.VerifyErr == nil {
+		c.pruneArchive(ctx, eb)
+	}
 	return res, nil
 }
 

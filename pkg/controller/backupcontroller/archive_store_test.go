@@ -120,3 +120,140 @@ func TestAnArchivedBackupIntoARealStoreCoversEveryRevisionAfterItsSnapshot(t *te
 		t.Errorf("status.archive = %+v", st.Archive)
 	}
 }
+
+// TestArchiveChunksGoWithTheSnapshotsTheyFollowedInARealStore runs the
+// controller with the real Backuper over a real etcd and versitygw, keeping
+// two snapshots: once the third is stored and the first pruned, the chunks
+// ending before the second snapshot are gone, and those from it on, which a
+// restore from it replays, are all there.
+func TestArchiveChunksGoWithTheSnapshotsTheyFollowedInARealStore(t *testing.T) {
+	ctx := context.Background()
+	e := startEtcd(t)
+	vgw, store := startVersityGW(t)
+	client, err := e.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+
+	kube := kubefake.NewSimpleClientset(awsSecret("aws", backuptest.AWSSecretData()))
+	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second}
+	eb := newBackup("live", 3600)
+	eb.Spec.EtcdEndpoints = []string{e.Endpoint}
+	eb.Spec.S3 = &api.S3BackupSource{Path: "backups/clusters/live", AWSSecret: "aws", Endpoint: vgw.URL, ForcePathStyle: true}
+	eb.Spec.BackupPolicy.MaxBackups = 2
+	eb.Spec.BackupPolicy.Archive = &api.BackupArchive{IntervalInSecond: 1}
+	f := newFixture(t, []*api.EtcdBackup{eb}, func(f *fixture, c *Config) {
+		backuper.Now = f.clock.Now
+		c.Backup = backuper.Backup
+		c.Archive = backuper.Archive
+		c.PruneArchive = backuper.PruneArchive
+	})
+	first := f.waitStatus("live", "the first snapshot", func(s api.BackupStatus) bool { return s.Succeeded || s.Reason != "" })
+	if !first.Succeeded {
+		t.Fatalf("the snapshot failed: %s", first.Reason)
+	}
+
+	const prefix = "clusters/live" + api.ArchivePathSuffix
+	// burst writes n keys and waits until the archive holds them, so that
+	// each burst ends a chunk of its own.
+	burst := func(tag string, n int) int64 {
+		var head int64
+		for i := range n {
+			resp, err := client.Put(ctx, fmt.Sprintf("/registry/%s-%02d", tag, i), tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head = resp.Header.Revision
+		}
+		eventually(t, fmt.Sprintf("chunks up to revision %d", head), func() bool {
+			all, err := archive.List(ctx, store, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = archive.Covering(all, first.EtcdRevision, head)
+			return err == nil
+		})
+		return head
+	}
+	// nextSnapshot moves the clock on until the runner stores a snapshot past
+	// revision rev, one step at a time so that it rarely takes two.
+	nextSnapshot := func(rev int64) api.BackupStatus {
+		var st api.BackupStatus
+		var stepped time.Time
+		eventually(t, fmt.Sprintf("a snapshot after revision %d", rev), func() bool {
+			st = f.get("live").Status
+			if st.EtcdRevision > rev {
+				return true
+			}
+			if time.Since(stepped) > 500*time.Millisecond {
+				f.clock.Step(time.Hour)
+				stepped = time.Now()
+			}
+			return false
+		})
+		return st
+	}
+
+	headA := burst("a", 10)
+	headB := burst("b", 10)
+	second := nextSnapshot(first.EtcdRevision)
+	headC := burst("c", 10)
+	before, err := archive.List(ctx, store, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before[0].Last > headA {
+		t.Fatalf("the first chunk %s does not end within the first burst (up to %d): nothing to prune", before[0].Key, headA)
+	}
+	nextSnapshot(headC - 1)
+
+	// The snapshots left decide; with maxBackups 2, the first is gone and the
+	// second (or a later one, had the clock made two) is the oldest.
+	var oldest int64
+	var chunks []archive.Chunk
+	eventually(t, "the chunks before the oldest kept snapshot are pruned", func() bool {
+		oldest = 0
+		for _, k := range listKeys(t, store, "clusters/live_v") {
+			if r := snapshotRevision("clusters/live", k); r > 0 && (oldest == 0 || r < oldest) {
+				oldest = r
+			}
+		}
+		if chunks, err = archive.List(ctx, store, prefix); err != nil {
+			t.Fatal(err)
+		}
+		return oldest >= second.EtcdRevision && len(chunks) > 0 && chunks[0].Last >= oldest
+	})
+	if oldest < headB {
+		t.Fatalf("the oldest kept snapshot is at %d, before the second burst ended (%d)", oldest, headB)
+	}
+	// A restore from the oldest kept snapshot still replays to the last write.
+	if _, err := archive.Covering(chunks, oldest, headC); err != nil {
+		t.Errorf("a restore from the snapshot at %d lacks chunks: %v", oldest, err)
+	}
+	left := map[string]bool{}
+	for _, c := range chunks {
+		left[c.Key] = true
+	}
+	var pruned int
+	for _, c := range before {
+		switch {
+		case c.Last >= oldest && !left[c.Key]:
+			t.Errorf("chunk %s (to %d) was deleted, yet a restore from the snapshot at %d needs it", c.Key, c.Last, oldest)
+		case c.Last < oldest && left[c.Key]:
+			t.Errorf("chunk %s (to %d) stayed, though it ends before the oldest kept snapshot at %d", c.Key, c.Last, oldest)
+		case c.Last < oldest:
+			pruned++
+		}
+	}
+	if pruned == 0 {
+		t.Error("no chunk of the first burst went")
+	}
+	// Counted once the deletions returned, a moment after they are seen.
+	eventually(t, fmt.Sprintf("archive_chunks_pruned_total counts the %d chunks", pruned), func() bool {
+		return f.metric("etcd_backup_operator_archive_chunks_pruned_total", map[string]string{"storage_type": "S3"}) >= float64(pruned)
+	})
+	if n := f.events.count("Warning " + ReasonPruneFailed); n != 0 {
+		t.Errorf("%d prune warnings: %v", n, f.events.list())
+	}
+}

@@ -75,7 +75,10 @@ type Config struct {
 	// Archive runs the continuous archive of periodic EtcdBackups that ask for
 	// one; nil leaves spec.backupPolicy.archive without effect.
 	Archive ArchiveFunc
-	Log     *logrus.Entry
+	// PruneArchive deletes the chunks no kept snapshot needs, after a
+	// periodic snapshot was stored; nil keeps every chunk.
+	PruneArchive PruneArchiveFunc
+	Log          *logrus.Entry
 	// ClusterWide selects the EtcdBackups this operator runs by the scope annotation,
 	// with the same rule as etcd-operator's EtcdClusters (api.IsManagedBy), so that a
 	// namespaced and a cluster-wide backup operator never both run one backup.
@@ -101,6 +104,7 @@ type Controller struct {
 	metrics     *Metrics
 	backup      BackupFunc
 	archive     ArchiveFunc
+	pruneChunks PruneArchiveFunc
 	log         *logrus.Entry
 	clusterWide bool
 	// scope says why EtcdBackups of the other scope are left alone.
@@ -159,6 +163,7 @@ func New(cfg Config) *Controller {
 		metrics:     cfg.Metrics,
 		backup:      cfg.Backup,
 		archive:     cfg.Archive,
+		pruneChunks: cfg.PruneArchive,
 		log:         cfg.Log.WithField("pkg", "backup-controller"),
 		clusterWide: cfg.ClusterWide,
 		scope:       k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdBackupResourceKind),
@@ -487,6 +492,7 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	case backupErr == nil:
 		r.stored++
 		err = c.recordSuccess(ctx, eb, res)
+		c.pruneArchive(ctx, eb)
 	default:
 		err = c.recordFailure(ctx, eb, backupErr.Error(), failure.IsPermanent(backupErr))
 	}

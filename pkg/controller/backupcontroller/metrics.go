@@ -29,6 +29,8 @@ type Metrics struct {
 	archiveLag      *prometheus.GaugeVec
 	archiveRevision *prometheus.GaugeVec
 	archiveGaps     *prometheus.CounterVec
+	// archiveChunksPruned counts chunks deleted with the snapshots they followed.
+	archiveChunksPruned *prometheus.CounterVec
 
 	mu sync.Mutex
 	// successSeen holds the namespace/name of EtcdBackups whose last-success
@@ -68,6 +70,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "The newest etcd revision stored in the continuous archive of each EtcdBackup."}, []string{"namespace", "name"}))
 	m.archiveGaps = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "archive_gaps_total",
 		Help: "Holes in continuous archives: revisions compacted away before they were stored, each followed by a full snapshot."}, []string{"storage_type"}))
+	m.archiveChunksPruned = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "archive_chunks_pruned_total",
+		Help: "Continuous archive chunks deleted because they end before the oldest snapshot kept, so no restore can use them."}, []string{"storage_type"}))
 	m.backups = promutil.Register(reg, m.backups)
 	m.failed = promutil.Register(reg, m.failed)
 	m.lastSuccess = promutil.Register(reg, m.lastSuccess)
@@ -142,6 +146,10 @@ func (m *Metrics) archived(namespace, name string, revision int64, lag time.Dura
 
 func (m *Metrics) archiveGap(t api.BackupStorageType) {
 	m.archiveGaps.WithLabelValues(storage.MetricLabel(t)).Inc()
+}
+
+func (m *Metrics) archivePruned(t api.BackupStorageType, chunks int) {
+	m.archiveChunksPruned.WithLabelValues(storage.MetricLabel(t)).Add(float64(chunks))
 }
 
 // archiveStopped drops the series of an archive that no longer runs, so that

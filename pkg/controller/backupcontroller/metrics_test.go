@@ -17,6 +17,7 @@ func TestBackupCountersAreNamedWithTotal(t *testing.T) {
 	m.succeeded("ns", "b", 1, 1)
 	m.verification(api.BackupStorageTypeS3, true)
 	m.periodic("ns", "b", 60)
+	m.archivePruned(api.BackupStorageTypeS3, 2)
 	bad, err := promutil.CountersWithoutTotal(reg, nil)
 	if err != nil {
 		t.Fatal(err)
