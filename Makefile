@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -91,6 +91,12 @@ release:
 e2e:
 	bash hack/e2e.sh
 
+## e2e-nodes: the node events (^TestNodes: members spread, a node stopped, cut off) on three nodes:
+## adds two nodes to the local cluster (up.sh NODES=3), or starts one of three
+e2e-nodes:
+	NODES=3 bash hack/local-cluster/up.sh
+	bash hack/e2e.sh
+
 ## chaos: the whole fault matrix, each scenario with the linearizability checker (root; _output/chaos/results.json)
 chaos:
 	bash hack/chaos.sh
@@ -107,7 +113,8 @@ bench-go:
 try:
 	bash hack/try.sh
 
-## local-up / local-down: a real single-node Kubernetes on this machine (root)
+## local-up / local-down: a real Kubernetes on this machine (root); one node, or NODES=3 for three
+## nodes in zones a, b and c (hack/local-cluster/node.sh stops, loses, cuts off and drains them)
 local-up:
 	bash hack/local-cluster/up.sh
 

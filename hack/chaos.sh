@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh: `make chaos`. Runs the whole fault matrix (every ^TestChaos scenario of
-# test/e2e, the long ones included) on the local cluster, each with etcd-checker
+# test/e2e, the long ones included, on a one-node local cluster, then every ^TestNodes
+# scenario after adding two nodes), each with etcd-checker
 # (a linearizability checker) running as a pod against the cluster under fault, and
 # writes one line per scenario to _output/chaos/results.json:
 #   scenario, ops, acked, failed, indeterminate, linearizable, ackedLost,
@@ -20,6 +21,13 @@ start=$SECONDS
 rc=0
 E2E_CHAOS=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
 	bash hack/e2e.sh -run '^TestChaos' "$@" || rc=$?
+# Then the node events, on two more nodes (up.sh NODES=3), the long ones included.
+if NODES=3 bash hack/local-cluster/up.sh; then
+	E2E_CHAOS=1 E2E_SKIP_BUILD=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
+		bash hack/e2e.sh -run '^TestNodes' "$@" || rc=$?
+else
+	rc=1
+fi
 
 shopt -s nullglob
 files=("$OUT"/scenarios/*.json)

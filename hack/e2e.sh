@@ -30,7 +30,10 @@
 #                         (hack/bench/run.sh sets them)
 #   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
 #   E2E_SKIP_BUILD=1      use the image already on the node
-#   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong; make chaos)
+#   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong, ^TestNodesLong; make chaos)
+#   LOCAL_CLUSTER_NODES   from the cluster's env file: the node events (^TestNodes) run
+#                         only on a cluster of 3 nodes (make local-up NODES=3), and
+#                         there alone unless -run is given
 #   E2E_CHAOS_RESULTS     where each fault scenario writes its result line (default _output/e2e/chaos)
 #   LOCAL_CLUSTER_STATE_DIR  as in hack/local-cluster (default /var/lib/etcd-operator-local)
 set -o errexit -o nounset -o pipefail
@@ -159,7 +162,16 @@ run_suite() {
 		skip+=('^TestMeasure')
 	fi
 	if [[ ${E2E_CHAOS:-} != 1 ]]; then
-		skip+=('^TestChaosLong')
+		skip+=('^TestChaosLong' '^TestNodesLong')
+	fi
+	# The node events (^TestNodes) need several nodes, and the rest of the suite
+	# is written for one (a node restart there reaches every member): on a
+	# cluster of several nodes only ^TestNodes run unless -run says otherwise.
+	if ((${LOCAL_CLUSTER_NODES:-1} < 3)); then
+		skip+=('^TestNodes')
+	elif [[ " $* " != *" -run "* && " $* " != *" -run="* ]]; then
+		log "a cluster of ${LOCAL_CLUSTER_NODES} nodes: running the node events (^TestNodes); the rest of the suite runs on one node"
+		args+=(-run '^TestNodes')
 	fi
 	if ((${#skip[@]} > 0)); then
 		args+=(-skip "$(IFS='|'; echo "${skip[*]}")")

@@ -83,6 +83,9 @@ func run(m *testing.M) int {
 	if err == nil {
 		err = checkCRDInstalledByOperator(ctx, existedBefore)
 	}
+	if err == nil && f.Env.Nodes > 1 {
+		err = f.KeepOnHostNode(ctx, opNS, framework.OperatorDeployment, 1)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: install the operator in %s as README says: %v\n", opNS, err)
 		for _, s := range f.Dump(ctx, framework.DumpTarget{Namespace: opNS, OperatorNamespace: opNS}) {

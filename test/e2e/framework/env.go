@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -28,8 +29,13 @@ type Env struct {
 	Kubectl string
 	// NodeIP is the address pods use to reach servers on the host.
 	NodeIP string
-	// NodeName is the only node.
+	// NodeName is the host's node: the only one, or the first of several,
+	// where the control plane runs.
 	NodeName string
+	// Nodes is how many nodes the local cluster has (make local-up NODES=3):
+	// the host's and the extra nodes hack/local-cluster/node.sh can stop,
+	// lose, cut off and drain.
+	Nodes int
 	// RepoRoot is the project's root directory, where example/ and hack/ are.
 	RepoRoot string
 	// OperatorImage is the image the operator Deployments run; example/deployment.yaml
@@ -72,6 +78,10 @@ func LoadEnv() (*Env, error) {
 		OperatorImage:  os.Getenv("E2E_OPERATOR_IMAGE"),
 		ArtifactsDir:   os.Getenv("E2E_ARTIFACTS"),
 		KeepNamespaces: os.Getenv("E2E_KEEP_NAMESPACES") == "1",
+	}
+	e.Nodes = 1
+	if n, err := strconv.Atoi(get("LOCAL_CLUSTER_NODES")); err == nil && n > 0 {
+		e.Nodes = n
 	}
 	if e.ArtifactsDir == "" {
 		e.ArtifactsDir = filepath.Join(root, "_output", "e2e", "artifacts")

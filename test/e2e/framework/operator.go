@@ -246,3 +246,19 @@ func (f *Framework) DeploymentLogs(ctx context.Context, ns, name string) string 
 	}
 	return b.String()
 }
+
+// KeepOnHostNode keeps a Deployment's pods on the host's node, where the
+// control plane runs, and waits until its n pods are Ready there. On a cluster
+// of several nodes the tests stop, lose, cut off and drain the other nodes to
+// see what the members on them go through; an operator on one of them would be
+// lost with them, which is not what those tests look at.
+func (f *Framework) KeepOnHostNode(ctx context.Context, ns, deployment string, n int) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":%q}}}}}`, f.Env.NodeName)
+	if _, err := f.Kubectl(ctx, "-n", ns, "patch", "deployment", deployment, "--type=strategic", "-p", patch); err != nil {
+		return fmt.Errorf("keep %s/%s on node %s: %w", ns, deployment, f.Env.NodeName, err)
+	}
+	if _, err := f.Kubectl(ctx, "-n", ns, "rollout", "status", "deployment/"+deployment, "--timeout="+OperatorReadyTimeout.String()); err != nil {
+		return err
+	}
+	return f.WaitDeploymentReady(ctx, ns, deployment, n, OperatorReadyTimeout)
+}
