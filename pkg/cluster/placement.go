@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,13 +31,18 @@ import (
 const zoneRereadInterval = 10 * time.Minute
 
 // zoneCache keeps the zones of the nodes that members ran on, read with a
-// Get of each node. Without the right to read nodes (a namespaced role cannot
-// grant it), zones are unknown and asked again every ReprobeInterval.
+// Get of each node. Whether nodes may be read is asked first (a
+// SelfSubjectAccessReview, which every role may create), so that an operator
+// without the right (a namespaced Role cannot grant it) makes no request its
+// role refuses; it then asks again every ReprobeInterval, and finds a rule
+// added later.
 type zoneCache struct {
 	nodes map[string]zoneRead
-	// forbidden says why nodes cannot be read; since forbiddenAt.
-	forbidden   string
-	forbiddenAt time.Time
+	// denied says why nodes may not be read, as asked at askedAt; asked is
+	// set once it was asked.
+	asked   bool
+	askedAt time.Time
+	denied  string
 }
 
 // zoneRead is one node's zone as read: "" when the node has no zone label
@@ -50,10 +56,15 @@ type zoneRead struct {
 // zonesOf returns the zones of nodes, by node name, for those that have
 // one, and why any could not be read ("" when all were).
 func (z *zoneCache) zonesOf(ctx context.Context, kube kubernetes.Interface, nodes []string, now time.Time) (map[string]string, string) {
-	if z.forbidden != "" && now.Sub(z.forbiddenAt) < statusutil.ReprobeInterval {
-		return nil, z.forbidden
+	if len(nodes) == 0 {
+		return nil, ""
 	}
-	z.forbidden = ""
+	if !z.asked || z.denied != "" && now.Sub(z.askedAt) >= statusutil.ReprobeInterval {
+		z.asked, z.askedAt, z.denied = true, now, mayReadNodes(ctx, kube)
+	}
+	if z.denied != "" {
+		return nil, z.denied
+	}
 	if z.nodes == nil {
 		z.nodes = map[string]zoneRead{}
 	}
@@ -65,8 +76,9 @@ func (z *zoneCache) zonesOf(ctx context.Context, kube kubernetes.Interface, node
 			node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsForbidden(err):
-				z.forbidden, z.forbiddenAt = "the operator may not read nodes (get nodes)", now
-				return nil, z.forbidden
+				// The rule was taken away since it was asked.
+				z.askedAt, z.denied = now, nodesDenied
+				return nil, z.denied
 			case err != nil:
 				r = zoneRead{err: fmt.Sprintf("node %s: %v", name, err), at: now}
 			default:
@@ -86,6 +98,26 @@ func (z *zoneCache) zonesOf(ctx context.Context, kube kubernetes.Interface, node
 		}
 	}
 	return zones, strings.Join(unknown, ", ")
+}
+
+// nodesDenied is why zones are unknown to an operator whose role does not
+// let it read nodes.
+const nodesDenied = "the operator's role does not grant get on nodes"
+
+// mayReadNodes asks whether the operator may get nodes: "" when it may,
+// otherwise why zones are unknown.
+func mayReadNodes(ctx context.Context, kube kubernetes.Interface) string {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes"},
+	}}
+	out, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	switch {
+	case err != nil:
+		return fmt.Sprintf("could not ask whether nodes may be read: %v", err)
+	case !out.Status.Allowed:
+		return nodesDenied
+	}
+	return ""
 }
 
 // observeZones reads the zones of the nodes the members run on, for a

@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,10 +84,10 @@ func TestMembersNotSpread(t *testing.T) {
 			mods: mods(placed(three, "n1", "n2", "n3"), inZones("n1", "z1", "n2", "z1", "n3", "z1")),
 			none: true},
 		{name: "with zones unknown, members sharing a node are told, and why zones are unknown",
-			mods: mods(placed(three, "n1", "n1", "n2"), zonesUnknown("the operator may not read nodes (get nodes)")),
-			want: []string{"run on one node, n1", "(zones unknown: the operator may not read nodes (get nodes))"}},
+			mods: mods(placed(three, "n1", "n1", "n2"), zonesUnknown(nodesDenied)),
+			want: []string{"run on one node, n1", "(zones unknown: the operator's role does not grant get on nodes)"}},
 		{name: "with zones unknown, members spread over nodes are not told",
-			mods: mods(placed(three, "n1", "n2", "n3"), zonesUnknown("the operator may not read nodes (get nodes)")),
+			mods: mods(placed(three, "n1", "n2", "n3"), zonesUnknown(nodesDenied)),
 			none: true},
 		{name: "a member that is not running is not counted",
 			mods: mods(placed(three, "n1", "n1", "n2"), podIs(memberB, pendingFor(time.Minute))),
@@ -156,19 +158,34 @@ func nodeWithZone(name, zone string) *corev1.Node {
 	return n
 }
 
-func nodeGets(kube *fake.Clientset) int {
+func nodeGets(kube *fake.Clientset) int { return countActions(kube, "get", "nodes") }
+
+func countActions(kube *fake.Clientset, verb, resource string) int {
 	n := 0
 	for _, a := range kube.Actions() {
-		if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
 			n++
 		}
 	}
 	return n
 }
 
+// nodesReadable makes the fake apiserver answer access reviews for get
+// nodes with *allowed.
+func nodesReadable(kube *fake.Clientset, allowed *bool) *fake.Clientset {
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		attrs := review.Spec.ResourceAttributes
+		review.Status.Allowed = *allowed && attrs.Verb == "get" && attrs.Resource == "nodes" && attrs.Namespace == ""
+		return true, review, nil
+	})
+	return kube
+}
+
 func TestZonesAreReadFromTheNodesAndKept(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(nodeWithZone("n1", "z1"), nodeWithZone("n2", "z2"), nodeWithZone("n3", ""))
+	allowed := true
+	kube := nodesReadable(fake.NewClientset(nodeWithZone("n1", "z1"), nodeWithZone("n2", "z2"), nodeWithZone("n3", "")), &allowed)
 	var z zoneCache
 	zones, unknown := z.zonesOf(ctx, kube, []string{"n1", "n2", "n3", "gone"}, testStart)
 	if len(zones) != 2 || zones["n1"] != "z1" || zones["n2"] != "z2" {
@@ -192,35 +209,100 @@ func TestZonesAreReadFromTheNodesAndKept(t *testing.T) {
 	if len(z.nodes) != 1 {
 		t.Errorf("nodes no member runs on are kept: %v", z.nodes)
 	}
+	if got := countActions(kube, "create", "selfsubjectaccessreviews"); got != 1 {
+		t.Errorf("%d access reviews, want one: an allowed read is not asked again", got)
+	}
+	// With no member on a node, nothing is asked.
+	before := len(kube.Actions())
+	if zones, unknown := z.zonesOf(ctx, kube, nil, testStart.Add(time.Hour)); zones != nil || unknown != "" || len(kube.Actions()) != before {
+		t.Errorf("no nodes: zones %v, unknown %q, %d requests", zones, unknown, len(kube.Actions())-before)
+	}
 }
 
 func TestZonesWithoutTheRightToReadNodesAreUnknownAndAskedAgainLater(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(nodeWithZone("n1", "z1"))
-	forbid := true
-	kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if forbid {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("no rule"))
-		}
-		return false, nil, nil
-	})
+	allowed := false
+	kube := nodesReadable(fake.NewClientset(nodeWithZone("n1", "z1")), &allowed)
 	var z zoneCache
 	zones, unknown := z.zonesOf(ctx, kube, []string{"n1", "n2"}, testStart)
-	if zones != nil || unknown != "the operator may not read nodes (get nodes)" {
+	if zones != nil || unknown != nodesDenied {
 		t.Errorf("zones %v, unknown %q", zones, unknown)
 	}
-	if got := nodeGets(kube); got != 1 {
-		t.Errorf("%d node reads after a refusal, want 1", got)
+	// The role's refusal is asked, not met: no request the role refuses.
+	if got := nodeGets(kube); got != 0 {
+		t.Errorf("%d node reads without the right, want none", got)
 	}
 	// Not asked again at every pass.
 	z.zonesOf(ctx, kube, []string{"n1"}, testStart.Add(time.Minute))
-	if got := nodeGets(kube); got != 1 {
-		t.Errorf("%d node reads, want no more before the reprobe", got)
+	if got := countActions(kube, "create", "selfsubjectaccessreviews"); got != 1 {
+		t.Errorf("%d access reviews before the reprobe, want 1", got)
 	}
 	// A rule added later is found.
-	forbid = false
+	allowed = true
 	zones, unknown = z.zonesOf(ctx, kube, []string{"n1"}, testStart.Add(statusutil.ReprobeInterval))
 	if zones["n1"] != "z1" || unknown != "" {
 		t.Errorf("after the rule was added: zones %v, unknown %q", zones, unknown)
+	}
+}
+
+func TestZonesAreUnknownWhenTheRuleIsTakenAway(t *testing.T) {
+	ctx := context.Background()
+	allowed := true
+	kube := nodesReadable(fake.NewClientset(nodeWithZone("n1", "z1")), &allowed)
+	kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("no rule"))
+	})
+	var z zoneCache
+	if zones, unknown := z.zonesOf(ctx, kube, []string{"n1"}, testStart); zones != nil || unknown != nodesDenied {
+		t.Errorf("zones %v, unknown %q", zones, unknown)
+	}
+	z.zonesOf(ctx, kube, []string{"n1"}, testStart.Add(time.Minute))
+	if got := nodeGets(kube); got != 1 {
+		t.Errorf("%d node reads after a refusal, want no more before the reprobe", got)
+	}
+}
+
+// TestMembersNotSpreadIsToldInStatusAndOneEvent runs passes of a cluster of
+// five at rest whose members' nodes are read from a fake apiserver: three of
+// them in one zone. The status and one Warning event say so, passes
+// after it announce nothing again and read no node again, and the cluster
+// is left alone.
+func TestMembersNotSpreadIsToldInStatusAndOneEvent(t *testing.T) {
+	five := []string{memberA, memberB, memberC, "example-d", "example-e"}
+	zoneOf := map[string]string{"n1": "z1", "n2": "z1", "n3": "z1", "n4": "z2", "n5": "z3"}
+	var nodes []runtime.Object
+	for n, z := range zoneOf {
+		nodes = append(nodes, nodeWithZone(n, z))
+	}
+	f := newFixture(t, newTestCluster(withSize(5)), nodes...)
+	allowed := true
+	nodesReadable(f.kube, &allowed)
+	f.withMembers(five...)
+	for i, name := range five {
+		f.pod(name, onNode(fmt.Sprintf("n%d", i+1)))
+	}
+	f.kube.ClearActions()
+	f.mustPass()
+	want := "zone z1 holds a quorum (members example-a, example-b, example-c): losing it takes 3 of 5 members, and the quorum (3 needed)"
+	if s := f.mustStatus(); !strings.Contains(s.Reason, want) {
+		t.Errorf("status.reason = %q, want %q", s.Reason, want)
+	}
+	if n := countEvents(f.events(), "Warning MembersNotSpread"); n != 1 {
+		t.Errorf("%d MembersNotSpread events, want 1", n)
+	}
+	if got := nodeGets(f.kube); got != len(five) {
+		t.Errorf("%d node reads, want one per member's node", got)
+	}
+	f.kube.ClearActions()
+	f.now = f.now.Add(time.Minute)
+	f.mustPass()
+	if n := countEvents(f.events(), "Warning MembersNotSpread"); n != 0 {
+		t.Errorf("%d MembersNotSpread events for the same arrangement", n)
+	}
+	if got := nodeGets(f.kube); got != 0 {
+		t.Errorf("%d node reads at rest, want none", got)
+	}
+	if pods := f.podActions(); len(pods) != 0 {
+		t.Errorf("pod actions %v for an advisory", pods)
 	}
 }
