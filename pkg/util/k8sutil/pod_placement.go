@@ -20,9 +20,10 @@ const spreadPreferenceWeight = 100
 //
 //   - spec.pod.affinity or spec.pod.topologySpreadConstraints set: the user's,
 //     as given (a constraint without selector selects the cluster's members);
-//   - spec.pod.antiAffinity true: the original's required rule of one member
-//     per node (WithDefaults fills it in as the affinity; a cluster that was
-//     not defaulted gets it here alike);
+//   - spec.pod.antiAffinity true and no affinity: the original's required rule
+//     of one member per node, with the user's constraints if any
+//     (WithDefaults fills the rule in as the affinity; a cluster that was not
+//     defaulted gets it here alike);
 //   - nothing said of placement: members spread over nodes and zones, softly.
 //
 // The default is a preference, never a requirement: a cluster of one node
@@ -31,11 +32,12 @@ const spreadPreferenceWeight = 100
 // on one node. A user who wants it required says so (antiAffinity, or their
 // own affinity or constraints with DoNotSchedule).
 func memberPlacement(clusterName string, policy *v1beta2.PodPolicy) (*corev1.Affinity, []corev1.TopologySpreadConstraint) {
-	switch {
-	case policy.Affinity != nil || len(policy.TopologySpreadConstraints) > 0:
-		return policy.Affinity.DeepCopy(), spreadConstraints(clusterName, policy.TopologySpreadConstraints)
-	case policy.AntiAffinity:
-		return v1beta2.OnePerNode(clusterName), nil
+	affinity := policy.Affinity.DeepCopy()
+	if affinity == nil && policy.AntiAffinity {
+		affinity = v1beta2.OnePerNode(clusterName)
+	}
+	if affinity != nil || len(policy.TopologySpreadConstraints) > 0 {
+		return affinity, spreadConstraints(clusterName, policy.TopologySpreadConstraints)
 	}
 	return defaultSpreadAffinity(clusterName), defaultSpreadConstraints(clusterName)
 }

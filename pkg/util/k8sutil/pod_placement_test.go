@@ -111,9 +111,27 @@ func TestDefaultPlacementNeverRequiresASecondNodeOrZone(t *testing.T) {
 }
 
 func TestUndefaultedAntiAffinityStillRequiresOnePerNode(t *testing.T) {
-	c := &v1beta2.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: testCluster}, Spec: v1beta2.ClusterSpec{Version: "3.5.21", Pod: &v1beta2.PodPolicy{AntiAffinity: true}}}
-	pod := newSeedPod(c)
-	if !reflect.DeepEqual(pod.Spec.Affinity, v1beta2.OnePerNode(testCluster)) || pod.Spec.TopologySpreadConstraints != nil {
-		t.Errorf("placement %+v %+v", pod.Spec.Affinity, pod.Spec.TopologySpreadConstraints)
+	zones := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: ClusterLabels(testCluster)}}
+	for _, tc := range []struct {
+		name       string
+		spread     []corev1.TopologySpreadConstraint
+		wantSpread []corev1.TopologySpreadConstraint
+	}{
+		{"alone", nil, nil},
+		{"with the user's constraints, kept beside it", []corev1.TopologySpreadConstraint{zones}, []corev1.TopologySpreadConstraint{zones}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1beta2.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: testCluster}, Spec: v1beta2.ClusterSpec{Version: "3.5.21",
+				Pod: &v1beta2.PodPolicy{AntiAffinity: true, TopologySpreadConstraints: tc.spread}}}
+			pod := newSeedPod(c)
+			if !reflect.DeepEqual(pod.Spec.Affinity, v1beta2.OnePerNode(testCluster)) || !reflect.DeepEqual(pod.Spec.TopologySpreadConstraints, tc.wantSpread) {
+				t.Errorf("placement %+v %+v", pod.Spec.Affinity, pod.Spec.TopologySpreadConstraints)
+			}
+			// Built alike, defaulted or not.
+			if d := newSeedPod(c.WithDefaults()); !reflect.DeepEqual(d.Spec.Affinity, pod.Spec.Affinity) || !reflect.DeepEqual(d.Spec.TopologySpreadConstraints, pod.Spec.TopologySpreadConstraints) {
+				t.Errorf("defaulted: placement %+v %+v", d.Spec.Affinity, d.Spec.TopologySpreadConstraints)
+			}
+		})
 	}
 }
