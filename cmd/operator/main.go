@@ -219,6 +219,13 @@ func needs(ns string, opts options) []operatorrun.Need {
 		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns}, Without: "the operator cannot read its own pod for its image: give -join-image"},
 		operatorrun.LeaderLabelNeed(ns, ""),
 	}
+	if opts.clusterWide {
+		// Cluster-scoped: a namespaced Role cannot grant it, so only the
+		// cluster-wide operator, which runs under a ClusterRole, is told it
+		// lacks it. Any operator reads nodes when its role lets it.
+		out = append(out, operatorrun.Need{Rule: operatorrun.Rule{Resource: "nodes", Verbs: []string{"get"}},
+			Without: "the zones of members' nodes are unknown, so a zone holding a quorum of members is not told (members sharing a node still are)"})
+	}
 	if opts.createCRD {
 		out = append(out, operatorrun.CRDNeed())
 	}

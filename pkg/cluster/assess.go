@@ -44,7 +44,11 @@ func assess(s *snapshot) []problem {
 	}
 	ps = append(ps, startProblems(s)...)
 	// Advisory last: what holds the cluster up is the more urgent.
-	return append(ps, expiringCertificates(s.certs, s.now, s.spec.Spec.TLS.IsIssued())...)
+	ps = append(ps, expiringCertificates(s.certs, s.now, s.spec.Spec.TLS.IsIssued())...)
+	if p, ok := placementProblem(s); ok {
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // alarmed tells whether an etcd alarm of type typ is active: as etcd said in

@@ -225,6 +225,8 @@ type Cluster struct {
 	certs certCache
 	// issued records the last read of the secrets of issued TLS (issue.go).
 	issued issuedCache
+	// zones are the zones of the nodes members ran on, as last read.
+	zones zoneCache
 	// etcdReadAt is when etcd's view was last read: a cluster at rest is
 	// looked at every etcdObserveInterval for its day-2 care.
 	etcdReadAt time.Time

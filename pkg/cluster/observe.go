@@ -55,6 +55,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		problems = append(problems, problemOf(err))
 	}
 	c.takeRecords(s)
+	c.observeZones(ctx, s)
 	if err := c.observeIssued(ctx, s); err != nil {
 		problems = append(problems, problemOf(err))
 	}

@@ -34,6 +34,7 @@ const (
 	problemDataCorrupt
 	problemWaiting
 	problemInternal
+	problemMembersNotSpread
 )
 
 type problemKindInfo struct {
@@ -80,6 +81,9 @@ var problemKinds = map[problemKind]problemKindInfo{
 	// explains: keyed by kind, so one event per stretch of waiting.
 	problemWaiting:  {code: "waiting", event: "WaitingTooLong"},
 	problemInternal: {code: "internal_error", event: "InternalError"},
+	// problemMembersNotSpread is told apart by its topic, the arrangement
+	// of the members: each new one is announced.
+	problemMembersNotSpread: {code: "members_not_spread", event: "MembersNotSpread", advisory: true},
 }
 
 func (k problemKind) info() problemKindInfo { return problemKinds[k] }

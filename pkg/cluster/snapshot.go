@@ -90,6 +90,10 @@ type snapshot struct {
 	// no view of claims at all: then no claim is known to be gone.
 	claims       map[string]*corev1.PersistentVolumeClaim
 	claimsUnseen bool
+	// nodeZones are the zones of the nodes running members, by node, for
+	// the nodes that have one; zonesUnknown says why some could not be read.
+	nodeZones    map[string]string
+	zonesUnknown string
 
 	// The goroutine's records of its own recent actions.
 	podExpect     *podExpectation

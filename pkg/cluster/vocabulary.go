@@ -54,6 +54,7 @@ var problemWhen = map[problemKind]string{
 	problemDataCorrupt:            "etcd raised the CORRUPT alarm, or refuses a member's data: the member is replaced on a fresh claim while quorum allows (also the `DataCorrupt` condition)",
 	problemWaiting:                "the operator has waited more than a minute and no other problem says why; the wait itself is in `status.reason`",
 	problemInternal:               "a bug: the pass is retried, and no other cluster is affected",
+	problemMembersNotSpread:       "in a cluster of three members or more, two running members are on one node, or (when the nodes' zones can be read and the members are in two zones or more) one zone holds a quorum of them: losing that node or zone takes several members, or the quorum. The cluster carries on and no member is moved; one event per arrangement. See docs/user-guide/clusters.md#placement",
 }
 
 // Problems lists every kind of problem, in the operator's order.

@@ -166,10 +166,17 @@ func readRole(path string) ([]rbacv1.PolicyRule, error) {
 	return rules, nil
 }
 
+// clusterScoped tells the resources of needs that a namespaced Role cannot
+// grant: they are not asked of the Role templates (CRDs: the Role is for
+// -create-crd=false; nodes: read only when the role allows).
+func clusterScoped(resource string) bool {
+	return resource == "customresourcedefinitions" || resource == "nodes"
+}
+
 // ExampleRoleGaps holds a binary's needs, namespaced and cluster-wide, to the
 // ClusterRole and Role templates in dir (example/rbac) and names every rule
-// a template does not grant. The namespaced Role is for -create-crd=false,
-// so CRDs are not asked of it.
+// a template does not grant. Cluster-scoped resources (clusterScoped) are not
+// asked of the namespaced Role.
 func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string, error) {
 	var gaps []string
 	for _, file := range []string{"cluster-role-template.yaml", "role-template.yaml"} {
@@ -179,7 +186,7 @@ func ExampleRoleGaps(dir string, needs func(clusterWide bool) []Need) ([]string,
 		}
 		for _, cw := range []bool{false, true} {
 			for _, n := range needs(cw) {
-				if file == "role-template.yaml" && n.Resource == "customresourcedefinitions" {
+				if file == "role-template.yaml" && clusterScoped(n.Resource) {
 					continue
 				}
 				if missing := NotGrantedBy(rules, n.Rule); len(missing) > 0 {
@@ -210,7 +217,7 @@ func OwnRoleGaps(dir, binary string, needs func(clusterWide bool) []Need) ([]str
 		for _, cw := range []bool{false, true} {
 			ns := append(needs(cw), Need{Rule: LeaseRule("")}, Need{Rule: EndpointsReadRule("")})
 			for _, n := range ns {
-				if file == "role-template.yaml" && n.Resource == "customresourcedefinitions" {
+				if file == "role-template.yaml" && clusterScoped(n.Resource) {
 					continue
 				}
 				for _, v := range n.Verbs {

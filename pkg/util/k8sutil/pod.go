@@ -180,6 +180,7 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 	}
 
 	volumes, mounts := memberVolumes(cluster, m, probes.operatorSecret)
+	affinity, spread := memberPlacement(cluster.Name, policy)
 
 	etcd := corev1.Container{
 		Name:            EtcdContainerName,
@@ -234,11 +235,11 @@ func NewEtcdPod(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, version string
 			// member needs none of them.
 			EnableServiceLinks:        new(false),
 			NodeSelector:              maps.Clone(policy.NodeSelector),
-			Affinity:                  policy.Affinity.DeepCopy(),
+			Affinity:                  affinity,
 			Tolerations:               copyTolerations(policy.Tolerations),
 			SecurityContext:           policy.SecurityContext.DeepCopy(),
 			PriorityClassName:         policy.PriorityClassName,
-			TopologySpreadConstraints: spreadConstraints(cluster.Name, policy.TopologySpreadConstraints),
+			TopologySpreadConstraints: spread,
 		},
 	}
 	for _, opt := range opts {

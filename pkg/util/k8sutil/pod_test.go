@@ -380,10 +380,10 @@ func TestMemberPodsGetThePolicysPriorityAndSpread(t *testing.T) {
 	if c.Spec.Pod.TopologySpreadConstraints[0].LabelSelector != nil {
 		t.Error("the cluster's spec was changed")
 	}
-	// Clusters that set neither keep their pods (and their pods' policy hash:
-	// the golden files did not change).
-	if p := newSeedPod(newTestCluster()).Spec; p.TopologySpreadConstraints != nil || p.PriorityClassName != "" {
-		t.Error("a cluster without the new fields sees a change")
+	// A cluster that sets neither gets no priority class (the default
+	// spreading is TestMemberPlacement's).
+	if p := newSeedPod(newTestCluster()).Spec; p.PriorityClassName != "" {
+		t.Error("a cluster without a priority class got one")
 	}
 }
 

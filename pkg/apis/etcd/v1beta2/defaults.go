@@ -50,14 +50,23 @@ func (c *EtcdCluster) WithDefaults() *EtcdCluster {
 		s.Pod.BusyboxImage = DefaultBusyboxImage
 	}
 	if s.Pod.AntiAffinity && s.Pod.Affinity == nil {
-		s.Pod.Affinity = spreadOnePerNode(out.Name)
+		s.Pod.Affinity = OnePerNode(out.Name)
 	}
+	// The soft spreading of members over nodes and zones that a spec saying
+	// nothing of placement gets is not filled in here but where member pods
+	// are built (k8sutil.NewEtcdPod): spec.pod in force is what
+	// k8sutil.PodPolicyHash identifies, so a default added to it would make
+	// every pod of every running cluster look made from another spec.pod
+	// once the operator is upgraded, and joining or seed pods would be made
+	// again for nothing; kept out of it, the spec in force stays the user's,
+	// and only pods made from now on get the new placement.
 	return out
 }
 
-// spreadOnePerNode is what the deprecated antiAffinity flag always meant: no two
-// members of the cluster on one node.
-func spreadOnePerNode(clusterName string) *corev1.Affinity {
+// OnePerNode is what the deprecated antiAffinity flag always meant: no two
+// members of the cluster on one node, required, so a member that finds no
+// free node stays Pending.
+func OnePerNode(clusterName string) *corev1.Affinity {
 	return &corev1.Affinity{
 		PodAntiAffinity: &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{

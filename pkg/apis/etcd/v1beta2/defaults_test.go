@@ -56,6 +56,11 @@ func TestWithDefaults(t *testing.T) {
 				t.Errorf("affinity = %+v", s.Pod.Affinity)
 			}
 		}},
+		{"a spec saying nothing of placement gets none in spec.pod: the pod builder spreads members", api.ClusterSpec{Size: 3}, func(t *testing.T, s api.ClusterSpec) {
+			if s.Pod.Affinity != nil || s.Pod.TopologySpreadConstraints != nil {
+				t.Errorf("placement defaulted into the spec: %+v %+v", s.Pod.Affinity, s.Pod.TopologySpreadConstraints)
+			}
+		}},
 		{"antiAffinity does not replace a given affinity", api.ClusterSpec{Size: 3, Pod: &api.PodPolicy{AntiAffinity: true, Affinity: custom}}, func(t *testing.T, s api.ClusterSpec) {
 			if !reflect.DeepEqual(s.Pod.Affinity, custom) {
 				t.Errorf("affinity = %+v", s.Pod.Affinity)
