@@ -43,10 +43,10 @@ LOG_TAG=original-build
 ORIG_HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../local-cluster/lib.sh
 source "$ORIG_HACK/../local-cluster/lib.sh"
+# shellcheck source=common.sh
+source "$ORIG_HACK/common.sh"
 
 ORIG_MODULE=github.com/coreos/etcd-operator
-ORIG_VERSION=v0.9.4
-ORIG_IMAGE=quay.io/coreos/etcd-operator:$ORIG_VERSION
 ORIG_UID=1000
 ORIG_DIR=$CACHE_DIR/original/$ORIG_VERSION
 ORIG_SRC=$ORIG_DIR/src
@@ -70,7 +70,7 @@ have_binaries() {
 # script, module file, patch and Go.
 build_binaries() {
 	local want have dir
-	want=$(stamp "$ORIG_HACK/build.sh" "$ORIG_HACK/$ORIG_VERSION.go.mod" \
+	want=$(stamp "$ORIG_HACK/build.sh" "$ORIG_HACK/common.sh" "$ORIG_HACK/$ORIG_VERSION.go.mod" \
 		"$ORIG_HACK/$ORIG_VERSION.go.sum" "$ORIG_HACK/publish-not-ready-addresses.patch")
 	have=$(cat "$ORIG_BIN/.stamp" 2>/dev/null || true)
 	if [[ $want == "$have" ]] && have_binaries; then
