@@ -71,8 +71,9 @@ done
 use_local_cluster
 
 step "1/6 building the original and its images (hack/original/build.sh)"
-mapfile -t built < <(bash "$ORIG_HACK/build.sh")
-for tar in "${built[@]}"; do
+# Not a process substitution: a failed build must stop the script.
+built=$(bash "$ORIG_HACK/build.sh")
+for tar in $built; do
 	[[ $tar == *.tar ]] || continue
 	log "importing $tar"
 	bash "$LC_DIR/load-image.sh" "$tar"
