@@ -1,0 +1,302 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// The original coreos/etcd-operator v0.9.4 itself, built from its source by
+// hack/original/build.sh and run by hack/original/deploy.sh, as the clusters
+// this operator is to adopt are run by it.
+
+// originalEtcdVersion is the etcd the original's clusters run here: its
+// member pods' probes run /bin/sh, which only the 3.4 image has.
+const originalEtcdVersion = "3.4.23"
+
+// runOriginalScript runs hack/original/<script> with args against the suite's
+// cluster and logs its output, which says each step.
+func runOriginalScript(ctx context.Context, t *testing.T, script string, args ...string) error {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{f.Env.Path("hack", "original", script)}, args...)...)
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+f.Env.Kubeconfig, "KUBECTL="+f.Env.Kubectl)
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("hack/original/%s %s (%.0fs):\n%s", script, strings.Join(args, " "), time.Since(start).Seconds(), lastLines(string(out), 80))
+	if err != nil {
+		return fmt.Errorf("hack/original/%s %s: %w", script, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// deployOriginalItself runs the original's operators in ns with deploy.sh
+// (given its options besides --replace-crds), which replaces the
+// cluster-wide CRDs by the hand-made ones the original needs; undeploy.sh and
+// this tree's definitions come back at the end.
+func deployOriginalItself(t *testing.T, ns string, options ...string) {
+	t.Helper()
+	putBackCRDsAtEnd(t) // registered first, so it runs after undeploy.sh
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		if t.Failed() {
+			t.Logf("======== the original's etcd-operator log\n%s", lastLines(f.DeploymentLogs(ctx, ns, "etcd-operator"), 150))
+		}
+		if err := runOriginalScript(ctx, t, "undeploy.sh", ns, "--put-back-crds"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	// Registered after undeploy.sh, so it runs before it and dumps what failed.
+	dumpOnFailure(t, ns)
+	// The first build of the original takes minutes.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	if err := runOriginalScript(ctx, t, "deploy.sh", append([]string{ns, "--replace-crds"}, options...)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// originalClusterStatus is the status the original wrote, read without this
+// tree's types: phase, size and ready members.
+func originalClusterStatus(ctx context.Context, ns, name string) (string, error) {
+	out, err := f.Kubectl(ctx, "-n", ns, "get", "etcdclusters.etcd.database.coreos.com", name,
+		"-o", "jsonpath={.status.phase} {.status.size} {.status.members.ready}")
+	return strings.TrimSpace(out), err
+}
+
+// TestOriginalItselfRunsAThreeMemberCluster deploys the original v0.9.4 as its
+// example did and creates its example cluster (3 members): the three member
+// pods run and are Ready, etcd reports all three members healthy, a key
+// written through the client Service reads back, and the original's status
+// says Running with 3 members. Its peer Service publishes unready addresses,
+// the one change build.sh makes to its code. Deleting the EtcdCluster removes
+// the pods through their ownerReferences.
+//
+// Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use,
+// and they are put back at the end.
+func TestOriginalItselfRunsAThreeMemberCluster(t *testing.T) {
+	const name = "example-etcd-cluster"
+	ctx := t.Context()
+	ns := newNamespace(t, "original-itself")
+	deployOriginalItself(t, ns, "--only-etcd-operator")
+
+	if err := f.CreateFromExample(ctx, ns, originalManifest("example-etcd-cluster.yaml"),
+		`s/"3.2.13"/"`+originalEtcdVersion+`"/`); err != nil {
+		t.Fatal(err)
+	}
+	// The original adds one member per 8 s tick after the seed.
+	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Running and Ready members of the original's cluster",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := f.ClusterPods(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if img := framework.EtcdContainerImage(&p); img != "quay.io/coreos/etcd:v"+originalEtcdVersion {
+			t.Errorf("member %s runs %s, want the original's image name for %s", p.Name, img, originalEtcdVersion)
+		}
+	}
+
+	err = framework.WaitFor(ctx, 2*time.Minute, 5*time.Second, "etcd endpoint health of all 3 members",
+		func(ctx context.Context) (bool, string, error) {
+			out, err := f.Etcdctl(ctx, ns, name, false, "endpoint", "health", "--cluster")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return strings.Count(out, "is healthy") == 3, strings.TrimSpace(out), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := f.MemberList(ctx, ns, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 3 {
+		t.Fatalf("etcd lists %d members, want 3: %+v", len(members), members)
+	}
+	if err := f.PutAndGet(ctx, ns, name, false, "/original", "v0.9.4", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	err = framework.WaitFor(ctx, time.Minute, 5*time.Second, "the original's status: Running, size 3, 3 ready",
+		func(ctx context.Context) (bool, string, error) {
+			st, err := originalClusterStatus(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			fields := strings.Fields(st)
+			return len(fields) >= 2 && fields[0] == "Running" && fields[1] == "3" && strings.Count(st, name+"-") == 3, st, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	peer, err := f.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !peer.Spec.PublishNotReadyAddresses {
+		t.Errorf("peer Service %s does not publish unready addresses: the image was not built from the patched source", name)
+	}
+
+	if _, err := f.Kubectl(ctx, "-n", ns, "delete", "etcdclusters.etcd.database.coreos.com", name, "--wait=true"); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, 2*time.Minute, 5*time.Second, "the members gone with their EtcdCluster",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(pods) == 0, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// originalBackupStatus is the status the original's backup operator wrote:
+// succeeded, and the reason under its capitalised key.
+func originalBackupStatus(ctx context.Context, ns, name string) (string, error) {
+	out, err := f.Kubectl(ctx, "-n", ns, "get", "etcdbackups.etcd.database.coreos.com", name,
+		"-o", "jsonpath={.status.succeeded} {.status.Reason}")
+	return strings.TrimSpace(out), err
+}
+
+// TestBackupsTheOriginalItselfWroteRestoreHere: the original v0.9.4 runs its
+// example cluster and its backup operator takes the walkthroughs' one-shot
+// backup and a periodic one (every 5 s instead of 125 s, none pruned), named
+// <path>_v<revision>_<time> by the original. The original is then removed,
+// this operator is installed in the namespace, and an EtcdRestore names the
+// periodic object, colons and all: the restored cluster holds the keys
+// written before that backup and none written after it.
+//
+// Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use.
+func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
+	const name, keys = "example-etcd-cluster", 200
+	ctx := t.Context()
+	ns := newNamespace(t, "original-backups")
+	deployOriginalItself(t, ns)
+
+	if err := f.CreateFromExample(ctx, ns, originalManifest("example-etcd-cluster.yaml"),
+		`s/"3.2.13"/"`+originalEtcdVersion+`"/`); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Ready members of the original's cluster",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, ns, name, "/e2e/before/", keys)
+
+	bucket := "e2e-original-itself"
+	srv := startS3Server(t, bucket)
+	secret := createS3Secret(t, ns, srv)
+	endpoints := framework.ClientURL(name, false)
+	oneShot := bucket + "/" + name + ".backup"
+	if err := f.CreateFromExample(ctx, ns, originalManifest("backup_cr.yaml"), walkthroughSed(srv, oneShot, secret, endpoints)...); err != nil {
+		t.Fatal(err)
+	}
+	periodicKey := "periodic/" + name + ".backup"
+	if err := f.CreateFromExample(ctx, ns, originalManifest("periodic_backup_cr.yaml"),
+		append(walkthroughSed(srv, bucket+"/"+periodicKey, secret, endpoints),
+			// Every 5 s, and none pruned: the one chosen below must stay.
+			"s/backupIntervalInSecond: 125/backupIntervalInSecond: 5/", "s/maxBackups: 4/maxBackups: 0/")...); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, backupTimeout, 2*time.Second, "the original's one-shot backup to succeed",
+		func(ctx context.Context) (bool, string, error) {
+			st, err := originalBackupStatus(ctx, ns, exampleBackup)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return st == "true", st, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Head(ctx, bucket, name+".backup"); err != nil {
+		t.Fatalf("the one-shot backup is not at the path as given: %v", err)
+	}
+	var periodic string
+	err = framework.WaitFor(ctx, backupTimeout, 2*time.Second, "a periodic backup named as the original names them",
+		func(ctx context.Context) (bool, string, error) {
+			objs, err := srv.List(ctx, bucket, periodicKey+"_v")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			for _, o := range objs {
+				if originalPeriodicName.MatchString(strings.TrimPrefix(o.Key, periodicKey)) {
+					periodic = o.Key
+					return true, o.Key, nil
+				}
+			}
+			return false, fmt.Sprintf("%d objects under %s_v", len(objs), periodicKey), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the original wrote %s/%s", bucket, periodic)
+	// Its backup operator removes its finalizer.
+	if _, err := f.Kubectl(ctx, "-n", ns, "delete", "etcdbackups.etcd.database.coreos.com", examplePeriodicBackup,
+		"--wait=true", "--timeout=2m"); err != nil {
+		t.Fatal(err)
+	}
+	// After the backup chosen: a restore from it must not have these.
+	putKeys(t, ns, name, "/e2e/after/", 10)
+
+	// The original goes (its periodic EtcdBackup loses its finalizer while its
+	// backup operator still runs), and this tree's CRDs come back.
+	if err := runOriginalScript(ctx, t, "undeploy.sh", ns, "--put-back-crds"); err != nil {
+		t.Fatal(err)
+	}
+	installOperator(t, ns, framework.Install{})
+	t.Cleanup(func() { releaseRestores(t, ns) })
+	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+
+	if _, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Create(ctx, newS3Restore(name, srv, bucket+"/"+periodic, secret), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRestore(t, ns, name, restoreTimeout, api.RestorePhaseCompleted)
+	waitReady(t, ns, name, 3, changeTimeout, oldPods...)
+	if n := countKeys(t, ns, name, "/e2e/before/"); n != keys {
+		t.Errorf("the restored cluster has %d keys written before the original's backup, want %d", n, keys)
+	}
+	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
+		t.Errorf("the restored cluster has %d keys written after the original's backup, want none", n)
+	}
+}
+
+// originalPeriodicName is what the original appended to a periodic backup's
+// path: _v<revision>_<UTC time as 2006-01-02-15:04:05>.
+var originalPeriodicName = regexp.MustCompile(`^_v[0-9]+_[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}:[0-9]{2}:[0-9]{2}$`)
