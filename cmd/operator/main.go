@@ -224,7 +224,9 @@ func needs(ns string, opts options) []operatorrun.Need {
 		// cluster-wide operator, which runs under a ClusterRole, is told it
 		// lacks it. Any operator reads nodes when its role lets it.
 		out = append(out, operatorrun.Need{Rule: operatorrun.Rule{Resource: "nodes", Verbs: []string{"get"}},
-			Without: "the zones of members' nodes are unknown, so a zone holding a quorum of members is not told (members sharing a node still are)"})
+			Without: "the zones of members' nodes are unknown, so a zone holding a quorum of members is not told (members sharing a node still are)"},
+			operatorrun.Need{Rule: operatorrun.Rule{Resource: "persistentvolumes", Verbs: []string{"get"}},
+				Without: "a member whose local volume went with a node lost for good is not replaced: it waits for its node (said in its cluster's status.reason)"})
 	}
 	if opts.createCRD {
 		out = append(out, operatorrun.CRDNeed())

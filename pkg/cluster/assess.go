@@ -155,7 +155,7 @@ func startProblems(s *snapshot) []problem {
 		if e := s.upgradeExpect; e != nil && e.name == name {
 			what = "member being upgraded to " + e.version + ","
 		}
-		report(what, name, m.trouble, m.cause)
+		report(what, name, m.trouble+volumeNodeHint(s, name), m.cause)
 	}
 	for _, name := range sortedKeys(s.joiners) {
 		if t, c := podTroubleCause(s.joiners[name], s.claims[name], s.now); t != "" {
@@ -182,6 +182,18 @@ func startProblems(s *snapshot) []problem {
 		}
 	}
 	return ps
+}
+
+// volumeNodeHint says, for a member that does not start, that whether its
+// claim's volume is on a node that is gone could not be read: the member is
+// then restarted in place, and waits for its node, rather than replaced.
+func volumeNodeHint(s *snapshot, name string) string {
+	for _, part := range strings.Split(s.volumeNodesUnknown, "; ") {
+		if rest, ok := strings.CutPrefix(part, "claim "+name+": "); ok {
+			return " (whether its volume is on a node that is gone is unknown: " + rest + ")"
+		}
+	}
+	return ""
 }
 
 // viewPod is viewMember for a pod whose membership is not known.

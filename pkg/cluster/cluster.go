@@ -227,6 +227,8 @@ type Cluster struct {
 	issued issuedCache
 	// zones are the zones of the nodes members ran on, as last read.
 	zones zoneCache
+	// volumeNodes are the nodes the members' volumes are tied to, as read.
+	volumeNodes volumeNodeCache
 	// etcdReadAt is when etcd's view was last read: a cluster at rest is
 	// looked at every etcdObserveInterval for its day-2 care.
 	etcdReadAt time.Time

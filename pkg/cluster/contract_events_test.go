@@ -43,6 +43,10 @@ const (
 	evNodeLost
 	// evNodeBack: the target's node answers again.
 	evNodeBack
+	// evNodeDeleted: the target's node is deleted for good: its pod goes at
+	// once (the pod garbage collector), and its claim's volume, which could
+	// only be used there, with its data.
+	evNodeDeleted
 	// evDataRefused: etcd raises a CORRUPT alarm for the target (param&1),
 	// or its etcd refuses its data and exits saying so.
 	evDataRefused
@@ -231,6 +235,21 @@ func (w *world) happen(st *step) string {
 			w.restartContainer(p)
 		}
 		return name + ": its node answers again: " + w.podWord(p)
+	case evNodeDeleted:
+		c := w.claims[name]
+		if !w.onClaims {
+			c = nil
+		}
+		if p == nil && (c == nil || c.nodeGone) {
+			return ""
+		}
+		delete(w.pods, name)
+		what := name + ": its node is deleted for good, and its pod with it"
+		if c != nil && !c.nodeGone {
+			c.nodeGone = true
+			what += "; its claim's volume could only be used there and is gone with its data"
+		}
+		return what
 	case evDataRefused:
 		m := w.members[name]
 		if m == nil {
@@ -392,7 +411,8 @@ func (w *world) kubelet(p *wpod) {
 			w.startContainer(p)
 		}
 	case p.phase == corev1.PodPending:
-		if w.onClaims && w.claims[p.name] == nil {
+		if w.onClaims && (w.claims[p.name] == nil || w.claims[p.name].nodeGone) {
+			// No node can take a pod on a claim whose node is gone.
 			return
 		}
 		w.startContainer(p)

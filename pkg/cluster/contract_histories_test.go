@@ -14,7 +14,7 @@ import (
 // its entries.
 var eventTable = [32]eventKind{
 	evTick, evTick, evTick, evTick,
-	evKubelet, evKubelet, evKubelet, evKubelet, evKubelet,
+	evKubelet, evKubelet, evKubelet, evKubelet, evNodeDeleted,
 	evCrash, evCrash, evCrash,
 	evRecover, evRecover,
 	evPodFails, evPodFails,

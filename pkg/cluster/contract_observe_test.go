@@ -110,6 +110,14 @@ func observeWorld(w *world, withEtcd bool) *snapshot {
 	if w.onClaims {
 		for name, cl := range w.claims {
 			s.claims[name] = cl.obj
+			// What observeVolumeNodes reads: for a member that does not
+			// run, the node its claim's volume is tied to, NotFound.
+			if p := s.pods[name]; cl.nodeGone && (p == nil || p.Status.Phase != corev1.PodRunning) {
+				if s.volumeNodeGone == nil {
+					s.volumeNodeGone = map[string]string{}
+				}
+				s.volumeNodeGone[name] = "node-of-" + name
+			}
 		}
 	}
 	c.takeRecords(s)

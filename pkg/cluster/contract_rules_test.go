@@ -117,7 +117,7 @@ func (r *run) checkRemove(s *snapshot, a action, confirmed bool, bad func(rule, 
 	if p := w.pods[name]; p != nil && p.ctr == ctrUpgrading && !p.deleting() && !m.refused && !m.corrupt {
 		bad("C1", "removes a member being upgraded", "removes member %s while the kubelet restarts it on its new image (an upgrade in place, not a failure)", name)
 	}
-	if !w.onClaims || w.claims[name] == nil || !w.claims[name].data || m.refused || m.corrupt {
+	if !w.onClaims || w.claims[name] == nil || !w.claims[name].data || w.claims[name].nodeGone || m.refused || m.corrupt {
 		return
 	}
 	within := w.restartsWithin(name, ladderWindow)
@@ -223,7 +223,7 @@ func (r *run) checkAfterPass(a action) []violation {
 	for _, name := range sortedKeys(w.members) {
 		m := w.members[name]
 		c := w.claims[name]
-		if stuck == "" || !w.onClaims || c == nil || !c.data || w.pods[name] != nil || m.refused || m.corrupt ||
+		if stuck == "" || !w.onClaims || c == nil || !c.data || c.nodeGone || w.pods[name] != nil || m.refused || m.corrupt ||
 			w.restartsWithin(name, ladderWindow) >= ladderRestarts || w.op.recovering != nil ||
 			a.kind == actRestartMembers && slices.Contains(a.names, name) {
 			delete(r.goneSince, name)

@@ -24,7 +24,9 @@ import (
 //	   while etcd has a leader and the voters left keep a quorum running.
 //	   A dead member whose claim holds its data is removed only when etcd
 //	   refused the data (its log, a CORRUPT alarm) or when it is down after
-//	   at least ladderRestarts restarts after failures within ladderWindow —
+//	   at least ladderRestarts restarts after failures within ladderWindow, or
+//	   when its claim's volume could only be used on a node read as deleted in
+//	   this pass (the data went with the node) —
 //	   the world counts those with their times. A failure is a pod that
 //	   ended (Failed, evicted by the kubelet) or an etcd that exited; a
 //	   container's lifetime restartCount, the restart of an upgrade in

@@ -154,10 +154,12 @@ const (
 )
 
 // wclaim is a claim of the cluster; data tells whether it holds a member's
-// data (its member's etcd ran on it).
+// data (its member's etcd ran on it); nodeGone, that its volume could only
+// be used on a node that was deleted for good, and its data went with it.
 type wclaim struct {
-	obj  *corev1.PersistentVolumeClaim
-	data bool
+	obj      *corev1.PersistentVolumeClaim
+	data     bool
+	nodeGone bool
 }
 
 // worldConfig is how a history starts: a healthy cluster at rest that has
@@ -378,7 +380,7 @@ func (w *world) runsEtcd(name string) bool {
 // holdsData tells whether member name's data truly exists: on its claim, or
 // in the emptyDir of its pod.
 func (w *world) holdsData(name string) bool {
-	if c := w.claims[name]; c != nil && w.onClaims && c.data {
+	if c := w.claims[name]; c != nil && w.onClaims && c.data && !c.nodeGone {
 		return true
 	}
 	p := w.pods[name]

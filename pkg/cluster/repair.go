@@ -50,7 +50,7 @@ const (
 // repairOf places a member on the repair ladder.
 func (s *snapshot) repairOf(v *memberView) repairStep {
 	switch {
-	case v.refused != "":
+	case v.refused != "", v.dataGone != "":
 		return repairReplace
 	case v.state == memberCrashing:
 		// The kubelet restarts it in its pod, with its data.
@@ -292,17 +292,21 @@ func replaceDeadMembers(s *snapshot) (action, bool) {
 		if a, ok := needEtcd(s, "remove member "+name); ok {
 			return a, true
 		}
-		if m.state == memberGone && s.etcd.answers(m.member.ID) {
+		if (m.state == memberGone || m.dataGone != "") && s.etcd.answers(m.member.ID) {
 			// Either the cache lags (the pod's event wakes the loop) or the
 			// pod was deleted at once (kubectl delete --force) and the
 			// kubelet stops its etcd a moment later: no event announces
 			// that, so etcd is asked again soon rather than at the next tick.
 			// Its successor's pod is made meanwhile, so that its check-dns
 			// runs while this member is confirmed dead and removed.
-			if a, ok := joinerAheadOfTurn(s, "ahead of the replacement of "+name); ok {
+			if a, ok := joinerAheadOfTurn(s, "ahead of the replacement of "+name); ok && m.dataGone == "" {
 				return a, true
 			}
-			a := waiting(fmt.Sprintf("member %s answers etcd although its pod is not seen; it is not dead", name))
+			seen := "its pod is not seen"
+			if m.dataGone != "" {
+				seen = m.dataGone
+			}
+			a := waiting(fmt.Sprintf("member %s answers etcd although %s; it is not dead", name, seen))
 			a.backoff = true
 			return a, true
 		}
@@ -322,6 +326,8 @@ func replaceReason(m *memberView) string {
 	switch {
 	case m.refused != "":
 		return "etcd refuses its data: " + m.refused
+	case m.dataGone != "":
+		return m.dataGone
 	case m.restarts >= ladderRestarts:
 		return fmt.Sprintf("it failed again after %d restarts in place within %v", m.restarts, ladderWindow)
 	case m.claim == nil:

@@ -94,6 +94,12 @@ type snapshot struct {
 	// the nodes that have one; zonesUnknown says why some could not be read.
 	nodeZones    map[string]string
 	zonesUnknown string
+	// volumeNodeGone maps each member whose claim's volume can only be used
+	// on one node, read as deleted in this pass, to that node
+	// (volumenode.go); volumeNodesUnknown says for which claims that could
+	// not be read.
+	volumeNodeGone     map[string]string
+	volumeNodesUnknown string
 
 	// The goroutine's records of its own recent actions.
 	podExpect     *podExpectation
@@ -184,6 +190,9 @@ type memberView struct {
 	// refused is the evidence that etcd refuses the member's data (its last
 	// log lines), "" when there is none.
 	refused string
+	// dataGone is the evidence that the member's data went with a node
+	// lost for good (volumenode.go), "" when there is none.
+	dataGone string
 	// repair is the step of the repair ladder the member is on.
 	repair repairStep
 }
@@ -304,6 +313,7 @@ func (s *snapshot) viewMember(m *etcdutil.Member) *memberView {
 			v.state = memberStarting
 		}
 	}
+	v.dataGone = s.dataGoneWithNode(m.Name, v.state)
 	if s.etcd.alarmFor(m.ID, etcdutil.AlarmCorrupt) {
 		v.refused = "etcd raised a CORRUPT alarm for it: its data differs from the other members'"
 	}

@@ -519,3 +519,20 @@ func raftIndex(name string, i uint64) snapMod {
 		}
 	}
 }
+
+// volumeNodeGone records that member name's claim's volume is tied to node,
+// read as deleted in this pass.
+func volumeNodeGone(name, node string) snapMod {
+	return func(s *snapshot) {
+		if s.volumeNodeGone == nil {
+			s.volumeNodeGone = map[string]string{}
+		}
+		s.volumeNodeGone[name] = node
+	}
+}
+
+// volumeNodesUnknown records that whether member name's volume is on a node
+// that is gone could not be read, and why.
+func volumeNodesUnknown(name, why string) snapMod {
+	return func(s *snapshot) { s.volumeNodesUnknown = "claim " + name + ": " + why }
+}

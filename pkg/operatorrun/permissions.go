@@ -168,9 +168,9 @@ func readRole(path string) ([]rbacv1.PolicyRule, error) {
 
 // clusterScoped tells the resources of needs that a namespaced Role cannot
 // grant: they are not asked of the Role templates (CRDs: the Role is for
-// -create-crd=false; nodes: read only when the role allows).
+// -create-crd=false; nodes and volumes: read only when the role allows).
 func clusterScoped(resource string) bool {
-	return resource == "customresourcedefinitions" || resource == "nodes"
+	return resource == "customresourcedefinitions" || resource == "nodes" || resource == "persistentvolumes"
 }
 
 // ExampleRoleGaps holds a binary's needs, namespaced and cluster-wide, to the

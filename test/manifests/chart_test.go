@@ -149,7 +149,7 @@ func TestChartInstallsEachOperatorWithItsOwnServiceAccount(t *testing.T) {
 				if tc.clusterWide && name == "etcd-operator" {
 					// Cluster-scoped, which a Role cannot grant: a ClusterRole
 					// adds it (example/rbac/etcd-operator/cluster-role-template.yaml).
-					want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}})
+					want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "persistentvolumes"}, Verbs: []string{"get"}})
 				}
 				if !equality.Semantic.DeepEqual(role.Rules, want) {
 					t.Errorf("the chart's rules for %s differ from example/rbac/%s/role-template.yaml (and, in a ClusterRole, get on nodes for etcd-operator):\n%+v", name, name, role.Rules)
