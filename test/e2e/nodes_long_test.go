@@ -1,0 +1,308 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// The longer node events, in make chaos (E2E_CHAOS=1): a drain of every
+// node, a node lost for good, a zone lost under a cluster of 5, the leader's
+// node lost. Each lost node is added again, empty, when the test ends.
+
+// localVolumeClass is the local cluster's StorageClass of volumes bound to
+// one node (hack/local-cluster/nodes.sh).
+const localVolumeClass = "local-node"
+
+// createLocalPVs makes perNode local volumes of class local-node on every
+// node for the claims of one test (label pvGroupLabel=group), under the
+// node's own state directory, so that a node lost for good takes its volumes
+// with it. They are deleted when the test ends.
+func createLocalPVs(t *testing.T, group string, perNode int) {
+	t.Helper()
+	state := os.Getenv("LOCAL_CLUSTER_STATE_DIR")
+	if state == "" {
+		state = filepath.Dir(framework.DefaultEnvFile)
+	}
+	var names []string
+	for node, zone := range nodeZones(t) {
+		for k := range perNode {
+			name := fmt.Sprintf("%s-%s-%d", group, zone, k)
+			dir := filepath.Join(state, "nodes", zone, "e2e", name)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{pvGroupLabel: group, "etcd-operator-e2e": "1"}},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					StorageClassName:              localVolumeClass,
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+					NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+					}}}},
+				},
+			}
+			if _, err := f.Kube.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, n := range names {
+			_ = f.Kube.CoreV1().PersistentVolumes().Delete(ctx, n, metav1.DeleteOptions{})
+		}
+	})
+}
+
+// localClaimCluster is a 3-member cluster whose members keep their data on
+// local volumes of one node each.
+func localClaimCluster(t *testing.T, base string) string {
+	t.Helper()
+	name := framework.UniqueName(base)
+	group := "e2e-" + name
+	createLocalPVs(t, group, 3)
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	spec := claimSpec(group)
+	spec.StorageClassName = new(localVolumeClass)
+	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: spec}
+	createCluster(t, cl)
+	return name
+}
+
+// podsOn are the live member pods of a cluster on node: the ones a lost node
+// takes, which the waits for full size exclude.
+func podsOn(t *testing.T, ns, name, node string) []string {
+	t.Helper()
+	var out []string
+	for pod, n := range memberNodes(t, ns, name) {
+		if n == node {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// loseNode loses a node for good and adds it again, empty, when the test ends.
+func loseNode(t *testing.T, node string) time.Time {
+	t.Helper()
+	t.Cleanup(func() {
+		out, err := f.Run(context.Background(), framework.Cmd{Name: "bash", Args: []string{"-c", "bash ../../hack/local-cluster/node.sh add " + node + " 2>&1"}})
+		if err != nil {
+			t.Errorf("adding node %s again: %v\n%s", node, err, out)
+		}
+	})
+	lost := time.Now()
+	nodeDo(t, "lose", node)
+	return lost
+}
+
+// claimsOf are the names of the cluster's PersistentVolumeClaims.
+func claimsOf(t *testing.T, ns, name string) []string {
+	t.Helper()
+	claims, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).List(t.Context(), metav1.ListOptions{LabelSelector: framework.ClusterSelector(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range claims.Items {
+		if c.DeletionTimestamp == nil {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// TestNodesLongLostNodeMembersAreReplaced loses, for good, a node holding a
+// member of a cluster on emptyDir and one of a cluster on local volumes,
+// under checkers. Each member is replaced on another node (the one on a local
+// volume with a new claim: its volume cannot follow it), the old claim is
+// removed, and both clusters are back at full size with no acknowledged write
+// lost.
+func TestNodesLongLostNodeMembersAreReplaced(t *testing.T) {
+	requireNodes(t, 3)
+	onEmptyDir := framework.UniqueName("nodelost")
+	createCluster(t, framework.NewCluster(onEmptyDir, 3, "3.5.21"))
+	onLocal := localClaimCluster(t, "nodelost-local")
+	waitReady(t, opNS, onEmptyDir, 3, bootstrapTimeout(3))
+	waitReady(t, opNS, onLocal, 3, bootstrapTimeout(3))
+
+	// A node both clusters have a member on, other than the host's.
+	var node string
+	placesE, placesL := memberNodes(t, opNS, onEmptyDir), memberNodes(t, opNS, onLocal)
+	for _, n := range placesE {
+		for _, m := range placesL {
+			if n == m && n != f.Env.NodeName {
+				node = n
+			}
+		}
+	}
+	if node == "" {
+		t.Fatalf("no node other than %s holds a member of both clusters: %v, %v", f.Env.NodeName, placesE, placesL)
+	}
+	claimsBefore := claimsOf(t, opNS, onLocal)
+
+	const d = 4 * time.Minute
+	clusters := []string{onEmptyDir, onLocal}
+	scenarios := map[string]string{onEmptyDir: "node-lost-emptydir", onLocal: "node-lost-local-volume"}
+	checkers := map[string]checkerRun{}
+	for _, name := range clusters {
+		c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: scenarios[name], Duration: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Delete)
+		checkers[name] = c
+	}
+	pause(t, loadLead)
+
+	gone := map[string][]string{}
+	for _, name := range clusters {
+		gone[name] = podsOn(t, opNS, name, node)
+	}
+	lost := loseNode(t, node)
+	recovery := map[string]time.Duration{}
+	for _, name := range clusters {
+		waitReady(t, opNS, name, 3, 2*changeTimeout, gone[name]...)
+		recovery[name] = time.Since(lost)
+		t.Logf("%s: back at full size %.1fs after node %s was lost: members on %v", name, recovery[name].Seconds(), node, memberNodes(t, opNS, name))
+	}
+	for _, name := range clusters {
+		for pod, n := range memberNodes(t, opNS, name) {
+			if n == node {
+				t.Errorf("%s: member %s is still on the lost node %s", name, pod, n)
+			}
+		}
+		judged(t, scenarios[name], checkers[name], checkerWait(d, 0), recovery[name], nil)
+	}
+	claimsAfter := claimsOf(t, opNS, onLocal)
+	t.Logf("%s: claims before %v, after %v", onLocal, claimsBefore, claimsAfter)
+	if len(claimsAfter) != 3 {
+		t.Errorf("%s has %d claims after the replacement, want 3 (one per member): %v", onLocal, len(claimsAfter), claimsAfter)
+	}
+}
+
+// TestNodesLongDrainOfEveryNodeKeepsAQuorum drains each node in turn, as a
+// node-pool upgrade does (drain, then uncordon once the node is back), under
+// a checker: the PodDisruptionBudget lets one member go at a time, the
+// cluster stays available, and it is back at full size after each node.
+func TestNodesLongDrainOfEveryNodeKeepsAQuorum(t *testing.T) {
+	requireNodes(t, 3)
+	name := framework.UniqueName("nodedrain")
+	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+
+	nodes := nodeZones(t)
+	const d = 8 * time.Minute
+	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "drain-every-node", Duration: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+
+	start := time.Now()
+	order := []string{}
+	for n := range nodes {
+		if n != f.Env.NodeName {
+			order = append(order, n)
+		}
+	}
+	// The host's node last: draining it also moves the operator.
+	order = append(order, f.Env.NodeName)
+	for _, node := range order {
+		t.Cleanup(func() { _, _ = f.Kubectl(context.Background(), "uncordon", node) })
+		drained := time.Now()
+		nodeDo(t, "drain", node)
+		nodeDo(t, "uncordon", node)
+		if node == f.Env.NodeName {
+			if err := f.WaitDeploymentReady(t.Context(), opNS, framework.OperatorDeployment, 1, framework.OperatorReadyTimeout); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitReady(t, opNS, name, 3, changeTimeout)
+		t.Logf("node %s drained, %s back at full size after %.1fs: members on %v", node, name, time.Since(drained).Seconds(), memberNodes(t, opNS, name))
+	}
+	judged(t, "drain-every-node", c, checkerWait(d, 0), time.Since(start), nil)
+}
+
+// TestNodesLongZoneLostUnderFiveMembers loses the zone (one node) holding
+// the most members of a cluster of 5. Spread over three zones, no zone holds
+// a quorum: the cluster stays available and grows back to 5 on the nodes
+// left.
+func TestNodesLongZoneLostUnderFiveMembers(t *testing.T) {
+	requireNodes(t, 3)
+	name := framework.UniqueName("zonelost")
+	createCluster(t, framework.NewCluster(name, 5, "3.5.21"))
+	waitReady(t, opNS, name, 5, bootstrapTimeout(5))
+	perNode := map[string]int{}
+	for _, n := range memberNodes(t, opNS, name) {
+		perNode[n]++
+	}
+	node, most := "", 0
+	for n, k := range perNode {
+		if n != f.Env.NodeName && k > most {
+			node, most = n, k
+		}
+	}
+	if most >= 3 {
+		t.Fatalf("node %s holds %d of 5 members, a quorum: %v", node, most, perNode)
+	}
+
+	const d = 4 * time.Minute
+	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "zone-lost-5-members", Duration: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	t.Logf("losing zone %s (node %s, %d of the 5 members)", nodeZones(t)[node], node, most)
+	gone := podsOn(t, opNS, name, node)
+	lost := loseNode(t, node)
+	waitReady(t, opNS, name, 5, 2*changeTimeout, gone...)
+	recovery := time.Since(lost)
+	t.Logf("%s: back at 5 members %.1fs after the zone was lost: %v", name, recovery.Seconds(), memberNodes(t, opNS, name))
+	judged(t, "zone-lost-5-members", c, checkerWait(d, 0), recovery, nil)
+}
+
+// TestNodesLongLeadersNodeLost loses, for good, the node of the cluster's
+// leader: the others elect a leader, the member is replaced on another node,
+// and no acknowledged write is lost.
+func TestNodesLongLeadersNodeLost(t *testing.T) {
+	requireNodes(t, 3)
+	name := framework.UniqueName("leaderlost")
+	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	pod, node := memberOnAnotherNode(t, opNS, name, true)
+
+	const d = 4 * time.Minute
+	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "leaders-node-lost", Duration: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	t.Logf("losing node %s of the leader %s", node, pod)
+	lost := loseNode(t, node)
+	waitReady(t, opNS, name, 3, 2*changeTimeout, pod)
+	recovery := time.Since(lost)
+	t.Logf("%s: back at full size %.1fs after the leader's node was lost: %v", name, recovery.Seconds(), memberNodes(t, opNS, name))
+	judged(t, "leaders-node-lost", c, checkerWait(d, 0), recovery, nil)
+}
