@@ -218,6 +218,12 @@ func ReadChunk(ctx context.Context, store backup.Store, c Chunk, key []byte) ([]
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", c.Key, err)
 	}
+	return DecodeStoredChunk(c, stored, key)
+}
+
+// DecodeStoredChunk checks and decodes the stored bytes of chunk c, however
+// they were read, as ReadChunk does.
+func DecodeStoredChunk(c Chunk, stored, key []byte) ([]Event, error) {
 	if sum := sha256.Sum256(stored); hex.EncodeToString(sum[:]) != c.SHA256 {
 		return nil, fmt.Errorf("%w: %s has sha256 %x, its name says %s", ErrDamaged, c.Key, sum, c.SHA256)
 	}

@@ -92,8 +92,33 @@ func Replay(ctx context.Context, client *clientv3.Client, opts ReplayOptions) (R
 	if err != nil {
 		return done, err
 	}
+	return ApplyChunks(ctx, client, opts, chunks, func(ctx context.Context, c Chunk) ([]Event, error) {
+		return ReadChunk(ctx, opts.Store, c, opts.Key)
+	})
+}
+
+// ApplyChunks is Replay's second half, for a reader that finds the chunks
+// elsewhere than in a store it lists (a restore's seed gets them from the
+// restore operator): it applies the events of chunks, which Covering chose,
+// after opts.After up to opts.Revision or opts.Time, reading each with read,
+// which must check it as ReadChunk does. opts.Store, Prefix and Key are not
+// used.
+func ApplyChunks(ctx context.Context, client *clientv3.Client, opts ReplayOptions, chunks []Chunk, read func(context.Context, Chunk) ([]Event, error)) (Replayed, error) {
+	done := Replayed{Revision: opts.After}
+	if opts.MaxTxnOps <= 0 {
+		opts.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if opts.MaxTxnBytes <= 0 {
+		opts.MaxTxnBytes = DefaultMaxTxnBytes
+	}
+	if opts.Log == nil {
+		opts.Log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if opts.Revision != 0 && opts.Revision <= opts.After {
+		return done, nil
+	}
 	for _, c := range chunks {
-		evs, err := ReadChunk(ctx, opts.Store, c, opts.Key)
+		evs, err := read(ctx, c)
 		if err != nil {
 			return done, err
 		}
