@@ -157,7 +157,7 @@ func revisionAt(ctx context.Context, snaps []periodicSnapshot, chunks []archive.
 		if err != nil {
 			return 0, nil, err
 		}
-		rev, when := c.First-1, (*time.Time)(nil)
+		rev, when := int64(0), (*time.Time)(nil)
 		for i := range evs {
 			if evs[i].Received.After(at) {
 				break
@@ -165,11 +165,17 @@ func revisionAt(ctx context.Context, snaps []periodicSnapshot, chunks []archive.
 			t := evs[i].Received
 			rev, when = evs[i].Revision(), &t
 		}
-		if rev >= known {
+		switch {
+		case rev > known:
 			known, knownAt = rev, when
-		}
-		if known == 0 {
+		case rev != 0:
+		case known == 0:
 			return 0, nil, failure.Permanent(fmt.Errorf("%s is before every snapshot and archived change", at.Format(time.RFC3339Nano)))
+		case c.First-1 > known:
+			// The revisions before this chunk's may have been made before
+			// at or after it: nothing tells.
+			hole := &archive.HoleError{Missing: known + 1, Next: c.First}
+			return 0, nil, failure.Permanent(fmt.Errorf("%v, and %s falls among them: nothing tells which of them were made by then", hole, at.Format(time.RFC3339Nano)))
 		}
 		return known, knownAt, nil
 	}
