@@ -183,7 +183,10 @@ func ReplayArchive(ctx context.Context, a ReplayArgs, token string, key []byte, 
 		return res, nil
 	}
 	if ok, err := Restored(a.ReplayDir); err != nil || !ok {
-		return res, fmt.Errorf("%s, where %s should have restored the snapshot, is missing (%v)", a.ReplayDir, RestoreDataDirSubcommand, err)
+		if err == nil {
+			err = errors.New("it does not exist")
+		}
+		return res, fmt.Errorf("%s, where %s should have restored the snapshot, is missing: %w", a.ReplayDir, RestoreDataDirSubcommand, err)
 	}
 	src := &archiveSource{url: strings.TrimSuffix(a.URL, "/"), token: token, key: key, client: &http.Client{}, log: out}
 	chunks, err := src.manifest(ctx, a)
