@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -43,7 +44,11 @@ func storePointBackup(t *testing.T, store *s3store.Store) {
 }
 
 func pointRestore(srv *backuptest.S3, point api.RestorePointInTime) *api.EtcdRestore {
-	er := newRestore(testCluster, "etcd", srv)
+	return pointRestoreFrom(srv, "etcd", point)
+}
+
+func pointRestoreFrom(srv *backuptest.S3, key string, point api.RestorePointInTime) *api.EtcdRestore {
+	er := newRestore(testCluster, key, srv)
 	er.Spec.PointInTime = &point
 	return er
 }
@@ -68,7 +73,7 @@ func TestRestoreToAPointPlansTheReplayAndTheSeedRunsIt(t *testing.T) {
 		t.Fatalf("plan of the point %+v from backup %s, want snapshot 100 replayed to 115: 15 revisions of 4 keys", p, plan.Backup.Path)
 	}
 	st := er.Status.PointInTime
-	if st == nil || st.Snapshot != plan.Backup.Path || st.Revision != 115 || st.Time == nil || st.Replayed {
+	if st == nil || st.Snapshot != plan.Backup.Path || st.Revision != 115 || st.Time == nil || !st.Time.Equal(&metav1.Time{Time: time.Date(2026, 11, 28, 10, 10, 14, 0, time.UTC)}) || st.Replayed {
 		t.Errorf("status.pointInTime %+v", st)
 	}
 	if !f.events.has("Normal", ReasonPointChosen) {
@@ -94,15 +99,18 @@ func TestRestoreToAPointTheArchiveCannotReachLeavesTheClusterAlone(t *testing.T)
 		name  string
 		point api.RestorePointInTime
 		want  string
+		key   string // the path's key; "etcd", the EtcdBackup's, by default
 	}{
-		{"a revision past the archive", api.RestorePointInTime{Revision: 130}, "the archive ends before revision 121"},
-		{"a revision before every snapshot", api.RestorePointInTime{Revision: 90}, "no periodic snapshot is at or before revision 90"},
-		{"a time after the archive's last change", api.RestorePointInTime{Time: "2026-11-28T11:00:00Z"}, "nothing shows what the cluster held at 2026-11-28T11:00:00Z"},
-		{"a time and a revision", api.RestorePointInTime{Time: "2026-11-28T11:00:00Z", Revision: 110}, "names a time or a revision, not both"},
+		{"a revision past the archive", api.RestorePointInTime{Revision: 130}, "the archive ends before revision 121", ""},
+		{"a revision before every snapshot", api.RestorePointInTime{Revision: 90}, "no periodic snapshot is at or before revision 90", ""},
+		{"a path that names a snapshot, not a periodic backup", api.RestorePointInTime{Revision: 110}, "the path is that of a periodic EtcdBackup", "etcd_v100_2026-11-28-10:00:00"},
+		{"a time after the archive's last change", api.RestorePointInTime{Time: "2026-11-28T11:00:00Z"}, "nothing shows what the cluster held at 2026-11-28T11:00:00Z", ""},
+		{"a time and a revision", api.RestorePointInTime{Time: "2026-11-28T11:00:00Z", Revision: 110}, "names a time or a revision, not both", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, kubeObjects(), []k8sruntime.Object{newCluster(), pointRestore(srv, tc.point)}...)
+			key := cmp.Or(tc.key, "etcd")
+			f := newFixture(t, kubeObjects(), []k8sruntime.Object{newCluster(), pointRestoreFrom(srv, key, tc.point)}...)
 			if _, err := f.sync(testCluster, 0); err != nil {
 				t.Fatal(err)
 			}

@@ -219,7 +219,7 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 	}
 	snap, ok := chooseSnapshot(snaps, p.Revision)
 	if !ok {
-		oldest := "there is none"
+		oldest := "there is none named <path>_v<revision>_<time>: with pointInTime the path is that of a periodic EtcdBackup with backupPolicy.archive, not a snapshot's"
 		if len(snaps) > 0 {
 			oldest = fmt.Sprintf("the oldest is %s at revision %d", snaps[0].Key, snaps[0].Revision)
 		}
@@ -267,7 +267,9 @@ type ReplayEffect struct {
 	Revisions       int64
 	Events          int64
 	Keys            map[string]KeyState
-	last            int64
+	// LastTime is when the last revision added was received.
+	LastTime time.Time
+	last     int64
 }
 
 // Add takes the events of one chunk, in order.
@@ -285,6 +287,7 @@ func (e *ReplayEffect) Add(evs []archive.Event) {
 			e.Revisions++
 			e.last = r
 		}
+		e.LastTime = ev.Received
 		e.Events++
 		e.Keys[string(ev.Kv.Key)] = KeyState{Value: ev.Kv.Value, Deleted: ev.Type == mvccpb.DELETE}
 	}
@@ -361,6 +364,9 @@ func choosePoint(ctx context.Context, spec *api.RestoreSpec, store backup.Store,
 			return storage.Location{}, nil, failure.Permanent(fmt.Errorf("the archive's chunks up to revision %d hold changes up to revision %d only", plan.Revision, eff.Last()))
 		}
 		plan.Revisions, plan.Events, plan.Keys = eff.Revisions, eff.Events, int64(len(eff.Keys))
+		if plan.Time == nil {
+			plan.Time = &metav1.Time{Time: eff.LastTime}
+		}
 		plan.KeysSHA256 = KeyDigest(eff.Keys)
 	}
 	return storage.Location{Bucket: base.Bucket, Key: snap.Key}, plan, nil
