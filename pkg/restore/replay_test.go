@@ -123,6 +123,13 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec) {
 	if loc.Key != snapKey || plan.SnapshotRevision != snapRev || plan.Revision != point || !plan.Replays() {
 		t.Fatalf("planned snapshot %s (revision %d) up to revision %d, want %s (revision %d) up to %d", loc.Key, plan.SnapshotRevision, plan.Revision, snapKey, snapRev, point)
 	}
+	// The same point named by the time the archive received it plans the
+	// same replay.
+	at := plan.Time.Time
+	if _, byTime, err := choosePoint(ctx, &api.RestoreSpec{PointInTime: &api.RestorePointInTime{Time: at.Format(time.RFC3339Nano)}}, store, base, codec.Key); err != nil ||
+		byTime.Revision != point || byTime.KeysSHA256 != plan.KeysSHA256 || byTime.ChunksSHA256 != plan.ChunksSHA256 {
+		t.Errorf("the point named by its time %s: %+v, %v; want the plan of revision %d", at.Format(time.RFC3339Nano), byTime, err, point)
+	}
 	h := &BackupHandler{Log: testLog(t)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _, chunk, _ := parseArchivePath(strings.TrimPrefix(r.URL.Path, ArchivePathPrefix))
