@@ -72,15 +72,6 @@ type Replayed struct {
 // when it is set.
 func Replay(ctx context.Context, client *clientv3.Client, opts ReplayOptions) (Replayed, error) {
 	done := Replayed{Revision: opts.After}
-	if opts.MaxTxnOps <= 0 {
-		opts.MaxTxnOps = DefaultMaxTxnOps
-	}
-	if opts.MaxTxnBytes <= 0 {
-		opts.MaxTxnBytes = DefaultMaxTxnBytes
-	}
-	if opts.Log == nil {
-		opts.Log = logrus.NewEntry(logrus.StandardLogger())
-	}
 	if opts.Revision != 0 && opts.Revision <= opts.After {
 		return done, nil
 	}
