@@ -138,6 +138,7 @@ func parseRestoreDataDir(args []string, output io.Writer) (restore.DataDirArgs, 
 	fs.SetOutput(output)
 	fs.StringVar(&a.DataDir, restore.DataDirFlagDataDir, "", "the member's data directory; if it exists, nothing is done")
 	fs.StringVar(&a.StagingDir, restore.DataDirFlagStagingDir, "", "where the restore command writes, renamed to the data directory once it succeeded")
+	fs.StringVar(&a.OutputDir, restore.DataDirFlagOutputDir, "", "where the staging directory goes instead of the data directory, for a later step")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}

@@ -76,7 +76,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v (the only subcommands are %s and %s, as the first argument)", fs.Args(), restore.FetchSubcommand, restore.RestoreDataDirSubcommand)
+		return o, fmt.Errorf("unexpected arguments: %v (the only subcommands are %s, %s and %s, as the first argument)", fs.Args(), restore.FetchSubcommand, restore.RestoreDataDirSubcommand, restore.ReplaySubcommand)
 	}
 	switch {
 	case o.workers < 1 || o.workers > 64:
@@ -96,14 +96,17 @@ func main() {
 
 // run is the whole binary; it returns the exit code. Lost leadership ends it with 1
 // so that the Deployment restarts it as a standby; SIGTERM (ctx) ends it with 0
-// after the Lease was released. `fetch-backup` or `restore-datadir` as the first
-// argument runs the seed pod's download or restore step instead.
+// after the Lease was released. `fetch-backup`, `restore-datadir` or
+// `replay-archive` as the first argument runs one of the seed pod's steps instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *logrus.Entry) int {
 	if len(args) > 0 && args[0] == restore.FetchSubcommand {
 		return fetchBackup(ctx, args[1:], getenv, log.Logger.Out)
 	}
 	if len(args) > 0 && args[0] == restore.RestoreDataDirSubcommand {
 		return restoreDataDir(ctx, args[1:], log.Logger.Out)
+	}
+	if len(args) > 0 && args[0] == restore.ReplaySubcommand {
+		return replayArchive(ctx, args[1:], getenv, log.Logger.Out)
 	}
 	var opts options
 	parse := func() (bool, error) {

@@ -563,6 +563,18 @@ func backupScheduleSchema() schema {
 		api.BackupScheduleMessage})
 }
 
+// pointInTimeSchema checks spec.pointInTime as EtcdRestore.Validate does.
+func pointInTimeSchema() schema {
+	return withRules(object(map[string]schema{
+		"time": withRules(boundedStr(64), [2]string{
+			matches(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$`),
+			api.PointInTimeTimeMessage}),
+		"revision": nonNegative(),
+	}),
+		[2]string{"!(has(self.time) && self.time != '' && has(self.revision) && self.revision != 0)", api.PointInTimeOneOfMessage},
+		[2]string{"(has(self.time) && self.time != '') || (has(self.revision) && self.revision != 0)", api.PointInTimeRequiredMessage})
+}
+
 // EtcdRestore is the definition of etcdrestores.etcd.database.coreos.com.
 func EtcdRestore() *apiextv1.CustomResourceDefinition {
 	props := sourceSchemas()
@@ -570,6 +582,7 @@ func EtcdRestore() *apiextv1.CustomResourceDefinition {
 	props["encryption"] = encryptionSchema()
 	props["etcdCluster"] = object(map[string]schema{"name": withRules(boundedStr(253),
 		[2]string{"self != ''", "names the EtcdCluster to restore"})}, "name")
+	props["pointInTime"] = pointInTimeSchema()
 	spec := withRules(object(props, "backupStorageType", "etcdCluster"), storageRules("backupStorageType")...)
 
 	status := object(map[string]schema{
@@ -578,6 +591,16 @@ func EtcdRestore() *apiextv1.CustomResourceDefinition {
 		"phase":          str(),
 		"startTime":      dateTime(),
 		"completionTime": dateTime(),
+		"pointInTime": object(map[string]schema{
+			"snapshot":         str(),
+			"snapshotRevision": integer(),
+			"revision":         integer(),
+			"time":             dateTime(),
+			"revisions":        integer(),
+			"events":           integer(),
+			"keys":             integer(),
+			"replayed":         boolean(),
+		}),
 	})
 	return newCRD(api.EtcdRestoreResourcePlural, api.EtcdRestoreResourceKind, api.EtcdRestore{}, restoreShortNames,
 		rootSchema("EtcdRestore replaces an EtcdCluster with one seeded from a backup.", spec, status,

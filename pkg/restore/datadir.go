@@ -33,6 +33,7 @@ const RestoreDataDirSubcommand = "restore-datadir"
 const (
 	DataDirFlagDataDir    = "data-dir"
 	DataDirFlagStagingDir = "staging-dir"
+	DataDirFlagOutputDir  = "output-dir"
 )
 
 // DataDirArgs are the arguments of the restore-datadir subcommand.
@@ -45,15 +46,22 @@ type DataDirArgs struct {
 	StagingDir string
 	// Tool is the etcd image's restore command, writing into StagingDir.
 	Tool []string
+	// OutputDir, when set, is where StagingDir goes instead of DataDir: a
+	// later step (the replay of a restore to a point) makes DataDir of it.
+	// One left by an earlier attempt of that step is replaced.
+	OutputDir string
 }
 
 // Args is the command line after the subcommand's name.
 func (a DataDirArgs) Args() []string {
-	return append([]string{
+	args := []string{
 		"--" + DataDirFlagDataDir + "=" + a.DataDir,
 		"--" + DataDirFlagStagingDir + "=" + a.StagingDir,
-		"--",
-	}, a.Tool...)
+	}
+	if a.OutputDir != "" {
+		args = append(args, "--"+DataDirFlagOutputDir+"="+a.OutputDir)
+	}
+	return append(append(args, "--"), a.Tool...)
 }
 
 // Validate says what the arguments lack, all at once.
@@ -64,6 +72,9 @@ func (a DataDirArgs) Validate() error {
 	}
 	if a.StagingDir == "" || a.StagingDir == a.DataDir {
 		problems = append(problems, fmt.Errorf("--%s is required, and must not be the data directory", DataDirFlagStagingDir))
+	}
+	if a.OutputDir != "" && (a.OutputDir == a.DataDir || a.OutputDir == a.StagingDir) {
+		problems = append(problems, fmt.Errorf("--%s must differ from the data and staging directories", DataDirFlagOutputDir))
 	}
 	if len(a.Tool) == 0 {
 		problems = append(problems, errors.New("the restore command is required after --"))
@@ -95,10 +106,17 @@ func RestoreDataDir(ctx context.Context, a DataDirArgs, out io.Writer) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w", a.Tool[0], err)
 	}
-	if err := os.Rename(a.StagingDir, a.DataDir); err != nil {
+	target := a.DataDir
+	if a.OutputDir != "" {
+		target = a.OutputDir
+		if err := os.RemoveAll(target); err != nil {
+			return fmt.Errorf("remove %s, left by an earlier attempt: %w", target, err)
+		}
+	}
+	if err := os.Rename(a.StagingDir, target); err != nil {
 		return fmt.Errorf("put the restored data directory in place: %w", err)
 	}
-	return syncDir(filepath.Dir(a.DataDir))
+	return syncDir(filepath.Dir(target))
 }
 
 // Restored tells whether the data directory dataDir exists: the restore ran in

@@ -16,6 +16,13 @@
 // etcd-operator to grow back to its size. The restore succeeds when the cluster is
 // available at full size.
 //
+// A restore to a point (spec.pointInTime) plans the point in the same stage
+// (point.go): the newest periodic snapshot at or before it, the archive's
+// chunks up to it checked for holes and read through, and what the keys they
+// touch must hold; the seed gets a replay-archive step (replay.go) that
+// replays them with the image's etcd, checks the result against the plan, and
+// only then makes the member's data directory.
+//
 // The flow keeps no state of its own: the phase and the plan on the EtcdRestore
 // and the objects it created tell any replica where a restore stands, every step
 // can be repeated, and every write to the EtcdRestore is conditional on the

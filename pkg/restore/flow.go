@@ -25,6 +25,9 @@ const (
 	ReasonValidating      = "Validating"
 	ReasonVerifyingBackup = "VerifyingBackup"
 	ReasonBackupVerified  = "BackupVerified"
+	// ReasonPointChosen: a restore to a point chose its snapshot and checked
+	// that the archive holds every change from it to the point.
+	ReasonPointChosen     = "PointInTimeChosen"
 	ReasonDeletingCluster = "DeletingCluster"
 	ReasonClusterCreated  = "ClusterCreated"
 	ReasonSeedCreated     = "SeedCreated"

@@ -17,6 +17,10 @@ import (
 func (f *Flow) complete(ctx context.Context, er *api.EtcdRestore, plan *Plan) error {
 	if er.Status.Phase != api.RestorePhaseCompleted {
 		msg := fmt.Sprintf("EtcdCluster %s restored from backup %s: all %d members ready", er.Name, plan.Backup.Path, plan.Cluster.Spec.Size)
+		if p := plan.Point; p.Replays() {
+			msg = fmt.Sprintf("EtcdCluster %s restored to revision %d from backup %s (revision %d) and the archive: all %d members ready",
+				er.Name, p.Revision, plan.Backup.Path, p.SnapshotRevision, plan.Cluster.Spec.Size)
+		}
 		f.logFor(er).Info(msg)
 		f.event(er, corev1.EventTypeNormal, ReasonCompleted, msg)
 		f.cfg.Metrics.finished(er.Spec.BackupStorageType, false, f.secondsSince(er.Status.StartTime))
@@ -26,6 +30,11 @@ func (f *Flow) complete(ctx context.Context, er *api.EtcdRestore, plan *Plan) er
 		st.Succeeded = true
 		st.Reason = ""
 		st.CompletionTime = f.now()
+		if plan.Point != nil {
+			st.PointInTime = plan.Point.Status(plan.Backup.Path)
+			// The seed's member ran: its replay step passed its checks.
+			st.PointInTime.Replayed = plan.Point.Replays()
+		}
 	})
 	if err != nil {
 		return err

@@ -91,6 +91,12 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 	if err != nil {
 		return f.failOrRetry(ctx, er, attempt, err)
 	}
+	var point *PointPlan
+	if er.Spec.PointInTime != nil {
+		if loc, point, err = f.choosePoint(ctx, er, store, loc); err != nil {
+			return f.failOrRetry(ctx, er, attempt, err)
+		}
+	}
 	if er.Status.Phase != api.RestorePhaseFetching {
 		f.event(er, corev1.EventTypeNormal, ReasonVerifyingBackup,
 			fmt.Sprintf("reading backup %s through to check it before EtcdCluster %s is touched", loc.Path(), er.Name))
@@ -117,7 +123,11 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 	if err != nil {
 		return f.failOrRetry(ctx, er, attempt, err)
 	}
-	plan := &Plan{Cluster: recordCluster(old), Source: *er.Spec.DeepCopy(), Backup: vb, Started: *f.now()}
+	if point != nil && vb.Revision != 0 && vb.Revision != point.SnapshotRevision {
+		return f.failOrRetry(ctx, er, attempt, failure.Permanent(fmt.Errorf("snapshot %s is named after revision %d, but EtcdBackup %s recorded revision %d for it",
+			vb.Path, point.SnapshotRevision, vb.RecordedBy, vb.Revision)))
+	}
+	plan := &Plan{Cluster: recordCluster(old), Source: *er.Spec.DeepCopy(), Backup: vb, Point: point, Started: *f.now()}
 	plan.Cluster.ClientIP = f.clientIPOf(ctx, er, old)
 	if err := f.writePlan(ctx, er, plan); err != nil {
 		// A conflict starts the pass again; anything else (a refused
@@ -130,10 +140,49 @@ func (f *Flow) prepare(ctx context.Context, er *api.EtcdRestore, attempt int) (t
 	if err := f.updateStatus(ctx, er, func(st *api.RestoreStatus) {
 		st.Phase = api.RestorePhaseRestoring
 		st.Reason = ""
+		if point != nil {
+			st.PointInTime = point.Status(vb.Path)
+		}
 	}); err != nil {
 		return 0, err
 	}
 	return f.restore(ctx, er)
+}
+
+// choosePoint plans a restore to spec.pointInTime (see point.go) from the
+// store of the backup whose path base names, and returns where the snapshot
+// it starts from is.
+func (f *Flow) choosePoint(ctx context.Context, er *api.EtcdRestore, store backup.Store, base storage.Location) (storage.Location, *PointPlan, error) {
+	key, err := f.keyOf(ctx, er)
+	if err != nil {
+		return base, nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	loc, point, err := choosePoint(pctx, &er.Spec, store, base, key)
+	if err != nil {
+		return base, nil, fmt.Errorf("restore to %s from %s: %w", er.Spec.PointInTime.String(), base.Path(), err)
+	}
+	msg := fmt.Sprintf("restoring to %s: snapshot %s (revision %d)", er.Spec.PointInTime.String(), loc.Path(), point.SnapshotRevision)
+	if point.Replays() {
+		msg += fmt.Sprintf(", then the archive up to revision %d: %d revisions, %d changes to %d keys", point.Revision, point.Revisions, point.Events, point.Keys)
+		if point.Time != nil {
+			msg += fmt.Sprintf(", the last received at %s", point.Time.UTC().Format(time.RFC3339Nano))
+		}
+	} else {
+		msg += ", which is the point: nothing to replay"
+	}
+	f.event(er, corev1.EventTypeNormal, ReasonPointChosen, msg)
+	f.logFor(er).Info(msg)
+	return loc, point, nil
+}
+
+// keyOf is the key spec.encryption names, or nil.
+func (f *Flow) keyOf(ctx context.Context, er *api.EtcdRestore) ([]byte, error) {
+	if er.Spec.Encryption == nil {
+		return nil, nil
+	}
+	return storage.EncryptionKey(ctx, f.cfg.Kube.CoreV1(), er.Namespace, er.Spec.Encryption)
 }
 
 // validate checks everything but the backup's content, and opens its store.
@@ -170,13 +219,9 @@ func (f *Flow) validate(ctx context.Context, er *api.EtcdRestore) (*api.EtcdClus
 func (f *Flow) verify(ctx context.Context, er *api.EtcdRestore, store backup.Store, loc storage.Location) (VerifiedBackup, error) {
 	vctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	var key []byte
-	if er.Spec.Encryption != nil {
-		k, err := storage.EncryptionKey(ctx, f.cfg.Kube.CoreV1(), er.Namespace, er.Spec.Encryption)
-		if err != nil {
-			return VerifiedBackup{}, err
-		}
-		key = k
+	key, err := f.keyOf(ctx, er)
+	if err != nil {
+		return VerifiedBackup{}, err
 	}
 	vb, err := VerifySnapshot(vctx, store, loc, key)
 	if err != nil {

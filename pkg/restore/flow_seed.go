@@ -88,6 +88,8 @@ func (f *Flow) ensureSeed(ctx context.Context, er *api.EtcdRestore, plan *Plan, 
 		FetchPullPolicy: f.cfg.FetchPullPolicy,
 		FetchTimeout:    f.cfg.Timeout,
 		KeySecret:       keySecretOf(plan),
+		Point:           plan.Point,
+		ArchiveURL:      ArchiveURL(f.cfg.ServiceName, f.cfg.OperatorNamespace, defaulted.Spec.Pod.ClusterDomain, er.Namespace, er.Name),
 	}
 	if token.onRestore {
 		cfg.Token = string(token.value)

@@ -37,6 +37,9 @@ type Plan struct {
 	Source api.RestoreSpec `json:"source"`
 	// Backup is the verified object.
 	Backup VerifiedBackup `json:"backup"`
+	// Point is what a restore to a point (spec.pointInTime) replays onto
+	// Backup; nil for a restore of Backup alone.
+	Point *PointPlan `json:"point,omitempty"`
 	// Started is when the hand-over began; the restore timeout counts from here.
 	Started metav1.Time `json:"started"`
 	// Seed is the seed pod, once created. After the hand-over etcd-operator may

@@ -25,6 +25,7 @@ const (
 
 	FetchContainerName   = "fetch-backup"
 	RestoreContainerName = "restore-datadir"
+	ReplayContainerName  = "replay-archive"
 
 	// The backup is downloaded to a volume of its own rather than next to the data
 	// directory: with PVC members the data volume is the member's claim, which must
@@ -39,6 +40,13 @@ const (
 	// restoreStagingDir is where the etcd tool restores to, on the data
 	// volume, before the restore step renames it to the data directory.
 	restoreStagingDir = k8sutil.EtcdDataDir + ".restoring"
+	// replayDir is where restore-datadir puts the snapshot of a restore to a
+	// point, for replay-archive to replay onto and rename to the data
+	// directory: the member's etcd never starts on a snapshot not yet
+	// brought to the point.
+	replayDir = k8sutil.EtcdDataDir + ".replaying"
+	// etcdBinary is etcd in the etcd images.
+	etcdBinary = "/usr/local/bin/etcd"
 
 	// The key of an encrypted backup reaches fetch-backup only, as a file of
 	// the Secret's volume: not through the backup server, which has no
@@ -77,6 +85,11 @@ type SeedConfig struct {
 	// the EtcdRestore (a role that may not create Secrets): handed to the
 	// fetch step in TokenEnv.
 	Token string
+	// Point is the plan of a restore to a point; when it replays the
+	// archive, the replay step follows the restore step and gets the archive
+	// from ArchiveURL.
+	Point      *PointPlan
+	ArchiveURL string
 }
 
 // memberNameAlphabet is the alphabet of the random suffix of member names (that of
@@ -165,8 +178,11 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	readOnlyBackup := backupMount
 	readOnlyBackup.ReadOnly = true
 	tool, env := restoreCommand(cl.Spec.Version, m, token)
-	cmd := append([]string{restoreStepBinary, RestoreDataDirSubcommand},
-		DataDirArgs{DataDir: k8sutil.EtcdDataDir, StagingDir: restoreStagingDir, Tool: tool}.Args()...)
+	dataDirArgs := DataDirArgs{DataDir: k8sutil.EtcdDataDir, StagingDir: restoreStagingDir, Tool: tool}
+	if c.Point.Replays() {
+		dataDirArgs.OutputDir = replayDir
+	}
+	cmd := append([]string{restoreStepBinary, RestoreDataDirSubcommand}, dataDirArgs.Args()...)
 	restore := corev1.Container{
 		Name:                     RestoreContainerName,
 		Image:                    api.EtcdImage(cl.Spec.Repository, cl.Spec.Version),
@@ -182,9 +198,13 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 		// directory, a volume.
 		SecurityContext: k8sutil.EtcdContainerSecurity(cl.Spec.Version),
 	}
+	steps := []corev1.Container{fetch, restore}
+	if c.Point.Replays() {
+		steps = append(steps, replayStep(c, cl, restore))
+	}
 	initialCluster := etcdutil.NewMemberSet(m).PeerURLPairs()
 	pod := k8sutil.NewEtcdPod(cl, m, cl.Spec.Version, initialCluster, k8sutil.ClusterStateNew, token,
-		k8sutil.WithInitContainers(fetch, restore),
+		k8sutil.WithInitContainers(steps...),
 		// A seed that fails has failed the restore: its end is how the
 		// restore operator learns it.
 		k8sutil.WithRestartPolicy(corev1.RestartPolicyNever),
@@ -203,6 +223,35 @@ func NewSeedPod(c SeedConfig) *corev1.Pod {
 	}
 	pod.Annotations[SeedAnnotation] = c.RestoreName
 	return pod
+}
+
+// replayStep is the replay of a restore to a point (replay.go): the
+// operator's binary again, in the etcd image of the restore step, with the
+// image's etcd; the token and the key of an encrypted archive as the fetch
+// step gets them.
+func replayStep(c SeedConfig, cl *api.EtcdCluster, restore corev1.Container) corev1.Container {
+	p := c.Point
+	a := ReplayArgs{DataDir: k8sutil.EtcdDataDir, ReplayDir: replayDir, URL: c.ArchiveURL, Etcd: etcdBinary, Name: c.MemberName,
+		After: p.SnapshotRevision, Revision: p.Revision, ChunksSHA256: p.ChunksSHA256, Keys: p.Keys, KeysSHA256: p.KeysSHA256,
+		Timeout: c.FetchTimeout}
+	if bumpsRevision(cl.Spec.Version) {
+		a.RevisionBump = RevisionBump
+	}
+	replay := *restore.DeepCopy()
+	replay.Name = ReplayContainerName
+	replay.Env = nil
+	if c.KeySecret != "" {
+		a.KeyFile = KeyFile
+		replay.VolumeMounts = append(replay.VolumeMounts, corev1.VolumeMount{Name: keyVolumeName, MountPath: keyMountDir, ReadOnly: true})
+	}
+	if c.TokenSecret != "" {
+		a.TokenFile = tokenFile
+		replay.VolumeMounts = append(replay.VolumeMounts, corev1.VolumeMount{Name: tokenVolume, MountPath: tokenMountDir, ReadOnly: true})
+	} else if c.Token != "" {
+		replay.Env = []corev1.EnvVar{{Name: TokenEnv, Value: c.Token}}
+	}
+	replay.Command = append([]string{restoreStepBinary, ReplaySubcommand}, a.Args()...)
+	return replay
 }
 
 // RevisionBump is how far the restore moves the store's revision past the

@@ -334,3 +334,54 @@ func TestSeedPodStepsLookForTheDataDirectoryFirst(t *testing.T) {
 		t.Errorf("the restore step does not mount %s, where its binary is", backupMountDir)
 	}
 }
+
+// A restore to a point adds the replay step after the restore step: the
+// snapshot is restored beside the data directory, and only the replay, from
+// the same etcd image, makes the data directory of it; it gets the archive
+// from the backup server with the token, the key of an encrypted archive, and
+// what it must check.
+func TestSeedPodOfARestoreToAPointReplaysBeforeEtcdStarts(t *testing.T) {
+	c := seedConfig(func(cl *api.EtcdCluster) { cl.Spec.Version = "3.6.6" })
+	c.Backup.Encrypted = true
+	c.KeySecret = "backup-key"
+	c.Point = &PointPlan{SnapshotRevision: 100, Revision: 180, ChunksSHA256: strings.Repeat("c", 64), Keys: 12, KeysSHA256: strings.Repeat("d", 64)}
+	c.ArchiveURL = ArchiveURL(ServiceName, opNamespace, "", testNamespace, testCluster)
+	pod := NewSeedPod(c)
+	var names []string
+	for _, ic := range pod.Spec.InitContainers {
+		names = append(names, ic.Name)
+	}
+	if want := []string{k8sutil.DNSCheckContainerName, FetchContainerName, RestoreContainerName, ReplayContainerName}; !cmp.Equal(names, want) {
+		t.Fatalf("init containers %v, want %v", names, want)
+	}
+	restore, replay := pod.Spec.InitContainers[2], pod.Spec.InitContainers[3]
+	if !slices.Contains(restore.Command, "--"+DataDirFlagOutputDir+"="+replayDir) {
+		t.Errorf("the restore step %v does not restore beside the data directory", restore.Command)
+	}
+	if replay.Image != restore.Image || replay.Command[0] != restoreStepBinary || replay.Command[1] != ReplaySubcommand {
+		t.Errorf("the replay step runs %v from %s, want the copied operator binary from the etcd image %s", replay.Command[:2], replay.Image, restore.Image)
+	}
+	args := strings.Join(replay.Command, " ")
+	for _, want := range []string{
+		"--url=http://etcd-restore-operator.ops.svc:19999/v1/archive/ns/example",
+		"--data-dir=" + k8sutil.EtcdDataDir, "--replay-dir=" + replayDir, "--etcd=/usr/local/bin/etcd",
+		"--name=" + c.MemberName, "--after=100", "--revision=180", "--revision-bump=1000000000",
+		"--chunks-sha256=" + c.Point.ChunksSHA256, "--keys=12", "--keys-sha256=" + c.Point.KeysSHA256,
+		"--token-file=" + tokenFile, "--key-file=" + KeyFile,
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("replay command %q lacks %q", args, want)
+		}
+	}
+	for _, vol := range []string{tokenVolume, keyVolumeName, k8sutil.EtcdDataVolumeMount().Name} {
+		if !slices.ContainsFunc(replay.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == vol }) {
+			t.Errorf("the replay step does not mount %s", vol)
+		}
+	}
+
+	// A point at the snapshot itself needs no replay: the seed is the usual one.
+	c.Point = &PointPlan{SnapshotRevision: 100, Revision: 100}
+	if n := len(NewSeedPod(c).Spec.InitContainers); n != 3 {
+		t.Errorf("a restore to a snapshot's own revision has %d init containers, want 3", n)
+	}
+}

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 )
@@ -27,7 +29,19 @@ const (
 	// restore in the operator's namespace (the original's form) and
 	// /v1/backup/<namespace>/<name> for any namespace.
 	BackupPathPrefix = "/v1/backup/"
+	// ArchivePathPrefix starts the URLs of the archive a restore to a point
+	// replays: /v1/archive/<namespace>/<name> lists its chunks
+	// (ArchiveManifest), /v1/archive/<namespace>/<name>/<chunk name> is one
+	// of them, as stored.
+	ArchivePathPrefix = "/v1/archive/"
 )
+
+// ArchiveURL is where the seed of a restore to a point gets the archive it
+// replays; see BackupURL.
+func ArchiveURL(serviceName, operatorNamespace, clusterDomain, namespace, name string) string {
+	u := BackupURL(serviceName, operatorNamespace, clusterDomain, namespace, name)
+	return strings.Replace(u, BackupPathPrefix, ArchivePathPrefix, 1)
+}
 
 // BackupURL is where the seed of a restore downloads its backup: the operator's
 // Service in its own namespace, reached by DNS name from any namespace.
@@ -92,59 +106,21 @@ func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only GET", http.StatusMethodNotAllowed)
 		return
 	}
-	namespace, name, pathOK := h.parsePath(r.URL.Path)
+	var namespace, name, chunk string
+	var pathOK, archived bool
+	if rest, ok := strings.CutPrefix(r.URL.Path, ArchivePathPrefix); ok {
+		archived = true
+		namespace, name, chunk, pathOK = parseArchivePath(rest)
+	} else {
+		namespace, name, pathOK = h.parsePath(r.URL.Path)
+	}
 	log := h.Log.WithFields(logrus.Fields{"restore-name": name, "restore-namespace": namespace, "client": r.RemoteAddr})
-	presented, bearer := strings.CutPrefix(r.Header.Get("Authorization"), bearerPrefix)
-	from, _, _ := net.SplitHostPort(r.RemoteAddr)
-	uid, token, known := h.Tokens.check(namespace, name, presented, from)
-	if !pathOK || !bearer || !known || (!h.ClusterWide && namespace != h.Namespace) {
-		// Anyone may send these: logged only at debug level, so that they
-		// cannot flood the log.
-		log.Debug("refused a request without the token of a restore this operator runs")
-		refuse(w)
+	plan, store, ok := h.authorize(w, r, log, namespace, name, pathOK)
+	if !ok {
 		return
 	}
-	// The client holds the restore's token: from here on it may cost API calls.
-	er, err := h.Client.EtcdV1beta2().EtcdRestores(namespace).Get(r.Context(), name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		log.Info("refused: the EtcdRestore is gone")
-		h.Tokens.forget(namespace, name, uid)
-		refuse(w)
-		return
-	case err != nil:
-		log.Warnf("serving the backup: %v", err)
-		http.Error(w, "read the EtcdRestore: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	switch {
-	case er.UID != uid:
-		log.Info("refused: the EtcdRestore was deleted and created again under its name")
-		h.Tokens.forget(namespace, name, uid)
-		refuse(w)
-		return
-	case !api.IsManagedBy(er, h.ClusterWide):
-		log.Infof("refused: the EtcdRestore is run by the other kind of restore operator (annotation %s)", api.ScopeAnnotation)
-		refuse(w)
-		return
-	case StatusOf(er).Phase != api.RestorePhaseRestoring:
-		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", StatusOf(er).Phase)
-		if Finished(er) {
-			h.Tokens.forget(namespace, name, uid)
-		}
-		refuse(w)
-		return
-	}
-	plan, err := verifiedPlan(er, token)
-	if err != nil {
-		log.Warnf("refused: %v", err)
-		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s: %v", namespace, name, err), http.StatusForbidden)
-		return
-	}
-	store, _, err := h.Open(r.Context(), namespace, &plan.Source)
-	if err != nil {
-		log.Warnf("serving the backup: open the store: %v", err)
-		http.Error(w, "open the backup store: "+err.Error(), http.StatusBadGateway)
+	if archived {
+		h.serveArchive(w, r, log, plan, store, chunk)
 		return
 	}
 	loc, err := storage.ParsePath(plan.Backup.Path)
@@ -179,6 +155,66 @@ func (h *BackupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log.Infof("served backup %s (%d bytes in %.1fs)", loc.Path(), n, time.Since(start).Seconds())
 }
 
+// authorize lets through a request that presents the token of a restore in
+// progress that this operator runs, and opens that restore's store; it
+// answers any other itself (see BackupHandler).
+func (h *BackupHandler) authorize(w http.ResponseWriter, r *http.Request, log *logrus.Entry, namespace, name string, pathOK bool) (*Plan, backup.Store, bool) {
+	presented, bearer := strings.CutPrefix(r.Header.Get("Authorization"), bearerPrefix)
+	from, _, _ := net.SplitHostPort(r.RemoteAddr)
+	uid, token, known := h.Tokens.check(namespace, name, presented, from)
+	if !pathOK || !bearer || !known || (!h.ClusterWide && namespace != h.Namespace) {
+		// Anyone may send these: logged only at debug level, so that they
+		// cannot flood the log.
+		log.Debug("refused a request without the token of a restore this operator runs")
+		refuse(w)
+		return nil, nil, false
+	}
+	// The client holds the restore's token: from here on it may cost API calls.
+	er, err := h.Client.EtcdV1beta2().EtcdRestores(namespace).Get(r.Context(), name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		log.Info("refused: the EtcdRestore is gone")
+		h.Tokens.forget(namespace, name, uid)
+		refuse(w)
+		return nil, nil, false
+	case err != nil:
+		log.Warnf("serving the backup: %v", err)
+		http.Error(w, "read the EtcdRestore: "+err.Error(), http.StatusServiceUnavailable)
+		return nil, nil, false
+	}
+	switch {
+	case er.UID != uid:
+		log.Info("refused: the EtcdRestore was deleted and created again under its name")
+		h.Tokens.forget(namespace, name, uid)
+		refuse(w)
+		return nil, nil, false
+	case !api.IsManagedBy(er, h.ClusterWide):
+		log.Infof("refused: the EtcdRestore is run by the other kind of restore operator (annotation %s)", api.ScopeAnnotation)
+		refuse(w)
+		return nil, nil, false
+	case StatusOf(er).Phase != api.RestorePhaseRestoring:
+		log.Infof("refused: the EtcdRestore is in phase %q, not in progress", StatusOf(er).Phase)
+		if Finished(er) {
+			h.Tokens.forget(namespace, name, uid)
+		}
+		refuse(w)
+		return nil, nil, false
+	}
+	plan, err := verifiedPlan(er, token)
+	if err != nil {
+		log.Warnf("refused: %v", err)
+		http.Error(w, fmt.Sprintf("EtcdRestore %s/%s: %v", namespace, name, err), http.StatusForbidden)
+		return nil, nil, false
+	}
+	store, _, err := h.Open(r.Context(), namespace, &plan.Source)
+	if err != nil {
+		log.Warnf("serving the backup: open the store: %v", err)
+		http.Error(w, "open the backup store: "+err.Error(), http.StatusBadGateway)
+		return nil, nil, false
+	}
+	return plan, store, true
+}
+
 // parsePath splits /v1/backup/<name> and /v1/backup/<namespace>/<name>.
 func (h *BackupHandler) parsePath(p string) (namespace, name string, ok bool) {
 	rest, ok := strings.CutPrefix(p, BackupPathPrefix)
@@ -200,6 +236,7 @@ func (h *BackupHandler) parsePath(p string) (namespace, name string, ok bool) {
 func ServeBackups(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle(BackupPathPrefix, h)
+	mux.Handle(ArchivePathPrefix, h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		<-ctx.Done()
@@ -212,4 +249,82 @@ func ServeBackups(ctx context.Context, ln net.Listener, h http.Handler) error {
 		return err
 	}
 	return nil
+}
+
+// parseArchivePath splits <namespace>/<name> and <namespace>/<name>/<chunk>.
+func parseArchivePath(rest string) (namespace, name, chunk string, ok bool) {
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return "", "", "", false
+	}
+	if len(parts) == 3 {
+		if parts[2] == "" {
+			return "", "", "", false
+		}
+		chunk = parts[2]
+	}
+	return parts[0], parts[1], chunk, true
+}
+
+// serveArchive serves the archive of a restore to a point: the manifest of
+// the chunks its plan replays, checked to be the ones the plan recorded, or
+// one of them as stored. The seed checks each chunk against the sha256 in its
+// name, and decrypts it itself: the key never leaves the pod, as for the
+// snapshot.
+func (h *BackupHandler) serveArchive(w http.ResponseWriter, r *http.Request, log *logrus.Entry, plan *Plan, store backup.Store, chunk string) {
+	pp := plan.Point
+	if !pp.Replays() {
+		log.Info("refused: the restore replays no archive")
+		refuse(w)
+		return
+	}
+	if chunk == "" {
+		all, err := archive.List(r.Context(), store, pp.Prefix)
+		if err != nil {
+			log.Warnf("serving the archive: %v", err)
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		chunks, err := archive.Covering(all, pp.SnapshotRevision, pp.Revision)
+		if err == nil && ChunkListDigest(chunks) != pp.ChunksSHA256 {
+			err = errors.New("the chunks of the archive changed since the restore checked them")
+		}
+		if err != nil {
+			log.Warnf("serving the archive: %v", err)
+			http.Error(w, "the archive: "+err.Error(), http.StatusConflict)
+			return
+		}
+		m := ArchiveManifest{After: pp.SnapshotRevision, Revision: pp.Revision, Chunks: make([]ManifestChunk, len(chunks))}
+		for i, c := range chunks {
+			m.Chunks[i] = ManifestChunk{Name: strings.TrimPrefix(c.Key, pp.Prefix), Size: c.Size}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+		log.Infof("served the manifest of the archive: %d chunks, revisions %d to %d", len(chunks), pp.SnapshotRevision+1, pp.Revision)
+		return
+	}
+	// Only a chunk of the plan's range, under its prefix: the token opens
+	// nothing else in the bucket.
+	c, ok := archive.ParseChunkName(pp.Prefix, backup.ObjectInfo{Key: pp.Prefix + chunk})
+	if !ok || c.Last <= pp.SnapshotRevision || c.First > pp.Revision {
+		log.Infof("refused: %q is not a chunk the restore replays", chunk)
+		http.Error(w, fmt.Sprintf("%q is not a chunk of revisions %d to %d", chunk, pp.SnapshotRevision+1, pp.Revision), http.StatusNotFound)
+		return
+	}
+	rc, size, err := store.Get(r.Context(), c.Key)
+	if errors.Is(err, backup.ErrNotFound) {
+		http.Error(w, fmt.Sprintf("chunk %s was deleted after the restore checked it", c.Key), http.StatusGone)
+		return
+	}
+	if err != nil {
+		log.Warnf("serving the archive: %v", err)
+		http.Error(w, "read the chunk: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer func() { _ = rc.Close() }()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(size))
+	if n, err := io.Copy(w, rc); err != nil {
+		log.Warnf("serving chunk %s: stopped after %d of %d bytes: %v", c.Key, n, size, err)
+	}
 }

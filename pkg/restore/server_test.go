@@ -122,6 +122,7 @@ func newBackupServer(t *testing.T, clusterWide bool, open OpenFunc, known []*api
 		Namespace: testNamespace, ClusterWide: clusterWide, Open: open, Log: testLog(t)}
 	mux := http.NewServeMux()
 	mux.Handle(BackupPathPrefix, h)
+	mux.Handle(ArchivePathPrefix, h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	b.url = srv.URL

@@ -218,6 +218,12 @@ func ReadChunk(ctx context.Context, store backup.Store, c Chunk, key []byte) ([]
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", c.Key, err)
 	}
+	return DecodeStoredChunk(c, stored, key)
+}
+
+// DecodeStoredChunk checks and decodes the stored bytes of chunk c, however
+// they were read, as ReadChunk does.
+func DecodeStoredChunk(c Chunk, stored, key []byte) ([]Event, error) {
 	if sum := sha256.Sum256(stored); hex.EncodeToString(sum[:]) != c.SHA256 {
 		return nil, fmt.Errorf("%w: %s has sha256 %x, its name says %s", ErrDamaged, c.Key, sum, c.SHA256)
 	}
@@ -298,4 +304,28 @@ func encodeChunk(codec backup.Codec, plain []byte) ([]byte, string, error) {
 	}
 	sum := sha256.Sum256(stored)
 	return stored, hex.EncodeToString(sum[:]), nil
+}
+
+// BuildChunk is the stored form of a chunk of evs (in revision order, every
+// event of each revision, received as their Received say) covering revisions
+// first to the last event's, and the Chunk that names it under prefix: what
+// the Archiver stores, for tests and tools that make an archive without a
+// cluster.
+func BuildChunk(prefix string, codec backup.Codec, first int64, evs []Event) (Chunk, []byte, error) {
+	if len(evs) == 0 {
+		return Chunk{}, nil, errors.New("a chunk holds at least one event")
+	}
+	w := newChunkWriter()
+	for i := range evs {
+		if err := w.add(&evs[i].Event, evs[i].Received); err != nil {
+			return Chunk{}, nil, err
+		}
+	}
+	stored, sum, err := encodeChunk(codec, w.seal(first))
+	if err != nil {
+		return Chunk{}, nil, err
+	}
+	c := Chunk{First: first, Last: w.last, Time: w.lastTime, SHA256: sum, Size: int64(len(stored))}
+	c.Key = ChunkName(prefix, c)
+	return c, stored, nil
 }

@@ -170,3 +170,25 @@ func TestChunkFormat(t *testing.T) {
 		})
 	}
 }
+
+// A chunk built without a cluster reads back as the archiver's do.
+func TestBuildChunkReadsBack(t *testing.T) {
+	at := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	evs := []Event{
+		{Event: mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("a"), Value: []byte("1"), ModRevision: 5}}, Received: at},
+		{Event: mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte("b"), ModRevision: 6}}, Received: at.Add(time.Second)},
+	}
+	for _, codec := range []backup.Codec{{}, {Compression: backup.CompressionGzip, Key: make([]byte, backup.KeySize)}} {
+		c, stored, err := BuildChunk("p/", codec, 5, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeStoredChunk(c, stored, codec.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.First != 5 || c.Last != 6 || !c.Time.Equal(at.Add(time.Second)) || len(got) != 2 || got[1].Type != mvccpb.DELETE {
+			t.Errorf("chunk %+v read back as %+v", c, got)
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Package archive ships every change an etcd cluster commits to an object
 // store, in chunks, and replays those chunks onto a cluster restored from a
-// full snapshot: the engine of point-in-time recovery. It is a library; the
-// EtcdBackup and EtcdRestore controllers use it in a later step.
+// full snapshot: the engine of point-in-time recovery. It is a library: the
+// backup operator archives with it, and the restore operator and its seed pod
+// replay with it (pkg/restore).
 //
 // # Watch, not WAL
 //

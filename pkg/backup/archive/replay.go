@@ -72,6 +72,30 @@ type Replayed struct {
 // when it is set.
 func Replay(ctx context.Context, client *clientv3.Client, opts ReplayOptions) (Replayed, error) {
 	done := Replayed{Revision: opts.After}
+	if opts.Revision != 0 && opts.Revision <= opts.After {
+		return done, nil
+	}
+	all, err := List(ctx, opts.Store, opts.Prefix)
+	if err != nil {
+		return done, err
+	}
+	chunks, err := Covering(all, opts.After, opts.Revision)
+	if err != nil {
+		return done, err
+	}
+	return ApplyChunks(ctx, client, opts, chunks, func(ctx context.Context, c Chunk) ([]Event, error) {
+		return ReadChunk(ctx, opts.Store, c, opts.Key)
+	})
+}
+
+// ApplyChunks is Replay's second half, for a reader that finds the chunks
+// elsewhere than in a store it lists (a restore's seed gets them from the
+// restore operator): it applies the events of chunks, which Covering chose,
+// after opts.After up to opts.Revision or opts.Time, reading each with read,
+// which must check it as ReadChunk does. opts.Store, Prefix and Key are not
+// used.
+func ApplyChunks(ctx context.Context, client *clientv3.Client, opts ReplayOptions, chunks []Chunk, read func(context.Context, Chunk) ([]Event, error)) (Replayed, error) {
+	done := Replayed{Revision: opts.After}
 	if opts.MaxTxnOps <= 0 {
 		opts.MaxTxnOps = DefaultMaxTxnOps
 	}
@@ -84,16 +108,8 @@ func Replay(ctx context.Context, client *clientv3.Client, opts ReplayOptions) (R
 	if opts.Revision != 0 && opts.Revision <= opts.After {
 		return done, nil
 	}
-	all, err := List(ctx, opts.Store, opts.Prefix)
-	if err != nil {
-		return done, err
-	}
-	chunks, err := Covering(all, opts.After, opts.Revision)
-	if err != nil {
-		return done, err
-	}
 	for _, c := range chunks {
-		evs, err := ReadChunk(ctx, opts.Store, c, opts.Key)
+		evs, err := read(ctx, c)
 		if err != nil {
 			return done, err
 		}

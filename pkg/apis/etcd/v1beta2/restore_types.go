@@ -1,6 +1,11 @@
 package v1beta2
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // RestorePhase is the progress of a restore.
 type RestorePhase string
@@ -44,6 +49,40 @@ type RestoreSpec struct {
 	RestoreSource     `json:",inline"`
 	// EtcdCluster is the cluster, in the restore's namespace, to replace.
 	EtcdCluster EtcdClusterRef `json:"etcdCluster"`
+	// PointInTime, when set, restores the cluster as it was at a time or a
+	// revision, from the periodic snapshots and the continuous archive of an
+	// EtcdBackup with backupPolicy.archive. The source's path is then that
+	// EtcdBackup's path (the base of its "<path>_v<revision>_<time>"
+	// snapshots and of its "<path>.archive/" chunks), not a snapshot's.
+	PointInTime *RestorePointInTime `json:"pointInTime,omitempty"`
+}
+
+// RestorePointInTime is the point a restore goes back to: a time or a
+// revision, not both.
+type RestorePointInTime struct {
+	// Time is an RFC 3339 time ("2026-11-28T14:32:10Z", fractions of a
+	// second allowed): the cluster gets every change the archive received up
+	// to it, and none received after it.
+	Time string `json:"time,omitempty"`
+	// Revision is the last revision of the source cluster the restored one
+	// holds.
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// ParsedTime is Time as a time; zero when Time is empty.
+func (p *RestorePointInTime) ParsedTime() (time.Time, error) {
+	if p == nil || p.Time == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339Nano, p.Time)
+}
+
+// String says the point as a user names it.
+func (p *RestorePointInTime) String() string {
+	if p.Time != "" {
+		return "time " + p.Time
+	}
+	return fmt.Sprintf("revision %d", p.Revision)
 }
 
 // RestoreSource is where the backup is read from.
@@ -136,4 +175,33 @@ type RestoreStatus struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// CompletionTime is when it completed or failed.
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// PointInTime is what a restore to a point chose and replayed, once it
+	// chose it.
+	PointInTime *RestorePointInTimeStatus `json:"pointInTime,omitempty"`
+}
+
+// RestorePointInTimeStatus is the snapshot a restore to a point started
+// from, and how far the archive is replayed onto it.
+type RestorePointInTimeStatus struct {
+	// Snapshot is the "bucket/key" of the full snapshot restored first: the
+	// newest at or before the point.
+	Snapshot string `json:"snapshot"`
+	// SnapshotRevision is the revision its name records.
+	SnapshotRevision int64 `json:"snapshotRevision"`
+	// Revision is the last revision of the source cluster replayed from the
+	// archive (SnapshotRevision when the point needs none).
+	Revision int64 `json:"revision"`
+	// Time is when the archiver received that revision; empty when no
+	// revision is replayed.
+	Time *metav1.Time `json:"time,omitempty"`
+	// Revisions counts the revisions the archive adds to the snapshot.
+	Revisions int64 `json:"revisions,omitempty"`
+	// Events counts the changes (puts and deletes) in those revisions.
+	Events int64 `json:"events,omitempty"`
+	// Keys is how many keys the replay writes or deletes, each checked
+	// afterwards against the value the archive gives it at the point.
+	Keys int64 `json:"keys,omitempty"`
+	// Replayed is true once the seed replayed the archive and its checks
+	// passed.
+	Replayed bool `json:"replayed,omitempty"`
 }

@@ -481,7 +481,36 @@ func (r *EtcdRestore) Validate() error {
 	}
 	errs = append(errs, validateEncryption(p, s.Encryption)...)
 	errs = append(errs, validateSource(p, s.BackupStorageType, s.RestoreSource.stores())...)
+	errs = append(errs, s.PointInTime.validate(p.Child("pointInTime"))...)
 	return errs.ToAggregate()
+}
+
+// Messages of spec.pointInTime's rules, shared with the CRD schema.
+const (
+	PointInTimeOneOfMessage    = "names a time or a revision, not both"
+	PointInTimeRequiredMessage = "names the time or the revision to restore to (or remove pointInTime to restore the snapshot the path names)"
+	PointInTimeTimeMessage     = `must be an RFC 3339 time, such as "2026-11-28T14:32:10Z" or "2026-11-28T15:32:10.5+01:00"`
+)
+
+// validate checks spec.pointInTime; nil is a restore of the snapshot itself.
+func (pt *RestorePointInTime) validate(p *field.Path) field.ErrorList {
+	if pt == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch {
+	case pt.Time != "" && pt.Revision != 0:
+		errs = append(errs, field.Invalid(p, pt.String(), PointInTimeOneOfMessage))
+	case pt.Time == "" && pt.Revision == 0:
+		errs = append(errs, field.Required(p, PointInTimeRequiredMessage))
+	}
+	if pt.Revision < 0 {
+		errs = append(errs, field.Invalid(p.Child("revision"), pt.Revision, "must be greater than or equal to 0"))
+	}
+	if _, err := pt.ParsedTime(); err != nil {
+		errs = append(errs, field.Invalid(p.Child("time"), pt.Time, PointInTimeTimeMessage))
+	}
+	return errs
 }
 
 // storeRef is the path, credentials and endpoint of one storage source.
