@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,31 +29,13 @@ import (
 func TestBackupArchiveChunksArePrunedWithTheSnapshots(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "archive-retention")
-	installOperator(t, ns, framework.Install{})
-	bucket := "e2e-archive-retention"
-	srv := startS3Server(t, bucket)
-	s3Secret := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	bed := newArchiveBed(t, "archive-retention", false)
+	ns, bucket, srv, s3Secret := bed.ns, bed.bucket, bed.srv, bed.secret
 
 	name := framework.UniqueName("archret")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 1, "3.5.21"))
 	waitReady(t, ns, name, 1, bootstrapTimeout(1))
-
-	wctx, stopWrites := context.WithCancel(ctx)
-	var writes sync.WaitGroup
-	writes.Add(1)
-	go func() {
-		defer writes.Done()
-		for i := 0; wctx.Err() == nil; i++ {
-			_ = f.PutAndGet(wctx, ns, name, false, fmt.Sprintf("/e2e/archive-retention/%d", i%50), fmt.Sprint(i), dataTimeout)
-			select {
-			case <-wctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { stopWrites(); writes.Wait() })
+	keepWriting(t, ns, name, "/e2e/archive-retention/")
 
 	path := "pruned/" + name
 	createBackupIn(t, ns, &api.EtcdBackup{

@@ -26,32 +26,13 @@ import (
 func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "archive")
-	installOperator(t, ns, framework.Install{})
-	bucket := "e2e-archive"
-	srv := startS3Server(t, bucket)
-	s3Secret := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	bed := newArchiveBed(t, "archive", false)
+	ns, bucket, srv, s3Secret := bed.ns, bed.bucket, bed.srv, bed.secret
 
 	name := framework.UniqueName("archive")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, ns, name, 3, bootstrapTimeout(3))
-
-	// Writes all along, one every half second, until the test ends.
-	wctx, stopWrites := context.WithCancel(ctx)
-	var writes sync.WaitGroup
-	writes.Add(1)
-	go func() {
-		defer writes.Done()
-		for i := 0; wctx.Err() == nil; i++ {
-			_ = f.PutAndGet(wctx, ns, name, false, fmt.Sprintf("/e2e/archive/%d", i%50), fmt.Sprint(i), dataTimeout)
-			select {
-			case <-wctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { stopWrites(); writes.Wait() })
+	keepWriting(t, ns, name, "/e2e/archive/")
 
 	path := "archived/" + name
 	b := createBackupIn(t, ns, &api.EtcdBackup{
@@ -120,4 +101,48 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d chunks, revisions %d to %d", len(chunks), chunks[0].First, chunks[len(chunks)-1].Last)
+}
+
+// archiveBed is what the archive's tests run in: a namespace with an
+// operator and the backup operator of its own (and the restore operator,
+// when asked), and an S3-compatible server with a bucket and its Secret.
+type archiveBed struct {
+	ns, bucket, secret string
+	srv                *framework.S3Server
+}
+
+func newArchiveBed(t *testing.T, base string, withRestore bool) archiveBed {
+	t.Helper()
+	b := archiveBed{ns: newNamespace(t, base), bucket: "e2e-" + base}
+	installOperator(t, b.ns, framework.Install{})
+	if withRestore {
+		t.Cleanup(func() { releaseRestores(t, b.ns) })
+	}
+	b.srv = startS3Server(t, b.bucket)
+	b.secret = createS3Secret(t, b.ns, b.srv)
+	deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	if withRestore {
+		deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	}
+	return b
+}
+
+// keepWriting writes to the cluster all along, one of 50 keys under prefix
+// in turn every half second, until the test ends.
+func keepWriting(t *testing.T, ns, name, prefix string) {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	var writes sync.WaitGroup
+	writes.Add(1)
+	go func() {
+		defer writes.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			_ = f.PutAndGet(ctx, ns, name, false, fmt.Sprintf("%s%d", prefix, i%50), fmt.Sprint(i), dataTimeout)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); writes.Wait() })
 }

@@ -211,12 +211,7 @@ func TestNodesLongDrainOfEveryNodeKeepsAQuorum(t *testing.T) {
 
 	nodes := nodeZones(t)
 	const d = 8 * time.Minute
-	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "drain-every-node", Duration: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLocalLoad(t, name, "drain-every-node", d)
 
 	start := time.Now()
 	order := []string{}
@@ -267,12 +262,7 @@ func TestNodesLongZoneLostUnderFiveMembers(t *testing.T) {
 	}
 
 	const d = 4 * time.Minute
-	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "zone-lost-5-members", Duration: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLocalLoad(t, name, "zone-lost-5-members", d)
 	t.Logf("losing zone %s (node %s, %d of the 5 members)", nodeZones(t)[node], node, most)
 	gone := podsOn(t, opNS, name, node)
 	lost := loseNode(t, node)
@@ -293,12 +283,7 @@ func TestNodesLongLeadersNodeLost(t *testing.T) {
 	pod, node := memberOnAnotherNode(t, opNS, name, true)
 
 	const d = 4 * time.Minute
-	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "leaders-node-lost", Duration: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLocalLoad(t, name, "leaders-node-lost", d)
 	t.Logf("losing node %s of the leader %s", node, pod)
 	lost := loseNode(t, node)
 	waitReady(t, opNS, name, 3, 2*changeTimeout, pod)

@@ -181,12 +181,7 @@ func TestNodesStoppedNodeGivesItsMemberBack(t *testing.T) {
 	pod, node := memberOnAnotherNode(t, opNS, name, false)
 
 	const d = 3 * time.Minute
-	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "node-stopped-2m", Duration: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLocalLoad(t, name, "node-stopped-2m", d)
 
 	stopped := time.Now()
 	nodeDo(t, "stop", node)
@@ -215,12 +210,7 @@ func TestNodesPartitionedMemberIsKeptAndRejoins(t *testing.T) {
 	pod, node := memberOnAnotherNode(t, opNS, name, false)
 
 	const d = 150 * time.Second
-	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "node-cut-off-90s", Duration: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLocalLoad(t, name, "node-cut-off-90s", d)
 
 	cut := time.Now()
 	nodeDo(t, "cut", node)
@@ -258,6 +248,20 @@ func ensureNodeUp(t *testing.T, node string) {
 	if err != nil {
 		t.Logf("starting node %s again after the test: %v\n%s", node, err, out)
 	}
+}
+
+// startLocalLoad starts a checker's workload of d against a cluster of the
+// shared operator from this process, on the host's node which no node event
+// touches, and lets it run loadLead before the fault.
+func startLocalLoad(t *testing.T, name, scenario string, d time.Duration) checkerRun {
+	t.Helper()
+	c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: scenario, Duration: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	return c
 }
 
 // logReason logs what the cluster's status says while a fault lasts.

@@ -26,14 +26,8 @@ import (
 func TestRestoreToAPointInTimeFromTheArchive(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "restore-point")
-	installOperator(t, ns, framework.Install{})
-	t.Cleanup(func() { releaseRestores(t, ns) })
-	bucket := "e2e-restore-point"
-	srv := startS3Server(t, bucket)
-	secretName := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	bed := newArchiveBed(t, "restore-point", true)
+	ns, bucket, srv, secretName := bed.ns, bed.bucket, bed.srv, bed.secret
 
 	name := framework.UniqueName("point")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
