@@ -389,6 +389,26 @@ create_local_volumes() {
 	done
 }
 
+# forget_extra_nodes_beyond N: a cluster started again with fewer nodes than
+# it had leaves the others out for good: their Node objects are deleted (so
+# the pods bound to them, CoreDNS's say, are made again on the nodes that run)
+# and their state is removed. A node beyond N that runs is left as it is.
+forget_extra_nodes_beyond() {
+	local n=$1 i
+	for i in $(extra_node_indexes); do
+		((i > n)) || continue
+		extra_node_vars "$i"
+		if proc_alive "kubelet-$XN_ZONE"; then
+			log "node $XN_NAME runs: left as it is (NODES=$n)"
+			continue
+		fi
+		log "node $XN_NAME is not started again (NODES=$n): deleting it"
+		kubectl_admin delete node "$XN_NAME" --wait=false >/dev/null 2>&1 || true
+		kubectl_admin delete pv -l "etcd-operator-local/node=$XN_NAME" --wait=false >/dev/null 2>&1 || true
+		remove_extra_node forget
+	done
+}
+
 # label_first_node: the host's node is zone a once the cluster has others.
 label_first_node() {
 	kubectl_admin label node "$NODE_NAME" --overwrite "topology.kubernetes.io/zone=${NODE_ZONES[0]}" >/dev/null

@@ -493,6 +493,7 @@ main() {
 		build_images
 		build_project_image
 		import_images
+		forget_extra_nodes_beyond "$NODES"
 		start_extra_nodes
 		write_env
 		log "already up (node $NODE_NAME, $NODE_IP)"
@@ -515,6 +516,7 @@ main() {
 	timed "phase start containerd" start_containerd
 	timed "phase import images" import_images
 	timed "phase start control plane" start_control_plane
+	forget_extra_nodes_beyond "$NODES"
 	timed "phase start node" start_node
 	timed "phase start coredns" start_addons
 	timed "phase start extra nodes" start_extra_nodes
