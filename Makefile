@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -91,7 +91,12 @@ release:
 e2e:
 	bash hack/e2e.sh
 
-## e2e-nodes: the node events (^TestNodes: members spread, a node stopped, cut off) on three nodes:
+## e2e-original: coreos/etcd-operator v0.9.4 itself, built by hack/original/build.sh, runs a cluster on the
+## local cluster, and its backups restore here (root; it replaces the cluster-wide CRDs while it runs)
+e2e-original:
+	E2E_ORIGINAL=1 bash hack/e2e.sh -run '^TestOriginalItself|^TestBackupsTheOriginalItself'
+
+## e2e-nodes: the node events (^TestNodes: members spread, a node stopped; with E2E_CHAOS=1 the long ones) on three nodes:
 ## adds two nodes to the local cluster (up.sh NODES=3), or starts one of three
 e2e-nodes:
 	NODES=3 bash hack/local-cluster/up.sh

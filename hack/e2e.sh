@@ -31,6 +31,8 @@
 #   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
 #   E2E_SKIP_BUILD=1      use the image already on the node
 #   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong, ^TestNodesLong; make chaos)
+#   E2E_ORIGINAL=1        also run the tests of coreos/etcd-operator v0.9.4 itself (hack/original;
+#                         make e2e-original)
 #   LOCAL_CLUSTER_NODES   from the cluster's env file: the node events (^TestNodes) run
 #                         only on a cluster of 3 nodes (make local-up NODES=3), and
 #                         there alone unless -run is given
@@ -163,6 +165,11 @@ run_suite() {
 	fi
 	if [[ ${E2E_CHAOS:-} != 1 ]]; then
 		skip+=('^TestChaosLong' '^TestNodesLong')
+	fi
+	# The original operator itself (hack/original) replaces the cluster-wide
+	# CRDs while it runs, so those tests run alone, when asked (make e2e-original).
+	if [[ ${E2E_ORIGINAL:-} != 1 ]]; then
+		skip+=('^TestOriginalItself' '^TestBackupsTheOriginalItself')
 	fi
 	# The node events (^TestNodes) need several nodes, and the rest of the suite
 	# is written for one (a node restart there reaches every member): on a

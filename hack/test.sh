@@ -5,7 +5,7 @@
 #   3. the end-to-end suite on the local Kubernetes (hack/e2e.sh starts it, or
 #      reuses a healthy one, and imports the image built from this tree; root);
 #   4. two nodes added to the local cluster (up.sh NODES=3) and the node events
-#      (^TestNodes: a node stopped, cut off; members spread) run there;
+#      (^TestNodes: members spread, a node stopped) run there;
 #   5. the local cluster is brought down again, whatever the suites' outcome.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

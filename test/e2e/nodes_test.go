@@ -197,11 +197,11 @@ func TestNodesStoppedNodeGivesItsMemberBack(t *testing.T) {
 	sameMembers(t, before, memberIDs(t, opNS, name))
 }
 
-// TestNodesPartitionedMemberIsKeptAndRejoins cuts the node of a member off
+// TestNodesLongPartitionedMemberIsKeptAndRejoins cuts the node of a member off
 // from everything (the others, the control plane) for longer than the node
 // controller takes to mark it NotReady. Writes go on through the majority;
 // the member, merely partitioned, is not replaced, and rejoins once healed.
-func TestNodesPartitionedMemberIsKeptAndRejoins(t *testing.T) {
+func TestNodesLongPartitionedMemberIsKeptAndRejoins(t *testing.T) {
 	requireNodes(t, 3)
 	name := framework.UniqueName("nodecut")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))

@@ -118,13 +118,15 @@ func TestOriginalItselfRunsAThreeMemberCluster(t *testing.T) {
 		}
 	}
 
-	err = framework.WaitFor(ctx, 2*time.Minute, 5*time.Second, "etcd endpoint health of all 3 members",
+	// The status of every member, not their health: etcdctl 3.4 prints
+	// `endpoint health` on stderr, which the exec does not return.
+	err = framework.WaitFor(ctx, 2*time.Minute, 5*time.Second, "etcd endpoint status of all 3 members",
 		func(ctx context.Context) (bool, string, error) {
-			out, err := f.Etcdctl(ctx, ns, name, false, "endpoint", "health", "--cluster")
+			out, err := f.Etcdctl(ctx, ns, name, false, "endpoint", "status", "--cluster")
 			if err != nil {
 				return false, err.Error(), nil
 			}
-			return strings.Count(out, "is healthy") == 3, strings.TrimSpace(out), nil
+			return strings.Count(out, ", "+originalEtcdVersion+", ") == 3, strings.TrimSpace(out), nil
 		})
 	if err != nil {
 		t.Fatal(err)
