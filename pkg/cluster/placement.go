@@ -174,15 +174,20 @@ func placementProblem(s *snapshot) (problem, bool) {
 	if s.spec.Spec.Size < minSpreadSize || s.beingDeleted {
 		return problem{}, false
 	}
+	// Told of a cluster at its size only: while it grows (its bootstrap, a
+	// scale, a replacement) or while etcd has not said who its members are,
+	// the members counted and the quorum they hold move from pass to pass,
+	// and an arrangement told then ("2 of 1 members") would be a passing one.
+	if s.membership == nil || s.quorum.voters != s.spec.Spec.Size {
+		return problem{}, false
+	}
 	var places []memberPlace
 	for _, p := range runningMemberPods(s) {
-		places = append(places, memberPlace{member: p.Name, node: p.Spec.NodeName, zone: s.nodeZones[p.Spec.NodeName]})
+		if m := s.membership[p.Name]; m != nil && !m.IsLearner {
+			places = append(places, memberPlace{member: p.Name, node: p.Spec.NodeName, zone: s.nodeZones[p.Spec.NodeName]})
+		}
 	}
-	size := s.spec.Spec.Size
-	if s.membership != nil && s.quorum.voters > 0 {
-		size = s.quorum.voters
-	}
-	msg := notSpread(places, size, s.zonesUnknown)
+	msg := notSpread(places, s.spec.Spec.Size, s.zonesUnknown)
 	if msg == "" {
 		return problem{}, false
 	}
