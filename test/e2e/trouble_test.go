@@ -93,8 +93,11 @@ func TestUpgradeToAnImageThatCannotBePulledIsTakenBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cl.Status.Reason != "" {
-		t.Errorf("status.reason = %q once the member is back", cl.Status.Reason)
+	// The one thing status.reason may still say is that the members share a
+	// node, as they do on the one-node local cluster: advice that outlives
+	// any upgrade.
+	if r := cl.Status.Reason; r != "" && !strings.HasPrefix(r, "members are not spread:") {
+		t.Errorf("status.reason = %q once the member is back", r)
 	}
 }
 
