@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/openetcd/etcd-operator/pkg/restore"
@@ -45,13 +43,9 @@ func replayArchive(ctx context.Context, args []string, getenv func(string) strin
 		_, _ = fmt.Fprintf(stderr, "%s exists: the archive was replayed in this pod before; nothing to do\n", a.DataDir)
 		return 0
 	}
-	token := strings.TrimSpace(getenv(restore.TokenEnv))
-	if a.TokenFile != "" {
-		b, err := os.ReadFile(a.TokenFile)
-		if err != nil {
-			return fail(1, fmt.Errorf("%s: read the restore's token: %w", restore.ReplaySubcommand, err))
-		}
-		token = strings.TrimSpace(string(b))
+	token, err := restore.PresentedToken(getenv(restore.TokenEnv), a.TokenFile)
+	if err != nil {
+		return fail(1, fmt.Errorf("%s: %w", restore.ReplaySubcommand, err))
 	}
 	var key []byte
 	if a.KeyFile != "" {

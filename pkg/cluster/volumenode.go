@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,13 +54,13 @@ func (v *volumeNodeCache) nodeOf(ctx context.Context, kube kubernetes.Interface,
 		return node, nil
 	}
 	if v.denied != "" && now.Sub(v.deniedAt) < statusutil.ReprobeInterval {
-		return "", fmt.Errorf("%s", v.denied)
+		return "", errors.New(v.denied)
 	}
 	pv, err := kube.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
 		v.denied, v.deniedAt = volumesDenied, now
-		return "", fmt.Errorf("%s", volumesDenied)
+		return "", errors.New(volumesDenied)
 	case err != nil:
 		return "", fmt.Errorf("read volume %s: %w", volume, err)
 	}

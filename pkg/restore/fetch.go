@@ -88,14 +88,11 @@ func Fetch(ctx context.Context, opts FetchOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	o.token = strings.TrimSpace(o.Token)
-	if o.TokenFile != "" {
-		tok, err := os.ReadFile(o.TokenFile)
-		if err != nil {
-			return fmt.Errorf("read the restore's token: %w", err)
-		}
-		o.token = strings.TrimSpace(string(tok))
+	tok, err := PresentedToken(o.Token, o.TokenFile)
+	if err != nil {
+		return err
 	}
+	o.token = tok
 	backoff := o.MinBackoff
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
@@ -315,4 +312,18 @@ func WriteTerminationLog(path, msg string) {
 		msg = msg[:maxTerminationMessage]
 	}
 	_ = os.WriteFile(path, []byte(msg), 0o644)
+}
+
+// PresentedToken is the restore's token a seed step presents to the backup
+// server: the one in file (the mounted Secret) when there is one, else the
+// one given in the environment (a role that may not create Secrets).
+func PresentedToken(fromEnv, file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(fromEnv), nil
+	}
+	tok, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read the restore's token: %w", err)
+	}
+	return strings.TrimSpace(string(tok)), nil
 }
