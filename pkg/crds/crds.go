@@ -238,6 +238,9 @@ func clusterSpecSchema() schema {
 			"whenUnsatisfiable": enum("DoNotSchedule", "ScheduleAnyway"),
 		})), "Topology spread constraints of member pods, e.g. over zones; one without labelSelector spreads the cluster's own members."),
 		"DNSTimeoutInSecond": withDescription(nonNegative(), "Seconds to wait for the member's DNS record; 0 waits forever."),
+		"nodeLostAfterSeconds": withDescription(withRules(nonNegative(), [2]string{fmt.Sprintf("self == 0 || self >= %d", api.MinNodeLostAfterSeconds),
+			fmt.Sprintf("must be 0 (only a deleted Node counts as lost) or at least %d seconds", api.MinNodeLostAfterSeconds)}),
+			"Seconds after which a node not Ready counts as lost for good: member pods stuck terminating on it are force-deleted, and members on volumes tied to it replaced; 0 (unset) waits for the Node's deletion."),
 		"ClusterDomain": withRules(boundedStr(253), [2]string{matches(api.ClusterDomainPattern),
 			"must be empty or a DNS suffix starting with a dot, like .cluster.local"}),
 	})

@@ -124,6 +124,15 @@ type PodPolicy struct {
 	// over zones. A constraint without labelSelector selects the cluster's own
 	// members (app=etcd,etcd_cluster=<name>).
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// NodeLostAfterSeconds, when set, counts a node whose Ready condition
+	// has not been True for this long as lost for good: a member pod stuck
+	// terminating on it (evicted, its node never confirming the deletion) is
+	// force-deleted once etcd's leader confirms its member does not answer,
+	// and a member whose claim's volume can be used on that node only is
+	// replaced on a new claim. Unset (0), only a deleted Node object counts,
+	// as Kubernetes itself has it. At least 60 when set: a node that only
+	// restarts is NotReady for a while too.
+	NodeLostAfterSeconds int64 `json:"nodeLostAfterSeconds,omitempty"`
 }
 
 // ClusterPhase is the coarse state of a cluster.

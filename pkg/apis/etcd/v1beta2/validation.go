@@ -83,6 +83,11 @@ var ReservedEtcdEnv = sets.New(
 // every member it makes; etcd before 3.6 warns about it and goes on.
 const EnvMaxLearners = "ETCD_MAX_LEARNERS"
 
+// MinNodeLostAfterSeconds is the least spec.pod.nodeLostAfterSeconds: a node
+// that restarts, or whose kubelet restarts, is NotReady for a while without
+// being lost.
+const MinNodeLostAfterSeconds = 60
+
 // ReservedEtcdEnvPrefix covers every discovery setting (ETCD_DISCOVERY,
 // _SRV, _SRV_NAME, _FALLBACK, _PROXY, _TOKEN, _ENDPOINTS, ... of 3.6's v3
 // discovery), including ones later etcd versions add.
@@ -253,6 +258,10 @@ func (pp *PodPolicy) validate(p *field.Path) field.ErrorList {
 	if pp.DNSTimeoutInSecond < 0 {
 		errs = append(errs, field.Invalid(p.Child("DNSTimeoutInSecond"), pp.DNSTimeoutInSecond,
 			"must be 0 (wait forever) or a positive number of seconds"))
+	}
+	if pp.NodeLostAfterSeconds != 0 && pp.NodeLostAfterSeconds < MinNodeLostAfterSeconds {
+		errs = append(errs, field.Invalid(p.Child("nodeLostAfterSeconds"), pp.NodeLostAfterSeconds,
+			fmt.Sprintf("must be 0 (only a deleted Node counts as lost) or at least %d seconds: a node that restarts is NotReady for a while too", MinNodeLostAfterSeconds)))
 	}
 	if !clusterDomainRE.MatchString(pp.ClusterDomain) {
 		errs = append(errs, field.Invalid(p.Child("ClusterDomain"), pp.ClusterDomain,
