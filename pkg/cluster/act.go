@@ -35,6 +35,9 @@ const (
 	// eventVersionNoLongerFixed is a Warning: the cluster runs an etcd
 	// minor version that etcd no longer fixes.
 	eventVersionNoLongerFixed = "VersionNoLongerFixed"
+	// eventPodForceDeleted is a Warning: a member pod stuck terminating on
+	// a node counted as lost was deleted without its node's confirmation.
+	eventPodForceDeleted = "PodForceDeleted"
 )
 
 // podDeleteGracePeriod is the original's: a member removed from etcd has
@@ -97,6 +100,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.removeDeadMember(ctx, s, a)
 	case actDeleteFailedPod:
 		return c.deleteFailedPod(ctx, s, a)
+	case actForceDeletePod:
+		return c.forceDeletePod(ctx, a)
 	case actForceNewCluster:
 		return c.forceNewCluster(ctx, s, a)
 	case actRestoreFromBackup:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // actionKind is what a pass does. decide returns exactly one action per
@@ -57,6 +59,10 @@ const (
 	// actDeleteFailedPod deletes the ended pod of a member that is restarted
 	// in place, so that its name is free for the new pod.
 	actDeleteFailedPod
+	// actForceDeletePod deletes, at once, a pod stuck terminating on a node
+	// that counts as lost (spec.pod.nodeLostAfterSeconds), whose member
+	// etcd's leader confirms does not answer.
+	actForceDeletePod
 	// actRestartMembers creates new pods for members on their claims, with
 	// their names and data: the same etcd members, no membership change.
 	actRestartMembers
@@ -110,6 +116,7 @@ var actionNames = map[actionKind]string{
 	actDeleteStrayClaim:  "delete stray claim",
 	actRemoveDeadMember:  "remove dead member",
 	actDeleteFailedPod:   "delete failed pod",
+	actForceDeletePod:    "force-delete pod",
 	actRestartMembers:    "restart in place",
 	actPromoteLearner:    "promote learner",
 	actCreateJoiner:      "create joiner",
@@ -149,6 +156,9 @@ type action struct {
 	// evicted by the kubelet): the restart in place after it follows a
 	// failure of the member and counts on the repair ladder.
 	failure bool
+	// uid is the object a deletion is about, so that one made again under
+	// its name is not the one deleted.
+	uid types.UID
 	// reason says why (for waits, what is waited for).
 	reason string
 	// after is when a wait wants the next pass (0: at the next event or

@@ -91,6 +91,17 @@ func withPVC(cl *api.EtcdCluster) {
 	}}
 }
 
+// withNodeLostAfter sets spec.pod.nodeLostAfterSeconds; after withPVC, which
+// sets spec.pod whole.
+func withNodeLostAfter(seconds int64) func(*api.EtcdCluster) {
+	return func(cl *api.EtcdCluster) {
+		if cl.Spec.Pod == nil {
+			cl.Spec.Pod = &api.PodPolicy{}
+		}
+		cl.Spec.Pod.NodeLostAfterSeconds = seconds
+	}
+}
+
 func withClusterDomain(domain string) func(*api.EtcdCluster) {
 	return func(cl *api.EtcdCluster) {
 		if cl.Spec.Pod == nil {

@@ -89,6 +89,12 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			}
 		}
 		w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
+	case actForceDeletePod:
+		// The pod object goes at once, whatever its node does; an etcd
+		// still running there runs on, in no pod (rule C7).
+		if p := w.pods[a.member]; p != nil && p.obj.UID == a.uid {
+			delete(w.pods, a.member)
+		}
 	case actDeleteJoiner:
 		w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
 		delete(w.claims, a.member)

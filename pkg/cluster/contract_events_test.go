@@ -212,8 +212,11 @@ func (w *world) happen(st *step) string {
 		case p.nodeLost:
 			return ""
 		}
-		p.nodeLost, p.unknownPhase = true, st.param&1 != 0
+		p.nodeLost, p.unknownPhase, p.nodeLostAt = true, st.param&1 != 0, w.now
 		p.etcdRuns = p.etcdRuns && st.param&2 != 0
+		if c := w.claims[name]; c != nil && w.onClaims && c.nodeDownSince.IsZero() {
+			c.nodeDownSince = w.now
+		}
 		what := name + ": its node stops answering"
 		if p.unknownPhase {
 			what += ", its pod shows phase Unknown"
@@ -223,10 +226,20 @@ func (w *world) happen(st *step) string {
 		}
 		return what
 	case evNodeBack:
+		c := w.claims[name]
+		if (p == nil || !p.nodeLost) && c != nil && !c.nodeDownSince.IsZero() {
+			// Its pod was force-deleted meanwhile: the volume is there
+			// again, with its data.
+			c.nodeDownSince = time.Time{}
+			return name + ": the node of its claim's volume answers again"
+		}
 		if p == nil || !p.nodeLost {
 			return ""
 		}
 		p.nodeLost = false
+		if c != nil {
+			c.nodeDownSince = time.Time{}
+		}
 		switch {
 		case p.deleting():
 			delete(w.pods, name)
@@ -411,8 +424,9 @@ func (w *world) kubelet(p *wpod) {
 			w.startContainer(p)
 		}
 	case p.phase == corev1.PodPending:
-		if w.onClaims && (w.claims[p.name] == nil || w.claims[p.name].nodeGone) {
-			// No node can take a pod on a claim whose node is gone.
+		if w.onClaims && (w.claims[p.name] == nil || w.claims[p.name].nodeGone || !w.claims[p.name].nodeDownSince.IsZero()) {
+			// No node can take a pod on a claim whose node is gone, or
+			// does not answer: the volume can be used there only.
 			return
 		}
 		w.startContainer(p)

@@ -39,13 +39,14 @@ func decodeHistory(data []byte) history {
 	var hdr [historyHeader]byte
 	copy(hdr[:], data)
 	cfg := worldConfig{
-		size:        []int{1, 3, 5}[int(hdr[0])%3],
-		claims:      hdr[0]>>2&1 == 1,
-		recovery:    hdr[0]>>3&1 == 1,
-		fromBackup:  hdr[0]>>4&1 == 1,
-		neverStored: hdr[0]>>5 == 0,
-		warm:        hdr[3]&1 == 1,
-		fresh:       hdr[3]>>1&7 == 0,
+		size:          []int{1, 3, 5}[int(hdr[0])%3],
+		claims:        hdr[0]>>2&1 == 1,
+		recovery:      hdr[0]>>3&1 == 1,
+		fromBackup:    hdr[0]>>4&1 == 1,
+		neverStored:   hdr[0]>>5 == 0,
+		warm:          hdr[3]&1 == 1,
+		fresh:         hdr[3]>>1&7 == 0,
+		nodeLostAfter: hdr[3]>>4&1 == 1,
 	}
 	bits := uint16(hdr[1]) | uint16(hdr[2])<<8
 	for i := range cfg.lifetimeRestarts {

@@ -21,6 +21,7 @@ import (
 // podObject is the pod as the informer's cache shows it now.
 func (w *world) podObject(p *wpod) *corev1.Pod {
 	obj := p.obj
+	obj.Spec.NodeName = nodeOf(p.name)
 	obj.DeletionTimestamp = nil
 	if p.deleting() {
 		ts := metav1.NewTime(p.deadline)
@@ -112,12 +113,36 @@ func observeWorld(w *world, withEtcd bool) *snapshot {
 			s.claims[name] = cl.obj
 			// What observeVolumeNodes reads: for a member that does not
 			// run, the node its claim's volume is tied to, NotFound.
-			if p := s.pods[name]; cl.nodeGone && (p == nil || p.Status.Phase != corev1.PodRunning) {
+			// Under the user's bound, the node not answering for that
+			// long, too (nodelost.go).
+			p := s.pods[name]
+			if p != nil && p.Status.Phase == corev1.PodRunning {
+				continue
+			}
+			lost := w.claimNodeLost(name)
+			if cl.nodeGone || lost {
 				if s.volumeNodeGone == nil {
 					s.volumeNodeGone = map[string]string{}
 				}
-				s.volumeNodeGone[name] = "node-of-" + name
+				s.volumeNodeGone[name] = nodeOf(name)
 			}
+			if lost && !cl.nodeGone {
+				if s.nodesLost == nil {
+					s.nodesLost = map[string]string{}
+				}
+				s.nodesLost[nodeOf(name)] = w.lostNodeWhy(name, cl.nodeDownSince)
+			}
+		}
+	}
+	// What observeLostNodes reads: the nodes of pods stuck terminating,
+	// not answering for the user's bound.
+	for _, name := range sortedKeys(w.pods) {
+		p := w.pods[name]
+		if w.nodeLostAfter > 0 && p.deleting() && p.nodeLost && stuckTerminating(s.terminating[name], w.now) && w.now.Sub(p.nodeLostAt) >= w.nodeLostAfter {
+			if s.nodesLost == nil {
+				s.nodesLost = map[string]string{}
+			}
+			s.nodesLost[nodeOf(name)] = w.lostNodeWhy(name, p.nodeLostAt)
 		}
 	}
 	c.takeRecords(s)

@@ -52,6 +52,23 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 		}
 	case actForceNewCluster:
 		r.checkForce(s, a, bad)
+	case actForceDeletePod:
+		p := w.pods[a.member]
+		switch {
+		case p == nil:
+		case w.nodeLostAfter == 0:
+			bad("C7", "force-deletes without the user's bound", "force-deletes pod %s although spec.pod.nodeLostAfterSeconds is not set", a.member)
+		case !p.deleting() || !p.nodeLost || w.now.Sub(p.nodeLostAt) < w.nodeLostAfter:
+			bad("C7", "force-deletes a pod not stuck on a lost node", "force-deletes pod %s (%s), whose node has not been lost for %v", a.member, w.podWord(p), w.nodeLostAfter)
+		case p.etcdRuns && w.members[a.member] != nil:
+			// A pod of no member may be forced with its etcd running:
+			// etcd refuses a removed member, and the pod's deletion takes
+			// it out of the Service's endpoints.
+			bad("C7", "force-deletes a member's pod whose etcd runs", "force-deletes pod %s while its etcd runs on its node, a member", a.member)
+		}
+		if w.members[a.member] != nil && !confirmed {
+			bad("C7", "force-deletes without the leader's membership", "force-deletes the pod of member %s without etcd's membership confirmed by the leader in this pass", a.member)
+		}
 	case actRestoreFromBackup:
 		var left []string
 		for _, name := range sortedKeys(w.members) {
@@ -114,10 +131,10 @@ func (r *run) checkRemove(s *snapshot, a action, confirmed bool, bad func(rule, 
 	}
 	// A pod deleted meanwhile is no upgrade any more: the member is
 	// repaired as any whose pod is gone.
-	if p := w.pods[name]; p != nil && p.ctr == ctrUpgrading && !p.deleting() && !m.refused && !m.corrupt {
+	if p := w.pods[name]; p != nil && p.ctr == ctrUpgrading && !p.deleting() && !m.refused && !m.corrupt && !w.claimNodeLost(name) {
 		bad("C1", "removes a member being upgraded", "removes member %s while the kubelet restarts it on its new image (an upgrade in place, not a failure)", name)
 	}
-	if !w.onClaims || w.claims[name] == nil || !w.claims[name].data || w.claims[name].nodeGone || m.refused || m.corrupt {
+	if !w.onClaims || w.claims[name] == nil || !w.claims[name].data || w.claims[name].nodeGone || w.claimNodeLost(name) || m.refused || m.corrupt {
 		return
 	}
 	within := w.restartsWithin(name, ladderWindow)

@@ -26,7 +26,8 @@ import (
 //	   refused the data (its log, a CORRUPT alarm) or when it is down after
 //	   at least ladderRestarts restarts after failures within ladderWindow, or
 //	   when its claim's volume could only be used on a node read as deleted in
-//	   this pass (the data went with the node) —
+//	   this pass (the data went with the node), or, under the user's
+//	   spec.pod.nodeLostAfterSeconds, read as not answering for that long —
 //	   the world counts those with their times. A failure is a pod that
 //	   ended (Failed, evicted by the kubelet) or an etcd that exited; a
 //	   container's lifetime restartCount, the restart of an upgrade in
@@ -48,6 +49,10 @@ import (
 //	   whose emptyDir holds its data.
 //	C6 A seed is made again (reseed) only when the cluster never served:
 //	   no member pod was ever Ready behind a leader.
+//	C7 A pod is force-deleted only under the user's spec.pod.nodeLostAfter-
+//	   Seconds, when it is being deleted on a node that has not answered for
+//	   that long, and never while its etcd runs as a member; its member is
+//	   confirmed down by etcd's leader in the same pass.
 //	L1 A pod being deleted is not deleted twice more; and while another
 //	   pod is stuck terminating (past its deletion deadline and
 //	   terminatingGrace), a member with no pod whose claim holds its data is

@@ -38,9 +38,11 @@ type world struct {
 	size                 int
 	onClaims             bool
 	recovery, fromBackup bool
-	version              string
-	generation           int64
-	spec                 *api.EtcdCluster
+	// nodeLostAfter is spec.pod.nodeLostAfterSeconds, 0 when unset.
+	nodeLostAfter time.Duration
+	version       string
+	generation    int64
+	spec          *api.EtcdCluster
 
 	// etcd as it is.
 	members map[string]*wmember
@@ -127,9 +129,10 @@ type wpod struct {
 	// deadline is the pod's deletion timestamp, zero while it is not being
 	// deleted.
 	deadline time.Time
-	// nodeLost: its node does not answer; unknownPhase makes the pod show
-	// phase Unknown (else it stays Running, not ready).
+	// nodeLost: its node does not answer (since nodeLostAt); unknownPhase
+	// makes the pod show phase Unknown (else it stays Running, not ready).
 	nodeLost, unknownPhase bool
+	nodeLostAt             time.Time
 	// etcdRuns: its etcd truly runs (a pod on a lost node may still run it).
 	etcdRuns bool
 	// joiner: made before its member was added, held by wait-membership;
@@ -160,6 +163,25 @@ type wclaim struct {
 	obj      *corev1.PersistentVolumeClaim
 	data     bool
 	nodeGone bool
+	// nodeDownSince is when the node its volume is tied to stopped
+	// answering; zero while it answers.
+	nodeDownSince time.Time
+}
+
+// nodeOf is the node the model places member name's pod and volume on.
+func nodeOf(name string) string { return "node-of-" + name }
+
+// claimNodeLost tells whether member name's claim is on a node that counts
+// as lost under the user's bound: not answering for at least that long.
+func (w *world) claimNodeLost(name string) bool {
+	c := w.claims[name]
+	return w.nodeLostAfter > 0 && c != nil && !c.nodeDownSince.IsZero() && w.now.Sub(c.nodeDownSince) >= w.nodeLostAfter
+}
+
+// lostNodeWhy is what observe says of a node lost under the user's bound.
+func (w *world) lostNodeWhy(name string, since time.Time) string {
+	return fmt.Sprintf("node %s has not been Ready since %s, longer than spec.pod.nodeLostAfterSeconds (%ds)",
+		nodeOf(name), since.UTC().Format(time.RFC3339), int64(w.nodeLostAfter/time.Second))
 }
 
 // worldConfig is how a history starts: a healthy cluster at rest that has
@@ -179,7 +201,13 @@ type worldConfig struct {
 	warm bool
 	// fresh: the cluster was just created: no member, pod or claim yet.
 	fresh bool
+	// nodeLostAfter: spec.pod.nodeLostAfterSeconds is set (to
+	// modelNodeLostAfter).
+	nodeLostAfter bool
 }
+
+// modelNodeLostAfter is the user's bound of the histories that set one.
+const modelNodeLostAfter = 2 * time.Minute
 
 func (c worldConfig) String() string {
 	s := fmt.Sprintf("%d member(s) on ", c.size)
@@ -199,6 +227,9 @@ func (c worldConfig) String() string {
 	}
 	if c.neverStored {
 		s += ", the status never stored by the server"
+	}
+	if c.nodeLostAfter {
+		s += fmt.Sprintf(", a node not Ready for %v counting as lost", modelNodeLostAfter)
 	}
 	switch {
 	case c.fresh:
@@ -234,6 +265,12 @@ func newWorld(cfg worldConfig) *world {
 		recovery:   cfg.recovery,
 		fromBackup: cfg.fromBackup,
 		version:    testVersion,
+		nodeLostAfter: func() time.Duration {
+			if cfg.nodeLostAfter {
+				return modelNodeLostAfter
+			}
+			return 0
+		}(),
 		generation: 1,
 		members:    map[string]*wmember{},
 		reachable:  true,
@@ -331,6 +368,9 @@ func (w *world) buildSpec() {
 	}
 	if w.recovery {
 		cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, FromBackup: w.fromBackup}
+	}
+	if w.nodeLostAfter > 0 {
+		withNodeLostAfter(int64(w.nodeLostAfter / time.Second))(cl)
 	}
 	w.spec = cl.WithDefaults()
 }

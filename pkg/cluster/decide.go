@@ -42,49 +42,53 @@ import (
 //     its pod is gone, or when it never served and the spec changed since it
 //     was made (a fix is acted on at once); one that fails as the seeds before
 //     it did waits longer each time.
-//  8. restartInPlace (repair.go): a member whose pod is gone or failed, and
+//  8. releaseStuckPods (nodelost.go): with spec.pod.nodeLostAfterSeconds, a
+//     pod stuck terminating on a node not Ready for that long is
+//     force-deleted, once etcd's leader confirms its member does not answer.
+//  9. restartInPlace (repair.go): a member whose pod is gone or failed, and
 //     whose claim holds its data, gets a new pod on that claim: same name, same
 //     member ID, no membership change and no copy of the data. Members stopped
 //     together are restarted together (they need each other for a quorum); this
 //     is how a cluster comes back after a node restart or after every pod was
 //     deleted, with or without a quorum. A pod stuck terminating holds back its
 //     own member only.
-//  9. withoutQuorum (recovery.go): without a quorum of voting members running,
+//  10. withoutQuorum (recovery.go): without a quorum of voting members running,
 //     nothing is changed but the opt-in disaster recovery, on proof read from
 //     etcd (recoverQuorum).
-//  10. recoverNoSpace (maintenance.go): with a NOSPACE alarm (the cluster takes
+//  11. recoverNoSpace (maintenance.go): with a NOSPACE alarm (the cluster takes
 //     no write), the history is compacted, the members defragmented one at a
 //     time (the leader last, after leadership moved away) and the alarm
 //     disarmed once every member has room again.
-//  11. cleanUp (join.go): pods, joining pods and claims that belong to no
+//  12. cleanUp (join.go): pods, joining pods and claims that belong to no
 //     member.
-//  12. replaceDeadMembers (repair.go): a member that cannot come back (its data
+//  13. replaceDeadMembers (repair.go): a member that cannot come back (its data
 //     was on an emptyDir, it keeps failing after restarts in place, etcd
 //     refuses its data or raised a CORRUPT alarm for it) is removed from etcd —
 //     once its pod is gone and etcd confirms it does not answer — and a new
-//     member replaces it in step 14. While a member whose pod is gone still
+//     member replaces it in step 15. While a member whose pod is gone still
 //     answers (a pod deleted at once, its etcd stopped a moment later), its
 //     successor's pod is made, without it in --initial-cluster.
-//  13. promoteLearners (join.go): learners are promoted once they run.
-//  14. resize (join.go, remove.go): one member is added (its pod first, then
+//  14. promoteLearners (join.go): learners are promoted once they run.
+//  15. resize (join.go, remove.go): one member is added (its pod first, then
 //     MemberAdd once the pod resolves in DNS and etcd can take the change) or
 //     removed (not-ready members first, the leader last).
-//  15. upgradeMembers (upgrade.go): one member is patched to spec.version
+//  16. upgradeMembers (upgrade.go): one member is patched to spec.version
 //     (not-ready members first, the leader last after leadership moved away),
 //     one at a time, as etcd's rules for the cluster version allow (3.6 to 3.5
 //     through etcd's downgrade API).
-//  16. routineMaintenance (maintenance.go): a cluster at rest is looked at
+//  17. routineMaintenance (maintenance.go): a cluster at rest is looked at
 //     every minute; a member whose free space passes the threshold, or whose
 //     scheduled run is due, is defragmented (followers first, the leader last).
-//  17. renewCertificates (renew.go): under issued TLS, in a cluster at rest,
+//  18. renewCertificates (renew.go): under issued TLS, in a cluster at rest,
 //     one certificate secret is renewed from its CA in place, once two thirds
 //     of its certificate's lifetime have passed or when the
 //     rotate-certificates annotation asks for it.
-//  18. stuckPods: a pod stuck terminating (its node never confirms the
-//     deletion) is waited for, and said to be; it is never deleted again.
-//  19. Otherwise the cluster is what its spec asks for.
+//  19. stuckPods: a pod stuck terminating (its node never confirms the
+//     deletion) is waited for, and said to be; it is never deleted again,
+//     but for the force-deletion of step 8.
+//  20. Otherwise the cluster is what its spec asks for.
 //
-// Every change that depends on the membership (steps 11, 12, 14, 15) needs it
+// Every change that depends on the membership (steps 8, 12, 13, 15, 16) needs it
 // confirmed by etcd's leader in this very pass: decide then answers "read
 // etcd", the pass asks etcd and decides again. The gates every change
 // passes first are in gates.go.
@@ -106,6 +110,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	unknownMembership,
 	expectations,
 	neverStartedSeed,
+	releaseStuckPods,
 	restartInPlace,
 	withoutQuorum,
 	recoverNoSpace,
@@ -222,7 +227,7 @@ func neverStartedSeed(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// stuckPods is step 18.
+// stuckPods is step 19.
 func stuckPods(s *snapshot) (action, bool) {
 	for _, name := range sortedKeys(s.views) {
 		if pod := s.views[name].pod; s.views[name].state == memberGone && pod != nil {

@@ -106,7 +106,21 @@ func TestDecide(t *testing.T) {
 		{name: "the only pod the kubelet rejects, with the membership unknown, waits as the seed before it did", mods: mods(notYetAvailable, noMembership, spec(withSize(1)), onlyPods(memberA), podIs(memberA, sysctlForbidden), replacedFor("failed: SysctlForbidden", 1, 10*time.Second)), want: "wait (seed example-a fails as the 1 member(s) made before it did", after: 50 * time.Second},
 		{name: "the only member of a cluster that was available is not made again", mods: mods(members(memberA), onlyPods(memberA), podIs(memberA, failed)), want: "wait (quorum lost: 0 of 1"},
 
-		// 8. Restart in place.
+		// 8. Pods stuck terminating on lost nodes.
+		{name: "a pod stuck terminating on a node lost for longer than the user's bound is force-deleted once the leader confirms its member is down", mods: mods(spec(withPVC, withNodeLostAfter(600)), claims(memberA, memberB, memberC), stuckPod(memberC), nodeLostForLong, etcdLeader(memberA, memberC)),
+			want: "force-delete pod example-c (it is stuck terminating and " + lostNodeWhy + "; etcd's leader confirms its member does not answer)"},
+		{name: "a pod stuck terminating on a lost node waits for etcd to be asked", mods: mods(spec(withPVC, withNodeLostAfter(600)), claims(memberA, memberB, memberC), stuckPod(memberC), nodeLostForLong), want: "read etcd (force-delete pod example-c)"},
+		{name: "a pod stuck terminating on a lost node whose member answers etcd is not force-deleted", mods: mods(spec(withPVC, withNodeLostAfter(600)), claims(memberA, memberB, memberC), stuckPod(memberC), nodeLostForLong, etcdLeader(memberA)),
+			want: "wait (pod example-c has been terminating since"},
+		{name: "without a leader to confirm its member is down, a stuck pod is not forced and does not hold back another member's restart", mods: mods(spec(withPVC, withNodeLostAfter(600)), claims(memberA, memberB, memberC), stuckPod(memberC), noPod(memberB), nodeLostForLong, etcdWithoutLeaderFrom(memberA)),
+			want: "restart in place example-b"},
+		{name: "a pod stuck terminating on a node not counted as lost is only waited for", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), stuckPod(memberC), etcdLeader(memberA, memberC)), want: "wait (pod example-c has been terminating since"},
+		{name: "a pod of no member stuck terminating on a lost node is force-deleted", mods: mods(spec(withNodeLostAfter(600)), stuckPod("example-old"), nodeLostForLong, etcdLeader(memberA)),
+			want: "force-delete pod example-old (it is stuck terminating and " + lostNodeWhy + "; it belongs to no member)"},
+		{name: "a member whose local volume's node counts as lost is replaced on a new claim", mods: mods(spec(withPVC, withNodeLostAfter(600)), claims(memberA, memberB, memberC), noPod(memberC), volumeNodeGone(memberC, "node-lost"), nodeLostForLong, etcdLeader(memberA, memberC)),
+			want: "remove dead member example-c (its claim's volume can only be used on node node-lost, which counts as lost: " + lostNodeWhy + ")"},
+
+		// 9. Restart in place.
 		{name: "a member whose pod is gone and whose claim holds its data is restarted in place", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), noPod(memberC)), want: "restart in place example-c to " + testVersion},
 		{name: "the ended pod of a member with a claim is deleted first, to restart it in place", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, failed)), want: "delete failed pod example-c"},
 		{name: "an evicted member with a claim is restarted in place, not replaced", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, evicted)), want: "delete failed pod example-c"},
@@ -138,7 +152,7 @@ func TestDecide(t *testing.T) {
 		{name: "a member's pod that cannot be scheduled under the spec in force waits for the pending timeout", mods: mods(spec(withPVC), onlyPods(memberA, memberB, memberC), claims(memberA, memberB, memberC), podIs(memberC, pendingFor(time.Minute), unschedulable)), want: "idle"},
 		{name: "a member on a node that does not answer is not restarted elsewhere", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), podIs(memberC, unknownPhase)), want: "idle"},
 
-		// 9. Quorum.
+		// 10. Quorum.
 		{name: "with two of three members dead nothing is changed", mods: mods(podIs(memberB, failed), noPod(memberC)), want: "wait (quorum lost: 1 of 3 voting members run, 2 are needed)"},
 		{name: "with every member dead nothing is changed", mods: mods(podIs(memberA, failed), podIs(memberB, failed), podIs(memberC, failed)), want: "wait (quorum lost: 0 of 3"},
 		{name: "while a new cluster's seed starts, the first joining pod is made", mods: mods(notYetAvailable, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second))), want: "create joiner to " + testVersion + " (while the seed starts)"},
@@ -159,7 +173,7 @@ func TestDecide(t *testing.T) {
 		{name: "with no member's data left, the cluster is restored from its newest backup", mods: mods(recoveryOn(true), noPods, quorumLostAgo(time.Hour)), want: "restore from the newest backup"},
 		{name: "members that survive on emptyDir volumes cannot be recovered from", mods: mods(recoveryOn(true), noPod(memberB), noPod(memberC), quorumLostAgo(time.Hour)), want: "wait (disaster recovery cannot start"},
 
-		// 10. Clean-up.
+		// 12. Clean-up.
 		{name: "a stray pod makes the pass read etcd first", mods: mods(strayPod("example-stray")), want: "read etcd (delete a pod that belongs to no member)"},
 		{name: "a stray pod is deleted once etcd's leader confirmed the membership", mods: mods(strayPod("example-stray"), etcdLeader(memberA)), want: "delete stray pod example-stray"},
 		{name: "a stray pod is not deleted while etcd has no leader", mods: mods(strayPod("example-stray"), etcdWithoutLeader), want: "wait (etcd has no leader to confirm the membership"},
@@ -179,7 +193,7 @@ func TestDecide(t *testing.T) {
 		{name: "the claims of members and of a joining pod are kept", mods: mods(spec(withSize(4)), spec(withPVC), claims(memberA, memberB, memberC, joiner), joiningPod(joiner, three), etcdLeader(memberA)), want: "add joiner example-new"},
 		{name: "the claim of a pod being created is kept", mods: mods(spec(withPVC), claims(memberA, memberB, memberC, joiner), expectPod(joiner, time.Minute)), want: "wait (pod example-new was created"},
 
-		// 11. Replacement.
+		// 13. Replacement.
 		{name: "a failed member makes the pass read etcd", mods: mods(podIs(memberC, failed)), want: "read etcd (remove member example-c)"},
 		{name: "a failed member is removed once etcd confirms it does not answer", mods: mods(podIs(memberC, failed), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is failed and its data was on an emptyDir volume)"},
 		{name: "a member without a pod is removed", mods: mods(noPod(memberC), etcdLeader(memberA, memberC)), want: "remove dead member example-c (its pod is gone and its data was on an emptyDir volume)"},
@@ -191,7 +205,7 @@ func TestDecide(t *testing.T) {
 		{name: "a member whose pod is being deleted is replaced only once the pod is gone", mods: mods(terminatingPod(memberC)), want: "wait (pod example-c is being deleted"},
 		{name: "a dead member is removed while another member still starts", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD, memberE), podIs(memberD, failed), podIs(memberE, pendingFor(time.Minute)), etcdLeader(memberA, memberD, memberE)), want: "remove dead member example-d"},
 
-		// 12. Learners.
+		// 14. Learners.
 		{name: "a running learner is promoted before anything else changes", mods: mods(spec(withSize(5)), learner(memberC)), want: "promote learner example-c"},
 		{name: "a learner that does not run yet is waited for", mods: mods(spec(withSize(4)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Minute))), want: "wait (learner example-d does not run yet)"},
 		{name: "while a learner starts, the next joining pod is made once etcd confirms the membership", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second))), want: "read etcd (create a joining pod)"},
@@ -199,7 +213,7 @@ func TestDecide(t *testing.T) {
 		{name: "while a learner starts with the next joining pod made, the learner is waited for", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD})), want: "wait (learner example-d does not run yet)"},
 		{name: "a running learner is promoted before its successor's pod is made", mods: mods(spec(withSize(5)), members(memberA, memberB, memberC, memberD), learner(memberD)), want: "promote learner example-d"},
 
-		// 12. Learners side by side: every member on etcd 3.6 with ETCD_MAX_LEARNERS.
+		// 14. Learners side by side: every member on etcd 3.6 with ETCD_MAX_LEARNERS.
 		{name: "on 3.6, while the seed starts, a second joining pod is made behind the first", mods: mods(notYetAvailable, on36, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA})), want: "create joiner to " + v36 + " behind example-new (while the seed starts)"},
 		{name: "on 3.6, with two joining pods made, the seed is waited for", mods: mods(notYetAvailable, on36, members(memberA), onlyPods(memberA), podIs(memberA, pendingFor(time.Second)), joiningPod(joiner, []string{memberA}), joiningPod(joiner2, []string{memberA, joiner})), want: "wait (0 of 1 voting members run and 1 are starting"},
 		{name: "on 3.6, a joining pod is made behind the one not added yet", mods: mods(on36, spec(withSize(5)), joiningPod(joiner, three, resolving), etcdLeader(memberA)), want: "create joiner to " + v36 + " behind example-new (while example-new starts)"},
@@ -220,7 +234,7 @@ func TestDecide(t *testing.T) {
 		{name: "on 3.6 with a member made without ETCD_MAX_LEARNERS, one learner at a time", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), podIs(memberA, withoutMaxLearners), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
 		{name: "on 3.6 with a member that still runs 3.5, one learner at a time", mods: mods(on36, spec(withSize(5)), members(memberA, memberB, memberC, memberD), podIs(memberA, runs(testVersion)), learner(memberD), podIs(memberD, pendingFor(time.Second)), joiningPod(joiner, []string{memberA, memberB, memberC, memberD}), etcdLeader(memberA, memberD)), want: "wait (learner example-d does not run yet)"},
 
-		// 13. Size.
+		// 15. Size.
 		{name: "scaling up reads etcd before making a joining pod", mods: mods(spec(withSize(4))), want: "read etcd (create a joining pod)"},
 		{name: "scaling up makes the new member's pod first, at spec.version", mods: mods(spec(withSize(4)), etcdLeader(memberA)), want: "create joiner to " + testVersion},
 		{name: "a joining pod is added only once it resolves in DNS", mods: mods(spec(withSize(4)), joiningPod(joiner, three, resolving)), want: "wait (the pod of joining member example-new does not resolve in DNS yet)"},
@@ -236,7 +250,7 @@ func TestDecide(t *testing.T) {
 		{name: "scaling down removes a member that is not ready before any ready one", mods: mods(spec(withSize(2)), podIs(memberC, notReady), etcdLeader(memberA)), want: "remove member example-c (its pod is not ready)"},
 		{name: "scaling down to one keeps the leader", mods: mods(spec(withSize(1)), members(memberA, memberB), onlyPods(memberA, memberB), etcdLeader(memberB)), want: "remove member example-a (a follower)"},
 
-		// 14. Version.
+		// 16. Version.
 		{name: "an upgrade reads etcd for the leader and the health", mods: mods(spec(withVersion("3.5.22"))), want: "read etcd (upgrade a member)"},
 		{name: "an upgrade patches a follower first", mods: mods(spec(withVersion("3.5.22")), etcdLeader(memberA)), want: "upgrade member example-b to 3.5.22 (a follower)"},
 		{name: "an upgrade moves leadership away before patching the leader", mods: mods(spec(withVersion("3.5.22")), podIs(memberB, onVersion("3.5.22")), podIs(memberC, onVersion("3.5.22")), etcdLeader(memberA)), want: "move leader to example-b (moving leadership from example-a to example-b first)"},
@@ -265,7 +279,7 @@ func TestDecide(t *testing.T) {
 		{name: "mid-upgrade a new member starts at the oldest version made", mods: mods(spec(withSize(4)), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + oldVersion},
 		{name: "while an upgrade is refused new members start at the newest version made", mods: mods(spec(withSize(4)), spec(withVersion("3.6.6")), podIs(memberA, onVersion(oldVersion)), etcdLeader(memberB)), want: "create joiner to " + testVersion},
 
-		// 15. Space and day-2 care.
+		// 11 and 17. Space and day-2 care.
 		{name: "with a NOSPACE alarm the history is compacted first", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), dbSizes(200<<20, 20<<20)), want: "compact"},
 		{name: "with a NOSPACE alarm and the history compacted, a follower is defragmented", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), compactedTo(500), dbSizes(1950<<20, 100<<20)), want: "defragment example-b"},
 		{name: "with a NOSPACE alarm and every member with room again, the alarm is disarmed", mods: mods(etcdLeader(memberA), alarmOn(memberA, "NOSPACE"), revision(500), compactedTo(500), dbSizes(20<<20, 20<<20)), want: "disarm NOSPACE"},
@@ -276,7 +290,7 @@ func TestDecide(t *testing.T) {
 		{name: "the leader is defragmented only after leadership moved away", mods: mods(etcdLeader(memberA), dbSize(memberA, 400<<20, 50<<20)), want: "move leader to"},
 		{name: "a member with a CORRUPT alarm is replaced", mods: mods(etcdLeader(memberA), alarmOn(memberC, "CORRUPT")), want: "remove dead member example-c (etcd refuses its data: etcd raised a CORRUPT alarm"},
 
-		// 17. Renewal of issued certificates.
+		// 18. Renewal of issued certificates.
 		{name: "an issued certificate past two thirds of its lifetime is renewed", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day)),
 			want: "renew certificate example-server-tls (two thirds of its lifetime passed on 2025-02-28T12:00:00Z; it expires on 2025-03-30T12:00:00Z)"},
 		{name: "an issued certificate short of two thirds of its lifetime is left alone", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 59*day)), want: "idle"},
@@ -294,7 +308,7 @@ func TestDecide(t *testing.T) {
 		{name: "a paused cluster renews nothing", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withPaused)), want: "wait (spec.paused is true)"},
 		{name: "a scale-up comes before a renewal", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
-		// 16. At rest.
+		// 19 and 20. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},
 		{name: "a complete healthy cluster is left alone after etcd was asked", mods: mods(etcdLeader(memberA)), want: "idle"},
 		{name: "a complete cluster with claims is left alone", mods: mods(spec(withPVC), claims(memberA, memberB, memberC)), want: "idle"},

@@ -99,7 +99,7 @@ func everyMemberReady(s *snapshot, what string) (action, bool) {
 // everyMemberAnswers checks that every voting member answered etcd in this
 // pass. A learner still starting counts towards no quorum and is left out:
 // where etcd takes two, the next one is added meanwhile (an upgrade never
-// runs with learners: step 13 comes first).
+// runs with learners: step 14 comes first).
 func everyMemberAnswers(s *snapshot) (action, bool) {
 	for _, m := range s.etcd.health.Members {
 		if m.Err != nil && !m.IsLearner {

@@ -12,7 +12,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// resize is step 14 of decide.
+// resize is step 15 of decide.
 func resize(s *snapshot) (action, bool) {
 	n := len(s.views)
 	switch {
@@ -56,9 +56,9 @@ func nextAdd(s *snapshot) (action, bool) {
 // joinerAheadOfTurn chooses to make the next joining pod ahead of its turn,
 // while the change before it completes, so that its check-dns runs meanwhile and only
 // MemberAdd and the promotion stay serial. Nothing changes in etcd: the
-// member is added in step 13 or 14 once the change before it is done and
+// member is added in step 14 or 15 once the change before it is done and
 // etcd's leader has confirmed the membership, and a pod that no longer
-// matches the membership by then is deleted in step 11. Where etcd takes
+// matches the membership by then is deleted in step 12. Where etcd takes
 // more than one learner, a pod is also made behind the joining pods not
 // added yet, its --initial-cluster naming them, as many as etcd will take
 // as learners at once.
@@ -69,7 +69,7 @@ func joinerAheadOfTurn(s *snapshot, why string) (action, bool) {
 	chain := joinChain(s)
 	switch {
 	case len(chain) != len(s.joiners):
-		return action{}, false // the unusable ones go first (step 11)
+		return action{}, false // the unusable ones go first (step 12)
 	case len(chain) == 0:
 		return action{kind: actCreateJoiner, version: s.plan.newMembers, without: leaving(s), reason: why}, true
 	case len(chain) >= s.learnerSlots || len(leaving(s)) > 0 ||
@@ -96,7 +96,7 @@ func learnersSupported(s *snapshot) bool {
 	return true
 }
 
-// cleanUp is step 11 of decide.
+// cleanUp is step 12 of decide.
 func cleanUp(s *snapshot) (action, bool) {
 	if len(s.strayPods) > 0 {
 		if a, ok := needEtcd(s, "delete a pod that belongs to no member"); ok {
@@ -286,7 +286,7 @@ func wantsMember(s *snapshot) bool {
 	return n < s.spec.Spec.Size || n == s.spec.Spec.Size && len(s.plan.replace) > 0 && s.versionMove != nil
 }
 
-// leaving are the members that step 12 removes from etcd to replace them:
+// leaving are the members that step 13 removes from etcd to replace them:
 // a joining pod may be made for their successors before they are removed,
 // with an --initial-cluster that leaves them out.
 func leaving(s *snapshot) []string {
@@ -323,7 +323,7 @@ func joiningMembership(s *snapshot, joining, without []string) etcdutil.MemberSe
 	return membership
 }
 
-// promoteLearners is step 13 of decide.
+// promoteLearners is step 14 of decide.
 func promoteLearners(s *snapshot) (action, bool) {
 	names := s.membership.Learners()
 	if len(names) == 0 {

@@ -17,7 +17,7 @@ import (
 // a minute, and no request to Kubernetes.
 const etcdObserveInterval = time.Minute
 
-// recoverNoSpace is step 10 of decide: it recovers a cluster that ran out
+// recoverNoSpace is step 11 of decide: it recovers a cluster that ran out
 // of space: with a NOSPACE alarm it
 // takes no write at all, so this comes before any other change.
 func recoverNoSpace(s *snapshot) (action, bool) {
@@ -30,7 +30,7 @@ func recoverNoSpace(s *snapshot) (action, bool) {
 	return action{}, false
 }
 
-// routineMaintenance is step 16 of decide: the day-2 care of a cluster at
+// routineMaintenance is step 17 of decide: the day-2 care of a cluster at
 // rest.
 func routineMaintenance(s *snapshot) (action, bool) {
 	if s.etcd == nil {

@@ -57,6 +57,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	c.takeRecords(s)
 	c.observeZones(ctx, s)
 	c.observeVolumeNodes(ctx, s)
+	c.observeLostNodes(ctx, s)
 	if err := c.observeIssued(ctx, s); err != nil {
 		problems = append(problems, problemOf(err))
 	}

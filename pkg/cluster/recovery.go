@@ -15,7 +15,7 @@ import (
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
-// withoutQuorum is step 9 of decide.
+// withoutQuorum is step 10 of decide.
 func withoutQuorum(s *snapshot) (action, bool) {
 	q := s.quorum
 	switch {

@@ -44,7 +44,7 @@ func renewalOverdue(notBefore, notAfter time.Time) time.Time {
 	return at.Add(notAfter.Sub(at) / 2)
 }
 
-// renewCertificates is step 17: one certificate secret of issued TLS whose
+// renewCertificates is step 18: one certificate secret of issued TLS whose
 // certificate is due, or that a rotation the user asked for has not
 // reached, is renewed, one per pass, and only in a cluster at rest (every
 // member ready, no problem that holds it up) with usable TLS secrets: a

@@ -179,7 +179,7 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	return action{kind: actRestartMembers, names: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
 }
 
-// restartInPlace is step 8 of decide.
+// restartInPlace is step 9 of decide.
 func restartInPlace(s *snapshot) (action, bool) {
 	for _, name := range sortedKeys(s.views) {
 		if m := s.views[name]; m.pod != nil && k8sutil.IsForcedNewCluster(m.pod) && len(s.views) == 1 && m.state == memberRunning {
@@ -197,7 +197,7 @@ func restartInPlace(s *snapshot) (action, bool) {
 			// the kubelet restarts a crashing member in its pod
 		case m.pod != nil && k8sutil.IsBeingDeleted(m.pod):
 			// Deleted already, on a node that has not confirmed it: the
-			// name is free once it has (step 18 says so meanwhile), and the
+			// name is free once it has (step 19 says so meanwhile), and the
 			// other members are not held back.
 		case m.pod != nil:
 			ended = append(ended, name)
@@ -265,7 +265,7 @@ func restartVersion(s *snapshot, names []string) string {
 	return v
 }
 
-// replaceDeadMembers is step 12 of decide.
+// replaceDeadMembers is step 13 of decide.
 func replaceDeadMembers(s *snapshot) (action, bool) {
 	for _, name := range sortedKeys(s.views) {
 		m := s.views[name]

@@ -100,6 +100,11 @@ type snapshot struct {
 	// not be read.
 	volumeNodeGone     map[string]string
 	volumeNodesUnknown string
+	// nodesLost says, for each node read in this pass under
+	// spec.pod.nodeLostAfterSeconds, why it counts as lost ("" when it does
+	// not); nodesUnknown are the nodes that could not be read (nodelost.go).
+	nodesLost    map[string]string
+	nodesUnknown []string
 
 	// The goroutine's records of its own recent actions.
 	podExpect     *podExpectation

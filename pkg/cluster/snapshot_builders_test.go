@@ -536,3 +536,15 @@ func volumeNodeGone(name, node string) snapMod {
 func volumeNodesUnknown(name, why string) snapMod {
 	return func(s *snapshot) { s.volumeNodesUnknown = "claim " + name + ": " + why }
 }
+
+// nodeLostForLong records that the node of stuckPod's pods ("node-lost")
+// was read in this pass as not Ready for longer than the user's bound.
+func nodeLostForLong(s *snapshot) {
+	if s.nodesLost == nil {
+		s.nodesLost = map[string]string{}
+	}
+	s.nodesLost["node-lost"] = lostNodeWhy
+}
+
+// lostNodeWhy is what nodeLostForLong says of the node.
+const lostNodeWhy = "node node-lost has not been Ready since 2026-11-28T10:00:00Z, longer than spec.pod.nodeLostAfterSeconds (600s)"

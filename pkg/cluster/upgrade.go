@@ -256,7 +256,7 @@ func compareVersions(a, b string) int {
 	return va.Compare(vb)
 }
 
-// upgradeMembers is step 15 of decide.
+// upgradeMembers is step 16 of decide.
 func upgradeMembers(s *snapshot) (action, bool) {
 	p := s.plan
 	switch {

@@ -26,10 +26,12 @@ import (
 // etcd and made again on a new claim.
 //
 // The evidence is read in the pass that acts on it: the volume's node, from
-// the PersistentVolume, and that node read as NotFound. Nothing else counts:
-// no right to read volumes or nodes, a read that failed, a node that is
-// NotReady or cut off (its volume and its data may come back with it) leave
-// the member to be restarted in place, and it waits.
+// the PersistentVolume, and that node read as NotFound, or, under the user's
+// spec.pod.nodeLostAfterSeconds, read as not Ready for that long
+// (nodelost.go). Nothing else counts: no right to read volumes or nodes, a
+// read that failed, a node that is NotReady or cut off for less than the
+// user's bound (its volume and its data may come back with it) leave the
+// member to be restarted in place, and it waits.
 
 // volumeNodeCache keeps the node each volume is bound to, read once: a
 // PersistentVolume's node affinity cannot change. Whether volumes may be
@@ -112,14 +114,24 @@ func (c *Cluster) observeVolumeNodes(ctx context.Context, s *snapshot) {
 		if node == "" {
 			continue
 		}
-		_, err = c.cfg.KubeClient.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := c.cfg.KubeClient.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		gone := apierrors.IsNotFound(err)
+		if err == nil && s.nodeLostAfter() > 0 {
+			// Under the user's bound, a node not Ready for that long
+			// counts as lost too (nodelost.go).
+			if s.nodesLost == nil {
+				s.nodesLost = map[string]string{}
+			}
+			s.nodesLost[node] = nodeLostWhy(n, s.nodeLostAfter(), s.now)
+			gone = s.nodesLost[node] != ""
+		}
 		switch {
-		case apierrors.IsNotFound(err):
+		case gone:
 			if s.volumeNodeGone == nil {
 				s.volumeNodeGone = map[string]string{}
 			}
 			s.volumeNodeGone[name] = node
-		case err != nil:
+		case err != nil && !apierrors.IsNotFound(err):
 			unknown = append(unknown, fmt.Sprintf("claim %s: read node %s: %v", name, node, err))
 		}
 	}
@@ -136,6 +148,9 @@ func (s *snapshot) dataGoneWithNode(name string, state memberState) string {
 	node := s.volumeNodeGone[name]
 	if node == "" || state == memberRunning || state == memberCrashing {
 		return ""
+	}
+	if why := s.nodesLost[node]; why != "" {
+		return fmt.Sprintf("its claim's volume can only be used on node %s, which counts as lost: %s", node, why)
 	}
 	return fmt.Sprintf("its claim's volume can only be used on node %s, which is gone from the cluster", node)
 }

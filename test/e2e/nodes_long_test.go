@@ -74,7 +74,7 @@ func createLocalPVs(t *testing.T, group string, perNode int) {
 
 // localClaimCluster is a 3-member cluster whose members keep their data on
 // local volumes of one node each.
-func localClaimCluster(t *testing.T, base string) string {
+func localClaimCluster(t *testing.T, base string, mods ...func(*api.EtcdCluster)) string {
 	t.Helper()
 	name := framework.UniqueName(base)
 	group := "e2e-" + name
@@ -83,6 +83,9 @@ func localClaimCluster(t *testing.T, base string) string {
 	spec := claimSpec(group)
 	spec.StorageClassName = new(localVolumeClass)
 	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: spec}
+	for _, m := range mods {
+		m(cl)
+	}
 	createCluster(t, cl)
 	return name
 }
@@ -290,4 +293,107 @@ func TestNodesLongLeadersNodeLost(t *testing.T) {
 	recovery := time.Since(lost)
 	t.Logf("%s: back at full size %.1fs after the leader's node was lost: %v", name, recovery.Seconds(), memberNodes(t, opNS, name))
 	judged(t, "leaders-node-lost", c, checkerWait(d, 0), recovery, nil)
+}
+
+// lostAfterAMinute counts a node not Ready for a minute as lost, and lets
+// the node controller evict member pods 5 s after it marks their node
+// unreachable or not ready (the default is 5 minutes), so that a pod is
+// stuck terminating within the test's time.
+func lostAfterAMinute(cl *api.EtcdCluster) {
+	if cl.Spec.Pod == nil {
+		cl.Spec.Pod = &api.PodPolicy{}
+	}
+	cl.Spec.Pod.NodeLostAfterSeconds = api.MinNodeLostAfterSeconds
+	for _, key := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
+		cl.Spec.Pod.Tolerations = append(cl.Spec.Pod.Tolerations, corev1.Toleration{
+			Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(5))})
+	}
+}
+
+// TestNodesLongNodeNotReadyPastTheUsersBoundCountsAsLost stops, and leaves
+// stopped, a node holding a member of a cluster on emptyDir and one of a
+// cluster on local volumes, both with spec.pod.nodeLostAfterSeconds. Nobody
+// deletes the Node: its member pods are evicted and stay terminating, as on
+// a hypervisor that hung. Once the node has been NotReady for the bound, the
+// stuck pods are force-deleted, each member replaced on another node (the
+// one on a local volume with a new claim), and both clusters are back at
+// full size with no acknowledged write lost. The node comes back at the end
+// and gives nothing back: its old members are gone.
+func TestNodesLongNodeNotReadyPastTheUsersBoundCountsAsLost(t *testing.T) {
+	requireNodes(t, 3)
+	onEmptyDir := framework.UniqueName("nodenotready")
+	cl := framework.NewCluster(onEmptyDir, 3, "3.5.21")
+	lostAfterAMinute(cl)
+	createCluster(t, cl)
+	onLocal := localClaimCluster(t, "nodenotready-local", lostAfterAMinute)
+	waitReady(t, opNS, onEmptyDir, 3, bootstrapTimeout(3))
+	waitReady(t, opNS, onLocal, 3, bootstrapTimeout(3))
+
+	var node string
+	placesE, placesL := memberNodes(t, opNS, onEmptyDir), memberNodes(t, opNS, onLocal)
+	for _, n := range placesE {
+		for _, m := range placesL {
+			if n == m && n != f.Env.NodeName {
+				node = n
+			}
+		}
+	}
+	if node == "" {
+		t.Fatalf("no node other than %s holds a member of both clusters: %v, %v", f.Env.NodeName, placesE, placesL)
+	}
+	claimsBefore := claimsOf(t, opNS, onLocal)
+
+	const d = 5 * time.Minute
+	clusters := []string{onEmptyDir, onLocal}
+	scenarios := map[string]string{onEmptyDir: "node-notready-past-bound-emptydir", onLocal: "node-notready-past-bound-local-volume"}
+	checkers := map[string]checkerRun{}
+	for _, name := range clusters {
+		c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: scenarios[name], Duration: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Delete)
+		checkers[name] = c
+	}
+	pause(t, loadLead)
+
+	gone := map[string][]string{}
+	for _, name := range clusters {
+		gone[name] = podsOn(t, opNS, name, node)
+	}
+	stopped := time.Now()
+	nodeDo(t, "stop", node)
+	t.Cleanup(func() { ensureNodeUp(t, node) })
+	recovery := map[string]time.Duration{}
+	for _, name := range clusters {
+		waitReady(t, opNS, name, 3, 3*changeTimeout, gone[name]...)
+		recovery[name] = time.Since(stopped)
+		t.Logf("%s: back at full size %.1fs after node %s stopped: members on %v", name, recovery[name].Seconds(), node, memberNodes(t, opNS, name))
+	}
+	for _, name := range clusters {
+		pods, err := f.ClusterPods(t.Context(), opNS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			if p.Spec.NodeName == node {
+				t.Errorf("%s: pod %s is still on the stopped node %s (deleting since %v)", name, p.Name, node, p.DeletionTimestamp)
+			}
+		}
+		t.Logf("%s: %s", name, waitClusterEvent(t, opNS, name, corev1.EventTypeWarning, "PodForceDeleted", time.Minute))
+		judged(t, scenarios[name], checkers[name], checkerWait(d, 0), recovery[name], nil)
+	}
+	claimsAfter := claimsOf(t, opNS, onLocal)
+	t.Logf("%s: claims before %v, after %v", onLocal, claimsBefore, claimsAfter)
+	if len(claimsAfter) != 3 {
+		t.Errorf("%s has %d claims after the replacement, want 3 (one per member): %v", onLocal, len(claimsAfter), claimsAfter)
+	}
+	// The node comes back: what ran there was replaced, and stays so.
+	nodeDo(t, "start", node)
+	waitReady(t, opNS, onLocal, 3, changeTimeout)
+	for _, name := range clusters {
+		if n := len(memberNodes(t, opNS, name)); n != 3 {
+			t.Errorf("%s has %d member pods once the node is back, want 3", name, n)
+		}
+	}
 }
