@@ -18,6 +18,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -33,6 +37,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -116,14 +121,14 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 	fmt.Printf("  snapshot: %.1f MiB, sha256 %s\n", float64(vb.Size)/(1<<20), vb.SHA256)
 
 	// 2. The seed downloads it through the backup server and checks it again.
-	url, stop, err := backupServer(s3, vb)
+	url, token, stop, err := backupServer(ctx, s3, vb)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	backupFile := filepath.Join(dir, "latest.backup")
 	if err := step("serve + fetch-backup (download, check size and sha256)", &vb.Size, func() error {
-		return restore.Fetch(ctx, restore.FetchOptions{URL: url, Out: backupFile, Size: vb.Size, SHA256: vb.SHA256, Timeout: 30 * time.Minute})
+		return restore.Fetch(ctx, restore.FetchOptions{URL: url, Out: backupFile, Size: vb.Size, SHA256: vb.SHA256, Token: token, Timeout: 30 * time.Minute})
 	}); err != nil {
 		return err
 	}
@@ -183,8 +188,11 @@ func snapshotInto(ctx context.Context, dir string, store backup.Store, sizeMiB, 
 }
 
 // backupServer serves the backup the way the operator does, for an EtcdRestore in
-// progress whose plan pins vb, and returns the seed's URL.
-func backupServer(s3 *backuptest.S3, vb restore.VerifiedBackup) (string, func(), error) {
+// progress whose plan pins vb, and returns the seed's URL and the restore's token,
+// which the seed presents. The restore's token is in a Secret it owns, as the
+// operator makes it; the plan is signed with it (restore.PlanMACAnnotation), and
+// the flow's LoadTokens hands it to the server, as at the operator's start.
+func backupServer(ctx context.Context, s3 *backuptest.S3, vb restore.VerifiedBackup) (string, string, func(), error) {
 	spec := api.RestoreSpec{
 		BackupStorageType: api.BackupStorageTypeS3,
 		RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
@@ -194,23 +202,42 @@ func backupServer(s3 *backuptest.S3, vb restore.VerifiedBackup) (string, func(),
 	}
 	plan, err := json.Marshal(&restore.Plan{Source: spec, Backup: vb})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", "", nil, err
+	}
+	token := hex.EncodeToString(raw)
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write(plan)
 	er := &api.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "ns", Annotations: map[string]string{restore.PlanAnnotation: string(plan)}},
-		Spec:       spec,
-		Status:     api.RestoreStatus{Phase: api.RestorePhaseRestoring},
+		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "ns", UID: types.UID("bench-restore"), Annotations: map[string]string{
+			restore.PlanAnnotation:    string(plan),
+			restore.PlanMACAnnotation: hex.EncodeToString(mac.Sum(nil)),
+		}},
+		Spec:   spec,
+		Status: api.RestoreStatus{Phase: api.RestorePhaseRestoring},
 	}
-	secrets := kubefake.NewSimpleClientset(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "aws", Namespace: "ns"}, Data: backuptest.AWSSecretData()})
+	kube := kubefake.NewSimpleClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "aws", Namespace: "ns"}, Data: backuptest.AWSSecretData()},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: restore.TokenSecretName(er.UID), Namespace: "ns",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: api.SchemeGroupVersion.String(), Kind: api.EtcdRestoreResourceKind, Name: er.Name, UID: er.UID}}},
+			Data: map[string][]byte{restore.TokenKey: []byte(token)},
+		})
+	etcdClient := fake.NewSimpleClientset(er)
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	h := &restore.BackupHandler{Client: fake.NewSimpleClientset(er), Namespace: "ns",
-		Open: restore.StoreOpener(secrets.CoreV1(), storage.CloudIdentity{}), Log: logrus.NewEntry(log)}
+	tokens := restore.NewTokens()
+	restore.NewFlow(restore.Config{Kube: kube, Etcd: etcdClient, Log: logrus.NewEntry(log), Tokens: tokens}).
+		LoadTokens(ctx, []*api.EtcdRestore{er})
+	h := &restore.BackupHandler{Client: etcdClient, Namespace: "ns", Tokens: tokens,
+		Open: restore.StoreOpener(kube.CoreV1(), storage.CloudIdentity{}), Log: logrus.NewEntry(log)}
 	mux := http.NewServeMux()
 	mux.Handle(restore.BackupPathPrefix, h)
 	srv := httptest.NewServer(mux)
-	return srv.URL + restore.BackupPathPrefix + "ns/bench", srv.Close, nil
+	return srv.URL + restore.BackupPathPrefix + "ns/bench", token, srv.Close, nil
 }
 
 func waitKeys(ctx context.Context, endpoint string, want int) error {
