@@ -54,14 +54,15 @@ func main() {
 	sizeMiB := flag.Int("size-mib", 512, "data written to etcd before the snapshot")
 	valueKiB := flag.Int("value-kib", 256, "size of each value")
 	binDir := flag.String("etcd-bin-dir", os.Getenv("ETCD_BIN_DIR_3_5"), "directory with the etcd and etcdutl binaries of etcd 3.5 (the local cluster's env file sets ETCD_BIN_DIR_3_5)")
+	reportPath := flag.String("report", "", "also write the steps' times as JSON to this file, for hack/gen-docs backup-restore (run.sh names it)")
 	flag.Parse()
-	if err := bench(*sizeMiB, *valueKiB, *binDir); err != nil {
+	if err := bench(*sizeMiB, *valueKiB, *binDir, *reportPath); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(sizeMiB, valueKiB int, binDir string) error {
+func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 	if binDir == "" {
 		return fmt.Errorf("no -etcd-bin-dir: point it at an etcd 3.5 release (etcd and etcdutl)")
 	}
@@ -95,6 +96,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 
 	var total time.Duration
 	var vb restore.VerifiedBackup
+	rep := report{SizeMiB: sizeMiB, ValueKiB: valueKiB, Keys: keys}
 	// size is read after fn: the first step is what learns it.
 	step := func(name string, size *int64, fn func() error) error {
 		start := time.Now()
@@ -103,22 +105,25 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 		}
 		d := time.Since(start)
 		total += d
-		rate := ""
+		rate, s := "", reportStep{Step: name, Seconds: d.Seconds()}
 		if size != nil {
-			rate = fmt.Sprintf(" (%.0f MiB/s)", float64(*size)/(1<<20)/d.Seconds())
+			s.MiBPerSecond = float64(*size) / (1 << 20) / d.Seconds()
+			rate = fmt.Sprintf(" (%.0f MiB/s)", s.MiBPerSecond)
 		}
-		fmt.Printf("%-52s %8.2fs%s\n", name, d.Seconds(), rate)
+		rep.Steps = append(rep.Steps, s)
+		fmt.Printf("%-62s %8.2fs%s\n", name, d.Seconds(), rate)
 		return nil
 	}
 
 	// 1. The operator reads the backup through before it touches the cluster.
-	if err := step("verify (read through, check the sha256 trailer)", &vb.Size, func() error {
+	if err := step("the operator reads the backup through and checks it", &vb.Size, func() error {
 		vb, err = restore.VerifySnapshot(ctx, store, loc, nil)
 		return err
 	}); err != nil {
 		return err
 	}
 	fmt.Printf("  snapshot: %.1f MiB, sha256 %s\n", float64(vb.Size)/(1<<20), vb.SHA256)
+	rep.SnapshotMiB = float64(vb.Size) / (1 << 20)
 
 	// 2. The seed downloads it through the backup server and checks it again.
 	url, token, stop, err := backupServer(ctx, s3, vb)
@@ -127,7 +132,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 	}
 	defer stop()
 	backupFile := filepath.Join(dir, "latest.backup")
-	if err := step("serve + fetch-backup (download, check size and sha256)", &vb.Size, func() error {
+	if err := step("the seed downloads it through the backup server and checks it", &vb.Size, func() error {
 		return restore.Fetch(ctx, restore.FetchOptions{URL: url, Out: backupFile, Size: vb.Size, SHA256: vb.SHA256, Token: token, Timeout: 30 * time.Minute})
 	}); err != nil {
 		return err
@@ -136,7 +141,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 	// 3. restore-datadir: etcdutl unpacks it, checking the trailer once more.
 	dataDir := filepath.Join(dir, "data")
 	peer := "http://127.0.0.1:32380"
-	if err := step("etcdutl snapshot restore", &vb.Size, func() error {
+	if err := step("`etcdutl snapshot restore`", &vb.Size, func() error {
 		return run(filepath.Join(binDir, "etcdutl"), "snapshot", "restore", backupFile, "--data-dir="+dataDir,
 			"--name=seed", "--initial-cluster=seed="+peer, "--initial-cluster-token=bench", "--initial-advertise-peer-urls="+peer)
 	}); err != nil {
@@ -152,7 +157,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 		"--quota-backend-bytes="+fmt.Sprint(int64(sizeMiB)*3<<20+1<<30), "--log-level=error")
 	var etcdLog bytes.Buffer
 	etcd.Stdout, etcd.Stderr = &etcdLog, &etcdLog
-	if err := step("etcd starts on the restored data, all keys read", nil, func() error {
+	if err := step("etcd starts on the restored data and serves all keys", nil, func() error {
 		if err := etcd.Start(); err != nil {
 			return err
 		}
@@ -162,8 +167,57 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 	}
 	_ = etcd.Process.Kill()
 	_ = etcd.Wait()
-	fmt.Printf("%-52s %8.2fs\n", "total data path", total.Seconds())
-	return nil
+	fmt.Printf("%-62s %8.2fs\n", "total data path", total.Seconds())
+	if reportPath == "" {
+		return nil
+	}
+	if rep.EtcdVersion, err = etcdVersion(filepath.Join(binDir, "etcd")); err != nil {
+		return err
+	}
+	return writeReport(reportPath, rep)
+}
+
+// report is the steps' times as JSON, the restore data path section's data in
+// docs/results (hack/gen-docs backup-restore reads it: the fields are its
+// restoreDataPath's).
+type report struct {
+	SizeMiB     int          `json:"sizeMiB"`
+	ValueKiB    int          `json:"valueKiB"`
+	Keys        int          `json:"keys"`
+	SnapshotMiB float64      `json:"snapshotMiB"`
+	EtcdVersion string       `json:"etcdVersion"`
+	Steps       []reportStep `json:"steps"`
+}
+
+type reportStep struct {
+	Step         string  `json:"step"`
+	Seconds      float64 `json:"seconds"`
+	MiBPerSecond float64 `json:"miBPerSecond,omitempty"`
+}
+
+func writeReport(path string, rep report) error {
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+// etcdVersion is what `etcd --version` says it is ("etcd Version: 3.5.21").
+func etcdVersion(etcd string) (string, error) {
+	out, err := exec.Command(etcd, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("etcd --version: %w", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("etcd --version said %q", out)
 }
 
 // snapshotInto fills an embedded etcd and stores its snapshot as snapshot.db.
