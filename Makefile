@@ -113,9 +113,9 @@ chaos:
 bench:
 	bash hack/bench/run.sh
 
-## bench-go: the Go benchmarks, which print figures
+## bench-go: the Go benchmarks, COUNT=3 runs each (hack/bench/go.sh); the idle cluster's go to docs/results/backup-restore.md
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+	bash hack/bench/go.sh
 
 ## try: the local Kubernetes, the operator installed as users do, the example cluster serving (root)
 try:

@@ -27,10 +27,12 @@ Each command writes its section's data and this page. Earlier runs are in this p
 //	backups-<size>-<time>.json            hack/bench/backup, one per database size
 //	restore-data-path-<time>.json         hack/bench/restore
 //	restore-on-cluster-<time>.json        test/e2e TestMeasureRestore
+//	go-benchmarks-<time>.txt              `make bench-go`, go test's output
 const (
 	backupsReport          = "backups"
 	restoreDataPathReport  = "restore-data-path"
 	restoreOnClusterReport = "restore-on-cluster"
+	goBenchmarksReport     = "go-benchmarks"
 )
 
 // backupSize is hack/bench/backup's report of one database size.
@@ -104,8 +106,15 @@ type restoreOnCluster struct {
 	EtcdVersion      string  `json:"etcdVersion"`
 	CompletedSeconds float64 `json:"completedSeconds"`
 	// PeakWorkingSetMiB is the restore operator's, as the kubelet samples it.
-	PeakWorkingSetMiB float64 `json:"peakWorkingSetMiB"`
-	Stages            []stage `json:"stages"`
+	PeakWorkingSetMiB float64         `json:"peakWorkingSetMiB"`
+	Stages            []stage         `json:"stages"`
+	InitContainers    []initContainer `json:"initContainers,omitempty"`
+}
+
+// initContainer is how long one of the seed's init containers ran.
+type initContainer struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 type stage struct {
@@ -339,7 +348,7 @@ func runBackupRestore(args []string) error {
 	if m == "" {
 		m = thisMachine()
 	}
-	fresh, err := backupRestoreSections(*in, *since, runInfo{Date: *date, Commit: *commit, Machine: m})
+	fresh, err := backupRestoreSections(*in, *since, runInfo{Date: *date, Commit: *commit, Machine: m}, *data)
 	if err != nil {
 		return err
 	}
@@ -356,22 +365,30 @@ func runBackupRestore(args []string) error {
 
 // backupRestoreSections makes the data of each section a report of the run
 // measured: every size of the backups (the newest report of each), the newest
-// restore reports.
-func backupRestoreSections(dir, since string, run runInfo) (map[string]any, error) {
+// restore reports and Go benchmark output. dataDir has the sections' last data,
+// whose descriptions of the Go benchmarks are kept.
+func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[string]any, error) {
 	paths, err := newerThan(filepath.Join(dir, "*.json"), since)
 	if err != nil {
 		return nil, err
 	}
+	texts, err := newerThan(filepath.Join(dir, goBenchmarksReport+"-*.txt"), since)
+	if err != nil {
+		return nil, err
+	}
 	sizes := map[int]backupSize{}
-	var dataPath *restoreDataPath
+	var restorePath *restoreDataPath
 	var onCluster *restoreOnCluster
-	for _, p := range paths {
+	goBench := ""
+	for _, p := range append(paths, texts...) {
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
 		base := filepath.Base(p)
 		switch {
+		case strings.HasPrefix(base, goBenchmarksReport+"-"):
+			goBench = string(raw)
 		case strings.HasPrefix(base, backupsReport+"-"):
 			var s backupSize
 			if err := strictUnmarshal(raw, &s); err != nil {
@@ -379,8 +396,8 @@ func backupRestoreSections(dir, since string, run runInfo) (map[string]any, erro
 			}
 			sizes[s.SizeMiB] = s
 		case strings.HasPrefix(base, restoreDataPathReport+"-"):
-			dataPath = &restoreDataPath{}
-			if err := strictUnmarshal(raw, dataPath); err != nil {
+			restorePath = &restoreDataPath{}
+			if err := strictUnmarshal(raw, restorePath); err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
 		case strings.HasPrefix(base, restoreOnClusterReport+"-"):
@@ -400,14 +417,27 @@ func backupRestoreSections(dir, since string, run runInfo) (map[string]any, erro
 		d.Run = backupsRun(d.Sizes)
 		out["backups"] = d
 	}
-	if dataPath != nil {
-		d := restoreDataPathData{runInfo: run, restoreDataPath: *dataPath}
+	if restorePath != nil {
+		d := restoreDataPathData{runInfo: run, restoreDataPath: *restorePath}
 		d.Run = fmt.Sprintf("`hack/bench/restore/run.sh`, a %d MiB database (%s values of %d KiB; a %.0f MiB snapshot), an in-process S3 server, etcd %s release binaries",
 			d.SizeMiB, thousands(d.Keys), d.ValueKiB, d.SnapshotMiB, d.EtcdVersion)
 		out["restore-data-path"] = d
 	}
 	if onCluster != nil {
 		out["restore-on-cluster"] = restoreOnClusterSection(run, *onCluster)
+	}
+	if goBench != "" {
+		var last goBenchmarksData
+		if raw, err := os.ReadFile(dataPath(dataDir, "backup-restore", "go-benchmarks")); err == nil {
+			if err := strictUnmarshal(raw, &last); err != nil {
+				return nil, err
+			}
+		}
+		d, err := goBenchmarksSection(run, goBench, last)
+		if err != nil {
+			return nil, err
+		}
+		out["go-benchmarks"] = d
 	}
 	return out, nil
 }
@@ -437,6 +467,13 @@ func restoreOnClusterSection(run runInfo, r restoreOnCluster) restoreOnClusterDa
 	run.Machine = "single node, " + strings.TrimPrefix(run.Machine, "single node, ")
 	run.Run = fmt.Sprintf("`E2E_RESTORE_BENCH_MIB=%d bash hack/e2e.sh -run TestMeasureRestore`: a %.0f MiB snapshot, an empty %d-member etcd %s cluster restored from it, %.0f s from creating the EtcdRestore to `Completed`; the restore operator's working set peaked at %.0f MiB",
 		r.SizeMiB, r.SnapshotMiB, r.Members, r.EtcdVersion, r.CompletedSeconds, r.PeakWorkingSetMiB)
+	if len(r.InitContainers) > 0 {
+		var ran []string
+		for _, c := range r.InitContainers {
+			ran = append(ran, fmt.Sprintf("`%s` %.0f s", c.Name, c.Seconds))
+		}
+		run.Run += "; seed init containers: " + strings.Join(ran, ", ")
+	}
 	d := restoreOnClusterData{runInfo: run, Report: &r}
 	for _, s := range r.Stages {
 		d.Timeline = append(d.Timeline, timelineRow{At: fmt.Sprintf("%.0f", s.Seconds), What: s.Stage})

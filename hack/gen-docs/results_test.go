@@ -193,7 +193,8 @@ func TestBackupRestorePageFromTheBenchesReports(t *testing.T) {
 func TestRestoreOnClusterTimelineFromTheTestsReport(t *testing.T) {
 	d := restoreOnClusterSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, restoreOnCluster{
 		SizeMiB: 512, SnapshotMiB: 523.2, Members: 3, EtcdVersion: "3.5.21", CompletedSeconds: 35.2, PeakWorkingSetMiB: 11.4,
-		Stages: []stage{{Seconds: 1.2, Stage: "event BackupVerified"}, {Seconds: 21.4, Stage: "1 of 3 restored members Ready"}},
+		Stages:         []stage{{Seconds: 1.2, Stage: "event BackupVerified"}, {Seconds: 21.4, Stage: "1 of 3 restored members Ready"}},
+		InitContainers: []initContainer{{Name: "check-dns", Seconds: 2.1}, {Name: "fetch-backup", Seconds: 1}},
 	})
 	got, err := restoreOnClusterBody(marshalData(t, d))
 	if err != nil {
@@ -201,7 +202,7 @@ func TestRestoreOnClusterTimelineFromTheTestsReport(t *testing.T) {
 	}
 	want := "Last run: 2026-11-29, commit abc1234, single node, 2 cores; `E2E_RESTORE_BENCH_MIB=512 bash hack/e2e.sh -run TestMeasureRestore`: " +
 		"a 523 MiB snapshot, an empty 3-member etcd 3.5.21 cluster restored from it, 35 s from creating the EtcdRestore to `Completed`; " +
-		"the restore operator's working set peaked at 11 MiB.\n\n" +
+		"the restore operator's working set peaked at 11 MiB; seed init containers: `check-dns` 2 s, `fetch-backup` 1 s.\n\n" +
 		"| seconds after the EtcdRestore was created | |\n|---|---|\n| 1 | event BackupVerified |\n| 21 | 1 of 3 restored members Ready |\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
@@ -288,5 +289,66 @@ func TestCheckResultsCatchesAPageThatIsNotItsData(t *testing.T) {
 func TestCommittedResultPagesAreWhatTheirDataRenders(t *testing.T) {
 	for _, p := range checkResults("../../docs/results/data", "../../docs/results") {
 		t.Error(p)
+	}
+}
+
+// The report TestMeasureRestore writes (test/e2e restoreOnClusterReport) is
+// read as it is, field for field.
+func TestRestoreOnClusterReportOfTheE2ETestIsRead(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "restore-on-cluster-20261129-010000.json"), `{
+  "sizeMiB": 512, "snapshotMiB": 523.4, "members": 3, "etcdVersion": "3.5.21",
+  "completedSeconds": 35.1, "peakWorkingSetMiB": 11.2,
+  "stages": [{"seconds": 9.2, "stage": "seed pod created"}],
+  "initContainers": [{"name": "restore-datadir", "seconds": 2.2}]
+}`)
+	got, err := backupRestoreSections(dir, "", runInfo{Date: "2026-11-29", Machine: "2 cores"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := got["restore-on-cluster"].(restoreOnClusterData)
+	if !ok || len(d.Timeline) != 1 || d.Timeline[0] != (timelineRow{At: "9", What: "seed pod created"}) || !strings.Contains(d.Run, "`restore-datadir` 2 s") {
+		t.Errorf("sections: %+v", got)
+	}
+}
+
+// Output of `go test -run '^$' -bench . -benchmem -count 2 ./pkg/cluster/`
+// (shortened), with another package's benchmark around it.
+const goBenchOutput = `goos: linux
+pkg: github.com/openetcd/etcd-operator/pkg/backup
+BenchmarkBackup-2   	       1	 912345678 ns/op	 1000 B/op	      10 allocs/op
+pkg: github.com/openetcd/etcd-operator/pkg/cluster
+cpu: AMD EPYC
+BenchmarkIdlePass-2             	      20	     23088 ns/op	   13472 B/op	     206 allocs/op
+BenchmarkIdlePass-2             	      20	     24060 ns/op	   13472 B/op	     206 allocs/op
+BenchmarkEtcdRead/dialled-2     	      20	  12427520 ns/op	  319664 B/op	    3285 allocs/op
+BenchmarkEtcdRead/dialled-2     	      20	   2494064 ns/op	  299657 B/op	    3224 allocs/op
+BenchmarkEtcdRead/cached-2                      	      20	    755823 ns/op	   97116 B/op	    1168 allocs/op
+BenchmarkEtcdRead/cached-2                      	      20	    675184 ns/op	   95246 B/op	    1168 allocs/op
+BenchmarkCachedClientMemory-2                   	      20	 116629849 ns/op	     88965 heap-B/client	 7671194 B/op	   87683 allocs/op
+BenchmarkCachedClientMemory-2                   	      20	 113747454 ns/op	    103219 heap-B/client	 7651076 B/op	   87642 allocs/op
+PASS
+ok  	github.com/openetcd/etcd-operator/pkg/cluster	7.838s
+`
+
+func TestGoBenchmarksFromGoTestOutput(t *testing.T) {
+	last := goBenchmarksData{Benchmarks: []goBenchmark{{Name: "BenchmarkIdlePass", About: "a healthy cluster of three at rest, no write"}}}
+	d, err := goBenchmarksSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, goBenchOutput, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := goBenchmarksBody(marshalData(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Last run: 2026-11-29, commit abc1234, 2 cores; `make bench-go` (`pkg/cluster/idle_bench_test.go`, the range of two runs; " +
+		"real etcd in the process, so times include the server's side and are noisy; allocations are exact).\n\n" +
+		"| benchmark | per op | allocated per op |\n|---|---|---|\n" +
+		"| `BenchmarkIdlePass` (a healthy cluster of three at rest, no write) | 23–24 µs | 13.5 KB, 206 allocs |\n" +
+		"| `BenchmarkEtcdRead/dialled` | 2.5–12 ms | 300–320 KB, 3 224–3 285 allocs |\n" +
+		"| `BenchmarkEtcdRead/cached` | 675–756 µs | 95.2–97.1 KB, 1 168 allocs |\n" +
+		"| `BenchmarkCachedClientMemory` | 89.0–103 KB | – |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
