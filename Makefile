@@ -40,7 +40,8 @@ unit:
 	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) \
 		$(GO) test -race -count=1 ./...
 
-## verify: formatting, vet, generated code and generated docs are up to date, and the docs' links resolve
+## verify: formatting, vet, generated code and generated docs (the reference pages, and the results pages
+## against their data) are up to date, and the docs' links resolve
 verify: fmt vet
 	bash hack/verify-codegen.sh
 	bash hack/verify-docs.sh
@@ -57,9 +58,11 @@ generate:
 	$(MAKE) --no-print-directory docs
 
 ## docs: the reference pages made from the code: docs/reference/api.md (the API types'
-## field docs, through the CRDs) and docs/reference/events.md (pkg/cluster's problem vocabulary)
+## field docs, through the CRDs) and docs/reference/events.md (pkg/cluster's problem vocabulary);
+## and the results pages (docs/results/*.md) from their committed data, docs/results/data
 docs:
 	$(GO) run ./hack/gen-docs reference -o docs/reference
+	$(GO) run ./hack/gen-docs results
 
 ## test: everything CI checks
 test:
@@ -110,9 +113,9 @@ chaos:
 bench:
 	bash hack/bench/run.sh
 
-## bench-go: the Go benchmarks, which print figures
+## bench-go: the Go benchmarks, COUNT=3 runs each (hack/bench/go.sh); the idle cluster's go to docs/results/backup-restore.md
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+	bash hack/bench/go.sh
 
 ## try: the local Kubernetes, the operator installed as users do, the example cluster serving (root)
 try:

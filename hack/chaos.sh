@@ -7,8 +7,9 @@
 #   scenario, ops, acked, failed, indeterminate, linearizable, ackedLost,
 #   longestUnavailableSeconds, recoverySeconds, passed; a history that is not
 # linearizable also leaves porcupine's visualisation, _output/chaos/scenarios/<scenario>.html.
-# The table is also written to docs/results/chaos.md (hack/gen-docs chaos): the latest
-# run, with its date, commit and machine; commit it to publish the figures.
+# The table is also written to docs/results/chaos.md and its data,
+# docs/results/data/chaos-matrix.json (hack/gen-docs chaos): the latest run, with its
+# date, commit and machine; commit both to publish the figures.
 # Environment: E2E_CHAOS_MINUTES (the -chaos-level 1 scenario, default 3), and
 # whatever hack/e2e.sh reads (E2E_PARALLEL, E2E_SKIP_BUILD, ...).
 set -o errexit -o nounset -o pipefail

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fails when a generated documentation page differs from what `make docs`
-# (hack/gen-docs reference) would write now, or when a link of the docs does not
+# would write now: the reference pages from the code (hack/gen-docs reference),
+# the results pages from their committed data, docs/results/data (hack/gen-docs
+# results -check names each page that differs), or when a link of the docs does not
 # resolve: relative links and #anchors of every markdown page, and every
 # page#anchor named in code, scripts, the chart and example/ (runbook_urls,
 # error messages).
@@ -20,6 +22,9 @@ for page in api.md events.md; do
 done
 if [ "$status" -ne 0 ]; then
 	echo "docs/reference is out of date: run make docs" >&2
+fi
+if ! go run ./hack/gen-docs results -check; then
+	status=1
 fi
 if ! go run ./hack/gen-docs links -root "$root"; then
 	status=1

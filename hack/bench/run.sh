@@ -5,8 +5,9 @@
 # (TestMeasureScale). Brings the local cluster up if it is not (root), builds
 # and imports the operator image, runs both through hack/e2e.sh, prints the
 # tables and leaves them as markdown and JSON under _output/bench/. A run that
-# passes also writes them to docs/results/bench.md (hack/gen-docs bench), with
-# the date, commit and machine; a part not run (BENCH_ONLY) keeps its last run.
+# passes also writes them to docs/results/bench.md and its data,
+# docs/results/data/bench-{speed,scale}.json (hack/gen-docs bench), with the
+# date, commit and machine; a part not run (BENCH_ONLY) keeps its last run.
 # Run it alone on the node: other work there slows the figures down.
 #
 #   hack/bench/run.sh                      # everything, median of 3 (about an hour)

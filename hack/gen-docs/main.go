@@ -6,10 +6,21 @@
 //	    the API types' doc comments) and events.md (from the cluster's
 //	    problem vocabulary, pkg/cluster.Problems and friends). `make docs`
 //	    runs it; hack/verify-docs.sh fails when the committed pages differ.
-//	gen-docs bench -in _output/bench -since FILE -commit SHA -o docs/results/bench.md
-//	    the latest `make bench` run's tables (hack/bench/run.sh calls it).
-//	gen-docs chaos -in _output/chaos/results.json -commit SHA -o docs/results/chaos.md
-//	    the latest `make chaos` run's table (hack/chaos.sh calls it).
+//	gen-docs results [-check]
+//	    renders every page of docs/results from its committed data,
+//	    docs/results/data/<page>-<section>.json (`make docs`); with -check it
+//	    writes nothing and fails, naming the page, when a committed page
+//	    differs (hack/verify-docs.sh runs it).
+//	gen-docs bench -in _output/bench -since FILE -commit SHA
+//	    the latest `make bench` run's tables into the data of bench.md, then
+//	    the page (hack/bench/run.sh calls it).
+//	gen-docs chaos -in _output/chaos/results.json -commit SHA
+//	    the latest `make chaos` run's table into the data of chaos.md, then
+//	    the page (hack/chaos.sh calls it).
+//	gen-docs backup-restore -in _output/bench/backup-restore -since FILE -commit SHA
+//	    the reports of a run of hack/bench/backup or hack/bench/restore (or
+//	    TestMeasureRestore) into the data of backup-restore.md, then the page
+//	    (hack/bench/backup/run.sh and hack/bench/restore/run.sh call it).
 //	gen-docs links [-root .]
 //	    fails on a relative link or #anchor of a markdown page that does not
 //	    resolve, and on a page#anchor named in code, scripts or the chart that
@@ -35,6 +46,10 @@ func main() {
 		err = runBench(args)
 	case "chaos":
 		err = runChaos(args)
+	case "backup-restore":
+		err = runBackupRestore(args)
+	case "results":
+		err = runResults(args)
 	case "links":
 		err = runLinks(args)
 	default:
@@ -47,7 +62,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: gen-docs reference|bench|chaos|links [flags]; gen-docs <command> -h for its flags")
+	fmt.Fprintln(os.Stderr, "usage: gen-docs reference|results|bench|chaos|backup-restore|links [flags]; gen-docs <command> -h for its flags")
 	os.Exit(2)
 }
 

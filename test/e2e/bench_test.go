@@ -178,7 +178,7 @@ func TestMeasureSpeed(t *testing.T) {
 	if restoreMiB > 0 {
 		label := fmt.Sprintf("%s, %d MiB snapshot, 3 members", restoreGiB, restoreMiB)
 		t.Run("restore", func(t *testing.T) {
-			results[label] = append(results[label], measureRestore(t, restoreMiB))
+			results[label] = append(results[label], measureRestore(t, restoreMiB).CompletedSeconds)
 		})
 		writeSpeed(t, started, results, runs, runs, []string{
 			"The restore runs once per bench (filling and snapshotting the data takes minutes); its steps are in the test log.",

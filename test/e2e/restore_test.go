@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -72,7 +73,8 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 
 	// The cluster, its data, its backup, more data.
 	name := framework.UniqueName("restore")
-	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	const members, version = 3, "3.5.21"
+	createClusterIn(t, ns, ns, framework.NewCluster(name, members, version))
 	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	putKeys(t, ns, name, "/e2e/before/", keysBeforeBackup)
 	key := "backups/" + name + ".db"
@@ -202,7 +204,8 @@ func TestClusterWideRestoreIntoAnotherNamespace(t *testing.T) {
 	secretName := createS3Secret(t, ns, srv)
 
 	name := framework.UniqueName("cw")
-	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	const members, version = 3, "3.5.21"
+	createClusterIn(t, ns, ns, framework.NewCluster(name, members, version))
 	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	er := newS3Restore(name, srv, bucket+"/"+key, secretName)
 	er.Annotations = map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}
@@ -535,19 +538,62 @@ func upload(t *testing.T, srv *framework.S3Server, bucket, key string, data []by
 // an empty 3-member cluster is restored from it. It reports how long each step
 // took, from the EtcdRestore's events and the seed pod's conditions, and the
 // restore operator's memory while it reads and serves the backup. It asserts
-// nothing about time: the figures go to the log.
+// nothing about time: the figures go to the log and to
+// _output/bench/backup-restore/restore-on-cluster-<time>.json, from which
+// hack/gen-docs backup-restore writes the section of docs/results/backup-restore.md.
 func TestMeasureRestore(t *testing.T) {
 	mib, _ := strconv.Atoi(os.Getenv("E2E_RESTORE_BENCH_MIB"))
 	if mib <= 0 {
 		t.Skip("set E2E_RESTORE_BENCH_MIB (for example 512) to measure a restore")
 	}
-	measureRestore(t, mib)
+	rep := measureRestore(t, mib)
+	dir := filepath.Join(f.Env.RepoRoot, "_output", "bench", "backup-restore")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "restore-on-cluster-"+time.Now().UTC().Format("20060102-150405")+".json")
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("written to %s; `go run ./hack/gen-docs backup-restore -commit <sha>` writes it into docs/results", path)
+}
+
+// restoreOnClusterReport is what TestMeasureRestore leaves for
+// docs/results/backup-restore.md (hack/gen-docs backup-restore reads it: the
+// fields are its restoreOnCluster's).
+type restoreOnClusterReport struct {
+	SizeMiB          int     `json:"sizeMiB"`
+	SnapshotMiB      float64 `json:"snapshotMiB"`
+	Members          int     `json:"members"`
+	EtcdVersion      string  `json:"etcdVersion"`
+	CompletedSeconds float64 `json:"completedSeconds"`
+	// PeakWorkingSetMiB is the restore operator's, as the kubelet samples it.
+	PeakWorkingSetMiB float64                `json:"peakWorkingSetMiB"`
+	Stages            []restoreStage         `json:"stages"`
+	InitContainers    []restoreInitContainer `json:"initContainers,omitempty"`
+}
+
+// restoreStage is when a stage of the restore was first seen, in seconds after
+// the EtcdRestore was created.
+type restoreStage struct {
+	Seconds float64 `json:"seconds"`
+	Stage   string  `json:"stage"`
+}
+
+// restoreInitContainer is how long one of the seed's init containers ran.
+type restoreInitContainer struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 // measureRestore is TestMeasureRestore's procedure for a snapshot of mib MiB; it
-// returns the seconds from the EtcdRestore's creation to Completed (the bench
-// reports them).
-func measureRestore(t *testing.T, mib int) float64 {
+// reports when each stage was reached, and the seconds from the EtcdRestore's
+// creation to Completed (which the bench shows).
+func measureRestore(t *testing.T, mib int) restoreOnClusterReport {
 	ctx := t.Context()
 	ns := newNamespace(t, "restore-bench")
 	installOperator(t, ns, framework.Install{})
@@ -559,7 +605,8 @@ func measureRestore(t *testing.T, mib int) float64 {
 	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
 
 	name := framework.UniqueName("bench")
-	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	const members, version = 3, "3.5.21"
+	createClusterIn(t, ns, ns, framework.NewCluster(name, members, version))
 	_, oldPods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 
 	er := newS3Restore(name, srv, bucket+"/"+key, secretName)
@@ -642,23 +689,28 @@ func measureRestore(t *testing.T, mib int) float64 {
 		stages = append(stages, s)
 	}
 	slices.SortStableFunc(stages, func(a, b string) int { return int(first[a] - first[b]) })
+	rep := restoreOnClusterReport{SizeMiB: mib, SnapshotMiB: float64(size) / (1 << 20), Members: members, EtcdVersion: version,
+		CompletedSeconds: took.Seconds(), PeakWorkingSetMiB: peakMiB}
 	var report strings.Builder
 	fmt.Fprintf(&report, "restore of a %.0f MiB snapshot (%d keys) into a 3-member cluster: %.1fs from EtcdRestore created to Completed\n",
 		float64(size)/(1<<20), keys, took.Seconds())
 	for _, s := range stages {
 		fmt.Fprintf(&report, "  +%5.1fs  %s\n", first[s].Seconds(), s)
+		rep.Stages = append(rep.Stages, restoreStage{Seconds: first[s].Seconds(), Stage: s})
 	}
 	// How long each of the seed's init containers ran.
 	if p, err := f.Kube.CoreV1().Pods(ns).Get(ctx, seed, metav1.GetOptions{}); err == nil {
 		for _, cs := range p.Status.InitContainerStatuses {
 			if term := cs.State.Terminated; term != nil {
-				fmt.Fprintf(&report, "  seed init container %-16s ran %5.1fs\n", cs.Name, term.FinishedAt.Sub(term.StartedAt.Time).Seconds())
+				ran := term.FinishedAt.Sub(term.StartedAt.Time).Seconds()
+				fmt.Fprintf(&report, "  seed init container %-16s ran %5.1fs\n", cs.Name, ran)
+				rep.InitContainers = append(rep.InitContainers, restoreInitContainer{Name: cs.Name, Seconds: ran})
 			}
 		}
 	}
 	fmt.Fprintf(&report, "  restore operator's peak working set (kubelet samples) while it checked and served the backup: %.0f MiB", peakMiB)
 	t.Log(report.String())
-	return took.Seconds()
+	return rep
 }
 
 // uploadLargeSnapshot fills an embedded etcd on the host with about mib MiB,

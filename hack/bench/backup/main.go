@@ -16,6 +16,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -55,6 +57,7 @@ func main() {
 	codecs := flag.String("codecs", "none,gzip,zstd,aes,gzip+aes,zstd+aes", "comma-separated ways to store the snapshot: none, gzip, zstd, aes, gzip+aes, zstd+aes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the backups (not of etcd, nor of etcdctl) to this file")
 	etcdctl := flag.String("etcdctl", defaultEtcdctl(), "etcdctl to measure `etcdctl snapshot save` to local disk with, on the same database (default $ETCDCTL, or etcdctl in $ETCD_BIN_DIR_3_6); \"\" skips it")
+	reportPath := flag.String("report", "", "also write the table as JSON to this file, for hack/gen-docs backup-restore (run.sh names it)")
 	flag.Parse()
 
 	var err error
@@ -64,7 +67,7 @@ func main() {
 	case "gcs":
 		err = serveGCS(*dir)
 	case "bench":
-		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl, *cpuProfile)
+		err = bench(*storeKind, *sizeMiB, *valueKiB, *partMiB, *concurrency, *runs, *codecs, *etcdctl, *cpuProfile, *reportPath)
 	default:
 		err = fmt.Errorf("unknown -role %q", *role)
 	}
@@ -263,7 +266,7 @@ func headSize(s backup.Store) func(string) (int64, error) {
 	}
 }
 
-func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl, cpuProfile string) error {
+func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int, codecList, etcdctl, cpuProfile, reportPath string) error {
 	codecs, err := parseCodecs(codecList)
 	if err != nil {
 		return err
@@ -355,7 +358,71 @@ func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int,
 		}
 		fmt.Printf("%-6s %-10s %10.0f %12s %11.1f %13.1f %14.1f\n", r.store, r.name, r.best, pct, r.stored, r.rss, r.heap)
 	}
-	return nil
+	if reportPath == "" {
+		return nil
+	}
+	rep := report{SizeMiB: sizeMiB, DatabaseMiB: float64(status.DbSize) / (1 << 20), Runs: runs, EtcdVersion: status.Version, EtcdctlMiBPerSecond: floor}
+	if etcdctl != "" {
+		if rep.EtcdctlVersion, err = etcdctlVersion(etcdctl); err != nil {
+			return err
+		}
+	}
+	for _, r := range rows {
+		rr := reportRow{Store: r.store, Codec: r.name, MiBPerSecond: r.best, StoredMiB: r.stored, PeakRSSMiB: r.rss, PeakHeapMiB: r.heap}
+		if floor > 0 {
+			rr.OfEtcdctlPercent = 100 * r.best / floor
+		}
+		rep.Rows = append(rep.Rows, rr)
+	}
+	return writeReport(reportPath, rep)
+}
+
+// report is the table of one size as JSON, the backups section's data in
+// docs/results (hack/gen-docs backup-restore reads it: the fields are its
+// backupSize's).
+type report struct {
+	SizeMiB             int         `json:"sizeMiB"`
+	DatabaseMiB         float64     `json:"databaseMiB,omitempty"`
+	Runs                int         `json:"runs"`
+	EtcdVersion         string      `json:"etcdVersion,omitempty"`
+	EtcdctlVersion      string      `json:"etcdctlVersion,omitempty"`
+	EtcdctlMiBPerSecond float64     `json:"etcdctlMiBPerSecond,omitempty"`
+	Rows                []reportRow `json:"rows"`
+}
+
+type reportRow struct {
+	Store            string  `json:"store"`
+	Codec            string  `json:"codec"`
+	MiBPerSecond     float64 `json:"miBPerSecond"`
+	OfEtcdctlPercent float64 `json:"ofEtcdctlPercent,omitempty"`
+	StoredMiB        float64 `json:"storedMiB,omitempty"`
+	PeakRSSMiB       float64 `json:"peakRSSMiB"`
+	PeakHeapMiB      float64 `json:"peakHeapMiB"`
+}
+
+func writeReport(path string, rep report) error {
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+// etcdctlVersion is what `etcdctl version` says it is ("etcdctl version: 3.6.6").
+func etcdctlVersion(etcdctl string) (string, error) {
+	out, err := exec.Command(etcdctl, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("etcdctl version: %w", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "etcdctl version: "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("etcdctl version said %q", out)
 }
 
 // row is one way of storing, on one store: its best rate over the runs, and the

@@ -18,6 +18,13 @@
 #   SIZE_MIB=2048 hack/bench/backup/run.sh -store=s3 -concurrency=1
 #   hack/bench/backup/run.sh -store=s3 -codecs=none -cpuprofile=/tmp/cpu.out   # go tool pprof
 #
+# Each size's table is also left as JSON, _output/bench/backup-restore/backups-<size>-<time>.json.
+# A run of the whole matrix (no extra arguments) then writes the Backups section of
+# docs/results/backup-restore.md and its data, docs/results/data/backup-restore-backups.json
+# (hack/gen-docs backup-restore), with the date, commit and machine; commit both to
+# publish the figures. A run with extra arguments measures part of the matrix and
+# leaves the page as it is.
+#
 # Extra arguments go to the benchmark binary (-store, -part-mib, -concurrency,
 # -runs, -value-kib, -codecs, -etcdctl, -cpuprofile). The in-process Go benchmark is
 #   BACKUP_BENCH_MB=64 go test -run '^$' -bench BenchmarkBackup ./pkg/backup
@@ -25,8 +32,11 @@ set -o errexit -o nounset -o pipefail
 
 cd "$(dirname "$0")/../../.."
 sizes=${SIZE_MIB:-256 1024}
+out=_output/bench/backup-restore
+mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+touch "$tmp/start"
 
 export ETCD_BIN_DIR_3_6=${ETCD_BIN_DIR_3_6:-$(bash hack/etcd-binaries.sh)}
 export AZURITE_BLOB=${AZURITE_BLOB:-$(bash hack/azurite.sh)}
@@ -38,5 +48,15 @@ for size in $sizes; do
 	if ((size >= 1024)); then
 		runs=${RUNS:-1}
 	fi
-	TMPDIR=$tmp "$tmp/backup-bench" -size-mib "$size" -store=s3,abs,gcs -runs="$runs" "$@"
+	TMPDIR=$tmp "$tmp/backup-bench" -size-mib "$size" -store=s3,abs,gcs -runs="$runs" \
+		-report "$out/backups-$size-$(date -u +%Y%m%d-%H%M%S).json" "$@"
 done
+
+if (($# > 0)); then
+	echo "backup bench: part of the matrix (extra arguments); docs/results/backup-restore.md left as it is"
+	exit 0
+fi
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- . ':(exclude)docs/results' || commit+="-dirty"
+go run ./hack/gen-docs backup-restore -in "$out" -since "$tmp/start" -commit "$commit" -o docs/results/backup-restore.md &&
+	echo "backup bench: docs/results/backup-restore.md and docs/results/data/backup-restore-backups.json written"

@@ -18,6 +18,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -33,6 +37,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -49,14 +54,15 @@ func main() {
 	sizeMiB := flag.Int("size-mib", 512, "data written to etcd before the snapshot")
 	valueKiB := flag.Int("value-kib", 256, "size of each value")
 	binDir := flag.String("etcd-bin-dir", os.Getenv("ETCD_BIN_DIR_3_5"), "directory with the etcd and etcdutl binaries of etcd 3.5 (the local cluster's env file sets ETCD_BIN_DIR_3_5)")
+	reportPath := flag.String("report", "", "also write the steps' times as JSON to this file, for hack/gen-docs backup-restore (run.sh names it)")
 	flag.Parse()
-	if err := bench(*sizeMiB, *valueKiB, *binDir); err != nil {
+	if err := bench(*sizeMiB, *valueKiB, *binDir, *reportPath); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(sizeMiB, valueKiB int, binDir string) error {
+func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 	if binDir == "" {
 		return fmt.Errorf("no -etcd-bin-dir: point it at an etcd 3.5 release (etcd and etcdutl)")
 	}
@@ -90,6 +96,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 
 	var total time.Duration
 	var vb restore.VerifiedBackup
+	rep := report{SizeMiB: sizeMiB, ValueKiB: valueKiB, Keys: keys}
 	// size is read after fn: the first step is what learns it.
 	step := func(name string, size *int64, fn func() error) error {
 		start := time.Now()
@@ -98,32 +105,35 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 		}
 		d := time.Since(start)
 		total += d
-		rate := ""
+		rate, s := "", reportStep{Step: name, Seconds: d.Seconds()}
 		if size != nil {
-			rate = fmt.Sprintf(" (%.0f MiB/s)", float64(*size)/(1<<20)/d.Seconds())
+			s.MiBPerSecond = float64(*size) / (1 << 20) / d.Seconds()
+			rate = fmt.Sprintf(" (%.0f MiB/s)", s.MiBPerSecond)
 		}
-		fmt.Printf("%-52s %8.2fs%s\n", name, d.Seconds(), rate)
+		rep.Steps = append(rep.Steps, s)
+		fmt.Printf("%-62s %8.2fs%s\n", name, d.Seconds(), rate)
 		return nil
 	}
 
 	// 1. The operator reads the backup through before it touches the cluster.
-	if err := step("verify (read through, check the sha256 trailer)", &vb.Size, func() error {
+	if err := step("the operator reads the backup through and checks it", &vb.Size, func() error {
 		vb, err = restore.VerifySnapshot(ctx, store, loc, nil)
 		return err
 	}); err != nil {
 		return err
 	}
 	fmt.Printf("  snapshot: %.1f MiB, sha256 %s\n", float64(vb.Size)/(1<<20), vb.SHA256)
+	rep.SnapshotMiB = float64(vb.Size) / (1 << 20)
 
 	// 2. The seed downloads it through the backup server and checks it again.
-	url, stop, err := backupServer(s3, vb)
+	url, token, stop, err := backupServer(ctx, s3, vb)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	backupFile := filepath.Join(dir, "latest.backup")
-	if err := step("serve + fetch-backup (download, check size and sha256)", &vb.Size, func() error {
-		return restore.Fetch(ctx, restore.FetchOptions{URL: url, Out: backupFile, Size: vb.Size, SHA256: vb.SHA256, Timeout: 30 * time.Minute})
+	if err := step("the seed downloads it through the backup server and checks it", &vb.Size, func() error {
+		return restore.Fetch(ctx, restore.FetchOptions{URL: url, Out: backupFile, Size: vb.Size, SHA256: vb.SHA256, Token: token, Timeout: 30 * time.Minute})
 	}); err != nil {
 		return err
 	}
@@ -131,7 +141,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 	// 3. restore-datadir: etcdutl unpacks it, checking the trailer once more.
 	dataDir := filepath.Join(dir, "data")
 	peer := "http://127.0.0.1:32380"
-	if err := step("etcdutl snapshot restore", &vb.Size, func() error {
+	if err := step("`etcdutl snapshot restore`", &vb.Size, func() error {
 		return run(filepath.Join(binDir, "etcdutl"), "snapshot", "restore", backupFile, "--data-dir="+dataDir,
 			"--name=seed", "--initial-cluster=seed="+peer, "--initial-cluster-token=bench", "--initial-advertise-peer-urls="+peer)
 	}); err != nil {
@@ -147,7 +157,7 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 		"--quota-backend-bytes="+fmt.Sprint(int64(sizeMiB)*3<<20+1<<30), "--log-level=error")
 	var etcdLog bytes.Buffer
 	etcd.Stdout, etcd.Stderr = &etcdLog, &etcdLog
-	if err := step("etcd starts on the restored data, all keys read", nil, func() error {
+	if err := step("etcd starts on the restored data and serves all keys", nil, func() error {
 		if err := etcd.Start(); err != nil {
 			return err
 		}
@@ -157,8 +167,57 @@ func bench(sizeMiB, valueKiB int, binDir string) error {
 	}
 	_ = etcd.Process.Kill()
 	_ = etcd.Wait()
-	fmt.Printf("%-52s %8.2fs\n", "total data path", total.Seconds())
-	return nil
+	fmt.Printf("%-62s %8.2fs\n", "total data path", total.Seconds())
+	if reportPath == "" {
+		return nil
+	}
+	if rep.EtcdVersion, err = etcdVersion(filepath.Join(binDir, "etcd")); err != nil {
+		return err
+	}
+	return writeReport(reportPath, rep)
+}
+
+// report is the steps' times as JSON, the restore data path section's data in
+// docs/results (hack/gen-docs backup-restore reads it: the fields are its
+// restoreDataPath's).
+type report struct {
+	SizeMiB     int          `json:"sizeMiB"`
+	ValueKiB    int          `json:"valueKiB"`
+	Keys        int          `json:"keys"`
+	SnapshotMiB float64      `json:"snapshotMiB"`
+	EtcdVersion string       `json:"etcdVersion"`
+	Steps       []reportStep `json:"steps"`
+}
+
+type reportStep struct {
+	Step         string  `json:"step"`
+	Seconds      float64 `json:"seconds"`
+	MiBPerSecond float64 `json:"miBPerSecond,omitempty"`
+}
+
+func writeReport(path string, rep report) error {
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+// etcdVersion is what `etcd --version` says it is ("etcd Version: 3.5.21").
+func etcdVersion(etcd string) (string, error) {
+	out, err := exec.Command(etcd, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("etcd --version: %w", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("etcd --version said %q", out)
 }
 
 // snapshotInto fills an embedded etcd and stores its snapshot as snapshot.db.
@@ -183,8 +242,11 @@ func snapshotInto(ctx context.Context, dir string, store backup.Store, sizeMiB, 
 }
 
 // backupServer serves the backup the way the operator does, for an EtcdRestore in
-// progress whose plan pins vb, and returns the seed's URL.
-func backupServer(s3 *backuptest.S3, vb restore.VerifiedBackup) (string, func(), error) {
+// progress whose plan pins vb, and returns the seed's URL and the restore's token,
+// which the seed presents. The restore's token is in a Secret it owns, as the
+// operator makes it; the plan is signed with it (restore.PlanMACAnnotation), and
+// the flow's LoadTokens hands it to the server, as at the operator's start.
+func backupServer(ctx context.Context, s3 *backuptest.S3, vb restore.VerifiedBackup) (string, string, func(), error) {
 	spec := api.RestoreSpec{
 		BackupStorageType: api.BackupStorageTypeS3,
 		RestoreSource: api.RestoreSource{S3: &api.S3RestoreSource{
@@ -194,23 +256,42 @@ func backupServer(s3 *backuptest.S3, vb restore.VerifiedBackup) (string, func(),
 	}
 	plan, err := json.Marshal(&restore.Plan{Source: spec, Backup: vb})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", "", nil, err
+	}
+	token := hex.EncodeToString(raw)
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write(plan)
 	er := &api.EtcdRestore{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "ns", Annotations: map[string]string{restore.PlanAnnotation: string(plan)}},
-		Spec:       spec,
-		Status:     api.RestoreStatus{Phase: api.RestorePhaseRestoring},
+		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "ns", UID: types.UID("bench-restore"), Annotations: map[string]string{
+			restore.PlanAnnotation:    string(plan),
+			restore.PlanMACAnnotation: hex.EncodeToString(mac.Sum(nil)),
+		}},
+		Spec:   spec,
+		Status: api.RestoreStatus{Phase: api.RestorePhaseRestoring},
 	}
-	secrets := kubefake.NewSimpleClientset(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "aws", Namespace: "ns"}, Data: backuptest.AWSSecretData()})
+	kube := kubefake.NewSimpleClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "aws", Namespace: "ns"}, Data: backuptest.AWSSecretData()},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: restore.TokenSecretName(er.UID), Namespace: "ns",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: api.SchemeGroupVersion.String(), Kind: api.EtcdRestoreResourceKind, Name: er.Name, UID: er.UID}}},
+			Data: map[string][]byte{restore.TokenKey: []byte(token)},
+		})
+	etcdClient := fake.NewSimpleClientset(er)
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	h := &restore.BackupHandler{Client: fake.NewSimpleClientset(er), Namespace: "ns",
-		Open: restore.StoreOpener(secrets.CoreV1(), storage.CloudIdentity{}), Log: logrus.NewEntry(log)}
+	tokens := restore.NewTokens()
+	restore.NewFlow(restore.Config{Kube: kube, Etcd: etcdClient, Log: logrus.NewEntry(log), Tokens: tokens}).
+		LoadTokens(ctx, []*api.EtcdRestore{er})
+	h := &restore.BackupHandler{Client: etcdClient, Namespace: "ns", Tokens: tokens,
+		Open: restore.StoreOpener(kube.CoreV1(), storage.CloudIdentity{}), Log: logrus.NewEntry(log)}
 	mux := http.NewServeMux()
 	mux.Handle(restore.BackupPathPrefix, h)
 	srv := httptest.NewServer(mux)
-	return srv.URL + restore.BackupPathPrefix + "ns/bench", srv.Close, nil
+	return srv.URL + restore.BackupPathPrefix + "ns/bench", token, srv.Close, nil
 }
 
 func waitKeys(ctx context.Context, endpoint string, want int) error {

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestProvenanceSaysWhatWasNotRecorded(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		run  runInfo
+		want string
+	}{
+		{"date and commit", runInfo{Date: "2026-11-26", Commit: "abc1234", Machine: "2 cores", Run: "seconds"},
+			"Last run: 2026-11-26, commit abc1234, 2 cores; seconds.\n"},
+		{"no commit", runInfo{Date: "2026-11-25", Machine: "a 2-core VM"},
+			"Last run: 2026-11-25, commit not recorded, a 2-core VM.\n"},
+		{"neither", runInfo{Machine: "a 2-core VM", Run: "`run.sh`"},
+			"Last run: date and commit not recorded, a 2-core VM; `run.sh`.\n"},
+		{"no date", runInfo{Commit: "abc1234", Machine: "a 2-core VM"},
+			"Last run: date not recorded, commit abc1234, a 2-core VM.\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.run.provenance(); got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestBenchSectionKeepsTheTableUnderOneProvenanceLine(t *testing.T) {
+	md := "Speed, 2026-11-26, single node, 2 cores; seconds, median of 3 (min–max)\n\n| scenario | seconds |\n|---|---|\n| floor | 4.6 |\n\nA note.\n"
+	d := benchSection(md, benchReport{Kind: "speed", Date: "2026-11-26", Machine: "single node, 2 cores"}, "abc1234", []byte(`{"kind":"speed"}`))
+	raw := marshalData(t, d)
+	got, err := benchBody(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Last run: 2026-11-26, commit abc1234, single node, 2 cores; seconds, median of 3 (min–max).\n\n| scenario | seconds |\n|---|---|\n| floor | 4.6 |\n\nA note.\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func marshalData(t *testing.T, v any) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "d.json")
+	if err := writeData(path, v); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(readFile(t, path))
+}
+
+func TestBenchPageTakesTheNewestReportOfEachKind(t *testing.T) {
+	dir := t.TempDir()
+	m := "single node, 2 cores"
+	writeFile(t, filepath.Join(dir, "speed-20261125-010000.json"), `{"kind":"speed","date":"2026-11-25","machine":"`+m+`"}`)
+	writeFile(t, filepath.Join(dir, "speed-20261125-010000.md"), "Speed, 2026-11-25, "+m+"; seconds\n\n| old |\n")
+	writeFile(t, filepath.Join(dir, "speed-20261126-010000.json"), `{"kind":"speed","date":"2026-11-26","machine":"`+m+`"}`)
+	writeFile(t, filepath.Join(dir, "speed-20261126-010000.md"), "Speed, 2026-11-26, "+m+"; seconds\n\n| new |\n")
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "bench.md")
+	if err := runBench([]string{"-in", dir, "-data", data, "-o", out, "-commit", "abc1234"}); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, out)
+	if !strings.Contains(page, "Last run: 2026-11-26, commit abc1234, single node, 2 cores; seconds.\n\n| new |") || strings.Contains(page, "| old |") {
+		t.Errorf("bench.md:\n%s", page)
+	}
+	if d := readFile(t, dataPath(data, "bench", "speed")); !strings.Contains(d, `"date": "2026-11-26"`) {
+		t.Errorf("the run's data was not written:\n%s", d)
+	}
+}
+
+func TestABenchRunKeepsTheSectionsItDidNotMeasure(t *testing.T) {
+	dir := t.TempDir()
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "bench.md")
+	scale := benchData{runInfo: runInfo{Date: "2026-11-20", Commit: "0ld5ca1", Machine: "2 cores"}, Table: "| old scale |\n"}
+	if err := writeData(dataPath(data, "bench", "scale"), scale); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "speed-20261126-010000.json"), `{"kind":"speed","date":"2026-11-26","machine":"2 cores"}`)
+	writeFile(t, filepath.Join(dir, "speed-20261126-010000.md"), "Speed, 2026-11-26, 2 cores\n\n| new speed |\n")
+	if err := runBench([]string{"-in", dir, "-data", data, "-o", out, "-commit", "abc1234"}); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, out)
+	speed, scaleAt := strings.Index(page, "## Speed\n\nLast run: 2026-11-26, commit abc1234"), strings.Index(page, "## Scale\n\nLast run: 2026-11-20, commit 0ld5ca1")
+	if speed < 0 || scaleAt < speed || !strings.Contains(page, "| old scale |") {
+		t.Errorf("bench.md:\n%s", page)
+	}
+}
+
+func TestChaosPageFromResults(t *testing.T) {
+	dir := t.TempDir()
+	in, data, out := filepath.Join(dir, "results.json"), filepath.Join(dir, "data"), filepath.Join(dir, "chaos.md")
+	writeFile(t, in, `[{"scenario":"leader-kill","ops":10,"acked":9,"failed":0,"indeterminate":1,"linearizable":"yes","ackedLost":0,"longestUnavailableSeconds":1.2,"recoverySeconds":16.9,"passed":true,"test":"TestChaosLeaderKill"}]`)
+	if err := runChaos([]string{"-in", in, "-data", data, "-o", out, "-commit", "abc1234", "-date", "2026-11-25", "-machine", "single node, 2 cores", "-run", "1 scenarios in 60 s, 6 at a time"}); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, out)
+	for _, want := range []string{
+		"## The matrix\n\nLast run: 2026-11-25, commit abc1234, single node, 2 cores; 1 scenarios in 60 s, 6 at a time.\n",
+		"| leader-kill | 10 | 9 | 0 | 1 | yes | 0 | 0 | 1.2 s | 16.9 s | yes |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("chaos.md lacks %q:\n%s", want, page)
+		}
+	}
+	if problems := checkResults(data, dir); len(problems) != 2 { // bench.md and backup-restore.md are absent here
+		t.Errorf("problems: %v", problems)
+	}
+}
+
+func TestBackupsTablePutsTheSizesSideBySide(t *testing.T) {
+	got := backupsTable([]backupSize{
+		{SizeMiB: 256, EtcdctlMiBPerSecond: 198, Rows: []backupRow{
+			{Store: "s3", Codec: "none", MiBPerSecond: 175.4, OfEtcdctlPercent: 88.4, StoredMiB: 262, PeakRSSMiB: 110, PeakHeapMiB: 65},
+			{Store: "gcs", Codec: "zstd+aes", MiBPerSecond: 82, OfEtcdctlPercent: 41.6, StoredMiB: 128, PeakRSSMiB: 160, PeakHeapMiB: 90},
+		}},
+		{SizeMiB: 1024, Rows: []backupRow{
+			{Store: "s3", Codec: "none", MiBPerSecond: 281, StoredMiB: 1050.2, PeakRSSMiB: 111, PeakHeapMiB: 65},
+		}},
+	})
+	want := "| store | stored as | MiB/s at 256 MiB | of etcdctl | MiB/s at 1 GiB | of etcdctl | stored (1 GiB) | peak RSS at 256 MiB / 1 GiB | peak Go heap at 256 MiB / 1 GiB |\n" +
+		"|---|---|---|---|---|---|---|---|---|\n" +
+		"| local disk | `etcdctl snapshot save` | 198 | 100 % | – | – | | | |\n" +
+		"| S3 | plain | 175 | 88 % | 281 | – | 1050 MiB | 110 / 111 MiB | 65 / 65 MiB |\n" +
+		"| GCS | zstd + AES | 82 | 42 % | – | – | | 160 / – MiB | 90 / – MiB |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestBackupRestorePageFromTheBenchesReports(t *testing.T) {
+	dir := t.TempDir()
+	in, data, out := filepath.Join(dir, "in"), filepath.Join(dir, "data"), filepath.Join(dir, "backup-restore.md")
+	row := `{"store":"s3","codec":"gzip","miBPerSecond":130.4,"ofEtcdctlPercent":65.7,"storedMiB":131.2,"peakRSSMiB":110,"peakHeapMiB":62}`
+	writeFile(t, filepath.Join(in, "backups-256-20261129-010000.json"),
+		`{"sizeMiB":256,"runs":2,"etcdVersion":"3.5.21","etcdctlVersion":"3.6.6","etcdctlMiBPerSecond":198.6,"rows":[`+row+`]}`)
+	writeFile(t, filepath.Join(in, "backups-1024-20261129-010500.json"),
+		`{"sizeMiB":1024,"runs":1,"etcdVersion":"3.5.21","etcdctlVersion":"3.6.6","etcdctlMiBPerSecond":344,"rows":[`+strings.Replace(row, "131.2", "524.4", 1)+`]}`)
+	writeFile(t, filepath.Join(in, "restore-data-path-20261129-020000.json"),
+		`{"sizeMiB":512,"valueKiB":256,"keys":2048,"snapshotMiB":520.3,"etcdVersion":"3.5.21","steps":[`+
+			`{"step":"the operator reads the backup through and checks it","seconds":0.91,"miBPerSecond":580.2},`+
+			`{"step":"etcd starts on the restored data and serves all keys","seconds":1.04}]}`)
+	// The section no report of this run measured keeps its data.
+	kept := goBenchmarksData{runInfo: runInfo{Date: "2026-11-25", Machine: "a 2-core VM"}, Benchmarks: []goBenchmark{{Name: "BenchmarkIdlePass", PerOp: "26–32 µs", Allocated: "13.1 KB, 207 allocs"}}}
+	if err := writeData(dataPath(data, "backup-restore", "go-benchmarks"), kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := runBackupRestore([]string{"-in", in, "-data", data, "-o", out, "-commit", "abc1234", "-date", "2026-11-29", "-machine", "2 cores"}); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, out)
+	for _, want := range []string{
+		"## Backups\n\nLast run: 2026-11-29, commit abc1234, 2 cores; `hack/bench/backup/run.sh`, etcd 3.5.21 serving, etcdctl 3.6.6; 256 MiB: best of two runs, 1 GiB: one run each.\n",
+		"| local disk | `etcdctl snapshot save` | 199 | 100 % | 344 | 100 % | | | |\n",
+		"| S3 | gzip | 130 | 66 % | 130 | 66 % | 524 MiB | 110 / 110 MiB | 62 / 62 MiB |\n",
+		"## Restore data path\n\nLast run: 2026-11-29, commit abc1234, 2 cores; `hack/bench/restore/run.sh`, a 512 MiB database (2,048 values of 256 KiB; a 520 MiB snapshot), an in-process S3 server, etcd 3.5.21 release binaries.\n",
+		"| the operator reads the backup through and checks it | 0.9 s (580 MiB/s) |\n| etcd starts on the restored data and serves all keys | 1.0 s |\n",
+		"## Go benchmarks of an idle cluster\n\nLast run: 2026-11-25, commit not recorded, a 2-core VM.\n",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("backup-restore.md lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "## A whole restore") {
+		t.Errorf("a section with neither data nor report shows:\n%s", page)
+	}
+}
+
+func TestRestoreOnClusterTimelineFromTheTestsReport(t *testing.T) {
+	d := restoreOnClusterSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, restoreOnCluster{
+		SizeMiB: 512, SnapshotMiB: 523.2, Members: 3, EtcdVersion: "3.5.21", CompletedSeconds: 35.2, PeakWorkingSetMiB: 11.4,
+		Stages:         []stage{{Seconds: 1.2, Stage: "event BackupVerified"}, {Seconds: 21.4, Stage: "1 of 3 restored members Ready"}},
+		InitContainers: []initContainer{{Name: "check-dns", Seconds: 2.1}, {Name: "fetch-backup", Seconds: 1}},
+	})
+	got, err := restoreOnClusterBody(marshalData(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Last run: 2026-11-29, commit abc1234, single node, 2 cores; `E2E_RESTORE_BENCH_MIB=512 bash hack/e2e.sh -run TestMeasureRestore`: " +
+		"a 523 MiB snapshot, an empty 3-member etcd 3.5.21 cluster restored from it, 35 s from creating the EtcdRestore to `Completed`; " +
+		"the restore operator's working set peaked at 11 MiB; seed init containers: `check-dns` 2 s, `fetch-backup` 1 s.\n\n" +
+		"| seconds after the EtcdRestore was created | |\n|---|---|\n| 1 | event BackupVerified |\n| 21 | 1 of 3 restored members Ready |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The check make verify runs: a page that differs from what its data renders is
+// named, whatever made it differ.
+func TestCheckResultsCatchesAPageThatIsNotItsData(t *testing.T) {
+	chaos := chaosData{runInfo: runInfo{Date: "2026-11-25", Commit: "abc1234", Machine: "2 cores"},
+		Scenarios: []chaosRow{{Scenario: "leader-kill", Ops: 10, Acked: 10, Linearizable: "yes", Passed: true}}}
+	restore := restoreDataPathData{runInfo: runInfo{Machine: "a 2-core VM"},
+		restoreDataPath: restoreDataPath{Steps: []restoreStep{{Step: "`etcdutl snapshot restore`", Seconds: 0.9, MiBPerSecond: 590}}}}
+	for _, c := range []struct {
+		name string
+		// change breaks the rendered tree in one way.
+		change func(t *testing.T, data, pages string)
+		// want is what the one problem must say; "" for none.
+		want []string
+	}{
+		{"pages rendered from their data pass", func(*testing.T, string, string) {}, nil},
+		{"a figure edited on the page is caught", func(t *testing.T, _, pages string) {
+			p := filepath.Join(pages, "chaos.md")
+			writeFile(t, p, strings.Replace(readFile(t, p), "| leader-kill | 10 |", "| leader-kill | 11 |", 1))
+		}, []string{"chaos.md is not what its data", "chaos-*.json", "line 19", "make docs"}},
+		{"a line added to the page is caught", func(t *testing.T, _, pages string) {
+			p := filepath.Join(pages, "backup-restore.md")
+			writeFile(t, p, readFile(t, p)+"\nA hand-written remark.\n")
+		}, []string{"backup-restore.md is not what its data", "backup-restore-*.json"}},
+		{"data changed without rendering the page is caught", func(t *testing.T, data, _ string) {
+			d := chaos
+			d.Commit = "def5678"
+			if err := writeData(dataPath(data, "chaos", "matrix"), d); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"chaos.md is not what its data", "commit def5678"}},
+		{"a page deleted is caught", func(t *testing.T, _, pages string) {
+			_ = os.Remove(filepath.Join(pages, "bench.md"))
+		}, []string{"bench.md"}},
+		{"a data file with a misspelt field is caught", func(t *testing.T, data, _ string) {
+			writeFile(t, dataPath(data, "chaos", "matrix"), `{"machine":"2 cores","scenarioz":[]}`)
+		}, []string{"chaos.md: its data does not render", "scenarioz"}},
+		{"a data file no section reads is caught", func(t *testing.T, data, _ string) {
+			writeFile(t, filepath.Join(data, "chaos-matrx.json"), `{}`)
+		}, []string{"chaos-matrx.json is the data of no section"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data, pages := filepath.Join(dir, "data"), filepath.Join(dir, "pages")
+			if err := writeData(dataPath(data, "chaos", "matrix"), chaos); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeData(dataPath(data, "backup-restore", "restore-data-path"), restore); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(pages, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := runResults([]string{"-data", data, "-o", pages}); err != nil {
+				t.Fatal(err)
+			}
+			c.change(t, data, pages)
+			problems := checkResults(data, pages)
+			if len(c.want) == 0 {
+				if len(problems) != 0 {
+					t.Errorf("problems: %q", problems)
+				}
+				return
+			}
+			if len(problems) != 1 {
+				t.Fatalf("want one problem, got %q", problems)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(problems[0], w) {
+					t.Errorf("the problem does not say %q: %s", w, problems[0])
+				}
+			}
+		})
+	}
+}
+
+// The committed pages are what their committed data renders (make verify
+// checks the same).
+func TestCommittedResultPagesAreWhatTheirDataRenders(t *testing.T) {
+	for _, p := range checkResults("../../docs/results/data", "../../docs/results") {
+		t.Error(p)
+	}
+}
+
+// The report TestMeasureRestore writes (test/e2e restoreOnClusterReport) is
+// read as it is, field for field.
+func TestRestoreOnClusterReportOfTheE2ETestIsRead(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "restore-on-cluster-20261129-010000.json"), `{
+  "sizeMiB": 512, "snapshotMiB": 523.4, "members": 3, "etcdVersion": "3.5.21",
+  "completedSeconds": 35.1, "peakWorkingSetMiB": 11.2,
+  "stages": [{"seconds": 9.2, "stage": "seed pod created"}],
+  "initContainers": [{"name": "restore-datadir", "seconds": 2.2}]
+}`)
+	got, err := backupRestoreSections(dir, "", runInfo{Date: "2026-11-29", Machine: "2 cores"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := got["restore-on-cluster"].(restoreOnClusterData)
+	if !ok || len(d.Timeline) != 1 || d.Timeline[0] != (timelineRow{At: "9", What: "seed pod created"}) || !strings.Contains(d.Run, "`restore-datadir` 2 s") {
+		t.Errorf("sections: %+v", got)
+	}
+}
+
+// Output of `go test -run '^$' -bench . -benchmem -count 2 ./pkg/cluster/`
+// (shortened), with another package's benchmark around it.
+const goBenchOutput = `goos: linux
+pkg: github.com/openetcd/etcd-operator/pkg/backup
+BenchmarkBackup-2   	       1	 912345678 ns/op	 1000 B/op	      10 allocs/op
+pkg: github.com/openetcd/etcd-operator/pkg/cluster
+cpu: AMD EPYC
+BenchmarkIdlePass-2             	      20	     23088 ns/op	   13472 B/op	     206 allocs/op
+BenchmarkIdlePass-2             	      20	     24060 ns/op	   13472 B/op	     206 allocs/op
+BenchmarkEtcdRead/dialled-2     	      20	  12427520 ns/op	  319664 B/op	    3285 allocs/op
+BenchmarkEtcdRead/dialled-2     	      20	   2494064 ns/op	  299657 B/op	    3224 allocs/op
+BenchmarkEtcdRead/cached-2                      	      20	    755823 ns/op	   97116 B/op	    1168 allocs/op
+BenchmarkEtcdRead/cached-2                      	      20	    675184 ns/op	   95246 B/op	    1168 allocs/op
+BenchmarkCachedClientMemory-2                   	      20	 116629849 ns/op	     88965 heap-B/client	 7671194 B/op	   87683 allocs/op
+BenchmarkCachedClientMemory-2                   	      20	 113747454 ns/op	    103219 heap-B/client	 7651076 B/op	   87642 allocs/op
+PASS
+ok  	github.com/openetcd/etcd-operator/pkg/cluster	7.838s
+`
+
+func TestGoBenchmarksFromGoTestOutput(t *testing.T) {
+	last := goBenchmarksData{Benchmarks: []goBenchmark{{Name: "BenchmarkIdlePass", About: "a healthy cluster of three at rest, no write"}}}
+	d, err := goBenchmarksSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, goBenchOutput, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := goBenchmarksBody(marshalData(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Last run: 2026-11-29, commit abc1234, 2 cores; `make bench-go` (`pkg/cluster/idle_bench_test.go`, the range of two runs; " +
+		"real etcd in the process, so times include the server's side and are noisy; allocations are exact).\n\n" +
+		"| benchmark | per op | allocated per op |\n|---|---|---|\n" +
+		"| `BenchmarkIdlePass` (a healthy cluster of three at rest, no write) | 23–24 µs | 13.5 KB, 206 allocs |\n" +
+		"| `BenchmarkEtcdRead/dialled` | 2.5–12 ms | 300–320 KB, 3 224–3 285 allocs |\n" +
+		"| `BenchmarkEtcdRead/cached` | 675–756 µs | 95.2–97.1 KB, 1 168 allocs |\n" +
+		"| `BenchmarkCachedClientMemory` | 89.0–103 KB | – |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
