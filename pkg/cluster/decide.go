@@ -176,9 +176,18 @@ func bootstrap(s *snapshot) (action, bool) {
 		// A status the server did not store (the original's roles) reads
 		// empty after an operator restart: the claims are the members'
 		// data, restarted in place once the membership is looked for.
-		// Creating is written before a seed's claim, so a claim found then
-		// is that seed's, from an interrupted try, and holds nothing.
+		// Creating is written before a seed's claim, so one claim found
+		// then is that seed's, from an interrupted try: the next seed
+		// starts on it.
 		return action{kind: actAdopt, reason: "member claims exist for a cluster whose status names no phase"}, true
+	case len(s.claims) > 1 && !statusListsAClaim(s):
+		// A seed starts on its predecessor's claim, so one try leaves one
+		// claim. More, with no member listed by the status (a reseed lists
+		// the seed), are members' (joiners made while the seed started,
+		// members added since) under a status the server stored no further
+		// than Creating. Their data is restarted in place, never seeded
+		// beside.
+		return action{kind: actAdopt, reason: "member claims exist for a cluster whose status says Creating: more than a seed's"}, true
 	case len(s.terminating) > 0:
 		return waiting("pods of an earlier seed are being deleted"), true
 	case len(s.certProblems) > 0:
@@ -194,6 +203,17 @@ func bootstrap(s *snapshot) (action, bool) {
 	// A seed made again, or one whose pod was never made, starts on the
 	// claim its predecessor had: whatever etcd wrote there is kept.
 	return action{kind: actSeed, member: seedClaim(s), version: s.spec.Spec.Version}, true
+}
+
+// statusListsAClaim tells whether the status lists a member whose claim
+// exists: the seed's, as a reseed leaves it.
+func statusListsAClaim(s *snapshot) bool {
+	for _, name := range s.lastMembers {
+		if s.claims[name] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // expectations is step 6.

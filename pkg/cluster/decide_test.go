@@ -73,6 +73,8 @@ func TestDecide(t *testing.T) {
 		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership), want: "adopt"},
 		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, onlyPods(memberA)), want: "adopt"},
 		{name: "a new seed waits for usable TLS certificates rather than fail its handshakes", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, badCertificate), want: "wait (the TLS certificates are not usable)"},
+		{name: "a status stored no further than Creating, with the claims of several members and no pod, adopts them rather than seed beside their data", mods: mods(spec(withPVC), spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, claims(memberA, joiner)),
+			want: "adopt (member claims exist for a cluster whose status says Creating: more than a seed's)"},
 		{name: "a new seed waits for the pods of an earlier one to be gone", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, terminatingPod(memberA)), want: "wait (pods of an earlier seed are being deleted)"},
 
 		// 5. Unknown membership.
