@@ -173,7 +173,9 @@ func (w *world) happen(st *step) string {
 		w.restartContainer(p)
 		return fmt.Sprintf("%s: the kubelet restarts its etcd: %s (restartCount %d)", name, w.podWord(p), p.restartCount)
 	case evPodFails:
-		if !live || p.phase == corev1.PodFailed {
+		// Only the kubelet reports a pod Failed: not one on a node that
+		// does not answer.
+		if !live || p.phase == corev1.PodFailed || p.nodeLost {
 			return ""
 		}
 		p.phase, p.ctr, p.etcdRuns, p.data = corev1.PodFailed, ctrExited, false, false

@@ -146,6 +146,17 @@ func observeWorld(w *world, withEtcd bool) *snapshot {
 		}
 	}
 	c.takeRecords(s)
+	// What observePodNodes reads: whether the nodes of live pods answer.
+	if c.readsPodNodes(s) {
+		for _, name := range sortedKeys(s.pods) {
+			if p := w.pods[name]; p != nil && p.nodeLost {
+				if s.podNodesNotReady == nil {
+					s.podNodesNotReady = map[string]string{}
+				}
+				s.podNodesNotReady[nodeOf(name)] = "its node " + nodeOf(name) + " is not Ready: what its pod shows may be out of date"
+			}
+		}
+	}
 	s.membership = c.knownMembership.known()
 	if withEtcd {
 		s.etcd = w.readEtcd(s)

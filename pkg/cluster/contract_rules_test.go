@@ -240,7 +240,7 @@ func (r *run) checkAfterPass(a action) []violation {
 	for _, name := range sortedKeys(w.members) {
 		m := w.members[name]
 		c := w.claims[name]
-		if stuck == "" || !w.onClaims || c == nil || !c.data || c.nodeGone || w.pods[name] != nil || m.refused || m.corrupt ||
+		if stuck == "" || !w.onClaims || c == nil || !c.data || c.nodeGone || w.claimNodeLost(name) || w.pods[name] != nil || m.refused || m.corrupt ||
 			w.restartsWithin(name, ladderWindow) >= ladderRestarts || w.op.recovering != nil ||
 			a.kind == actRestartMembers && slices.Contains(a.names, name) {
 			delete(r.goneSince, name)

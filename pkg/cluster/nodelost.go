@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // A node that stops answering leaves its pods as they were: Running but not
@@ -66,6 +68,11 @@ func (c *Cluster) nodeLost(ctx context.Context, s *snapshot, name string) string
 	if s.nodesLost == nil {
 		s.nodesLost = map[string]string{}
 	}
+	if denied := c.zones.readNodesDenied(ctx, c.cfg.KubeClient, s.now); denied != "" {
+		s.nodesLost[name] = ""
+		s.nodesUnknown = append(s.nodesUnknown, fmt.Sprintf("read node %s: %s", name, denied))
+		return ""
+	}
 	node, err := c.cfg.KubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -99,6 +106,68 @@ func (c *Cluster) observeLostNodes(ctx context.Context, s *snapshot) {
 		slices.Sort(s.nodesUnknown)
 		c.log.WithField("nodes", strings.Join(s.nodesUnknown, "; ")).Debug("whether the nodes of pods stuck terminating are lost is unknown")
 	}
+}
+
+// readsPodNodes tells whether the pass reads the nodes of the members' pods
+// for the disaster recovery: once this goroutine has seen the quorum lost,
+// under spec.disasterRecovery. The status of a pod whose node does not
+// answer is the last its kubelet reported: a member shown crash-looping or
+// failed there may run by now, and only its node's readiness tells.
+func (c *Cluster) readsPodNodes(s *snapshot) bool {
+	return s.spec != nil && s.spec.Spec.RecoveryEnabled() && c.quorumLoss != nil
+}
+
+// observePodNodes reads, when the disaster recovery may need it, whether the
+// node of each live pod that is not Ready is; a node that is not, or cannot
+// be read (a role without get on nodes, too: nothing then proves what the
+// pod shows), goes in s.podNodesNotReady with why. A Ready pod's member
+// answers etcd or is held for not answering anyway.
+func (c *Cluster) observePodNodes(ctx context.Context, s *snapshot) {
+	if !c.readsPodNodes(s) {
+		return
+	}
+	read := map[string]bool{}
+	for _, name := range sortedKeys(s.pods) {
+		node := s.pods[name].Spec.NodeName
+		if node == "" || read[node] || k8sutil.IsPodReady(s.pods[name]) {
+			continue
+		}
+		read[node] = true
+		why := ""
+		if denied := c.zones.readNodesDenied(ctx, c.cfg.KubeClient, s.now); denied != "" {
+			why = fmt.Sprintf("whether its node %s is Ready could not be read: %s", node, denied)
+			if s.podNodesNotReady == nil {
+				s.podNodesNotReady = map[string]string{}
+			}
+			s.podNodesNotReady[node] = why
+			continue
+		}
+		n, err := c.cfg.KubeClient.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			// Its pods are the pod garbage collector's, and gone soon.
+		case err != nil:
+			why = fmt.Sprintf("its node %s could not be read: %v", node, err)
+		case !nodeReady(n):
+			why = fmt.Sprintf("its node %s is not Ready: what its pod shows may be out of date", node)
+		}
+		if why != "" {
+			if s.podNodesNotReady == nil {
+				s.podNodesNotReady = map[string]string{}
+			}
+			s.podNodesNotReady[node] = why
+		}
+	}
+}
+
+// nodeReady tells whether a node's Ready condition is True.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // lostNodeOf says why the node of a pod stuck terminating counts as lost,

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
 
 // nodeReadySince is a node whose Ready condition has been status since at.
@@ -65,6 +67,8 @@ func stuckSnapshot(on string, bound int64) *snapshot {
 func TestTheNodesOfPodsStuckTerminatingAreReadUnderTheBound(t *testing.T) {
 	lostSince := testStart.Add(-time.Hour)
 	c, kube := volumeCluster(nodeReadySince("n-lost", corev1.ConditionUnknown, lostSince), nodeReadySince("n-back", corev1.ConditionTrue, testStart.Add(-time.Minute)))
+	allowed := true
+	nodesReadable(kube, &allowed)
 
 	s := stuckSnapshot("n-lost", 600)
 	c.observeLostNodes(context.Background(), s)
@@ -102,6 +106,8 @@ func TestTheNodesOfPodsStuckTerminatingAreReadUnderTheBound(t *testing.T) {
 
 func TestANodeThatCannotBeReadDoesNotCountAsLost(t *testing.T) {
 	c, kube := volumeCluster()
+	allowed := true
+	nodesReadable(kube, &allowed)
 	kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("the apiserver is restarting")
 	})
@@ -170,5 +176,63 @@ func TestAStuckPodIsForceDeletedByItsUIDAndSaidInAWarning(t *testing.T) {
 	c.told = nil
 	if out := c.forceDeletePod(context.Background(), action{kind: actForceDeletePod, member: "example-c", uid: "uid-1"}); out.err != nil || len(c.told) != 0 {
 		t.Errorf("a pod made again: err %v, told %v", out.err, c.told)
+	}
+}
+
+func TestTheNodesOfPodsAreReadOnlyForADisasterRecoveryUnderWay(t *testing.T) {
+	c, kube := volumeCluster(nodeReadySince("n-up", corev1.ConditionTrue, testStart.Add(-time.Hour)),
+		nodeReadySince("n-down", corev1.ConditionUnknown, testStart.Add(-time.Minute)))
+	allowed := true
+	nodesReadable(kube, &allowed)
+	kube.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == "n-flaky" {
+			return true, nil, apierrors.NewServiceUnavailable("the apiserver is restarting")
+		}
+		return false, nil, nil
+	})
+	snap := func() *snapshot {
+		s := &snapshot{now: testStart, spec: newTestCluster(withPVC, func(cl *api.EtcdCluster) {
+			cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true}
+		}), pods: map[string]*corev1.Pod{}}
+		for name, node := range map[string]string{"a": "n-up", "b": "n-down", "c": "n-flaky", "d": "n-gone", "e": "n-up"} {
+			s.pods[name] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+		}
+		return s
+	}
+	// No quorum loss seen: nothing is read.
+	s := snap()
+	c.observePodNodes(context.Background(), s)
+	if n := countActions(kube, "get", "nodes"); n != 0 || s.podNodesNotReady != nil {
+		t.Fatalf("without a quorum loss: %d node reads, %v", n, s.podNodesNotReady)
+	}
+	c.quorumLoss = &quorumLoss{since: testStart.Add(-time.Minute)}
+	s = snap()
+	c.observePodNodes(context.Background(), s)
+	if n := countActions(kube, "get", "nodes"); n != 4 {
+		t.Errorf("%d node reads, want one per node", n)
+	}
+	if len(s.podNodesNotReady) != 2 || !strings.Contains(s.podNodesNotReady["n-down"], "is not Ready") || !strings.Contains(s.podNodesNotReady["n-flaky"], "could not be read") {
+		t.Errorf("not ready %v, want n-down and n-flaky only", s.podNodesNotReady)
+	}
+	// A Ready pod's node is not read: its member answers, or is held for
+	// not answering anyway.
+	s = snap()
+	s.pods["a"].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	s.pods["e"].Status.Conditions = s.pods["a"].Status.Conditions
+	before := countActions(kube, "get", "nodes")
+	c.observePodNodes(context.Background(), s)
+	if n := countActions(kube, "get", "nodes") - before; n != 3 {
+		t.Errorf("%d node reads with the pods on n-up Ready, want 3", n)
+	}
+	// A role that may not read nodes proves nothing: every node is
+	// unknown, and no refused request is made.
+	c2, kube2 := volumeCluster()
+	denied := false
+	nodesReadable(kube2, &denied)
+	c2.quorumLoss = c.quorumLoss
+	s = snap()
+	c2.observePodNodes(context.Background(), s)
+	if n := countActions(kube2, "get", "nodes"); n != 0 || len(s.podNodesNotReady) != 4 || !strings.Contains(s.podNodesNotReady["n-up"], nodesDenied) {
+		t.Errorf("denied: %d node reads, not ready %v", n, s.podNodesNotReady)
 	}
 }

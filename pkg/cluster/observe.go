@@ -58,6 +58,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	c.observeZones(ctx, s)
 	c.observeVolumeNodes(ctx, s)
 	c.observeLostNodes(ctx, s)
+	c.observePodNodes(ctx, s)
 	if err := c.observeIssued(ctx, s); err != nil {
 		problems = append(problems, problemOf(err))
 	}

@@ -59,11 +59,8 @@ func (z *zoneCache) zonesOf(ctx context.Context, kube kubernetes.Interface, node
 	if len(nodes) == 0 {
 		return nil, ""
 	}
-	if !z.asked || z.denied != "" && now.Sub(z.askedAt) >= statusutil.ReprobeInterval {
-		z.asked, z.askedAt, z.denied = true, now, mayReadNodes(ctx, kube)
-	}
-	if z.denied != "" {
-		return nil, z.denied
+	if denied := z.readNodesDenied(ctx, kube, now); denied != "" {
+		return nil, denied
 	}
 	if z.nodes == nil {
 		z.nodes = map[string]zoneRead{}
@@ -98,6 +95,16 @@ func (z *zoneCache) zonesOf(ctx context.Context, kube kubernetes.Interface, node
 		}
 	}
 	return zones, strings.Join(unknown, ", ")
+}
+
+// readNodesDenied says why nodes may not be read, "" when they may: asked once
+// (a SelfSubjectAccessReview, so that no refused request is made), and
+// again every ReprobeInterval while denied. Every reader of nodes asks it.
+func (z *zoneCache) readNodesDenied(ctx context.Context, kube kubernetes.Interface, now time.Time) string {
+	if !z.asked || z.denied != "" && now.Sub(z.askedAt) >= statusutil.ReprobeInterval {
+		z.asked, z.askedAt, z.denied = true, now, mayReadNodes(ctx, kube)
+	}
+	return z.denied
 }
 
 // nodesDenied is why zones are unknown to an operator whose role does not

@@ -136,6 +136,8 @@ func noLeaderUnproven(s *snapshot) string {
 			return fmt.Sprintf("member %s may still run: its pod is being deleted and its node has not confirmed it", name)
 		case m.pod != nil && m.pod.Status.Phase == corev1.PodUnknown:
 			return fmt.Sprintf("member %s may still run: the node of its pod does not answer", name)
+		case m.pod != nil && s.podNodesNotReady[m.pod.Spec.NodeName] != "":
+			return fmt.Sprintf("member %s may still run: %s", name, s.podNodesNotReady[m.pod.Spec.NodeName])
 		case m.state == memberRunning:
 			return fmt.Sprintf("member %s does not answer etcd although its pod runs", name)
 		case m.state == memberStarting:

@@ -105,6 +105,10 @@ type snapshot struct {
 	// not); nodesUnknown are the nodes that could not be read (nodelost.go).
 	nodesLost    map[string]string
 	nodesUnknown []string
+	// podNodesNotReady are the nodes of live pods that are not Ready, or
+	// could not be read, with why, read only for the disaster recovery
+	// (readsPodNodes).
+	podNodesNotReady map[string]string
 
 	// The goroutine's records of its own recent actions.
 	podExpect     *podExpectation

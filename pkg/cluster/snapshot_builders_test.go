@@ -548,3 +548,16 @@ func nodeLostForLong(s *snapshot) {
 
 // lostNodeWhy is what nodeLostForLong says of the node.
 const lostNodeWhy = "node node-lost has not been Ready since 2026-11-28T10:00:00Z, longer than spec.pod.nodeLostAfterSeconds (600s)"
+
+// podNodeNotReady puts member name's pod on node "node-of-<name>", read in
+// this pass for the disaster recovery as not Ready.
+func podNodeNotReady(name string) snapMod {
+	return func(s *snapshot) {
+		node := "node-of-" + name
+		s.pods[name].Spec.NodeName = node
+		if s.podNodesNotReady == nil {
+			s.podNodesNotReady = map[string]string{}
+		}
+		s.podNodesNotReady[node] = "its node " + node + " is not Ready: what its pod shows may be out of date"
+	}
+}
