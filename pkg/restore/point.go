@@ -57,6 +57,10 @@ type PointPlan struct {
 	// back after the replay and compares.
 	Keys       int64  `json:"keys,omitempty"`
 	KeysSHA256 string `json:"keysSHA256,omitempty"`
+	// ArchiveRevision is, for latest, the newest revision the chunks hold;
+	// Shortfall why Revision stops before the newest the backup holds.
+	ArchiveRevision int64  `json:"archiveRevision,omitempty"`
+	Shortfall       string `json:"shortfall,omitempty"`
 }
 
 // Replays says whether the seed replays anything: a point at the snapshot's
@@ -69,6 +73,7 @@ func (p *PointPlan) Status(snapshot string) *api.RestorePointInTimeStatus {
 		Snapshot: snapshot, SnapshotRevision: p.SnapshotRevision,
 		Revision: p.Revision, Time: p.Time,
 		Revisions: p.Revisions, Events: p.Events, Keys: p.Keys,
+		ArchiveRevision: p.ArchiveRevision, Shortfall: p.Shortfall,
 	}
 }
 
@@ -207,6 +212,9 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 	if err != nil {
 		return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("spec.pointInTime.time: %w", err))
 	}
+	if point.Latest {
+		p.Revision, p.ArchiveRevision = newestRevision(snaps, chunks)
+	}
 	if !at.IsZero() {
 		rev, when, err := revisionAt(ctx, snaps, chunks, at, read)
 		if err != nil {
@@ -231,8 +239,19 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 		return snap, p, nil, nil
 	}
 	covering, err := archive.Covering(chunks, snap.Revision, p.Revision)
+	var hole *archive.HoleError
+	if point.Latest && errors.As(err, &hole) {
+		// The changes after the hole cannot be put onto any snapshot: the
+		// newest is before it. Those before it can.
+		p.Shortfall = fmt.Sprintf("%v after snapshot %s (revision %d), so the archive's changes up to revision %d cannot be replayed onto it; the restore stops at revision %d",
+			hole, snap.Key, snap.Revision, p.ArchiveRevision, hole.Missing-1)
+		p.Revision = hole.Missing - 1
+		if !p.Replays() {
+			return snap, p, nil, nil
+		}
+		covering, err = archive.Covering(chunks, snap.Revision, p.Revision)
+	}
 	if err != nil {
-		var hole *archive.HoleError
 		if errors.As(err, &hole) {
 			return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("the archive cannot bring snapshot %s (revision %d) to revision %d: %v (compacted away before the archiver stored them, or deleted); choose a point the archive covers",
 				snap.Key, snap.Revision, p.Revision, hole))
@@ -241,6 +260,21 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 	}
 	p.ChunksSHA256 = ChunkListDigest(covering)
 	return snap, p, covering, nil
+}
+
+// newestRevision is the newest revision a backup holds, for a restore to
+// its latest change: the end of the archive's chunks, or the newest
+// snapshot's revision when it is later (an archive that lagged or stopped).
+// archived is where the chunks end, 0 without any.
+func newestRevision(snaps []periodicSnapshot, chunks []archive.Chunk) (newest, archived int64) {
+	for _, c := range chunks {
+		archived = max(archived, c.Last)
+	}
+	newest = archived
+	for _, s := range snaps {
+		newest = max(newest, s.Revision)
+	}
+	return newest, archived
 }
 
 // ChunkListDigest is the hex sha256 of the chunks' names, in order: the names
@@ -351,15 +385,25 @@ func choosePoint(ctx context.Context, spec *api.RestoreSpec, store backup.Store,
 		return storage.Location{}, nil, err
 	}
 	plan.Prefix = prefix
-	if plan.Replays() {
-		eff := ReplayEffect{After: plan.SnapshotRevision, Revision: plan.Revision}
-		for _, c := range covering {
-			evs, err := read(ctx, c)
-			if err != nil {
-				return storage.Location{}, nil, err
-			}
-			eff.Add(evs)
+	if !plan.Replays() {
+		return storage.Location{Bucket: base.Bucket, Key: snap.Key}, plan, nil
+	}
+	eff := ReplayEffect{After: plan.SnapshotRevision, Revision: plan.Revision}
+	for i, c := range covering {
+		evs, err := read(ctx, c)
+		if err != nil && plan.Point.Latest && failure.IsPermanent(err) {
+			// What cannot be read now cannot be replayed later either; the
+			// chunks before it can, and what they added is all before it.
+			stopBefore(plan, covering[:i], c, err)
+			eff.Revision = plan.Revision
+			break
 		}
+		if err != nil {
+			return storage.Location{}, nil, err
+		}
+		eff.Add(evs)
+	}
+	if plan.Replays() {
 		if eff.Last() != plan.Revision {
 			return storage.Location{}, nil, failure.Permanent(fmt.Errorf("the archive's chunks up to revision %d hold changes up to revision %d only", plan.Revision, eff.Last()))
 		}
@@ -370,4 +414,17 @@ func choosePoint(ctx context.Context, spec *api.RestoreSpec, store backup.Store,
 		plan.KeysSHA256 = KeyDigest(eff.Keys)
 	}
 	return storage.Location{Bucket: base.Bucket, Key: snap.Key}, plan, nil
+}
+
+// stopBefore ends a restore to the latest change before c, a chunk that
+// cannot be read, kept being the chunks before it, and says so in the plan.
+func stopBefore(plan *PointPlan, kept []archive.Chunk, c archive.Chunk, err error) {
+	plan.Revision = max(c.First-1, plan.SnapshotRevision)
+	plan.Time = nil
+	plan.Shortfall = fmt.Sprintf("chunk %s (revisions %d to %d) cannot be read (%v), so the archive's changes up to revision %d cannot be replayed; the restore stops at revision %d",
+		c.Key, c.First, c.Last, err, plan.ArchiveRevision, plan.Revision)
+	plan.ChunksSHA256 = ""
+	if plan.Replays() {
+		plan.ChunksSHA256 = ChunkListDigest(kept)
+	}
 }

@@ -61,6 +61,7 @@ const (
 	ReplayFlagChunksSHA256   = "chunks-sha256"
 	ReplayFlagKeys           = "keys"
 	ReplayFlagKeysSHA256     = "keys-sha256"
+	ReplayFlagNewest         = "newest"
 	ReplayFlagTimeout        = "timeout"
 	ReplayFlagTerminationLog = "termination-log"
 )
@@ -87,6 +88,11 @@ type ReplayArgs struct {
 	ChunksSHA256 string
 	Keys         int64
 	KeysSHA256   string
+	// Newest says that Revision is the newest change the backup holds
+	// (pointInTime.latest): a snapshot that holds more than it was taken
+	// after the archive's last change, and is newer still, so it is kept as
+	// it is instead of refused.
+	Newest bool
 	// Timeout bounds the whole step.
 	Timeout        time.Duration
 	TerminationLog string
@@ -112,6 +118,9 @@ func (a ReplayArgs) Args() []string {
 	}
 	if a.KeyFile != "" {
 		args = append(args, "--"+ReplayFlagKeyFile+"="+a.KeyFile)
+	}
+	if a.Newest {
+		args = append(args, "--"+ReplayFlagNewest)
 	}
 	if a.Timeout > 0 {
 		args = append(args, "--"+ReplayFlagTimeout+"="+a.Timeout.String())
@@ -160,6 +169,10 @@ type ReplayResult struct {
 	// SnapshotRevision is the revision the restored snapshot held (its
 	// content may be a little newer than its name says).
 	SnapshotRevision int64
+	// SnapshotIsNewest is set when, restoring the newest change, the
+	// snapshot held everything the archive has, or more: nothing was
+	// replayed.
+	SnapshotIsNewest bool
 	archive.Replayed
 	// Keys is how many keys were read back and found as the archive says.
 	Keys int
@@ -213,6 +226,10 @@ func ReplayArchive(ctx context.Context, a ReplayArgs, token string, key []byte, 
 	if err := syncDir(filepath.Dir(a.DataDir)); err != nil {
 		return res, err
 	}
+	if res.SnapshotIsNewest {
+		_, _ = fmt.Fprintf(out, "the snapshot holds revision %d, as new as the archive's last change (revision %d) or newer: nothing replayed\n", res.SnapshotRevision, a.Revision)
+		return res, nil
+	}
 	_, _ = fmt.Fprintf(out, "replayed revisions %d to %d (%d revisions, %d events) onto the snapshot of revision %d; the %d keys they touch hold what the archive says\n",
 		res.SnapshotRevision+1, res.Revision, res.Revisions, res.Events, res.SnapshotRevision, res.Keys)
 	return res, nil
@@ -228,6 +245,11 @@ func replayOnto(ctx context.Context, client *clientv3.Client, a ReplayArgs, chun
 	}
 	res.SnapshotRevision = resp.Header.Revision - a.RevisionBump
 	switch {
+	case a.Newest && res.SnapshotRevision >= a.Revision:
+		// The snapshot was taken after the archive's last change, while the
+		// archiver lagged or had stopped: it is the newest state there is.
+		res.SnapshotIsNewest = true
+		return res, nil
 	case res.SnapshotRevision > a.Revision:
 		return res, fmt.Errorf("the snapshot holds changes up to revision %d, past the point (revision %d): it was being taken when the point passed; choose a point before revision %d or at %d or later",
 			res.SnapshotRevision, a.Revision, a.After+1, res.SnapshotRevision)
