@@ -129,6 +129,62 @@ func chooseSnapshot(snaps []periodicSnapshot, revision int64) (periodicSnapshot,
 	return periodicSnapshot{}, false
 }
 
+// A periodic snapshot is named after the revision read just before it is
+// taken, and its name's time is when it was named, truncated to the second;
+// the snapshot itself holds the changes made until its stream opened, a
+// little after that revision. A point after the revision its name records
+// but before the one it holds falls inside its window: the seed refuses to
+// replay onto a snapshot past the point.
+const (
+	// nameResolution is how much later than its name's time a snapshot's
+	// revision may have been read.
+	nameResolution = time.Second
+	// windowSlack is how long after a change is made the archiver is taken
+	// to have received it, for telling a point past a snapshot's window from
+	// one that may be inside it; a point taken to be past it wrongly is still
+	// refused by the seed, never replayed wrongly.
+	windowSlack = time.Minute
+)
+
+// outsideWindow is the snapshot a replay to revision starts from, snap being
+// the newest at or before it: snap, unless revision may fall inside snap's
+// window and the archive brings the snapshot before snap to it. A point may
+// be inside the window when the change after it (or the point's own, when
+// none is archived yet) was received before the window's end.
+func outsideWindow(ctx context.Context, snaps []periodicSnapshot, snap periodicSnapshot, revision int64, chunks []archive.Chunk, read ReadEvents) (periodicSnapshot, error) {
+	before, ok := chooseSnapshot(snaps, snap.Revision-1)
+	if !ok {
+		return snap, nil
+	}
+	if _, err := archive.Covering(chunks, before.Revision, revision); err != nil {
+		return snap, nil
+	}
+	end := snap.Time.Add(nameResolution + windowSlack)
+	for _, rev := range []int64{revision + 1, revision} {
+		for _, c := range chunks {
+			if rev < c.First || rev > c.Last {
+				continue
+			}
+			if !c.Time.After(end) {
+				return before, nil
+			}
+			evs, err := read(ctx, c)
+			if err != nil {
+				return snap, err
+			}
+			for i := range evs {
+				if evs[i].Revision() == rev {
+					if evs[i].Received.After(end) {
+						return snap, nil
+					}
+					return before, nil
+				}
+			}
+		}
+	}
+	return snap, nil
+}
+
 // ReadEvents reads a chunk's events, checked (archive.ReadChunk).
 type ReadEvents func(ctx context.Context, c archive.Chunk) ([]archive.Event, error)
 
@@ -144,7 +200,8 @@ func revisionAt(ctx context.Context, snaps []periodicSnapshot, chunks []archive.
 	// named at or before it, or an archived change received by then.
 	known, knownAt := int64(0), (*time.Time)(nil)
 	for _, s := range snaps {
-		if !s.Time.After(at) && s.Revision > known {
+		// Its revision was read within the second its name's time names.
+		if !s.Time.Add(nameResolution).After(at) && s.Revision > known {
 			known = s.Revision
 		}
 	}
@@ -232,6 +289,11 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 			oldest = fmt.Sprintf("the oldest is %s at revision %d", snaps[0].Key, snaps[0].Revision)
 		}
 		return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("no periodic snapshot is at or before %s (revision %d): %s", point.String(), p.Revision, oldest))
+	}
+	if !point.Latest && p.Revision > snap.Revision {
+		if snap, err = outsideWindow(ctx, snaps, snap, p.Revision, chunks, read); err != nil {
+			return periodicSnapshot{}, nil, nil, err
+		}
 	}
 	p.SnapshotRevision = snap.Revision
 	if !p.Replays() {
