@@ -62,6 +62,9 @@ const (
 	ReplayFlagKeys           = "keys"
 	ReplayFlagKeysSHA256     = "keys-sha256"
 	ReplayFlagNewest         = "newest"
+	ReplayFlagQuotaBytes     = "quota-backend-bytes"
+	ReplayFlagMaxRequest     = "max-request-bytes"
+	ReplayFlagMaxTxnOps      = "max-txn-ops"
 	ReplayFlagTimeout        = "timeout"
 	ReplayFlagTerminationLog = "termination-log"
 )
@@ -93,6 +96,9 @@ type ReplayArgs struct {
 	// after the archive's last change, and is newer still, so it is kept as
 	// it is instead of refused.
 	Newest bool
+	// Limits are the cluster's bounds, which the replay's etcd takes
+	// (replay_limits.go).
+	Limits ReplayLimits
 	// Timeout bounds the whole step.
 	Timeout        time.Duration
 	TerminationLog string
@@ -121,6 +127,14 @@ func (a ReplayArgs) Args() []string {
 	}
 	if a.Newest {
 		args = append(args, "--"+ReplayFlagNewest)
+	}
+	for _, l := range []struct {
+		flag string
+		n    int64
+	}{{ReplayFlagQuotaBytes, a.Limits.QuotaBackendBytes}, {ReplayFlagMaxRequest, a.Limits.MaxRequestBytes}, {ReplayFlagMaxTxnOps, a.Limits.MaxTxnOps}} {
+		if l.n > 0 {
+			args = append(args, "--"+l.flag+"="+strconv.FormatInt(l.n, 10))
+		}
 	}
 	if a.Timeout > 0 {
 		args = append(args, "--"+ReplayFlagTimeout+"="+a.Timeout.String())
@@ -258,7 +272,8 @@ func replayOnto(ctx context.Context, client *clientv3.Client, a ReplayArgs, chun
 	}
 	eff := ReplayEffect{After: a.After, Revision: a.Revision}
 	read := 0
-	replayed, err := archive.ApplyChunks(ctx, client, archive.ReplayOptions{After: res.SnapshotRevision, Revision: a.Revision, Log: logrus.NewEntry(logrus.StandardLogger())}, chunks,
+	opts := a.Limits.replayOptions(archive.ReplayOptions{After: res.SnapshotRevision, Revision: a.Revision, Log: logrus.NewEntry(logrus.StandardLogger())})
+	replayed, err := archive.ApplyChunks(ctx, client, opts, chunks,
 		func(ctx context.Context, c archive.Chunk) ([]archive.Event, error) {
 			evs, err := src.chunk(ctx, c)
 			if err == nil {
@@ -361,16 +376,17 @@ func startLocalEtcd(ctx context.Context, a ReplayArgs, out io.Writer) (*localEtc
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(a.Etcd,
-		"--name="+a.Name,
-		"--data-dir="+a.ReplayDir,
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--listen-peer-urls="+peerURL,
-		// Room for a database larger than etcd's default quota: the member's
-		// own quota applies once it runs.
-		"--quota-backend-bytes=8589934592",
-	)
+	limits := a.Limits
+	if limits.QuotaBackendBytes == 0 {
+		limits.QuotaBackendBytes = replayMinQuotaBytes
+	}
+	cmd := exec.Command(a.Etcd, append([]string{
+		"--name=" + a.Name,
+		"--data-dir=" + a.ReplayDir,
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+	}, limits.etcdArgs()...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// etcd reads ETCD_* variables as flags; the token is not one.
 	for _, kv := range os.Environ() {
@@ -383,7 +399,9 @@ func startLocalEtcd(ctx context.Context, a ReplayArgs, out io.Writer) (*localEtc
 	}
 	m := &localEtcd{cmd: cmd, exited: make(chan error, 1)}
 	go func() { m.exited <- cmd.Wait() }()
-	m.client, err = clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// The client sends what the etcd takes; its own default bound is 2 MiB.
+	m.client, err = clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		MaxCallSendMsgSize: int(max(limits.MaxRequestBytes, 2<<20))})
 	if err != nil {
 		m.kill()
 		return nil, fmt.Errorf("connect to the local etcd: %w", err)
