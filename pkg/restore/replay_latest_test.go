@@ -16,6 +16,8 @@ import (
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/archive"
+	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
+	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
@@ -30,7 +32,7 @@ import (
 func TestReplayToTheLatestChangeKeepsASnapshotNewerThanTheArchive(t *testing.T) {
 	dir := etcdtest.BinDir36(t, "the replay step runs the real etcd and etcdutl "+etcdtest.Version36, "etcd", "etcdutl")
 	ctx := t.Context()
-	_, store := startS3(t)
+	store := startVersityGWStore(t)
 	base := storage.Location{Bucket: testBucket, Key: "etcd/prod"}
 	src := startEtcdProcess(t, filepath.Join(dir, "etcd"), "src", filepath.Join(t.TempDir(), "src"))
 	cli := src.client(t)
@@ -174,4 +176,23 @@ func (s *seedSide) replay(t *testing.T, step ReplayArgs) (ReplayResult, error) {
 // member starts etcd on what the seed left.
 func (s *seedSide) member(t *testing.T) *clientv3.Client {
 	return startEtcdProcess(t, filepath.Join(s.dir, "etcd"), s.step.Name, s.dataDir).client(t)
+}
+
+// startVersityGWStore is a store on a real S3 server (versitygw) with the
+// test's bucket.
+func startVersityGWStore(t *testing.T) backup.Store {
+	t.Helper()
+	vgw, err := backuptest.StartVersityGW(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vgw.Close)
+	if err := vgw.CreateBucket(t.Context(), testBucket); err != nil {
+		t.Fatal(err)
+	}
+	store, err := s3store.New(vgw.StoreConfig(testBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

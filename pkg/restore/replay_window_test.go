@@ -25,7 +25,7 @@ import (
 func TestAPointInsideASnapshotsWindowStartsFromTheSnapshotBefore(t *testing.T) {
 	dir := etcdtest.BinDir36(t, "the replay step runs the real etcd and etcdutl "+etcdtest.Version36, "etcd", "etcdutl")
 	ctx := t.Context()
-	_, store := startS3(t)
+	store := startVersityGWStore(t)
 	base := storage.Location{Bucket: testBucket, Key: "etcd/prod"}
 	src := startEtcdProcess(t, filepath.Join(dir, "etcd"), "src", filepath.Join(t.TempDir(), "src"))
 	cli := src.client(t)
