@@ -77,6 +77,10 @@ func parseReplayArchive(args []string, output io.Writer) (restore.ReplayArgs, er
 	fs.StringVar(&a.ChunksSHA256, restore.ReplayFlagChunksSHA256, "", "digest of the names of the chunks to replay")
 	fs.Int64Var(&a.Keys, restore.ReplayFlagKeys, 0, "how many keys the replay writes or deletes")
 	fs.StringVar(&a.KeysSHA256, restore.ReplayFlagKeysSHA256, "", "digest of what those keys hold at the last revision")
+	fs.BoolVar(&a.Newest, restore.ReplayFlagNewest, false, "the last revision is the newest the backup holds: a snapshot holding more is kept as it is")
+	fs.Int64Var(&a.Limits.QuotaBackendBytes, restore.ReplayFlagQuotaBytes, 0, "the replay's etcd's --quota-backend-bytes (the cluster's, or more); 0 means 8 GiB")
+	fs.Int64Var(&a.Limits.MaxRequestBytes, restore.ReplayFlagMaxRequest, 0, "the replay's etcd's --max-request-bytes (the cluster's); 0 means etcd's default")
+	fs.Int64Var(&a.Limits.MaxTxnOps, restore.ReplayFlagMaxTxnOps, 0, "the replay's etcd's --max-txn-ops (the cluster's); 0 means etcd's default")
 	fs.DurationVar(&a.Timeout, restore.ReplayFlagTimeout, 20*time.Minute, "give up after this long")
 	fs.StringVar(&a.TerminationLog, restore.ReplayFlagTerminationLog, restore.DefaultTerminationLog, "file that receives the reason of a failure")
 	if err := fs.Parse(args); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -276,13 +277,20 @@ func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) 
 			fmt.Errorf("no EtcdBackup of this cluster in %s has succeeded; restore it with an EtcdRestore", c.namespace))}
 	}
 	storage, src, _ := api.RestoreSourceOf(newest)
+	// With an archive, the restore goes to the newest change in it, which
+	// the restore operator finds in the chunks when it plans: what the
+	// backup's status says may be behind them already.
+	var point *api.RestorePointInTime
+	if st, archived, ok := api.ArchiveSourceOf(newest); ok {
+		storage, src, point = st, archived, &api.RestorePointInTime{Latest: true}
+	}
 	// Named like the cluster: the restore operator recreates the cluster
 	// under the restore's name, and admission refuses any other. The mark
 	// lets it record the recovery on the re-created cluster.
 	restore := &api.EtcdRestore{
 		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace,
 			Annotations: map[string]string{api.DisasterRecoveryAnnotation: strconv.FormatInt(c.lastRevision, 10)}},
-		Spec: api.RestoreSpec{BackupStorageType: storage, RestoreSource: src, EtcdCluster: api.EtcdClusterRef{Name: c.name}},
+		Spec: api.RestoreSpec{BackupStorageType: storage, RestoreSource: src, EtcdCluster: api.EtcdClusterRef{Name: c.name}, PointInTime: point},
 	}
 	if err := restore.Validate(); err != nil {
 		return outcome{err: newPassError(problemNoMembersRunning, "disaster recovery from EtcdBackup "+newest.Name, err)}
@@ -290,12 +298,36 @@ func (c *Cluster) restoreFromBackup(ctx context.Context, s *snapshot, a action) 
 	if _, err := c.cfg.EtcdClient.EtcdV1beta2().EtcdRestores(c.namespace).Create(ctx, restore, metav1.CreateOptions{}); err != nil {
 		return outcome{err: kubeError("create EtcdRestore "+restore.Name, err)}
 	}
-	msg := fmt.Sprintf("Disaster recovery: no member's data is left; EtcdRestore %s restores the cluster from EtcdBackup %s (%s, taken %s at revision %d); writes after it are lost",
-		restore.Name, newest.Name, newest.Status.BackupPath, newest.Status.LastSuccessDate.UTC().Format(time.RFC3339), newest.Status.EtcdRevision)
-	c.log.Warn(msg)
-	c.tell(corev1.EventTypeWarning, eventDisasterRecovery, msg)
-	return outcome{requeue: c.cfg.ReconcileInterval, recovery: &api.RecoveryStatus{
-		Time: metav1.NewTime(c.now()), FromBackup: newest.Status.BackupPath, RecoveredRevision: newest.Status.EtcdRevision,
-		LastSeenRevision: c.lastRevision, Message: msg,
-	}}
+	rec := restoredFromBackup(restore.Name, newest)
+	rec.Time, rec.LastSeenRevision = metav1.NewTime(c.now()), c.lastRevision
+	c.log.WithFields(logrus.Fields{"backup": newest.Name, "restore": restore.Name, "archive": point != nil}).Warn(rec.Message)
+	c.tell(corev1.EventTypeWarning, eventDisasterRecovery, rec.Message)
+	return outcome{requeue: c.cfg.ReconcileInterval, recovery: rec}
+}
+
+// restoredFromBackup is what a disaster recovery from the backup restores,
+// as status.recovery says it when the EtcdRestore is created. With an
+// archive, the restore operator finds the newest change in it when it plans
+// and the re-created cluster records the revision it reached; until then the
+// backup's status says how far the archive was when it last looked.
+func restoredFromBackup(restore string, b *api.EtcdBackup) *api.RecoveryStatus {
+	taken := fmt.Sprintf("taken %s at revision %d", b.Status.LastSuccessDate.UTC().Format(time.RFC3339), b.Status.EtcdRevision)
+	if !b.KeepsArchive() {
+		return &api.RecoveryStatus{FromBackup: b.Status.BackupPath, RecoveredRevision: b.Status.EtcdRevision,
+			Message: fmt.Sprintf("Disaster recovery: no member's data is left; EtcdRestore %s restores the cluster from EtcdBackup %s (%s, %s); writes after it are lost",
+				restore, b.Name, b.Status.BackupPath, taken)}
+	}
+	path := b.Spec.Path()
+	rec := &api.RecoveryStatus{FromBackup: path, RecoveredRevision: b.Status.EtcdRevision}
+	archived := "the backup has not reported an archived change yet"
+	if a := b.Status.Archive; a != nil && a.LastRevision > 0 {
+		rec.RecoveredRevision = max(rec.RecoveredRevision, a.LastRevision)
+		archived = fmt.Sprintf("the backup last reported revision %d", a.LastRevision)
+		if a.LastTime != nil {
+			archived += " received at " + a.LastTime.UTC().Format(time.RFC3339)
+		}
+	}
+	rec.Message = fmt.Sprintf("Disaster recovery: no member's data is left; EtcdRestore %s restores the cluster from EtcdBackup %s (%s) up to the newest change in its archive (%s; the restore finds the newest in the chunks), onto its newest snapshot (%s); only the writes the archive had not stored yet, those of about the last %s, are lost; where the archive cannot be replayed to its end, the EtcdRestore says so in a Warning and in status.pointInTime.shortfall",
+		restore, b.Name, path, archived, taken, b.Spec.BackupPolicy.Archive.Interval())
+	return rec
 }

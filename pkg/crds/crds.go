@@ -566,6 +566,10 @@ func backupScheduleSchema() schema {
 		api.BackupScheduleMessage})
 }
 
+// pointsNamed counts how many of spec.pointInTime's time, revision and
+// latest are set.
+const pointsNamed = "((has(self.time) && self.time != '') ? 1 : 0) + ((has(self.revision) && self.revision != 0) ? 1 : 0) + ((has(self.latest) && self.latest) ? 1 : 0)"
+
 // pointInTimeSchema checks spec.pointInTime as EtcdRestore.Validate does.
 func pointInTimeSchema() schema {
 	return withRules(object(map[string]schema{
@@ -573,9 +577,10 @@ func pointInTimeSchema() schema {
 			matches(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$`),
 			api.PointInTimeTimeMessage}),
 		"revision": nonNegative(),
+		"latest":   boolean(),
 	}),
-		[2]string{"!(has(self.time) && self.time != '' && has(self.revision) && self.revision != 0)", api.PointInTimeOneOfMessage},
-		[2]string{"(has(self.time) && self.time != '') || (has(self.revision) && self.revision != 0)", api.PointInTimeRequiredMessage})
+		[2]string{pointsNamed + " <= 1", api.PointInTimeOneOfMessage},
+		[2]string{pointsNamed + " >= 1", api.PointInTimeRequiredMessage})
 }
 
 // EtcdRestore is the definition of etcdrestores.etcd.database.coreos.com.
@@ -603,6 +608,8 @@ func EtcdRestore() *apiextv1.CustomResourceDefinition {
 			"events":           integer(),
 			"keys":             integer(),
 			"replayed":         boolean(),
+			"archiveRevision":  integer(),
+			"shortfall":        str(),
 		}),
 	})
 	return newCRD(api.EtcdRestoreResourcePlural, api.EtcdRestoreResourceKind, api.EtcdRestore{}, restoreShortNames,

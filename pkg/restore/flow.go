@@ -27,14 +27,17 @@ const (
 	ReasonBackupVerified  = "BackupVerified"
 	// ReasonPointChosen: a restore to a point chose its snapshot and checked
 	// that the archive holds every change from it to the point.
-	ReasonPointChosen     = "PointInTimeChosen"
-	ReasonDeletingCluster = "DeletingCluster"
-	ReasonClusterCreated  = "ClusterCreated"
-	ReasonSeedCreated     = "SeedCreated"
-	ReasonHandedOver      = "ClusterHandedOver"
-	ReasonCompleted       = "RestoreCompleted"
-	ReasonRetrying        = "RestoreRetrying"
-	ReasonFailed          = "RestoreFailed"
+	ReasonPointChosen = "PointInTimeChosen"
+	// ReasonPointShortOfNewest (Warning): a restore to the latest change
+	// cannot replay the archive to its end, and stops before it.
+	ReasonPointShortOfNewest = "PointInTimeShortOfNewest"
+	ReasonDeletingCluster    = "DeletingCluster"
+	ReasonClusterCreated     = "ClusterCreated"
+	ReasonSeedCreated        = "SeedCreated"
+	ReasonHandedOver         = "ClusterHandedOver"
+	ReasonCompleted          = "RestoreCompleted"
+	ReasonRetrying           = "RestoreRetrying"
+	ReasonFailed             = "RestoreFailed"
 	// ReasonTokenOnRestore: the role may not create Secrets.
 	ReasonTokenOnRestore = "RestoreTokenNotInSecret"
 )

@@ -172,8 +172,18 @@ func (f *Flow) choosePoint(ctx context.Context, er *api.EtcdRestore, store backu
 	} else {
 		msg += ", which is the point: nothing to replay"
 	}
+	if point.Point.Latest {
+		msg += fmt.Sprintf("; the archive's newest change is revision %d", point.ArchiveRevision)
+	}
 	f.event(er, corev1.EventTypeNormal, ReasonPointChosen, msg)
 	f.logFor(er).Info(msg)
+	if point.Shortfall != "" {
+		// Not refused: what is past the hole or the unreadable chunk cannot
+		// be replayed by any later attempt, and stays in the store.
+		warn := "the restore cannot reach the newest change the backup holds: " + point.Shortfall
+		f.event(er, corev1.EventTypeWarning, ReasonPointShortOfNewest, warn)
+		f.logFor(er).WithField("shortfall", point.Shortfall).Warn(warn)
+	}
 	return loc, point, nil
 }
 

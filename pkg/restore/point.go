@@ -57,6 +57,10 @@ type PointPlan struct {
 	// back after the replay and compares.
 	Keys       int64  `json:"keys,omitempty"`
 	KeysSHA256 string `json:"keysSHA256,omitempty"`
+	// ArchiveRevision is, for latest, the newest revision the chunks hold;
+	// Shortfall why Revision stops before the newest the backup holds.
+	ArchiveRevision int64  `json:"archiveRevision,omitempty"`
+	Shortfall       string `json:"shortfall,omitempty"`
 }
 
 // Replays says whether the seed replays anything: a point at the snapshot's
@@ -69,6 +73,7 @@ func (p *PointPlan) Status(snapshot string) *api.RestorePointInTimeStatus {
 		Snapshot: snapshot, SnapshotRevision: p.SnapshotRevision,
 		Revision: p.Revision, Time: p.Time,
 		Revisions: p.Revisions, Events: p.Events, Keys: p.Keys,
+		ArchiveRevision: p.ArchiveRevision, Shortfall: p.Shortfall,
 	}
 }
 
@@ -124,6 +129,62 @@ func chooseSnapshot(snaps []periodicSnapshot, revision int64) (periodicSnapshot,
 	return periodicSnapshot{}, false
 }
 
+// A periodic snapshot is named after the revision read just before it is
+// taken, and its name's time is when it was named, truncated to the second;
+// the snapshot itself holds the changes made until its stream opened, a
+// little after that revision. A point after the revision its name records
+// but before the one it holds falls inside its window: the seed refuses to
+// replay onto a snapshot past the point.
+const (
+	// nameResolution is how much later than its name's time a snapshot's
+	// revision may have been read.
+	nameResolution = time.Second
+	// windowSlack is how long after a change is made the archiver is taken
+	// to have received it, for telling a point past a snapshot's window from
+	// one that may be inside it; a point taken to be past it wrongly is still
+	// refused by the seed, never replayed wrongly.
+	windowSlack = time.Minute
+)
+
+// outsideWindow is the snapshot a replay to revision starts from, snap being
+// the newest at or before it: snap, unless revision may fall inside snap's
+// window and the archive brings the snapshot before snap to it. A point may
+// be inside the window when the change after it (or the point's own, when
+// none is archived yet) was received before the window's end.
+func outsideWindow(ctx context.Context, snaps []periodicSnapshot, snap periodicSnapshot, revision int64, chunks []archive.Chunk, read ReadEvents) (periodicSnapshot, error) {
+	before, ok := chooseSnapshot(snaps, snap.Revision-1)
+	if !ok {
+		return snap, nil
+	}
+	if _, err := archive.Covering(chunks, before.Revision, revision); err != nil {
+		return snap, nil
+	}
+	end := snap.Time.Add(nameResolution + windowSlack)
+	for _, rev := range []int64{revision + 1, revision} {
+		for _, c := range chunks {
+			if rev < c.First || rev > c.Last {
+				continue
+			}
+			if !c.Time.After(end) {
+				return before, nil
+			}
+			evs, err := read(ctx, c)
+			if err != nil {
+				return snap, err
+			}
+			for i := range evs {
+				if evs[i].Revision() == rev {
+					if evs[i].Received.After(end) {
+						return snap, nil
+					}
+					return before, nil
+				}
+			}
+		}
+	}
+	return snap, nil
+}
+
 // ReadEvents reads a chunk's events, checked (archive.ReadChunk).
 type ReadEvents func(ctx context.Context, c archive.Chunk) ([]archive.Event, error)
 
@@ -139,7 +200,8 @@ func revisionAt(ctx context.Context, snaps []periodicSnapshot, chunks []archive.
 	// named at or before it, or an archived change received by then.
 	known, knownAt := int64(0), (*time.Time)(nil)
 	for _, s := range snaps {
-		if !s.Time.After(at) && s.Revision > known {
+		// Its revision was read within the second its name's time names.
+		if !s.Time.Add(nameResolution).After(at) && s.Revision > known {
 			known = s.Revision
 		}
 	}
@@ -207,6 +269,9 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 	if err != nil {
 		return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("spec.pointInTime.time: %w", err))
 	}
+	if point.Latest {
+		p.Revision, p.ArchiveRevision = newestRevision(snaps, chunks)
+	}
 	if !at.IsZero() {
 		rev, when, err := revisionAt(ctx, snaps, chunks, at, read)
 		if err != nil {
@@ -225,14 +290,30 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 		}
 		return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("no periodic snapshot is at or before %s (revision %d): %s", point.String(), p.Revision, oldest))
 	}
+	if !point.Latest && p.Revision > snap.Revision {
+		if snap, err = outsideWindow(ctx, snaps, snap, p.Revision, chunks, read); err != nil {
+			return periodicSnapshot{}, nil, nil, err
+		}
+	}
 	p.SnapshotRevision = snap.Revision
 	if !p.Replays() {
 		p.Time = nil
 		return snap, p, nil, nil
 	}
 	covering, err := archive.Covering(chunks, snap.Revision, p.Revision)
+	var hole *archive.HoleError
+	if point.Latest && errors.As(err, &hole) {
+		// The changes after the hole cannot be put onto any snapshot: the
+		// newest is before it. Those before it can.
+		p.Shortfall = fmt.Sprintf("%v after snapshot %s (revision %d), so the archive's changes up to revision %d cannot be replayed onto it; the restore stops at revision %d",
+			hole, snap.Key, snap.Revision, p.ArchiveRevision, hole.Missing-1)
+		p.Revision = hole.Missing - 1
+		if !p.Replays() {
+			return snap, p, nil, nil
+		}
+		covering, err = archive.Covering(chunks, snap.Revision, p.Revision)
+	}
 	if err != nil {
-		var hole *archive.HoleError
 		if errors.As(err, &hole) {
 			return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("the archive cannot bring snapshot %s (revision %d) to revision %d: %v (compacted away before the archiver stored them, or deleted); choose a point the archive covers",
 				snap.Key, snap.Revision, p.Revision, hole))
@@ -241,6 +322,21 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 	}
 	p.ChunksSHA256 = ChunkListDigest(covering)
 	return snap, p, covering, nil
+}
+
+// newestRevision is the newest revision a backup holds, for a restore to
+// its latest change: the end of the archive's chunks, or the newest
+// snapshot's revision when it is later (an archive that lagged or stopped).
+// archived is where the chunks end, 0 without any.
+func newestRevision(snaps []periodicSnapshot, chunks []archive.Chunk) (newest, archived int64) {
+	for _, c := range chunks {
+		archived = max(archived, c.Last)
+	}
+	newest = archived
+	for _, s := range snaps {
+		newest = max(newest, s.Revision)
+	}
+	return newest, archived
 }
 
 // ChunkListDigest is the hex sha256 of the chunks' names, in order: the names
@@ -351,15 +447,25 @@ func choosePoint(ctx context.Context, spec *api.RestoreSpec, store backup.Store,
 		return storage.Location{}, nil, err
 	}
 	plan.Prefix = prefix
-	if plan.Replays() {
-		eff := ReplayEffect{After: plan.SnapshotRevision, Revision: plan.Revision}
-		for _, c := range covering {
-			evs, err := read(ctx, c)
-			if err != nil {
-				return storage.Location{}, nil, err
-			}
-			eff.Add(evs)
+	if !plan.Replays() {
+		return storage.Location{Bucket: base.Bucket, Key: snap.Key}, plan, nil
+	}
+	eff := ReplayEffect{After: plan.SnapshotRevision, Revision: plan.Revision}
+	for i, c := range covering {
+		evs, err := read(ctx, c)
+		if err != nil && plan.Point.Latest && failure.IsPermanent(err) {
+			// What cannot be read now cannot be replayed later either; the
+			// chunks before it can, and what they added is all before it.
+			stopBefore(plan, covering[:i], c, err)
+			eff.Revision = plan.Revision
+			break
 		}
+		if err != nil {
+			return storage.Location{}, nil, err
+		}
+		eff.Add(evs)
+	}
+	if plan.Replays() {
 		if eff.Last() != plan.Revision {
 			return storage.Location{}, nil, failure.Permanent(fmt.Errorf("the archive's chunks up to revision %d hold changes up to revision %d only", plan.Revision, eff.Last()))
 		}
@@ -370,4 +476,17 @@ func choosePoint(ctx context.Context, spec *api.RestoreSpec, store backup.Store,
 		plan.KeysSHA256 = KeyDigest(eff.Keys)
 	}
 	return storage.Location{Bucket: base.Bucket, Key: snap.Key}, plan, nil
+}
+
+// stopBefore ends a restore to the latest change before c, a chunk that
+// cannot be read, kept being the chunks before it, and says so in the plan.
+func stopBefore(plan *PointPlan, kept []archive.Chunk, c archive.Chunk, err error) {
+	plan.Revision = max(c.First-1, plan.SnapshotRevision)
+	plan.Time = nil
+	plan.Shortfall = fmt.Sprintf("chunk %s (revisions %d to %d) cannot be read (%v), so the archive's changes up to revision %d cannot be replayed; the restore stops at revision %d",
+		c.Key, c.First, c.Last, err, plan.ArchiveRevision, plan.Revision)
+	plan.ChunksSHA256 = ""
+	if plan.Replays() {
+		plan.ChunksSHA256 = ChunkListDigest(kept)
+	}
 }

@@ -97,7 +97,19 @@ func TestPlanPointChoosesTheSnapshotAndChecksTheArchive(t *testing.T) {
 			snapshot: 200, revision: 200},
 		{name: "a revision after the newest snapshot replays from it",
 			point: api.RestorePointInTime{Revision: 230}, snaps: twoSnaps, archive: full(),
-			snapshot: 200, revision: 230, chunks: "201-230"},
+			snapshot: 200, revision: 230, chunks: "201-230", reads: "201-260"},
+		{name: "a revision inside the window of the snapshot at or before it starts from the snapshot before",
+			point: api.RestorePointInTime{Revision: 165}, snaps: snapshots(100, "10:00:00", 160, "10:50:09"), archive: full(),
+			snapshot: 100, revision: 165, chunks: "101-150 151-165"},
+		{name: "a revision received well after the snapshot was named is past its window",
+			point: api.RestorePointInTime{Revision: 165}, snaps: snapshots(100, "10:00:00", 160, "10:40:00"), archive: full(),
+			snapshot: 160, revision: 165, chunks: "151-165", reads: "151-200"},
+		{name: "a revision inside a snapshot's window the archive cannot reach from the snapshot before keeps the snapshot",
+			point: api.RestorePointInTime{Revision: 185}, snaps: snapshots(100, "10:00:00", 180, "10:50:09"), archive: holed(),
+			snapshot: 180, revision: 185, chunks: "171-185"},
+		{name: "a time within the second a snapshot is named in is not taken to have reached its revision",
+			point: api.RestorePointInTime{Time: "2026-11-28T10:50:19.5Z"}, snaps: snapshots(100, "10:00:00", 171, "10:50:19"), archive: full(),
+			snapshot: 100, revision: 170, chunks: "101-150 151-170", reads: "151-200"},
 		{name: "a revision before every snapshot is refused",
 			point: api.RestorePointInTime{Revision: 50}, snaps: twoSnaps, archive: full(),
 			err: "no periodic snapshot is at or before revision 50 (revision 50): the oldest is etcd/prod_v100_"},
@@ -146,6 +158,40 @@ func TestPlanPointChoosesTheSnapshotAndChecksTheArchive(t *testing.T) {
 			point: api.RestorePointInTime{Time: "2026-11-28T09:00:00Z"}, snaps: twoSnaps, archive: full(),
 			err: "is before every snapshot and archived change"},
 	}
+	latest := api.RestorePointInTime{Latest: true}
+	tests = append(tests, []struct {
+		name     string
+		point    api.RestorePointInTime
+		snaps    []periodicSnapshot
+		archive  *testArchive
+		snapshot int64
+		revision int64
+		chunks   string
+		reads    string
+		err      string
+	}{
+		{name: "the latest change is the archive's last, replayed from the newest snapshot",
+			point: latest, snaps: twoSnaps, archive: full(),
+			snapshot: 200, revision: 260, chunks: "201-260"},
+		{name: "the latest change is the newest snapshot's when the archive stopped before it",
+			point: latest, snaps: snapshots(100, "10:00:00", 290, "12:30:00"), archive: full(),
+			snapshot: 290, revision: 290},
+		{name: "the latest change is the newest snapshot's without an archive",
+			point: latest, snaps: twoSnaps, archive: new(testArchive),
+			snapshot: 200, revision: 200},
+		{name: "a hole before the newest snapshot does not keep the latest change from being restored",
+			point: latest, snaps: twoSnaps, archive: holed(),
+			snapshot: 200, revision: 260, chunks: "201-260"},
+		{name: "a hole after the newest snapshot stops the latest change before it",
+			point: latest, snaps: snapshots(100, "10:00:00"), archive: holed(),
+			snapshot: 100, revision: 150, chunks: "101-150"},
+		{name: "a hole right after the newest snapshot leaves the snapshot alone",
+			point: latest, snaps: twoSnaps, archive: new(testArchive).add(101, 150, day("10:20:00")).add(231, 260, day("11:30:00")),
+			snapshot: 200, revision: 200},
+		{name: "without a snapshot the latest change cannot be restored",
+			point: latest, archive: full(),
+			err: "there is none"},
+	}...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			snap, plan, chunks, err := planPoint(t.Context(), tc.point, tc.snaps, tc.archive.chunks, tc.archive.read)
@@ -173,6 +219,17 @@ func TestPlanPointChoosesTheSnapshotAndChecksTheArchive(t *testing.T) {
 			}
 			if plan.Replays() != (tc.revision > tc.snapshot) {
 				t.Errorf("Replays() = %v", plan.Replays())
+			}
+			_, archived := newestRevision(tc.snaps, tc.archive.chunks)
+			switch newest, _ := newestRevision(tc.snaps, tc.archive.chunks); {
+			case !tc.point.Latest:
+				if plan.Shortfall != "" || plan.ArchiveRevision != 0 {
+					t.Errorf("a point that is not the latest says shortfall %q, archive revision %d", plan.Shortfall, plan.ArchiveRevision)
+				}
+			case plan.ArchiveRevision != archived:
+				t.Errorf("archive revision %d, want %d", plan.ArchiveRevision, archived)
+			case (plan.Revision < newest) != (plan.Shortfall != ""):
+				t.Errorf("stops at revision %d of %d, saying %q", plan.Revision, newest, plan.Shortfall)
 			}
 		})
 	}

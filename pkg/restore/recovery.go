@@ -3,6 +3,7 @@ package restore
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
@@ -35,14 +36,31 @@ func recoveryRecord(er *api.EtcdRestore, plan *Plan, version string) *api.Recove
 		rec.Time = plan.Started
 	}
 	msg := fmt.Sprintf("Disaster recovery: no member's data was left; EtcdRestore %s re-created the cluster from backup %s", er.Name, plan.Backup.Path)
-	if rev := plan.Backup.Revision; rev > 0 {
+	rev, lost := plan.Backup.Revision, "writes after the backup are lost"
+	if p := plan.Point; p != nil {
+		rev = p.Revision
+		msg += fmt.Sprintf(", taken at revision %d", p.SnapshotRevision)
+		if p.Replays() {
+			msg += fmt.Sprintf(", and its archive replayed up to revision %d", p.Revision)
+			if p.Time != nil {
+				msg += fmt.Sprintf(" (received at %s)", p.Time.UTC().Format(time.RFC3339))
+			}
+		}
+		lost = "writes the archive had not stored when the cluster was lost are lost"
+		if p.Shortfall != "" {
+			lost = "the archive could not be replayed to its end: " + p.Shortfall + "; later writes are lost"
+		}
+	}
+	if rev > 0 {
 		rec.RecoveredRevision = rev
-		msg += fmt.Sprintf(", taken at revision %d", rev)
+		if plan.Point == nil {
+			msg += fmt.Sprintf(", taken at revision %d", rev)
+		}
 		if bumpsRevision(version) {
 			rec.RecoveredRevision += RevisionBump
 			msg += fmt.Sprintf(", which comes back as revision %d (moved on so that clients' older revisions read as compacted)", rec.RecoveredRevision)
 		}
 	}
-	rec.Message = msg + "; writes after the backup are lost"
+	rec.Message = msg + "; " + lost
 	return rec
 }

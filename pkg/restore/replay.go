@@ -61,6 +61,10 @@ const (
 	ReplayFlagChunksSHA256   = "chunks-sha256"
 	ReplayFlagKeys           = "keys"
 	ReplayFlagKeysSHA256     = "keys-sha256"
+	ReplayFlagNewest         = "newest"
+	ReplayFlagQuotaBytes     = "quota-backend-bytes"
+	ReplayFlagMaxRequest     = "max-request-bytes"
+	ReplayFlagMaxTxnOps      = "max-txn-ops"
 	ReplayFlagTimeout        = "timeout"
 	ReplayFlagTerminationLog = "termination-log"
 )
@@ -87,6 +91,14 @@ type ReplayArgs struct {
 	ChunksSHA256 string
 	Keys         int64
 	KeysSHA256   string
+	// Newest says that Revision is the newest change the backup holds
+	// (pointInTime.latest): a snapshot that holds more than it was taken
+	// after the archive's last change, and is newer still, so it is kept as
+	// it is instead of refused.
+	Newest bool
+	// Limits are the cluster's bounds, which the replay's etcd takes
+	// (replay_limits.go).
+	Limits ReplayLimits
 	// Timeout bounds the whole step.
 	Timeout        time.Duration
 	TerminationLog string
@@ -112,6 +124,17 @@ func (a ReplayArgs) Args() []string {
 	}
 	if a.KeyFile != "" {
 		args = append(args, "--"+ReplayFlagKeyFile+"="+a.KeyFile)
+	}
+	if a.Newest {
+		args = append(args, "--"+ReplayFlagNewest)
+	}
+	for _, l := range []struct {
+		flag string
+		n    int64
+	}{{ReplayFlagQuotaBytes, a.Limits.QuotaBackendBytes}, {ReplayFlagMaxRequest, a.Limits.MaxRequestBytes}, {ReplayFlagMaxTxnOps, a.Limits.MaxTxnOps}} {
+		if l.n > 0 {
+			args = append(args, "--"+l.flag+"="+strconv.FormatInt(l.n, 10))
+		}
 	}
 	if a.Timeout > 0 {
 		args = append(args, "--"+ReplayFlagTimeout+"="+a.Timeout.String())
@@ -160,6 +183,10 @@ type ReplayResult struct {
 	// SnapshotRevision is the revision the restored snapshot held (its
 	// content may be a little newer than its name says).
 	SnapshotRevision int64
+	// SnapshotIsNewest is set when, restoring the newest change, the
+	// snapshot held everything the archive has, or more: nothing was
+	// replayed.
+	SnapshotIsNewest bool
 	archive.Replayed
 	// Keys is how many keys were read back and found as the archive says.
 	Keys int
@@ -213,6 +240,10 @@ func ReplayArchive(ctx context.Context, a ReplayArgs, token string, key []byte, 
 	if err := syncDir(filepath.Dir(a.DataDir)); err != nil {
 		return res, err
 	}
+	if res.SnapshotIsNewest {
+		_, _ = fmt.Fprintf(out, "the snapshot holds revision %d, as new as the archive's last change (revision %d) or newer: nothing replayed\n", res.SnapshotRevision, a.Revision)
+		return res, nil
+	}
 	_, _ = fmt.Fprintf(out, "replayed revisions %d to %d (%d revisions, %d events) onto the snapshot of revision %d; the %d keys they touch hold what the archive says\n",
 		res.SnapshotRevision+1, res.Revision, res.Revisions, res.Events, res.SnapshotRevision, res.Keys)
 	return res, nil
@@ -228,6 +259,11 @@ func replayOnto(ctx context.Context, client *clientv3.Client, a ReplayArgs, chun
 	}
 	res.SnapshotRevision = resp.Header.Revision - a.RevisionBump
 	switch {
+	case a.Newest && res.SnapshotRevision >= a.Revision:
+		// The snapshot was taken after the archive's last change, while the
+		// archiver lagged or had stopped: it is the newest state there is.
+		res.SnapshotIsNewest = true
+		return res, nil
 	case res.SnapshotRevision > a.Revision:
 		return res, fmt.Errorf("the snapshot holds changes up to revision %d, past the point (revision %d): it was being taken when the point passed; choose a point before revision %d or at %d or later",
 			res.SnapshotRevision, a.Revision, a.After+1, res.SnapshotRevision)
@@ -236,7 +272,8 @@ func replayOnto(ctx context.Context, client *clientv3.Client, a ReplayArgs, chun
 	}
 	eff := ReplayEffect{After: a.After, Revision: a.Revision}
 	read := 0
-	replayed, err := archive.ApplyChunks(ctx, client, archive.ReplayOptions{After: res.SnapshotRevision, Revision: a.Revision, Log: logrus.NewEntry(logrus.StandardLogger())}, chunks,
+	opts := a.Limits.replayOptions(archive.ReplayOptions{After: res.SnapshotRevision, Revision: a.Revision, Log: logrus.NewEntry(logrus.StandardLogger())})
+	replayed, err := archive.ApplyChunks(ctx, client, opts, chunks,
 		func(ctx context.Context, c archive.Chunk) ([]archive.Event, error) {
 			evs, err := src.chunk(ctx, c)
 			if err == nil {
@@ -339,16 +376,17 @@ func startLocalEtcd(ctx context.Context, a ReplayArgs, out io.Writer) (*localEtc
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(a.Etcd,
-		"--name="+a.Name,
-		"--data-dir="+a.ReplayDir,
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--listen-peer-urls="+peerURL,
-		// Room for a database larger than etcd's default quota: the member's
-		// own quota applies once it runs.
-		"--quota-backend-bytes=8589934592",
-	)
+	limits := a.Limits
+	if limits.QuotaBackendBytes == 0 {
+		limits.QuotaBackendBytes = replayMinQuotaBytes
+	}
+	cmd := exec.Command(a.Etcd, append([]string{
+		"--name=" + a.Name,
+		"--data-dir=" + a.ReplayDir,
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+	}, limits.etcdArgs()...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// etcd reads ETCD_* variables as flags; the token is not one.
 	for _, kv := range os.Environ() {
@@ -361,7 +399,9 @@ func startLocalEtcd(ctx context.Context, a ReplayArgs, out io.Writer) (*localEtc
 	}
 	m := &localEtcd{cmd: cmd, exited: make(chan error, 1)}
 	go func() { m.exited <- cmd.Wait() }()
-	m.client, err = clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// The client sends what the etcd takes; its own default bound is 2 MiB.
+	m.client, err = clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		MaxCallSendMsgSize: int(max(limits.MaxRequestBytes, 2<<20))})
 	if err != nil {
 		m.kill()
 		return nil, fmt.Errorf("connect to the local etcd: %w", err)

@@ -233,7 +233,7 @@ func replayStep(c SeedConfig, cl *api.EtcdCluster, restore corev1.Container) cor
 	p := c.Point
 	a := ReplayArgs{DataDir: k8sutil.EtcdDataDir, ReplayDir: replayDir, URL: c.ArchiveURL, Etcd: etcdBinary, Name: c.MemberName,
 		After: p.SnapshotRevision, Revision: p.Revision, ChunksSHA256: p.ChunksSHA256, Keys: p.Keys, KeysSHA256: p.KeysSHA256,
-		Timeout: c.FetchTimeout}
+		Newest: p.Point.Latest, Limits: replayLimitsOf(&cl.Spec), Timeout: c.FetchTimeout}
 	if bumpsRevision(cl.Spec.Version) {
 		a.RevisionBump = RevisionBump
 	}

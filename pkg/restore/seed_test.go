@@ -341,7 +341,10 @@ func TestSeedPodStepsLookForTheDataDirectoryFirst(t *testing.T) {
 // from the backup server with the token, the key of an encrypted archive, and
 // what it must check.
 func TestSeedPodOfARestoreToAPointReplaysBeforeEtcdStarts(t *testing.T) {
-	c := seedConfig(func(cl *api.EtcdCluster) { cl.Spec.Version = "3.6.6" })
+	c := seedConfig(func(cl *api.EtcdCluster) {
+		cl.Spec.Version = "3.6.6"
+		cl.Spec.Pod = &api.PodPolicy{EtcdEnv: []corev1.EnvVar{{Name: "ETCD_MAX_TXN_OPS", Value: "1024"}}}
+	})
 	c.Backup.Encrypted = true
 	c.KeySecret = "backup-key"
 	c.Point = &PointPlan{SnapshotRevision: 100, Revision: 180, ChunksSHA256: strings.Repeat("c", 64), Keys: 12, KeysSHA256: strings.Repeat("d", 64)}
@@ -368,6 +371,8 @@ func TestSeedPodOfARestoreToAPointReplaysBeforeEtcdStarts(t *testing.T) {
 		"--name=" + c.MemberName, "--after=100", "--revision=180", "--revision-bump=1000000000",
 		"--chunks-sha256=" + c.Point.ChunksSHA256, "--keys=12", "--keys-sha256=" + c.Point.KeysSHA256,
 		"--token-file=" + tokenFile, "--key-file=" + KeyFile,
+		// The cluster's limits, which the replay's etcd takes.
+		"--max-txn-ops=1024", "--quota-backend-bytes=8589934592",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("replay command %q lacks %q", args, want)

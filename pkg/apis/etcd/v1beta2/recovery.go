@@ -128,3 +128,48 @@ func RestoreSourceOf(b *EtcdBackup) (BackupStorageType, RestoreSource, bool) {
 	}
 	return b.Spec.StorageType, src, true
 }
+
+// KeepsArchive tells whether the backup keeps a continuous archive beside its
+// periodic snapshots (backupPolicy.archive).
+func (b *EtcdBackup) KeepsArchive() bool {
+	return b.Spec.IsPeriodic() && b.Spec.BackupPolicy != nil && b.Spec.BackupPolicy.Archive != nil
+}
+
+// ArchiveSourceOf is where an EtcdRestore to a point (spec.pointInTime)
+// reads the backup: its store, at the backup's own path, the base of its
+// periodic snapshots and of its archive. ok is false for a backup that never
+// succeeded or keeps no archive.
+func ArchiveSourceOf(b *EtcdBackup) (BackupStorageType, RestoreSource, bool) {
+	storage, src, ok := RestoreSourceOf(b)
+	if !ok || !b.KeepsArchive() {
+		return "", RestoreSource{}, false
+	}
+	path := b.Spec.Path()
+	switch {
+	case src.S3 != nil:
+		src.S3.Path = path
+	case src.OSS != nil:
+		src.OSS.Path = path
+	case src.ABS != nil:
+		src.ABS.Path = path
+	case src.GCS != nil:
+		src.GCS.Path = path
+	}
+	return storage, src, true
+}
+
+// Path is the "bucket/key" the backup writes to, the base of its periodic
+// snapshots' names, from its store's block as RestoreSourceOf picks it.
+func (s *BackupSpec) Path() string {
+	switch {
+	case s.S3 != nil:
+		return s.S3.Path
+	case s.OSS != nil:
+		return s.OSS.Path
+	case s.ABS != nil:
+		return s.ABS.Path
+	case s.GCS != nil:
+		return s.GCS.Path
+	}
+	return ""
+}

@@ -50,15 +50,16 @@ type RestoreSpec struct {
 	// EtcdCluster is the cluster, in the restore's namespace, to replace.
 	EtcdCluster EtcdClusterRef `json:"etcdCluster"`
 	// PointInTime, when set, restores the cluster as it was at a time or a
-	// revision, from the periodic snapshots and the continuous archive of an
+	// revision, or as the backup last saw it (latest), from the periodic
+	// snapshots and the continuous archive of an
 	// EtcdBackup with backupPolicy.archive. The source's path is then that
 	// EtcdBackup's path (the base of its "<path>_v<revision>_<time>"
 	// snapshots and of its "<path>.archive/" chunks), not a snapshot's.
 	PointInTime *RestorePointInTime `json:"pointInTime,omitempty"`
 }
 
-// RestorePointInTime is the point a restore goes back to: a time or a
-// revision, not both.
+// RestorePointInTime is the point a restore goes back to: a time, a
+// revision, or the newest change the backup holds; exactly one of them.
 type RestorePointInTime struct {
 	// Time is an RFC 3339 time ("2026-11-28T14:32:10Z", fractions of a
 	// second allowed): the cluster gets every change the archive received up
@@ -67,6 +68,14 @@ type RestorePointInTime struct {
 	// Revision is the last revision of the source cluster the restored one
 	// holds.
 	Revision int64 `json:"revision,omitempty"`
+	// Latest restores the newest change the backup holds: its newest
+	// snapshot and every change its archive stored after it, as the restore
+	// operator finds them when it plans. Where the archive cannot be replayed
+	// that far (a hole after the newest snapshot, a chunk that cannot be
+	// read), the restore goes as far as it can and says what it could not
+	// reach in status.pointInTime.shortfall and a Warning event; a time or a
+	// revision is refused instead.
+	Latest bool `json:"latest,omitempty"`
 }
 
 // ParsedTime is Time as a time; zero when Time is empty.
@@ -79,6 +88,9 @@ func (p *RestorePointInTime) ParsedTime() (time.Time, error) {
 
 // String says the point as a user names it.
 func (p *RestorePointInTime) String() string {
+	if p.Latest {
+		return "the newest archived change"
+	}
 	if p.Time != "" {
 		return "time " + p.Time
 	}
@@ -204,4 +216,10 @@ type RestorePointInTimeStatus struct {
 	// Replayed is true once the seed replayed the archive and its checks
 	// passed.
 	Replayed bool `json:"replayed,omitempty"`
+	// ArchiveRevision is, with latest, the newest revision the archive's
+	// chunks hold when the restore planned (0 when it held none).
+	ArchiveRevision int64 `json:"archiveRevision,omitempty"`
+	// Shortfall is, with latest, why the restore stops before the newest
+	// change the backup holds; empty when it reaches it.
+	Shortfall string `json:"shortfall,omitempty"`
 }

@@ -496,8 +496,8 @@ func (r *EtcdRestore) Validate() error {
 
 // Messages of spec.pointInTime's rules, shared with the CRD schema.
 const (
-	PointInTimeOneOfMessage    = "names a time or a revision, not both"
-	PointInTimeRequiredMessage = "names the time or the revision to restore to (or remove pointInTime to restore the snapshot the path names)"
+	PointInTimeOneOfMessage    = "names one of a time, a revision or latest"
+	PointInTimeRequiredMessage = "names the time, the revision or latest to restore to (or remove pointInTime to restore the snapshot the path names)"
 	PointInTimeTimeMessage     = `must be an RFC 3339 time, such as "2026-11-28T14:32:10Z" or "2026-11-28T15:32:10.5+01:00"`
 )
 
@@ -507,10 +507,16 @@ func (pt *RestorePointInTime) validate(p *field.Path) field.ErrorList {
 		return nil
 	}
 	var errs field.ErrorList
+	named := 0
+	for _, set := range []bool{pt.Time != "", pt.Revision != 0, pt.Latest} {
+		if set {
+			named++
+		}
+	}
 	switch {
-	case pt.Time != "" && pt.Revision != 0:
+	case named > 1:
 		errs = append(errs, field.Invalid(p, pt.String(), PointInTimeOneOfMessage))
-	case pt.Time == "" && pt.Revision == 0:
+	case named == 0:
 		errs = append(errs, field.Required(p, PointInTimeRequiredMessage))
 	}
 	if pt.Revision < 0 {

@@ -1,0 +1,148 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/checker"
+	"github.com/openetcd/etcd-operator/test/e2e/framework"
+)
+
+// TestChaosDisasterRecoveryFromTheArchive is
+// TestChaosDisasterRecoveryFromTheNewestBackup with a backup that keeps a
+// continuous archive (a snapshot an hour, the archive every second): every
+// member's pod is killed under a checker's load, no member's data is left,
+// and the operator's EtcdRestore restores the cluster to the newest change in
+// the archive (pointInTime latest), not to the snapshot. The clients lose
+// only what the archive had not stored at the loss: every write
+// acknowledged before a linearizable read taken a few seconds before the loss,
+// once the archive had reached that read's revision, is there after the
+// recovery, and so are the keys written after the snapshot. The restore
+// replays at least as far as the archive had reported at the loss.
+func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bed := newArchiveBed(t, "drarchive", true)
+	ns, bucket, srv, secret := bed.ns, bed.bucket, bed.srv, bed.secret
+
+	name := framework.UniqueName("dra")
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, GracePeriodInSecond: 10, FromBackup: true}
+	createClusterIn(t, ns, ns, cl)
+	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	b := createBackupIn(t, ns, &api.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: api.BackupSpec{
+			EtcdEndpoints: []string{framework.ClientURL(name, false)},
+			StorageType:   api.BackupStorageTypeS3,
+			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
+				Path: bucket + "/dr/" + name, AWSSecret: secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
+			}},
+			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 1}},
+		},
+	})
+	archiveAt := func(ctx context.Context, what string, done func(*api.EtcdBackup) bool) *api.EtcdBackup {
+		t.Helper()
+		var got *api.EtcdBackup
+		err := framework.WaitFor(ctx, backupTimeout, framework.Poll, what, func(ctx context.Context) (bool, string, error) {
+			var err error
+			if got, err = f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, b.Name, metav1.GetOptions{}); err != nil {
+				return false, err.Error(), nil
+			}
+			return done(got), fmt.Sprintf("%+v", got.Status.Archive), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	snap := archiveAt(ctx, "the snapshot of EtcdBackup "+b.Name+" and its archive", func(b *api.EtcdBackup) bool {
+		return b.Status.EtcdRevision > 0 && b.Status.Archive != nil
+	})
+	// Only the archive holds these: the snapshot was taken before them, and
+	// the next is an hour away.
+	putKeys(t, ns, name, "/e2e/archived/", 20)
+
+	const scenario, d, settle = "every-emptydir-member-lost-dr-archive", 45 * time.Second, 2 * time.Minute
+	// The history cannot be linearizable (what the archive had not stored is
+	// gone): the bound below judges the loss, porcupine only reports.
+	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	// Every write acknowledged before this linearizable read has a revision
+	// at or below read; once the archive holds read, it holds them all.
+	readAt := time.Now()
+	ackedBefore := listKeys(t, ns, name, c.Appends())
+	read := currentRevision(t, ns, name)
+	atLoss := archiveAt(ctx, fmt.Sprintf("the archive to hold revision %d", read), func(b *api.EtcdBackup) bool {
+		return b.Status.Archive != nil && b.Status.Archive.LastRevision >= read
+	}).Status.Archive.LastRevision
+	for _, p := range pods {
+		if err := f.KillPod(ctx, ns, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lostAt := time.Now()
+	t.Logf("killed every member %v %.1fs after the read at revision %d (%d acknowledged appends); the archive had reported revision %d, the snapshot revision %d",
+		pods, lostAt.Sub(readAt).Seconds(), read, len(ackedBefore), atLoss, snap.Status.EtcdRevision)
+
+	// The operator's EtcdRestore is named like the cluster.
+	st := waitRestore(t, ns, name, restoreTimeout, api.RestorePhaseCompleted)
+	waitReady(t, ns, name, 3, changeTimeout, pods...)
+	recovered := time.Since(lostAt)
+	er, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pit := st.PointInTime
+	switch {
+	case er.Spec.PointInTime == nil || !er.Spec.PointInTime.Latest:
+		t.Errorf("the operator's EtcdRestore asks for %+v, want the newest archived change", er.Spec.PointInTime)
+	case pit == nil || !pit.Replayed || pit.Revision < atLoss || pit.Revision <= pit.SnapshotRevision || pit.Shortfall != "":
+		t.Errorf("status.pointInTime %+v, want the archive replayed at least to revision %d, which it had reported at the loss", pit, atLoss)
+	default:
+		t.Logf("restored snapshot %s (revision %d) and the archive up to revision %d of its %d: %d revisions, %d changes",
+			pit.Snapshot, pit.SnapshotRevision, pit.Revision, pit.ArchiveRevision, pit.Revisions, pit.Events)
+	}
+	if got, err := f.GetCluster(ctx, ns, name); err != nil {
+		t.Fatal(err)
+	} else if rec := got.Status.Recovery; rec == nil || rec.FromBackup == "" || !strings.Contains(rec.Message, "archive replayed up to revision") {
+		t.Errorf("status.recovery = %+v, want the record of a recovery to the newest archived change", rec)
+	} else {
+		t.Logf("status.recovery: %s", rec.Message)
+	}
+
+	r := judged(t, scenario, c, checkerWait(d, settle), recovered, func(r checker.Result) error {
+		lost := missingKeys(t, ns, name, c.Appends(), ackedBefore)
+		switch {
+		case len(lost) > 0:
+			return fmt.Errorf("%d of the %d writes acknowledged before revision %d, which the archive held at the loss, are lost, e.g. %v",
+				len(lost), len(ackedBefore), read, lost[:min(5, len(lost))])
+		case r.WatchMissed > 0 || r.WatchOutOfOrder > 0:
+			return fmt.Errorf("the watch missed %d acknowledged writes that are there and saw %d out of order: the restore took the revision back",
+				r.WatchMissed, r.WatchOutOfOrder)
+		}
+		return nil
+	})
+	if !t.Failed() {
+		t.Logf("%s: %d acknowledged writes lost, none of the %d acknowledged up to %.1fs before the loss; recovered in %.1fs; linearizable: %s",
+			scenario, r.AckedLost, len(ackedBefore), lostAt.Sub(readAt).Seconds(), recovered.Seconds(), r.Linearizable)
+	}
+	if n := countKeys(t, ns, name, "/e2e/archived/"); n != 20 {
+		t.Errorf("%d of the 20 keys written after the snapshot are there: the archive was not replayed", n)
+	}
+	if !strings.Contains(eventsOf(t, ns, name), "DisasterRecovery") {
+		t.Error("no DisasterRecovery event on the cluster")
+	}
+}
