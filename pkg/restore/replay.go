@@ -258,6 +258,12 @@ func replayOnto(ctx context.Context, client *clientv3.Client, a ReplayArgs, chun
 		return res, fmt.Errorf("read the restored snapshot's revision: %w", err)
 	}
 	res.SnapshotRevision = resp.Header.Revision - a.RevisionBump
+	if res.SnapshotRevision == 0 && a.After == 1 {
+		// A keyspace nothing was ever written to: etcd counts its store
+		// from revision 1, which a backup taken then records, and etcdutl
+		// restores it at revision 0. The two are the same empty state.
+		res.SnapshotRevision = 1
+	}
 	switch {
 	case a.Newest && res.SnapshotRevision >= a.Revision:
 		// The snapshot was taken after the archive's last change, while the
