@@ -362,7 +362,7 @@ func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int,
 	}
 	rep := benchreport.Backups{SizeMiB: sizeMiB, DatabaseMiB: float64(status.DbSize) / (1 << 20), Runs: runs, EtcdVersion: status.Version, EtcdctlMiBPerSecond: floor}
 	if etcdctl != "" {
-		if rep.EtcdctlVersion, err = etcdctlVersion(etcdctl); err != nil {
+		if rep.EtcdctlVersion, err = benchreport.ToolVersion(etcdctl, []string{"version"}, "etcdctl version: "); err != nil {
 			return err
 		}
 	}
@@ -374,20 +374,6 @@ func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int,
 		rep.Rows = append(rep.Rows, rr)
 	}
 	return benchreport.Write(reportPath, rep)
-}
-
-// etcdctlVersion is what `etcdctl version` says it is ("etcdctl version: 3.6.6").
-func etcdctlVersion(etcdctl string) (string, error) {
-	out, err := exec.Command(etcdctl, "version").Output()
-	if err != nil {
-		return "", fmt.Errorf("etcdctl version: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "etcdctl version: "); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", fmt.Errorf("etcdctl version said %q", out)
 }
 
 // row is one way of storing, on one store: its best rate over the runs, and the

@@ -7,8 +7,11 @@ package benchreport
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Backups is hack/bench/backup's report of one database size.
@@ -94,4 +97,21 @@ func Write(path string, report any) error {
 		return err
 	}
 	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+// ToolVersion is the version a tool of etcd says it is: what follows prefix
+// on the line of `tool args...`'s output that starts with it (for `etcd
+// --version`, prefix "etcd Version: " in "etcd Version: 3.5.21").
+func ToolVersion(tool string, args []string, prefix string) (string, error) {
+	command := strings.Join(append([]string{filepath.Base(tool)}, args...), " ")
+	out, err := exec.Command(tool, args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", command, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("%s said %q", command, out)
 }

@@ -172,24 +172,10 @@ func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 	if reportPath == "" {
 		return nil
 	}
-	if rep.EtcdVersion, err = etcdVersion(filepath.Join(binDir, "etcd")); err != nil {
+	if rep.EtcdVersion, err = benchreport.ToolVersion(filepath.Join(binDir, "etcd"), []string{"--version"}, "etcd Version: "); err != nil {
 		return err
 	}
 	return benchreport.Write(reportPath, rep)
-}
-
-// etcdVersion is what `etcd --version` says it is ("etcd Version: 3.5.21").
-func etcdVersion(etcd string) (string, error) {
-	out, err := exec.Command(etcd, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("etcd --version: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", fmt.Errorf("etcd --version said %q", out)
 }
 
 // snapshotInto fills an embedded etcd and stores its snapshot as snapshot.db.
