@@ -53,7 +53,7 @@ func TestProvenanceSaysWhatWasNotRecorded(t *testing.T) {
 
 func TestBenchSectionKeepsTheTableUnderOneProvenanceLine(t *testing.T) {
 	md := "Speed, 2026-11-26, single node, 2 cores; seconds, median of 3 (min–max)\n\n| scenario | seconds |\n|---|---|\n| floor | 4.6 |\n\nA note.\n"
-	d := benchSection(md, benchReport{Kind: "speed", Date: "2026-11-26", Machine: "single node, 2 cores"}, "abc1234", []byte(`{"kind":"speed"}`))
+	d := benchSection(md, benchreport.Header{Kind: "speed", Date: "2026-11-26", Machine: "single node, 2 cores"}, "abc1234", []byte(`{"kind":"speed"}`))
 	raw := marshalData(t, d)
 	got, err := benchBody(raw)
 	if err != nil {

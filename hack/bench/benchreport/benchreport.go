@@ -1,8 +1,7 @@
-// Package benchreport holds the JSON reports the backup and restore benches
-// write (hack/bench/backup, hack/bench/restore and test/e2e's
-// TestMeasureRestore) and hack/gen-docs backup-restore reads into
-// docs/results. Both sides use these types, so that a field renamed on one
-// side is renamed on the other.
+// Package benchreport holds the JSON reports the benches write
+// (hack/bench/backup, hack/bench/restore and test/e2e's bench tests) and
+// hack/gen-docs reads into docs/results. Both sides use these types, so that
+// a field renamed on one side is renamed on the other.
 package benchreport
 
 import (
@@ -13,6 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 )
+
+// Header begins the report of each of test/e2e's bench tests,
+// _output/bench/<kind>-<time>.json: which bench it is, when and where it ran.
+type Header struct {
+	Kind    string `json:"kind"` // speed, scale
+	Date    string `json:"date"`
+	Machine string `json:"machine"`
+}
 
 // Backups is hack/bench/backup's report of one database size.
 type Backups struct {
