@@ -93,6 +93,25 @@ func (s *seedSide) member(t *testing.T) *clientv3.Client {
 	return startEtcdProcess(t, filepath.Join(s.dir, "etcd"), s.step.Name, s.dataDir).client(t)
 }
 
+// expectHolds stops the source and checks that a member started on what the
+// seed left holds the source's keys under /k/, as cli reads them with opts;
+// what says what those are.
+func (s *seedSide) expectHolds(t *testing.T, src *etcdProcess, cli *clientv3.Client, what string, opts ...clientv3.OpOption) {
+	t.Helper()
+	want, err := cli.Get(t.Context(), "/k/", append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.stop()
+	got, err := s.member(t).Get(t.Context(), "/k/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := kvText(got.Kvs), kvText(want.Kvs); g != w {
+		t.Errorf("the restored member holds\n%s\nwant %s:\n%s", g, what, w)
+	}
+}
+
 // startVersityGWStore is a store on a real S3 server (versitygw) with the
 // test's bucket.
 func startVersityGWStore(t *testing.T) backup.Store {

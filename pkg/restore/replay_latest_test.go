@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
@@ -73,16 +71,5 @@ func TestReplayToTheLatestChangeKeepsASnapshotNewerThanTheArchive(t *testing.T) 
 	if err != nil || !res.SnapshotIsNewest || res.SnapshotRevision <= last {
 		t.Fatalf("replay to the newest change: %+v, %v; want the snapshot kept", res, err)
 	}
-	want, err := cli.Get(ctx, "/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.stop()
-	got, err := seed.member(t).Get(ctx, "/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := kvText(got.Kvs), kvText(want.Kvs); g != w {
-		t.Errorf("the restored member holds\n%s\nwant everything the source held:\n%s", g, w)
-	}
+	seed.expectHolds(t, src, cli, "everything the source held")
 }

@@ -167,18 +167,7 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 
 	// The member starts on what the replay left: the source's keys at the
 	// point, with their values, and none of the later ones.
-	want, err := cli.Get(ctx, "/k/", clientv3.WithPrefix(), clientv3.WithRev(point))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.stop()
-	got, err := seed.member(t).Get(ctx, "/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := kvText(got.Kvs), kvText(want.Kvs); g != w {
-		t.Errorf("the restored member holds\n%s\nwant the source's keys at revision %d:\n%s", g, point, w)
-	}
+	seed.expectHolds(t, src, cli, fmt.Sprintf("the source's keys at revision %d", point), clientv3.WithRev(point))
 
 	// Started again later, the step does nothing.
 	out.Reset()

@@ -58,16 +58,5 @@ func TestAPointInsideASnapshotsWindowStartsFromTheSnapshotBefore(t *testing.T) {
 	if _, err := seed.replay(t, seed.step); err != nil {
 		t.Fatalf("replay to revision %d: %v", point, err)
 	}
-	want, err := cli.Get(ctx, "/k/", clientv3.WithPrefix(), clientv3.WithRev(point))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.stop()
-	got, err := seed.member(t).Get(ctx, "/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := kvText(got.Kvs), kvText(want.Kvs); g != w {
-		t.Errorf("the restored member holds\n%s\nwant the source's keys at revision %d:\n%s", g, point, w)
-	}
+	seed.expectHolds(t, src, cli, fmt.Sprintf("the source's keys at revision %d", point), clientv3.WithRev(point))
 }
