@@ -60,12 +60,7 @@ func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 	const scenario, d, settle = "every-emptydir-member-lost-dr-archive", 45 * time.Second, 2 * time.Minute
 	// The history cannot be linearizable (what the archive had not stored is
 	// gone): the bound below judges the loss, porcupine only reports.
-	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLoadUntilRecovered(t, ns, name, scenario, d, settle)
 	// Every write acknowledged before this linearizable read has a revision
 	// at or below read; once the archive holds read, it holds them all.
 	readAt := time.Now()

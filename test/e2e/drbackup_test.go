@@ -40,12 +40,7 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	const scenario, d, settle = "every-emptydir-member-lost-dr-backup", 90 * time.Second, 4 * time.Minute
 	// The history cannot be linearizable (the restore goes back to the
 	// backup), and the bound below judges the loss: porcupine only reports.
-	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLoadUntilRecovered(t, ns, name, scenario, d, settle)
 	// A write acknowledged before this linearizable read is in it, and in the
 	// backup taken after it.
 	ackedBefore := listKeys(t, ns, name, c.Appends())
@@ -57,7 +52,7 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Logf("killed every member %v: no member's data is left", pods)
 
 	var recovery string
-	err = framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
+	err := framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
 		list, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error(), nil
@@ -209,6 +204,19 @@ func recoverableFromBackup(t *testing.T, ns, base string) (string, []string) {
 	createClusterIn(t, ns, ns, cl)
 	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
 	return name, pods
+}
+
+// startLoadUntilRecovered starts a checker on the cluster for d, with settle
+// for the recovery after it, and leaves it loadLead to run.
+func startLoadUntilRecovered(t *testing.T, ns, name, scenario string, d, settle time.Duration) *framework.Checker {
+	t.Helper()
+	c, err := f.StartChecker(t.Context(), framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	return c
 }
 
 // killEveryMember kills the pods of every member at once, and returns when.
