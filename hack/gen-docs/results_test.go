@@ -294,7 +294,7 @@ func TestCommittedResultPagesAreWhatTheirDataRenders(t *testing.T) {
 	}
 }
 
-// The report TestMeasureRestore writes (test/e2e restoreOnClusterReport) is
+// The report TestMeasureRestore writes (benchreport.RestoreOnCluster) is
 // read as it is, field for field.
 func TestRestoreOnClusterReportOfTheE2ETestIsRead(t *testing.T) {
 	dir := t.TempDir()
