@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 )
 
 const backupRestoreIntro = `# Backup, restore and Go benchmark results
@@ -22,7 +24,8 @@ Each command writes its section's data and this page. Earlier runs are in this p
 `
 
 // The reports the backup-restore benches write (into _output/bench/backup-restore),
-// which a run turns into its sections' data:
+// which a run turns into its sections' data (their types are hack/bench/benchreport's,
+// which the benches write with):
 //
 //	backups-<size>-<time>.json            hack/bench/backup, one per database size
 //	restore-data-path-<time>.json         hack/bench/restore
@@ -35,32 +38,6 @@ const (
 	goBenchmarksReport     = "go-benchmarks"
 )
 
-// backupSize is hack/bench/backup's report of one database size.
-type backupSize struct {
-	SizeMiB        int     `json:"sizeMiB"`
-	DatabaseMiB    float64 `json:"databaseMiB,omitempty"`
-	Runs           int     `json:"runs"`
-	EtcdVersion    string  `json:"etcdVersion,omitempty"`
-	EtcdctlVersion string  `json:"etcdctlVersion,omitempty"`
-	// EtcdctlMiBPerSecond is `etcdctl snapshot save` to local disk, the floor; 0: not run.
-	EtcdctlMiBPerSecond float64     `json:"etcdctlMiBPerSecond,omitempty"`
-	Rows                []backupRow `json:"rows"`
-}
-
-// backupRow is one way of storing (codec) into one store.
-type backupRow struct {
-	Store string `json:"store"` // s3, abs, gcs
-	Codec string `json:"codec"` // none, gzip, zstd, aes, gzip+aes, zstd+aes
-	// MiBPerSecond is the best rate over the runs, of the snapshot etcd sent.
-	MiBPerSecond float64 `json:"miBPerSecond"`
-	// OfEtcdctlPercent is MiBPerSecond as a share of the floor's, from the
-	// unrounded rates; 0: no floor.
-	OfEtcdctlPercent float64 `json:"ofEtcdctlPercent,omitempty"`
-	StoredMiB        float64 `json:"storedMiB,omitempty"`
-	PeakRSSMiB       float64 `json:"peakRSSMiB"`
-	PeakHeapMiB      float64 `json:"peakHeapMiB"`
-}
-
 // tableNote is a paragraph and a table that belong to a run (an analysis made
 // with it), shown below its table; Table's first row is the header.
 type tableNote struct {
@@ -70,64 +47,21 @@ type tableNote struct {
 
 type backupsData struct {
 	runInfo
-	Sizes []backupSize `json:"sizes"`
-	Notes []tableNote  `json:"notes,omitempty"`
-}
-
-// restoreDataPath is hack/bench/restore's report.
-type restoreDataPath struct {
-	SizeMiB     int           `json:"sizeMiB"`
-	ValueKiB    int           `json:"valueKiB"`
-	Keys        int           `json:"keys"`
-	SnapshotMiB float64       `json:"snapshotMiB"`
-	EtcdVersion string        `json:"etcdVersion"`
-	Steps       []restoreStep `json:"steps"`
-}
-
-type restoreStep struct {
-	Step    string  `json:"step"`
-	Seconds float64 `json:"seconds"`
-	// MiBPerSecond is the snapshot's size over the step's time; 0 for a step
-	// whose time is not the snapshot's to read.
-	MiBPerSecond float64 `json:"miBPerSecond,omitempty"`
+	Sizes []benchreport.Backups `json:"sizes"`
+	Notes []tableNote           `json:"notes,omitempty"`
 }
 
 type restoreDataPathData struct {
 	runInfo
-	restoreDataPath
-}
-
-// restoreOnCluster is TestMeasureRestore's report: when each stage of a
-// whole restore was first seen.
-type restoreOnCluster struct {
-	SizeMiB          int     `json:"sizeMiB"`
-	SnapshotMiB      float64 `json:"snapshotMiB"`
-	Members          int     `json:"members"`
-	EtcdVersion      string  `json:"etcdVersion"`
-	CompletedSeconds float64 `json:"completedSeconds"`
-	// PeakWorkingSetMiB is the restore operator's, as the kubelet samples it.
-	PeakWorkingSetMiB float64         `json:"peakWorkingSetMiB"`
-	Stages            []stage         `json:"stages"`
-	InitContainers    []initContainer `json:"initContainers,omitempty"`
-}
-
-// initContainer is how long one of the seed's init containers ran.
-type initContainer struct {
-	Name    string  `json:"name"`
-	Seconds float64 `json:"seconds"`
-}
-
-type stage struct {
-	Seconds float64 `json:"seconds"`
-	Stage   string  `json:"stage"`
+	benchreport.RestoreDataPath
 }
 
 // restoreOnClusterData is the section's data: its timeline, which the report's
 // stages make (a transcribed run has only the timeline).
 type restoreOnClusterData struct {
 	runInfo
-	Report   *restoreOnCluster `json:"report,omitempty"`
-	Timeline []timelineRow     `json:"timeline"`
+	Report   *benchreport.RestoreOnCluster `json:"report,omitempty"`
+	Timeline []timelineRow                 `json:"timeline"`
 }
 
 type timelineRow struct {
@@ -212,7 +146,7 @@ func backupsBody(raw []byte) (string, error) {
 // backupsTable puts the sizes side by side: the rate of each, then what the
 // largest stored, then the memory of each, which shows memory does not grow
 // with the database.
-func backupsTable(sizes []backupSize) string {
+func backupsTable(sizes []benchreport.Backups) string {
 	var labels []string
 	for _, s := range sizes {
 		labels = append(labels, sizeLabel(s.SizeMiB))
@@ -241,9 +175,9 @@ func backupsTable(sizes []backupSize) string {
 
 	type key struct{ store, codec string }
 	var order []key
-	bySize := make([]map[key]backupRow, len(sizes))
+	bySize := make([]map[key]benchreport.BackupRow, len(sizes))
 	for i, s := range sizes {
-		bySize[i] = map[key]backupRow{}
+		bySize[i] = map[key]benchreport.BackupRow{}
 		for _, r := range s.Rows {
 			k := key{r.Store, r.Codec}
 			if !containsKey(order, k) {
@@ -376,9 +310,9 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 	if err != nil {
 		return nil, err
 	}
-	sizes := map[int]backupSize{}
-	var restorePath *restoreDataPath
-	var onCluster *restoreOnCluster
+	sizes := map[int]benchreport.Backups{}
+	var restorePath *benchreport.RestoreDataPath
+	var onCluster *benchreport.RestoreOnCluster
 	goBench := ""
 	for _, p := range append(paths, texts...) {
 		raw, err := os.ReadFile(p)
@@ -390,18 +324,18 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 		case strings.HasPrefix(base, goBenchmarksReport+"-"):
 			goBench = string(raw)
 		case strings.HasPrefix(base, backupsReport+"-"):
-			var s backupSize
+			var s benchreport.Backups
 			if err := strictUnmarshal(raw, &s); err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
 			sizes[s.SizeMiB] = s
 		case strings.HasPrefix(base, restoreDataPathReport+"-"):
-			restorePath = &restoreDataPath{}
+			restorePath = &benchreport.RestoreDataPath{}
 			if err := strictUnmarshal(raw, restorePath); err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
 		case strings.HasPrefix(base, restoreOnClusterReport+"-"):
-			onCluster = &restoreOnCluster{}
+			onCluster = &benchreport.RestoreOnCluster{}
 			if err := strictUnmarshal(raw, onCluster); err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
@@ -418,7 +352,7 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 		out["backups"] = d
 	}
 	if restorePath != nil {
-		d := restoreDataPathData{runInfo: run, restoreDataPath: *restorePath}
+		d := restoreDataPathData{runInfo: run, RestoreDataPath: *restorePath}
 		d.Run = fmt.Sprintf("`hack/bench/restore/run.sh`, a %d MiB database (%s values of %d KiB; a %.0f MiB snapshot), an in-process S3 server, etcd %s release binaries",
 			d.SizeMiB, thousands(d.Keys), d.ValueKiB, d.SnapshotMiB, d.EtcdVersion)
 		out["restore-data-path"] = d
@@ -444,7 +378,7 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 
 // backupsRun is the provenance's account of a backup run: the command, the
 // versions, and how many runs each figure is the best of.
-func backupsRun(sizes []backupSize) string {
+func backupsRun(sizes []benchreport.Backups) string {
 	s := "`hack/bench/backup/run.sh`"
 	if v := sizes[0].EtcdVersion; v != "" {
 		s += ", etcd " + v + " serving"
@@ -463,7 +397,7 @@ func backupsRun(sizes []backupSize) string {
 	return s + "; " + strings.Join(runs, ", ")
 }
 
-func restoreOnClusterSection(run runInfo, r restoreOnCluster) restoreOnClusterData {
+func restoreOnClusterSection(run runInfo, r benchreport.RestoreOnCluster) restoreOnClusterData {
 	run.Machine = "single node, " + strings.TrimPrefix(run.Machine, "single node, ")
 	run.Run = fmt.Sprintf("`E2E_RESTORE_BENCH_MIB=%d bash hack/e2e.sh -run TestMeasureRestore`: a %.0f MiB snapshot, an empty %d-member etcd %s cluster restored from it, %.0f s from creating the EtcdRestore to `Completed`; the restore operator's working set peaked at %.0f MiB",
 		r.SizeMiB, r.SnapshotMiB, r.Members, r.EtcdVersion, r.CompletedSeconds, r.PeakWorkingSetMiB)

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 )
 
 // A results page is made of sections, each the latest run of one measurement,
@@ -306,14 +308,6 @@ func benchBody(raw []byte) (string, error) {
 	return d.provenance() + "\n" + d.Table, nil
 }
 
-// benchReport is the part of test/e2e's _output/bench/<kind>-<time>.json the
-// page needs; the table is the .md beside it.
-type benchReport struct {
-	Kind    string `json:"kind"`
-	Date    string `json:"date"`
-	Machine string `json:"machine"`
-}
-
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	in := fs.String("in", "_output/bench", "directory the bench tests write <kind>-<time>.json and .md to")
@@ -349,7 +343,7 @@ func benchSections(dir, since, commit string) (map[string]benchData, error) {
 		if err != nil {
 			return nil, err
 		}
-		var rep benchReport
+		var rep benchreport.Header
 		if err := json.Unmarshal(raw, &rep); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
@@ -363,7 +357,7 @@ func benchSections(dir, since, commit string) (map[string]benchData, error) {
 		if err != nil {
 			return nil, err
 		}
-		var rep benchReport
+		var rep benchreport.Header
 		_ = json.Unmarshal(raw, &rep)
 		md, err := os.ReadFile(strings.TrimSuffix(p, ".json") + ".md")
 		if err != nil {
@@ -376,7 +370,7 @@ func benchSections(dir, since, commit string) (map[string]benchData, error) {
 
 // benchSection turns a table as the bench tests print it ("Speed, <date>,
 // <machine>; <units>" then the table and notes) into a section's data.
-func benchSection(md string, rep benchReport, commit string, report []byte) benchData {
+func benchSection(md string, rep benchreport.Header, commit string, report []byte) benchData {
 	first, rest, _ := strings.Cut(md, "\n")
 	units := ""
 	if _, after, ok := strings.Cut(first, rep.Machine); ok && rep.Machine != "" {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -51,7 +53,7 @@ func TestProvenanceSaysWhatWasNotRecorded(t *testing.T) {
 
 func TestBenchSectionKeepsTheTableUnderOneProvenanceLine(t *testing.T) {
 	md := "Speed, 2026-11-26, single node, 2 cores; seconds, median of 3 (min–max)\n\n| scenario | seconds |\n|---|---|\n| floor | 4.6 |\n\nA note.\n"
-	d := benchSection(md, benchReport{Kind: "speed", Date: "2026-11-26", Machine: "single node, 2 cores"}, "abc1234", []byte(`{"kind":"speed"}`))
+	d := benchSection(md, benchreport.Header{Kind: "speed", Date: "2026-11-26", Machine: "single node, 2 cores"}, "abc1234", []byte(`{"kind":"speed"}`))
 	raw := marshalData(t, d)
 	got, err := benchBody(raw)
 	if err != nil {
@@ -133,12 +135,12 @@ func TestChaosPageFromResults(t *testing.T) {
 }
 
 func TestBackupsTablePutsTheSizesSideBySide(t *testing.T) {
-	got := backupsTable([]backupSize{
-		{SizeMiB: 256, EtcdctlMiBPerSecond: 198, Rows: []backupRow{
+	got := backupsTable([]benchreport.Backups{
+		{SizeMiB: 256, EtcdctlMiBPerSecond: 198, Rows: []benchreport.BackupRow{
 			{Store: "s3", Codec: "none", MiBPerSecond: 175.4, OfEtcdctlPercent: 88.4, StoredMiB: 262, PeakRSSMiB: 110, PeakHeapMiB: 65},
 			{Store: "gcs", Codec: "zstd+aes", MiBPerSecond: 82, OfEtcdctlPercent: 41.6, StoredMiB: 128, PeakRSSMiB: 160, PeakHeapMiB: 90},
 		}},
-		{SizeMiB: 1024, Rows: []backupRow{
+		{SizeMiB: 1024, Rows: []benchreport.BackupRow{
 			{Store: "s3", Codec: "none", MiBPerSecond: 281, StoredMiB: 1050.2, PeakRSSMiB: 111, PeakHeapMiB: 65},
 		}},
 	})
@@ -191,10 +193,10 @@ func TestBackupRestorePageFromTheBenchesReports(t *testing.T) {
 }
 
 func TestRestoreOnClusterTimelineFromTheTestsReport(t *testing.T) {
-	d := restoreOnClusterSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, restoreOnCluster{
+	d := restoreOnClusterSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, benchreport.RestoreOnCluster{
 		SizeMiB: 512, SnapshotMiB: 523.2, Members: 3, EtcdVersion: "3.5.21", CompletedSeconds: 35.2, PeakWorkingSetMiB: 11.4,
-		Stages:         []stage{{Seconds: 1.2, Stage: "event BackupVerified"}, {Seconds: 21.4, Stage: "1 of 3 restored members Ready"}},
-		InitContainers: []initContainer{{Name: "check-dns", Seconds: 2.1}, {Name: "fetch-backup", Seconds: 1}},
+		Stages:         []benchreport.Stage{{Seconds: 1.2, Stage: "event BackupVerified"}, {Seconds: 21.4, Stage: "1 of 3 restored members Ready"}},
+		InitContainers: []benchreport.InitContainer{{Name: "check-dns", Seconds: 2.1}, {Name: "fetch-backup", Seconds: 1}},
 	})
 	got, err := restoreOnClusterBody(marshalData(t, d))
 	if err != nil {
@@ -215,7 +217,7 @@ func TestCheckResultsCatchesAPageThatIsNotItsData(t *testing.T) {
 	chaos := chaosData{runInfo: runInfo{Date: "2026-11-25", Commit: "abc1234", Machine: "2 cores"},
 		Scenarios: []chaosRow{{Scenario: "leader-kill", Ops: 10, Acked: 10, Linearizable: "yes", Passed: true}}}
 	restore := restoreDataPathData{runInfo: runInfo{Machine: "a 2-core VM"},
-		restoreDataPath: restoreDataPath{Steps: []restoreStep{{Step: "`etcdutl snapshot restore`", Seconds: 0.9, MiBPerSecond: 590}}}}
+		RestoreDataPath: benchreport.RestoreDataPath{Steps: []benchreport.RestoreStep{{Step: "`etcdutl snapshot restore`", Seconds: 0.9, MiBPerSecond: 590}}}}
 	for _, c := range []struct {
 		name string
 		// change breaks the rendered tree in one way.
@@ -292,7 +294,7 @@ func TestCommittedResultPagesAreWhatTheirDataRenders(t *testing.T) {
 	}
 }
 
-// The report TestMeasureRestore writes (test/e2e restoreOnClusterReport) is
+// The report TestMeasureRestore writes (benchreport.RestoreOnCluster) is
 // read as it is, field for field.
 func TestRestoreOnClusterReportOfTheE2ETestIsRead(t *testing.T) {
 	dir := t.TempDir()

@@ -78,7 +78,7 @@ func TestPlanPointChoosesTheSnapshotAndChecksTheArchive(t *testing.T) {
 		return new(testArchive).add(101, 150, day("10:20:00")).add(171, 200, day("10:50:00")).add(201, 260, day("11:30:00"))
 	}
 	twoSnaps := snapshots(100, "10:00:00", 200, "11:00:00")
-	tests := []struct {
+	type pointCase struct {
 		name     string
 		point    api.RestorePointInTime
 		snaps    []periodicSnapshot
@@ -88,7 +88,8 @@ func TestPlanPointChoosesTheSnapshotAndChecksTheArchive(t *testing.T) {
 		chunks   string // First-Last of each chunk replayed
 		reads    string // chunks read to find a time's revision
 		err      string
-	}{
+	}
+	tests := []pointCase{
 		{name: "a revision between two snapshots starts from the older and replays up to it",
 			point: api.RestorePointInTime{Revision: 180}, snaps: twoSnaps, archive: full(),
 			snapshot: 100, revision: 180, chunks: "101-150 151-180"},
@@ -159,17 +160,7 @@ func TestPlanPointChoosesTheSnapshotAndChecksTheArchive(t *testing.T) {
 			err: "is before every snapshot and archived change"},
 	}
 	latest := api.RestorePointInTime{Latest: true}
-	tests = append(tests, []struct {
-		name     string
-		point    api.RestorePointInTime
-		snaps    []periodicSnapshot
-		archive  *testArchive
-		snapshot int64
-		revision int64
-		chunks   string
-		reads    string
-		err      string
-	}{
+	tests = append(tests, []pointCase{
 		{name: "the latest change is the archive's last, replayed from the newest snapshot",
 			point: latest, snaps: twoSnaps, archive: full(),
 			snapshot: 200, revision: 260, chunks: "201-260"},

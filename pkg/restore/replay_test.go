@@ -2,10 +2,7 @@ package restore
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +14,7 @@ import (
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
-	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
-	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
 
@@ -78,25 +73,10 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 		t.Fatal(err)
 	}
 	snapRev := head.Header.Revision
-	snap, err := cli.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapKey := backup.PeriodicKey(base.Key, snapRev, time.Now())
-	if _, _, err := store.Put(ctx, snapKey, backup.Codec{Key: codec.Key}.Encode(snap)); err != nil {
-		t.Fatal(err)
-	}
-	_ = snap.Close()
+	snapKey := storeSnapshot(t, cli, store, base, snapRev, codec.Key)
 
-	a, err := archive.New(archive.Config{Client: cli, Store: store, Prefix: base.Key + api.ArchivePathSuffix, Codec: codec,
-		After: snapRev, Interval: 50 * time.Millisecond, Log: testLog(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stopArchive := context.WithCancel(ctx)
-	archived := make(chan error, 1)
-	go func() { archived <- a.Run(actx) }()
-	defer func() { stopArchive(); <-archived }()
+	a, stopArchive := startArchive(t, cli, store, base, codec, snapRev)
+	defer stopArchive()
 
 	// Before the point: puts, a delete of a key the snapshot holds, a
 	// transaction of several changes at one revision, and a key written twice.
@@ -124,10 +104,8 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 	last := mustPut(t, cli, "/k/last", "late")
 	eventuallyTrue(t, "the archive holds every write", func() bool { return a.Progress().Revision >= last })
 	stopArchive()
-	<-archived
-	archived <- nil
 
-	// The restore operator's side: plan the point, and serve the archive.
+	// The restore operator's side: plan the point.
 	spec := &api.RestoreSpec{PointInTime: &api.RestorePointInTime{Revision: point}}
 	loc, plan, err := choosePoint(ctx, spec, store, base, codec.Key)
 	if err != nil {
@@ -143,47 +121,11 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 		byTime.Revision != point || byTime.KeysSHA256 != plan.KeysSHA256 || byTime.ChunksSHA256 != plan.ChunksSHA256 {
 		t.Errorf("the point named by its time %s: %+v, %v; want the plan of revision %d", at.Format(time.RFC3339Nano), byTime, err, point)
 	}
-	h := &BackupHandler{Log: testLog(t)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _, chunk, _ := parseArchivePath(strings.TrimPrefix(r.URL.Path, ArchivePathPrefix))
-		h.serveArchive(w, r, h.Log, &Plan{Point: plan}, store, chunk)
-	}))
-	defer srv.Close()
-
-	// The seed's side: fetch-backup's work (the decoded snapshot in a file),
-	// then restore-datadir into the replay directory, as NewSeedPod has it.
-	backupFile := filepath.Join(t.TempDir(), "latest.backup")
-	rc, _, err := store.Get(ctx, snapKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoded, _, err := backup.Decode(rc, codec.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAll(t, backupFile, decoded)
-	_ = rc.Close()
-	m := &etcdutil.Member{Name: "example-seed", Namespace: "ns", ClusterName: "example"}
-	volume := t.TempDir()
-	dataDir, staging, replaying := filepath.Join(volume, "data"), filepath.Join(volume, "data.restoring"), filepath.Join(volume, "data.replaying")
-	tool, _ := restoreCommand(version, m, "token")
-	for i, arg := range tool {
-		switch {
-		case i == 0:
-			tool[i] = filepath.Join(dir, filepath.Base(arg))
-		case arg == BackupFile:
-			tool[i] = backupFile
-		case arg == "--data-dir="+restoreStagingDir:
-			tool[i] = "--data-dir=" + staging
-		}
-	}
-	restoreStep := DataDirArgs{DataDir: dataDir, StagingDir: staging, OutputDir: replaying, Tool: tool}
-	step := ReplayArgs{DataDir: dataDir, ReplayDir: replaying, URL: srv.URL + ArchivePathPrefix + "ns/example",
-		Etcd: filepath.Join(dir, "etcd"), Name: m.Name, After: plan.SnapshotRevision, Revision: plan.Revision,
-		ChunksSHA256: plan.ChunksSHA256, Keys: plan.Keys, KeysSHA256: plan.KeysSHA256, Timeout: 2 * time.Minute}
-	if bumpsRevision(version) {
-		step.RevisionBump = RevisionBump
-	}
+	// The seed's side, served the archive by the restore operator's backup
+	// server: fetch-backup's work (the decoded snapshot in a file), then
+	// restore-datadir into the replay directory, as NewSeedPod has it.
+	seed := newSeedSide(t, dir, version, store, snapKey, codec.Key, plan)
+	step := seed.step
 	if err := step.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +133,7 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 	runRestore := func() {
 		t.Helper()
 		out.Reset()
-		if err := RestoreDataDir(ctx, restoreStep, &out); err != nil {
+		if err := RestoreDataDir(ctx, seed.restore, &out); err != nil {
 			t.Fatalf("restore-datadir: %v\n%s", err, out.String())
 		}
 	}
@@ -204,7 +146,7 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 	if _, err := ReplayArchive(ctx, wrong, "", codec.Key, &out); err == nil || !strings.Contains(err.Error(), "restore operator found") {
 		t.Fatalf("a replay checked against another digest: err %v, want it refused\n%s", err, out.String())
 	}
-	if done, _ := Restored(dataDir); done {
+	if done, _ := Restored(seed.dataDir); done {
 		t.Fatal("a failed replay left a data directory for the member to start on")
 	}
 
@@ -219,25 +161,13 @@ func testReplayStep(t *testing.T, dir, version string, codec backup.Codec, keysB
 	if res.Revision != point || res.Keys != int(plan.Keys) {
 		t.Errorf("replayed up to revision %d checking %d keys, want %d and %d", res.Revision, res.Keys, point, plan.Keys)
 	}
-	if _, err := os.Stat(replaying); !os.IsNotExist(err) {
+	if _, err := os.Stat(seed.restore.OutputDir); !os.IsNotExist(err) {
 		t.Errorf("the replay directory is still there after the replay: %v", err)
 	}
 
 	// The member starts on what the replay left: the source's keys at the
 	// point, with their values, and none of the later ones.
-	want, err := cli.Get(ctx, "/k/", clientv3.WithPrefix(), clientv3.WithRev(point))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.stop()
-	member := startEtcdProcess(t, filepath.Join(dir, "etcd"), m.Name, dataDir).client(t)
-	got, err := member.Get(ctx, "/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := kvText(got.Kvs), kvText(want.Kvs); g != w {
-		t.Errorf("the restored member holds\n%s\nwant the source's keys at revision %d:\n%s", g, point, w)
-	}
+	seed.expectHolds(t, src, cli, fmt.Sprintf("the source's keys at revision %d", point), clientv3.WithRev(point))
 
 	// Started again later, the step does nothing.
 	out.Reset()

@@ -1,17 +1,14 @@
 package restore
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
-	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
@@ -29,34 +26,13 @@ func TestAPointInsideASnapshotsWindowStartsFromTheSnapshotBefore(t *testing.T) {
 	base := storage.Location{Bucket: testBucket, Key: "etcd/prod"}
 	src := startEtcdProcess(t, filepath.Join(dir, "etcd"), "src", filepath.Join(t.TempDir(), "src"))
 	cli := src.client(t)
-	snapshotNamed := func(rev int64) string {
-		t.Helper()
-		snap, err := cli.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = snap.Close() }()
-		key := backup.PeriodicKey(base.Key, rev, time.Now())
-		if _, _, err := store.Put(ctx, key, snap); err != nil {
-			t.Fatal(err)
-		}
-		return key
-	}
-
 	for i := range 5 {
 		mustPut(t, cli, fmt.Sprintf("/k/before-%d", i), "v0")
 	}
 	older := mustPut(t, cli, "/k/older", "v0")
-	olderKey := snapshotNamed(older)
-	a, err := archive.New(archive.Config{Client: cli, Store: store, Prefix: base.Key + api.ArchivePathSuffix,
-		After: older, Interval: 50 * time.Millisecond, Log: testLog(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stopArchive := context.WithCancel(ctx)
-	archived := make(chan error, 1)
-	go func() { archived <- a.Run(actx) }()
-	defer func() { stopArchive(); <-archived }()
+	olderKey := storeSnapshot(t, cli, store, base, older, nil)
+	a, stopArchive := startArchive(t, cli, store, base, backup.Codec{}, older)
+	defer stopArchive()
 	for i := range 5 {
 		mustPut(t, cli, fmt.Sprintf("/k/a-%d", i), "a")
 	}
@@ -66,7 +42,7 @@ func TestAPointInsideASnapshotsWindowStartsFromTheSnapshotBefore(t *testing.T) {
 	mustPut(t, cli, "/k/window-0", "w")
 	point := mustPut(t, cli, "/k/window-1", "w")
 	mustPut(t, cli, "/k/window-2", "w")
-	snapshotNamed(named)
+	storeSnapshot(t, cli, store, base, named, nil)
 	last := mustPut(t, cli, "/k/after", "late")
 	eventuallyTrue(t, "the archive holds every write", func() bool { return a.Progress().Revision >= last })
 
@@ -78,20 +54,9 @@ func TestAPointInsideASnapshotsWindowStartsFromTheSnapshotBefore(t *testing.T) {
 		t.Fatalf("planned %s (revision %d) up to %d, want the snapshot before, %s (revision %d), up to %d",
 			loc.Key, plan.SnapshotRevision, plan.Revision, olderKey, older, point)
 	}
-	seed := newSeedSide(t, dir, etcdtest.Version36, store, loc.Key, plan)
+	seed := newSeedSide(t, dir, etcdtest.Version36, store, loc.Key, nil, plan)
 	if _, err := seed.replay(t, seed.step); err != nil {
 		t.Fatalf("replay to revision %d: %v", point, err)
 	}
-	want, err := cli.Get(ctx, "/k/", clientv3.WithPrefix(), clientv3.WithRev(point))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.stop()
-	got, err := seed.member(t).Get(ctx, "/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g, w := kvText(got.Kvs), kvText(want.Kvs); g != w {
-		t.Errorf("the restored member holds\n%s\nwant the source's keys at revision %d:\n%s", g, point, w)
-	}
+	seed.expectHolds(t, src, cli, fmt.Sprintf("the source's keys at revision %d", point), clientv3.WithRev(point))
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/archive"
@@ -30,7 +28,7 @@ func TestBackupArchiveChunksArePrunedWithTheSnapshots(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	bed := newArchiveBed(t, "archive-retention", false)
-	ns, bucket, srv, s3Secret := bed.ns, bed.bucket, bed.srv, bed.secret
+	ns, bucket, srv := bed.ns, bed.bucket, bed.srv
 
 	name := framework.UniqueName("archret")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 1, "3.5.21"))
@@ -38,17 +36,7 @@ func TestBackupArchiveChunksArePrunedWithTheSnapshots(t *testing.T) {
 	keepWriting(t, ns, name, "/e2e/archive-retention/")
 
 	path := "pruned/" + name
-	createBackupIn(t, ns, &api.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: api.BackupSpec{
-			EtcdEndpoints: []string{framework.ClientURL(name, false)},
-			StorageType:   api.BackupStorageTypeS3,
-			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
-				Path: bucket + "/" + path, AWSSecret: s3Secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
-			}},
-			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 15, MaxBackups: 2, Archive: &api.BackupArchive{IntervalInSecond: 1}},
-		},
-	})
+	bed.createBackup(t, name, path, &api.BackupPolicy{BackupIntervalInSecond: 15, MaxBackups: 2, Archive: &api.BackupArchive{IntervalInSecond: 1}})
 
 	// snapshots are the revisions of the snapshots in the bucket, oldest first.
 	snapshots := func(ctx context.Context) ([]int64, error) {

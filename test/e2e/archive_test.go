@@ -27,7 +27,7 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	bed := newArchiveBed(t, "archive", false)
-	ns, bucket, srv, s3Secret := bed.ns, bed.bucket, bed.srv, bed.secret
+	ns, bucket, srv := bed.ns, bed.bucket, bed.srv
 
 	name := framework.UniqueName("archive")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
@@ -35,17 +35,7 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	keepWriting(t, ns, name, "/e2e/archive/")
 
 	path := "archived/" + name
-	b := createBackupIn(t, ns, &api.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: api.BackupSpec{
-			EtcdEndpoints: []string{framework.ClientURL(name, false)},
-			StorageType:   api.BackupStorageTypeS3,
-			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
-				Path: bucket + "/" + path, AWSSecret: s3Secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
-			}},
-			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 2}},
-		},
-	})
+	b := bed.createBackup(t, name, path, &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 2}})
 
 	status := func(ctx context.Context) (*api.EtcdBackup, error) {
 		return f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, b.Name, metav1.GetOptions{})
@@ -103,9 +93,10 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Logf("%d chunks, revisions %d to %d", len(chunks), chunks[0].First, chunks[len(chunks)-1].Last)
 }
 
-// archiveBed is what the archive's tests run in: a namespace with an
-// operator and the backup operator of its own (and the restore operator,
-// when asked), and an S3-compatible server with a bucket and its Secret.
+// archiveBed is what the archive's and the backups' disaster recovery tests
+// run in: a namespace with an operator and the backup operator of its own
+// (and the restore operator, when asked), and an S3-compatible server with a
+// bucket and its Secret.
 type archiveBed struct {
 	ns, bucket, secret string
 	srv                *framework.S3Server
@@ -125,6 +116,23 @@ func newArchiveBed(t *testing.T, base string, withRestore bool) archiveBed {
 		deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
 	}
 	return b
+}
+
+// createBackup creates an EtcdBackup, named like the cluster, of the
+// cluster's members into the bed's bucket under path, with policy.
+func (b archiveBed) createBackup(t *testing.T, cluster, path string, policy *api.BackupPolicy) *api.EtcdBackup {
+	t.Helper()
+	return createBackupIn(t, b.ns, &api.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster},
+		Spec: api.BackupSpec{
+			EtcdEndpoints: []string{framework.ClientURL(cluster, false)},
+			StorageType:   api.BackupStorageTypeS3,
+			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
+				Path: b.bucket + "/" + path, AWSSecret: b.secret, Endpoint: b.srv.Endpoint, ForcePathStyle: true,
+			}},
+			BackupPolicy: policy,
+		},
+	})
 }
 
 // keepWriting writes to the cluster all along, one of 50 keys under prefix

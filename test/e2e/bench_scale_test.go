@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
@@ -163,7 +164,7 @@ func TestMeasureScale(t *testing.T) {
 	res.Heap = framework.Fit("MiB", xs, pick(func(p scalePoint) float64 { return p.HeapMiB }), goalRSSKiB/1024.0)
 	res.CPU = framework.Fit("% of a core", xs, pick(func(p scalePoint) float64 { return p.CPUPercent }), goalCPUPercent)
 	res.Requests = framework.Fit("requests/min", xs, pick(func(p scalePoint) float64 { return p.RequestsPerMin }), goalRequests)
-	rep := benchReport{Kind: "scale", Runs: 1, Scale: res, Notes: []string{
+	rep := benchReport{Header: benchreport.Header{Kind: "scale"}, Runs: 1, Scale: res, Notes: []string{
 		fmt.Sprintf("One operator of its own, idle one-member clusters of etcd 3.5.21 and one 3-member cluster; a %.0f s window starting %.0f s after the step's clusters are ready. RSS and CPU from the operator's process metrics (RSS: median of samples every %.0f s), requests from etcd_operator_kubernetes_requests_total.",
 			window.Seconds(), scaleWarmup.Seconds(), scaleSampleEvery.Seconds()),
 	}}

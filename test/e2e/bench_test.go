@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
@@ -127,14 +127,12 @@ type benchRow struct {
 
 // benchReport is what a bench run writes to _output/bench/<kind>-<time>.json.
 type benchReport struct {
-	Kind    string     `json:"kind"`
-	Date    string     `json:"date"`
-	Machine string     `json:"machine"`
-	Runs    int        `json:"runs"`
-	Rows    []benchRow `json:"rows,omitempty"`
-	Scale   *scaleFit  `json:"scale,omitempty"`
-	Notes   []string   `json:"notes,omitempty"`
-	Table   string     `json:"-"`
+	benchreport.Header
+	Runs  int        `json:"runs"`
+	Rows  []benchRow `json:"rows,omitempty"`
+	Scale *scaleFit  `json:"scale,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
+	Table string     `json:"-"`
 	// started names the files: a report written again replaces its files.
 	started time.Time
 }
@@ -197,7 +195,7 @@ func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, d
 	if done < runs {
 		notes = append(notes, fmt.Sprintf("Partial: %d of %d runs done.", done, runs))
 	}
-	rep := benchReport{Kind: "speed", Runs: done, Notes: notes, started: started}
+	rep := benchReport{Header: benchreport.Header{Kind: "speed"}, Runs: done, Notes: notes, started: started}
 	for _, k := range order {
 		if len(results[k]) == 0 {
 			continue
@@ -474,15 +472,8 @@ func writeBench(t *testing.T, rep *benchReport) {
 	}
 	t.Log("\n" + rep.Table)
 	dir := filepath.Join(f.Env.RepoRoot, "_output", "bench")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	base := filepath.Join(dir, rep.Kind+"-"+rep.started.UTC().Format("20060102-150405"))
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(base+".json", append(raw, '\n'), 0o644); err != nil {
+	if err := benchreport.Write(base+".json", rep); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(base+".md", []byte(rep.Table), 0o644); err != nil {

@@ -31,24 +31,10 @@ func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	bed := newArchiveBed(t, "drarchive", true)
-	ns, bucket, srv, secret := bed.ns, bed.bucket, bed.srv, bed.secret
+	ns := bed.ns
 
-	name := framework.UniqueName("dra")
-	cl := framework.NewCluster(name, 3, "3.5.21")
-	cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, GracePeriodInSecond: 10, FromBackup: true}
-	createClusterIn(t, ns, ns, cl)
-	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
-	b := createBackupIn(t, ns, &api.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: api.BackupSpec{
-			EtcdEndpoints: []string{framework.ClientURL(name, false)},
-			StorageType:   api.BackupStorageTypeS3,
-			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
-				Path: bucket + "/dr/" + name, AWSSecret: secret, Endpoint: srv.Endpoint, ForcePathStyle: true,
-			}},
-			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 1}},
-		},
-	})
+	name, pods := recoverableFromBackup(t, ns, "dra")
+	b := bed.createBackup(t, name, "dr/"+name, &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 1}})
 	archiveAt := func(ctx context.Context, what string, done func(*api.EtcdBackup) bool) *api.EtcdBackup {
 		t.Helper()
 		var got *api.EtcdBackup
@@ -74,12 +60,7 @@ func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 	const scenario, d, settle = "every-emptydir-member-lost-dr-archive", 45 * time.Second, 2 * time.Minute
 	// The history cannot be linearizable (what the archive had not stored is
 	// gone): the bound below judges the loss, porcupine only reports.
-	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLoadUntilRecovered(t, ns, name, scenario, d, settle)
 	// Every write acknowledged before this linearizable read has a revision
 	// at or below read; once the archive holds read, it holds them all.
 	readAt := time.Now()
@@ -88,12 +69,7 @@ func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 	atLoss := archiveAt(ctx, fmt.Sprintf("the archive to hold revision %d", read), func(b *api.EtcdBackup) bool {
 		return b.Status.Archive != nil && b.Status.Archive.LastRevision >= read
 	}).Status.Archive.LastRevision
-	for _, p := range pods {
-		if err := f.KillPod(ctx, ns, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lostAt := time.Now()
+	lostAt := killEveryMember(t, ns, pods)
 	t.Logf("killed every member %v %.1fs after the read at revision %d (%d acknowledged appends); the archive had reported revision %d, the snapshot revision %d",
 		pods, lostAt.Sub(readAt).Seconds(), read, len(ackedBefore), atLoss, snap.Status.EtcdRevision)
 

@@ -32,31 +32,15 @@ import (
 func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "drbackup")
-	installOperator(t, ns, framework.Install{})
-	t.Cleanup(func() { releaseRestores(t, ns) })
+	bed := newArchiveBed(t, "drbackup", true)
+	ns, bucket, srv, secret := bed.ns, bed.bucket, bed.srv, bed.secret
 
-	bucket := "e2e-drbackup"
-	srv := startS3Server(t, bucket)
-	secret := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
-
-	name := framework.UniqueName("drb")
-	cl := framework.NewCluster(name, 3, "3.5.21")
-	cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, GracePeriodInSecond: 10, FromBackup: true}
-	createClusterIn(t, ns, ns, cl)
-	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	name, pods := recoverableFromBackup(t, ns, "drb")
 	writeKeys(t, ns, name, "/e2e/backed-up")
 	const scenario, d, settle = "every-emptydir-member-lost-dr-backup", 90 * time.Second, 4 * time.Minute
 	// The history cannot be linearizable (the restore goes back to the
 	// backup), and the bound below judges the loss: porcupine only reports.
-	c, err := f.StartChecker(ctx, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Delete)
-	pause(t, loadLead)
+	c := startLoadUntilRecovered(t, ns, name, scenario, d, settle)
 	// A write acknowledged before this linearizable read is in it, and in the
 	// backup taken after it.
 	ackedBefore := listKeys(t, ns, name, c.Appends())
@@ -64,16 +48,11 @@ func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	backUp(t, ns, name, srv, bucket, "backups/"+name+".db", secret)
 	putKeys(t, ns, name, "/e2e/after/", 10)
 
-	for _, p := range pods {
-		if err := f.KillPod(ctx, ns, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lostAt := time.Now()
+	lostAt := killEveryMember(t, ns, pods)
 	t.Logf("killed every member %v: no member's data is left", pods)
 
 	var recovery string
-	err = framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
+	err := framework.WaitFor(ctx, restoreTimeout, framework.Poll, "the operator's EtcdRestore of "+name+" to complete", func(ctx context.Context) (bool, string, error) {
 		list, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error(), nil
@@ -212,4 +191,41 @@ func clientIP(t *testing.T, ns, cluster string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("cluster IP %s (uid %s)", svc.Spec.ClusterIP, svc.UID)
+}
+
+// recoverableFromBackup creates a cluster of 3 on emptyDir volumes, in
+// disaster recovery from its backups, and waits for it to be Ready; it
+// returns its name and its member pods.
+func recoverableFromBackup(t *testing.T, ns, base string) (string, []string) {
+	t.Helper()
+	name := framework.UniqueName(base)
+	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl.Spec.DisasterRecovery = &api.DisasterRecoveryPolicy{Enabled: true, GracePeriodInSecond: 10, FromBackup: true}
+	createClusterIn(t, ns, ns, cl)
+	_, pods := waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	return name, pods
+}
+
+// startLoadUntilRecovered starts a checker on the cluster for d, with settle
+// for the recovery after it, and leaves it loadLead to run.
+func startLoadUntilRecovered(t *testing.T, ns, name, scenario string, d, settle time.Duration) *framework.Checker {
+	t.Helper()
+	c, err := f.StartChecker(t.Context(), framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: d, Settle: settle, CheckTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Delete)
+	pause(t, loadLead)
+	return c
+}
+
+// killEveryMember kills the pods of every member at once, and returns when.
+func killEveryMember(t *testing.T, ns string, pods []string) time.Time {
+	t.Helper()
+	for _, p := range pods {
+		if err := f.KillPod(t.Context(), ns, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Now()
 }

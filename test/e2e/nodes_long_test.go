@@ -133,6 +133,81 @@ func claimsOf(t *testing.T, ns, name string) []string {
 	return out
 }
 
+// clustersSharingANode are a cluster on emptyDir and one on local volumes,
+// both of 3 and Ready, with a node other than the host's that holds a member
+// of each, under a checker each.
+type clustersSharingANode struct {
+	onEmptyDir, onLocal string
+	clusters            []string
+	// node holds a member of both clusters; gone are the member pods on it.
+	node string
+	gone map[string][]string
+	// claimsBefore are onLocal's claims before the node goes.
+	claimsBefore []string
+	scenarios    map[string]string
+	checkers     map[string]checkerRun
+}
+
+// twoClustersSharingANode creates the clusters (named after base, changed by
+// mods) and starts their checkers for d, scenario-emptydir and
+// scenario-local-volume, leaving them loadLead to run before the node goes.
+func twoClustersSharingANode(t *testing.T, base, scenario string, d time.Duration, mods ...func(*api.EtcdCluster)) clustersSharingANode {
+	t.Helper()
+	two := clustersSharingANode{onEmptyDir: framework.UniqueName(base)}
+	cl := framework.NewCluster(two.onEmptyDir, 3, "3.5.21")
+	for _, mod := range mods {
+		mod(cl)
+	}
+	createCluster(t, cl)
+	two.onLocal = localClaimCluster(t, base+"-local", mods...)
+	waitReady(t, opNS, two.onEmptyDir, 3, bootstrapTimeout(3))
+	waitReady(t, opNS, two.onLocal, 3, bootstrapTimeout(3))
+
+	// A node both clusters have a member on, other than the host's.
+	placesE, placesL := memberNodes(t, opNS, two.onEmptyDir), memberNodes(t, opNS, two.onLocal)
+	for _, n := range placesE {
+		for _, m := range placesL {
+			if n == m && n != f.Env.NodeName {
+				two.node = n
+			}
+		}
+	}
+	if two.node == "" {
+		t.Fatalf("no node other than %s holds a member of both clusters: %v, %v", f.Env.NodeName, placesE, placesL)
+	}
+	two.claimsBefore = claimsOf(t, opNS, two.onLocal)
+
+	two.clusters = []string{two.onEmptyDir, two.onLocal}
+	two.scenarios = map[string]string{two.onEmptyDir: scenario + "-emptydir", two.onLocal: scenario + "-local-volume"}
+	two.checkers = map[string]checkerRun{}
+	for _, name := range two.clusters {
+		c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: two.scenarios[name], Duration: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Delete)
+		two.checkers[name] = c
+	}
+	pause(t, loadLead)
+
+	two.gone = map[string][]string{}
+	for _, name := range two.clusters {
+		two.gone[name] = podsOn(t, opNS, name, two.node)
+	}
+	return two
+}
+
+// expectNewClaims checks that the cluster on local volumes has one claim per
+// member once its member on the node was replaced.
+func (two clustersSharingANode) expectNewClaims(t *testing.T) {
+	t.Helper()
+	claimsAfter := claimsOf(t, opNS, two.onLocal)
+	t.Logf("%s: claims before %v, after %v", two.onLocal, two.claimsBefore, claimsAfter)
+	if len(claimsAfter) != 3 {
+		t.Errorf("%s has %d claims after the replacement, want 3 (one per member): %v", two.onLocal, len(claimsAfter), claimsAfter)
+	}
+}
+
 // TestNodesLongLostNodeMembersAreReplaced loses, for good, a node holding a
 // member of a cluster on emptyDir and one of a cluster on local volumes,
 // under checkers. Each member is replaced on another node (the one on a local
@@ -141,45 +216,10 @@ func claimsOf(t *testing.T, ns, name string) []string {
 // lost.
 func TestNodesLongLostNodeMembersAreReplaced(t *testing.T) {
 	requireNodes(t, 3)
-	onEmptyDir := framework.UniqueName("nodelost")
-	createCluster(t, framework.NewCluster(onEmptyDir, 3, "3.5.21"))
-	onLocal := localClaimCluster(t, "nodelost-local")
-	waitReady(t, opNS, onEmptyDir, 3, bootstrapTimeout(3))
-	waitReady(t, opNS, onLocal, 3, bootstrapTimeout(3))
-
-	// A node both clusters have a member on, other than the host's.
-	var node string
-	placesE, placesL := memberNodes(t, opNS, onEmptyDir), memberNodes(t, opNS, onLocal)
-	for _, n := range placesE {
-		for _, m := range placesL {
-			if n == m && n != f.Env.NodeName {
-				node = n
-			}
-		}
-	}
-	if node == "" {
-		t.Fatalf("no node other than %s holds a member of both clusters: %v, %v", f.Env.NodeName, placesE, placesL)
-	}
-	claimsBefore := claimsOf(t, opNS, onLocal)
-
 	const d = 4 * time.Minute
-	clusters := []string{onEmptyDir, onLocal}
-	scenarios := map[string]string{onEmptyDir: "node-lost-emptydir", onLocal: "node-lost-local-volume"}
-	checkers := map[string]checkerRun{}
-	for _, name := range clusters {
-		c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: scenarios[name], Duration: d})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Delete)
-		checkers[name] = c
-	}
-	pause(t, loadLead)
-
-	gone := map[string][]string{}
-	for _, name := range clusters {
-		gone[name] = podsOn(t, opNS, name, node)
-	}
+	two := twoClustersSharingANode(t, "nodelost", "node-lost", d)
+	clusters, node, gone := two.clusters, two.node, two.gone
+	scenarios, checkers := two.scenarios, two.checkers
 	lost := loseNode(t, node)
 	recovery := map[string]time.Duration{}
 	for _, name := range clusters {
@@ -195,11 +235,7 @@ func TestNodesLongLostNodeMembersAreReplaced(t *testing.T) {
 		}
 		judged(t, scenarios[name], checkers[name], checkerWait(d, 0), recovery[name], nil)
 	}
-	claimsAfter := claimsOf(t, opNS, onLocal)
-	t.Logf("%s: claims before %v, after %v", onLocal, claimsBefore, claimsAfter)
-	if len(claimsAfter) != 3 {
-		t.Errorf("%s has %d claims after the replacement, want 3 (one per member): %v", onLocal, len(claimsAfter), claimsAfter)
-	}
+	two.expectNewClaims(t)
 }
 
 // TestNodesLongDrainOfEveryNodeKeepsAQuorum drains each node in turn, as a
@@ -321,46 +357,10 @@ func lostAfterAMinute(cl *api.EtcdCluster) {
 // and gives nothing back: its old members are gone.
 func TestNodesLongNodeNotReadyPastTheUsersBoundCountsAsLost(t *testing.T) {
 	requireNodes(t, 3)
-	onEmptyDir := framework.UniqueName("nodenotready")
-	cl := framework.NewCluster(onEmptyDir, 3, "3.5.21")
-	lostAfterAMinute(cl)
-	createCluster(t, cl)
-	onLocal := localClaimCluster(t, "nodenotready-local", lostAfterAMinute)
-	waitReady(t, opNS, onEmptyDir, 3, bootstrapTimeout(3))
-	waitReady(t, opNS, onLocal, 3, bootstrapTimeout(3))
-
-	var node string
-	placesE, placesL := memberNodes(t, opNS, onEmptyDir), memberNodes(t, opNS, onLocal)
-	for _, n := range placesE {
-		for _, m := range placesL {
-			if n == m && n != f.Env.NodeName {
-				node = n
-			}
-		}
-	}
-	if node == "" {
-		t.Fatalf("no node other than %s holds a member of both clusters: %v, %v", f.Env.NodeName, placesE, placesL)
-	}
-	claimsBefore := claimsOf(t, opNS, onLocal)
-
 	const d = 5 * time.Minute
-	clusters := []string{onEmptyDir, onLocal}
-	scenarios := map[string]string{onEmptyDir: "node-notready-past-bound-emptydir", onLocal: "node-notready-past-bound-local-volume"}
-	checkers := map[string]checkerRun{}
-	for _, name := range clusters {
-		c, err := f.StartLocalChecker(t.Context(), framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: scenarios[name], Duration: d})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Delete)
-		checkers[name] = c
-	}
-	pause(t, loadLead)
-
-	gone := map[string][]string{}
-	for _, name := range clusters {
-		gone[name] = podsOn(t, opNS, name, node)
-	}
+	two := twoClustersSharingANode(t, "nodenotready", "node-notready-past-bound", d, lostAfterAMinute)
+	clusters, node, gone := two.clusters, two.node, two.gone
+	onLocal, scenarios, checkers := two.onLocal, two.scenarios, two.checkers
 	stopped := time.Now()
 	nodeDo(t, "stop", node)
 	t.Cleanup(func() { ensureNodeUp(t, node) })
@@ -383,11 +383,7 @@ func TestNodesLongNodeNotReadyPastTheUsersBoundCountsAsLost(t *testing.T) {
 		t.Logf("%s: %s", name, waitClusterEvent(t, opNS, name, corev1.EventTypeWarning, "PodForceDeleted", time.Minute))
 		judged(t, scenarios[name], checkers[name], checkerWait(d, 0), recovery[name], nil)
 	}
-	claimsAfter := claimsOf(t, opNS, onLocal)
-	t.Logf("%s: claims before %v, after %v", onLocal, claimsBefore, claimsAfter)
-	if len(claimsAfter) != 3 {
-		t.Errorf("%s has %d claims after the replacement, want 3 (one per member): %v", onLocal, len(claimsAfter), claimsAfter)
-	}
+	two.expectNewClaims(t)
 	// The node comes back: what ran there was replaced, and stays so.
 	nodeDo(t, "start", node)
 	waitReady(t, opNS, onLocal, 3, changeTimeout)

@@ -35,17 +35,7 @@ func TestRestoreToAPointInTimeFromTheArchive(t *testing.T) {
 	putKeys(t, ns, name, "/e2e/snapshot/", 20)
 
 	path := "pitr/" + name
-	b := createBackupIn(t, ns, &api.EtcdBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: api.BackupSpec{
-			EtcdEndpoints: []string{framework.ClientURL(name, false)},
-			StorageType:   api.BackupStorageTypeS3,
-			BackupSource: api.BackupSource{S3: &api.S3BackupSource{
-				Path: bucket + "/" + path, AWSSecret: secretName, Endpoint: srv.Endpoint, ForcePathStyle: true,
-			}},
-			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 1}},
-		},
-	})
+	b := bed.createBackup(t, name, path, &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 1}})
 	backupStatus := func(ctx context.Context) (*api.EtcdBackup, error) {
 		return f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, b.Name, metav1.GetOptions{})
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
@@ -548,52 +549,17 @@ func TestMeasureRestore(t *testing.T) {
 	}
 	rep := measureRestore(t, mib)
 	dir := filepath.Join(f.Env.RepoRoot, "_output", "bench", "backup-restore")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "restore-on-cluster-"+time.Now().UTC().Format("20060102-150405")+".json")
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+	if err := benchreport.Write(path, rep); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("written to %s; `go run ./hack/gen-docs backup-restore -commit <sha>` writes it into docs/results", path)
 }
 
-// restoreOnClusterReport is what TestMeasureRestore leaves for
-// docs/results/backup-restore.md (hack/gen-docs backup-restore reads it: the
-// fields are its restoreOnCluster's).
-type restoreOnClusterReport struct {
-	SizeMiB          int     `json:"sizeMiB"`
-	SnapshotMiB      float64 `json:"snapshotMiB"`
-	Members          int     `json:"members"`
-	EtcdVersion      string  `json:"etcdVersion"`
-	CompletedSeconds float64 `json:"completedSeconds"`
-	// PeakWorkingSetMiB is the restore operator's, as the kubelet samples it.
-	PeakWorkingSetMiB float64                `json:"peakWorkingSetMiB"`
-	Stages            []restoreStage         `json:"stages"`
-	InitContainers    []restoreInitContainer `json:"initContainers,omitempty"`
-}
-
-// restoreStage is when a stage of the restore was first seen, in seconds after
-// the EtcdRestore was created.
-type restoreStage struct {
-	Seconds float64 `json:"seconds"`
-	Stage   string  `json:"stage"`
-}
-
-// restoreInitContainer is how long one of the seed's init containers ran.
-type restoreInitContainer struct {
-	Name    string  `json:"name"`
-	Seconds float64 `json:"seconds"`
-}
-
 // measureRestore is TestMeasureRestore's procedure for a snapshot of mib MiB; it
 // reports when each stage was reached, and the seconds from the EtcdRestore's
 // creation to Completed (which the bench shows).
-func measureRestore(t *testing.T, mib int) restoreOnClusterReport {
+func measureRestore(t *testing.T, mib int) benchreport.RestoreOnCluster {
 	ctx := t.Context()
 	ns := newNamespace(t, "restore-bench")
 	installOperator(t, ns, framework.Install{})
@@ -689,14 +655,14 @@ func measureRestore(t *testing.T, mib int) restoreOnClusterReport {
 		stages = append(stages, s)
 	}
 	slices.SortStableFunc(stages, func(a, b string) int { return int(first[a] - first[b]) })
-	rep := restoreOnClusterReport{SizeMiB: mib, SnapshotMiB: float64(size) / (1 << 20), Members: members, EtcdVersion: version,
+	rep := benchreport.RestoreOnCluster{SizeMiB: mib, SnapshotMiB: float64(size) / (1 << 20), Members: members, EtcdVersion: version,
 		CompletedSeconds: took.Seconds(), PeakWorkingSetMiB: peakMiB}
 	var report strings.Builder
 	fmt.Fprintf(&report, "restore of a %.0f MiB snapshot (%d keys) into a 3-member cluster: %.1fs from EtcdRestore created to Completed\n",
 		float64(size)/(1<<20), keys, took.Seconds())
 	for _, s := range stages {
 		fmt.Fprintf(&report, "  +%5.1fs  %s\n", first[s].Seconds(), s)
-		rep.Stages = append(rep.Stages, restoreStage{Seconds: first[s].Seconds(), Stage: s})
+		rep.Stages = append(rep.Stages, benchreport.Stage{Seconds: first[s].Seconds(), Stage: s})
 	}
 	// How long each of the seed's init containers ran.
 	if p, err := f.Kube.CoreV1().Pods(ns).Get(ctx, seed, metav1.GetOptions{}); err == nil {
@@ -704,7 +670,7 @@ func measureRestore(t *testing.T, mib int) restoreOnClusterReport {
 			if term := cs.State.Terminated; term != nil {
 				ran := term.FinishedAt.Sub(term.StartedAt.Time).Seconds()
 				fmt.Fprintf(&report, "  seed init container %-16s ran %5.1fs\n", cs.Name, ran)
-				rep.InitContainers = append(rep.InitContainers, restoreInitContainer{Name: cs.Name, Seconds: ran})
+				rep.InitContainers = append(rep.InitContainers, benchreport.InitContainer{Name: cs.Name, Seconds: ran})
 			}
 		}
 	}

@@ -16,7 +16,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -36,6 +34,7 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
@@ -361,68 +360,20 @@ func bench(storeKinds string, sizeMiB, valueKiB, partMiB, concurrency, runs int,
 	if reportPath == "" {
 		return nil
 	}
-	rep := report{SizeMiB: sizeMiB, DatabaseMiB: float64(status.DbSize) / (1 << 20), Runs: runs, EtcdVersion: status.Version, EtcdctlMiBPerSecond: floor}
+	rep := benchreport.Backups{SizeMiB: sizeMiB, DatabaseMiB: float64(status.DbSize) / (1 << 20), Runs: runs, EtcdVersion: status.Version, EtcdctlMiBPerSecond: floor}
 	if etcdctl != "" {
-		if rep.EtcdctlVersion, err = etcdctlVersion(etcdctl); err != nil {
+		if rep.EtcdctlVersion, err = benchreport.ToolVersion(etcdctl, []string{"version"}, "etcdctl version: "); err != nil {
 			return err
 		}
 	}
 	for _, r := range rows {
-		rr := reportRow{Store: r.store, Codec: r.name, MiBPerSecond: r.best, StoredMiB: r.stored, PeakRSSMiB: r.rss, PeakHeapMiB: r.heap}
+		rr := benchreport.BackupRow{Store: r.store, Codec: r.name, MiBPerSecond: r.best, StoredMiB: r.stored, PeakRSSMiB: r.rss, PeakHeapMiB: r.heap}
 		if floor > 0 {
 			rr.OfEtcdctlPercent = 100 * r.best / floor
 		}
 		rep.Rows = append(rep.Rows, rr)
 	}
-	return writeReport(reportPath, rep)
-}
-
-// report is the table of one size as JSON, the backups section's data in
-// docs/results (hack/gen-docs backup-restore reads it: the fields are its
-// backupSize's).
-type report struct {
-	SizeMiB             int         `json:"sizeMiB"`
-	DatabaseMiB         float64     `json:"databaseMiB,omitempty"`
-	Runs                int         `json:"runs"`
-	EtcdVersion         string      `json:"etcdVersion,omitempty"`
-	EtcdctlVersion      string      `json:"etcdctlVersion,omitempty"`
-	EtcdctlMiBPerSecond float64     `json:"etcdctlMiBPerSecond,omitempty"`
-	Rows                []reportRow `json:"rows"`
-}
-
-type reportRow struct {
-	Store            string  `json:"store"`
-	Codec            string  `json:"codec"`
-	MiBPerSecond     float64 `json:"miBPerSecond"`
-	OfEtcdctlPercent float64 `json:"ofEtcdctlPercent,omitempty"`
-	StoredMiB        float64 `json:"storedMiB,omitempty"`
-	PeakRSSMiB       float64 `json:"peakRSSMiB"`
-	PeakHeapMiB      float64 `json:"peakHeapMiB"`
-}
-
-func writeReport(path string, rep report) error {
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(raw, '\n'), 0o644)
-}
-
-// etcdctlVersion is what `etcdctl version` says it is ("etcdctl version: 3.6.6").
-func etcdctlVersion(etcdctl string) (string, error) {
-	out, err := exec.Command(etcdctl, "version").Output()
-	if err != nil {
-		return "", fmt.Errorf("etcdctl version: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "etcdctl version: "); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", fmt.Errorf("etcdctl version said %q", out)
+	return benchreport.Write(reportPath, rep)
 }
 
 // row is one way of storing, on one store: its best rate over the runs, and the

@@ -40,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
@@ -96,7 +97,7 @@ func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 
 	var total time.Duration
 	var vb restore.VerifiedBackup
-	rep := report{SizeMiB: sizeMiB, ValueKiB: valueKiB, Keys: keys}
+	rep := benchreport.RestoreDataPath{SizeMiB: sizeMiB, ValueKiB: valueKiB, Keys: keys}
 	// size is read after fn: the first step is what learns it.
 	step := func(name string, size *int64, fn func() error) error {
 		start := time.Now()
@@ -105,7 +106,7 @@ func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 		}
 		d := time.Since(start)
 		total += d
-		rate, s := "", reportStep{Step: name, Seconds: d.Seconds()}
+		rate, s := "", benchreport.RestoreStep{Step: name, Seconds: d.Seconds()}
 		if size != nil {
 			s.MiBPerSecond = float64(*size) / (1 << 20) / d.Seconds()
 			rate = fmt.Sprintf(" (%.0f MiB/s)", s.MiBPerSecond)
@@ -171,53 +172,10 @@ func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 	if reportPath == "" {
 		return nil
 	}
-	if rep.EtcdVersion, err = etcdVersion(filepath.Join(binDir, "etcd")); err != nil {
+	if rep.EtcdVersion, err = benchreport.ToolVersion(filepath.Join(binDir, "etcd"), []string{"--version"}, "etcd Version: "); err != nil {
 		return err
 	}
-	return writeReport(reportPath, rep)
-}
-
-// report is the steps' times as JSON, the restore data path section's data in
-// docs/results (hack/gen-docs backup-restore reads it: the fields are its
-// restoreDataPath's).
-type report struct {
-	SizeMiB     int          `json:"sizeMiB"`
-	ValueKiB    int          `json:"valueKiB"`
-	Keys        int          `json:"keys"`
-	SnapshotMiB float64      `json:"snapshotMiB"`
-	EtcdVersion string       `json:"etcdVersion"`
-	Steps       []reportStep `json:"steps"`
-}
-
-type reportStep struct {
-	Step         string  `json:"step"`
-	Seconds      float64 `json:"seconds"`
-	MiBPerSecond float64 `json:"miBPerSecond,omitempty"`
-}
-
-func writeReport(path string, rep report) error {
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(raw, '\n'), 0o644)
-}
-
-// etcdVersion is what `etcd --version` says it is ("etcd Version: 3.5.21").
-func etcdVersion(etcd string) (string, error) {
-	out, err := exec.Command(etcd, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("etcd --version: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", fmt.Errorf("etcd --version said %q", out)
+	return benchreport.Write(reportPath, rep)
 }
 
 // snapshotInto fills an embedded etcd and stores its snapshot as snapshot.db.
