@@ -240,3 +240,37 @@ func TestAnOperatorRestartTellsTheAdoptionAgain(t *testing.T) {
 func runtimeFuncName(fn any) string {
 	return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
 }
+
+// TestTheOriginalsMembersOnClaimsAreNotRestartedInPlace: the original named
+// a member's claim after it, as this operator does. Without adoption, a
+// member whose pod was gone got a new pod of this operator's layout on its
+// claim; adopted, its pod is not made again, and no claim is touched.
+func TestTheOriginalsMembersOnClaimsAreNotRestartedInPlace(t *testing.T) {
+	run := func(t *testing.T) (pods, etcd []string, events []string) {
+		f := originalFixture(t, withPVC)
+		f.podGone(originalB)
+		pods, etcd = f.runPasses(6)
+		return pods, etcd, f.events()
+	}
+	t.Run("without adoption, a new pod on the claim", func(t *testing.T) {
+		steps := decisionSteps
+		t.Cleanup(func() { decisionSteps = steps })
+		decisionSteps = slices.DeleteFunc(slices.Clone(steps), func(step func(*snapshot) (action, bool)) bool {
+			return stepName(step) == stepName(adoptedFromTheOriginal)
+		})
+		pods, etcd, _ := run(t)
+		if got := strings.Join(pods, ", "); got != "create pods "+originalB || len(etcd) > 0 {
+			t.Errorf("pod writes %q, etcd writes %v; want the member restarted in place", got, etcd)
+		}
+	})
+	t.Run("adopted, nothing", func(t *testing.T) {
+		pods, etcd, events := run(t)
+		if len(pods) > 0 || len(etcd) > 0 {
+			t.Errorf("an adopted cluster was changed: pods %v, etcd %v", pods, etcd)
+		}
+		want := "Warning AdoptedMembersHeld members adopted from coreos/etcd-operator are kept as they are until they are converted: member " + originalB + " has no pod; it is not replaced"
+		if !slices.Contains(events, want) {
+			t.Errorf("no event %q in %q", want, events)
+		}
+	})
+}

@@ -67,6 +67,11 @@ func originalPod(cl *api.EtcdCluster, name string, initialCluster []string, stat
 	readiness := probe()
 	readiness.InitialDelaySeconds, readiness.TimeoutSeconds, readiness.PeriodSeconds = 1, 5, 5
 	image := fmt.Sprintf("%s:v%s", cl.Spec.Repository, cl.Spec.Version)
+	data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	if cl.Spec.Pod != nil && cl.Spec.Pod.PersistentVolumeClaimSpec != nil {
+		// The original named a member's claim after it, as this operator does.
+		data = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: cl.Namespace, UID: types.UID("uid-original-" + name),
@@ -94,7 +99,7 @@ func originalPod(cl *api.EtcdCluster, name string, initialCluster []string, stat
 				ReadinessProbe: readiness,
 			}},
 			RestartPolicy:                corev1.RestartPolicyNever,
-			Volumes:                      []corev1.Volume{{Name: "etcd-data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Volumes:                      []corev1.Volume{{Name: "etcd-data", VolumeSource: data}},
 			Hostname:                     name,
 			Subdomain:                    cl.Name,
 			AutomountServiceAccountToken: new(false),
@@ -161,6 +166,12 @@ func originalFixture(t testing.TB, mods ...func(*api.EtcdCluster)) *fixture {
 	}
 	// The pods are as the original made them, whatever the spec says now.
 	ran := originalCluster()
+	if cl.Spec.Pod != nil && cl.Spec.Pod.PersistentVolumeClaimSpec != nil {
+		withPVC(ran)
+		for _, n := range []string{originalA, originalB, originalC} {
+			f.claim(n)
+		}
+	}
 	f.setPod(originalPod(ran, originalA, peers[:1], "new"))
 	f.setPod(originalPod(ran, originalB, peers[:2], "existing"))
 	f.setPod(originalPod(ran, originalC, peers, "existing"))
