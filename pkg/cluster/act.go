@@ -88,6 +88,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.seed(ctx, s, a)
 	case actAdopt:
 		return c.adopt(a)
+	case actAnnounceAdoption:
+		return c.announceAdoption(s)
 	case actReseed:
 		return c.reseed(ctx, s, a)
 	case actDeleteStrayPod:

@@ -40,6 +40,9 @@ const (
 	// actAdopt takes over pods found while the phase says Creating: phase
 	// Running, membership read from etcd next.
 	actAdopt
+	// actAnnounceAdoption tells which members the original made were
+	// adopted as they run, and records the cluster Running.
+	actAnnounceAdoption
 	// actReseed deletes the pod of a seed that never ran (its claim stays,
 	// for the next seed to start on) and sets the phase back to Creating,
 	// so that the next pass seeds from the spec in force.
@@ -110,6 +113,7 @@ var actionNames = map[actionKind]string{
 	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actAdopt:             "adopt",
+	actAnnounceAdoption:  "announce adoption",
 	actReseed:            "reseed",
 	actDeleteStrayPod:    "delete stray pod",
 	actDeleteJoiner:      "delete joiner",

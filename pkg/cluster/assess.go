@@ -42,6 +42,7 @@ func assess(s *snapshot) []problem {
 	if alarmed(s, etcdutil.AlarmCorrupt) {
 		ps = append(ps, problem{kind: problemDataCorrupt, msg: alarmProblemMessage(s, etcdutil.AlarmCorrupt)})
 	}
+	ps = append(ps, adoptionProblems(s)...)
 	ps = append(ps, startProblems(s)...)
 	// Advisory last: what holds the cluster up is the more urgent.
 	ps = append(ps, expiringCertificates(s.certs, s.now, s.spec.Spec.TLS.IsIssued())...)

@@ -212,6 +212,9 @@ type Cluster struct {
 
 	// knownMembership caches etcd's membership (see membershipCache).
 	knownMembership membershipCache
+	// adoptionAnnounced is set once the members coreos/etcd-operator made
+	// were told adopted (adoption.go), so that it is told once per start.
+	adoptionAnnounced bool
 	// tlsConfig is the client TLS of a secure-client cluster, read from the
 	// operator secret and kept until etcd stops answering with it.
 	tlsConfig *tls.Config

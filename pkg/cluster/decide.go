@@ -24,7 +24,13 @@ import (
 //     TLS, issueCertificates (issue.go) makes the missing CA and certificate
 //     secrets, before any member pod, which would wait for them.
 //  3. paused: nothing else is touched; nor without the operator's client TLS
-//     secret, when the cluster serves clients over TLS.
+//     secret, when the cluster serves clients over TLS. Then (step 3b)
+//     adoptedFromTheOriginal (adoption.go): a cluster with pods that
+//     coreos/etcd-operator v0.9.4 made is adopted as it runs: its membership
+//     is read from etcd through the existing Services and told once; then
+//     nothing is changed (no member restarted, replaced, resized or
+//     upgraded) and what would have been done is said instead. Pods it
+//     cannot adopt safely are refused and left as they are.
 //  4. bootstrap (bootstrap.go): a new cluster is recorded Creating, then gets
 //     a seed member in the next pass; pods found while the phase still says
 //     Creating (an operator restart, the restore hand-over) are adopted, and
@@ -106,6 +112,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	servicesAndBudget,
 	issueCertificates,
 	paused,
+	adoptedFromTheOriginal,
 	bootstrap,
 	unknownMembership,
 	expectations,

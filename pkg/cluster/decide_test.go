@@ -310,6 +310,26 @@ func TestDecide(t *testing.T) {
 		{name: "a paused cluster renews nothing", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withPaused)), want: "wait (spec.paused is true)"},
 		{name: "a scale-up comes before a renewal", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
+		// 3b. Clusters coreos/etcd-operator made: adopted as they run.
+		{name: "the members the original made are read from etcd first", mods: mods(originalMembers, noMembership), want: "read etcd (read the membership of the members the original made)"},
+		{name: "the original's members that do not answer are not adopted, and nothing is changed", mods: mods(originalMembers, noMembership, etcdFailed), want: "wait (not adopted yet: the members the original made do not answer"},
+		{name: "the original's members are told adopted once etcd's leader named them", mods: mods(originalMembers, etcdLeader(memberA)), want: "announce adoption (example-a, example-b, example-c)"},
+		{name: "the original's cluster whose status names no phase is adopted, not seeded", mods: mods(originalMembers, spec(withPhase(api.ClusterPhaseNone)), etcdLeader(memberA)), want: "announce adoption"},
+		{name: "an adopted cluster at rest is left alone", mods: mods(originalMembers, announced), want: "idle"},
+		{name: "an adopted member whose pod ended is neither restarted nor replaced", mods: mods(originalMembers, announced, podIs(memberB, failed)), want: "wait (adopted members are kept as they are: the pod of member example-b is Failed"},
+		{name: "an adopted member whose pod is gone is not replaced", mods: mods(originalMembers, announced, noPod(memberB)), want: "wait (adopted members are kept as they are: member example-b has no pod"},
+		{name: "an adopted member whose pod is terminating is not replaced", mods: mods(originalMembers, announced, func(s *snapshot) { s.terminating[memberB] = s.pods[memberB]; delete(s.pods, memberB) }),
+			want: "wait (adopted members are kept as they are: the pod of member example-b is being deleted"},
+		{name: "a pod the original made that etcd does not list is not deleted", mods: mods(originalMembers, announced, originalPodOf(memberD)), want: "wait (adopted members are kept as they are: pod example-d is no member of etcd"},
+		{name: "an adopted cluster is not resized", mods: mods(originalMembers, announced, spec(withSize(5))), want: "wait (adopted members are kept as they are: spec.size is 5 and etcd has 3 members"},
+		{name: "an adopted cluster is not upgraded", mods: mods(originalMembers, announced, spec(withVersion("3.5.22"))), want: "wait (adopted members are kept as they are: spec.version asks for 3.5.22 and members run other versions (example-a on 3.5.21"},
+		{name: "spec.adoption.convert is held back: conversion is not carried out yet", mods: mods(originalMembers, announced, spec(converting)), want: "wait (adopted members are kept as they are: spec.adoption.convert is true"},
+		{name: "the original's pods without the TLS spec.TLS asks for are not adopted", mods: mods(originalMembers, spec(withTLS), noMembership), want: "wait (not adopted: pod example-a has peer TLS off, spec.TLS on"},
+		{name: "the original's pods under another cluster domain are not adopted", mods: mods(originalMembers, spec(withClusterDomain("cluster.local")), noMembership),
+			want: "wait (not adopted: pod example-a runs etcd with --initial-advertise-peer-urls=http://example-a.example.ns.svc:2380, not http://example-a.example.ns.svc.cluster.local:2380"},
+		{name: "a pod of neither layout beside the original's is not adopted", mods: mods(originalMembers, lookAlike(memberC), noMembership), want: "wait (not adopted: pod example-c has a layout of neither operator"},
+		{name: "a paused adopted cluster stays paused", mods: mods(originalMembers, spec(withPaused), noMembership), want: "wait (spec.paused is true)"},
+
 		// 19 and 20. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},
 		{name: "a complete healthy cluster is left alone after etcd was asked", mods: mods(etcdLeader(memberA)), want: "idle"},

@@ -88,6 +88,7 @@ func (c *Cluster) takeRecords(s *snapshot) {
 	s.podExpect, s.upgradeExpect, s.failedUpgrade = c.podExpect, c.upgradeExpect, c.failedUpgrade
 	s.replaced = maps.Clone(c.replaced)
 	s.recovering = c.recovering
+	s.adoptionAnnounced = c.adoptionAnnounced
 	s.windowRestarts = c.countWindowRestarts(s)
 }
 

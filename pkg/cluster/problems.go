@@ -35,6 +35,8 @@ const (
 	problemWaiting
 	problemInternal
 	problemMembersNotSpread
+	problemAdoptionRefused
+	problemAdoptedMembersHeld
 )
 
 type problemKindInfo struct {
@@ -84,6 +86,10 @@ var problemKinds = map[problemKind]problemKindInfo{
 	// problemMembersNotSpread is told apart by its topic, the arrangement
 	// of the members: each new one is announced.
 	problemMembersNotSpread: {code: "members_not_spread", event: "MembersNotSpread", advisory: true},
+	// The adoption of a cluster the original made: each new cause (a pod,
+	// a spec change held back) is told.
+	problemAdoptionRefused:    {code: "adoption_refused", event: "AdoptionRefused", byMessage: true},
+	problemAdoptedMembersHeld: {code: "adopted_members_held", event: "AdoptedMembersHeld", byMessage: true},
 }
 
 func (k problemKind) info() problemKindInfo { return problemKinds[k] }

@@ -75,6 +75,12 @@ type snapshot struct {
 	budgetsManaged bool
 	budget         *policyv1.PodDisruptionBudget
 
+	// adoption is what the pass sees of pods that coreos/etcd-operator
+	// made; nil when the cluster has none. adoptionAnnounced is the
+	// goroutine's record that their adoption was told.
+	adoption          *adoptionView
+	adoptionAnnounced bool
+
 	// membership is etcd's membership as this goroutine knows it; nil when
 	// unknown (after a restart, a hand-over, an uncertain change).
 	membership etcdutil.MemberSet
@@ -245,6 +251,9 @@ func (s *snapshot) classify() {
 		}
 	}
 	s.quorum = s.countQuorum()
+	if s.spec != nil {
+		s.adoption = adoptionOf(s)
+	}
 	if s.spec != nil {
 		s.plan = s.planVersions()
 		s.judgeVersionMove()

@@ -55,6 +55,8 @@ var problemWhen = map[problemKind]string{
 	problemWaiting:                "the operator has waited more than a minute and no other problem says why; the wait itself is in `status.reason`",
 	problemInternal:               "a bug: the pass is retried, and no other cluster is affected",
 	problemMembersNotSpread:       "in a cluster of three members or more, two running members are on one node, or (when the nodes' zones can be read and the members are in two zones or more) one zone holds a quorum of them: losing that node or zone takes several members, or the quorum. The cluster carries on and no member is moved; one event per arrangement. See docs/user-guide/clusters.md#placement",
+	problemAdoptionRefused:        "pods that coreos/etcd-operator v0.9.4 made cannot be adopted safely: a pod layout of neither operator, a member name, data directory or URL other than this operator would use, TLS other than `spec.TLS` says, or members that do not answer. Nothing is changed; see docs/user-guide/coming-from-the-original.md#taking-over-running-clusters",
+	problemAdoptedMembersHeld:     "a cluster adopted from coreos/etcd-operator v0.9.4 needs a change this operator holds back until its members are converted: a member whose pod ended or is gone, a pod that is no member, `spec.size` or `spec.version` other than the members, `spec.adoption.convert` (not carried out yet). No member is restarted, replaced, resized or upgraded",
 }
 
 // Problems lists every kind of problem, in the operator's order.
@@ -92,6 +94,7 @@ func ActionEvents() []Event {
 		{"Normal", eventMemberRemoved, "Existing member <member> removed from the cluster", true},
 		{"Normal", eventReplacingDeadMember, "The dead member <member> is being replaced", true},
 		{"Normal", eventMemberUpgraded, "Member <member> upgraded from <old> to <new> ", true},
+		{"Normal", eventAdoptedFromTheOriginal, "Adopted <n> members coreos/etcd-operator made, as they run, without restarting any: <member> (ID <id>), ...; their pods are kept as they are", false},
 		{"Normal", eventMemberRestarted, "Member <member> restarted in place on its data", false},
 		{"Normal", eventLeaderMoved, "Leadership moved to <member>: <why>", false},
 		{"Normal", eventCompacted, "History compacted to revision <revision>: <why>", false},

@@ -274,6 +274,9 @@ func clusterSpecSchema() schema {
 			"gracePeriodInSecond": withDescription(intRange(0, api.MaxRecoveryGracePeriodInSecond), "How long the quorum must have been lost before recovering; 0 means 300."),
 			"fromBackup":          withDescription(boolean(), "Restore a cluster left without any member's data from the newest successful EtcdBackup of this cluster."),
 		}), "Opt-in recovery of a cluster whose quorum is lost for good."),
+		"adoption": withDescription(object(map[string]schema{
+			"convert": withDescription(boolean(), "Move the members adopted from coreos/etcd-operator v0.9.4 to this operator's pod layout, one at a time. Not carried out yet: the adopted members are kept as they are and status.reason says so."),
+		}), "What the operator does with members that coreos/etcd-operator v0.9.4 made; by default they are kept as they are."),
 		"size": withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
 		"repository": withRules(boundedStr(255), [2]string{matches(api.RepositoryPattern),
 			"must be an image repository without tag or digest, like quay.io/coreos/etcd"}),

@@ -5,12 +5,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -302,3 +305,220 @@ func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
 // originalPeriodicName is what the original appended to a periodic backup's
 // path: _v<revision>_<UTC time as 2006-01-02-15:04:05>.
 var originalPeriodicName = regexp.MustCompile(`^_v[0-9]+_[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}:[0-9]{2}:[0-9]{2}$`)
+
+// memberPodFacts are what must not change when a member is adopted: its
+// pod's UID, its etcd container's restart count and its pod layout.
+type memberPodFacts struct {
+	uid           string
+	restarts      int32
+	restartPolicy corev1.RestartPolicy
+}
+
+// memberPodsNow reads the facts of a cluster's pods by name.
+func memberPodsNow(ctx context.Context, ns, name string) (map[string]memberPodFacts, error) {
+	pods, err := f.ClusterPods(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]memberPodFacts{}
+	for _, p := range pods {
+		facts := memberPodFacts{uid: string(p.UID), restartPolicy: p.Spec.RestartPolicy}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "etcd" {
+				facts.restarts = cs.RestartCount
+			}
+		}
+		out[p.Name] = facts
+	}
+	return out, nil
+}
+
+// TestOriginalItselfRunsAClusterThisOperatorAdopts: the original v0.9.4
+// runs a 3-member cluster holding data; it is stopped (its Deployment
+// scaled to 0) and the suite's shared operator takes the cluster over
+// without restarting any member: the same pods (UIDs, restart counts, the
+// original's layout), the same member IDs, the data readable, the status
+// filled (Running, the three members ready, the version they run), and one
+// AdoptedFromTheOriginal event naming every member. Writes keep working,
+// and nothing is changed while the operator keeps managing the cluster.
+//
+// The shared operator runs in its own namespace, where the original's
+// Deployment (also called etcd-operator) cannot run beside it: the original
+// runs cluster-wide from a namespace of its own and manages the cluster in
+// the shared namespace through the scope annotation, which the shared
+// operator, namespaced, leaves alone. Removing the annotation once the
+// original is stopped hands the cluster over, as starting this operator in
+// the original's place does for a user.
+//
+// Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use.
+func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
+	const name, keys = "adopted-original", 100
+	ctx := t.Context()
+	ns := newNamespace(t, "original-adopted")
+	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
+	// Deleted before undeploy.sh puts this tree's CRDs back.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := f.Kubectl(ctx, "-n", opNS, "delete", "etcdclusters.etcd.database.coreos.com", name, "--ignore-not-found", "--wait=true"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+
+	cl := &api.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS,
+			Annotations: map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}},
+		Spec: api.ClusterSpec{Size: 3, Version: originalEtcdVersion},
+	}
+	if _, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Create(ctx, cl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Running and Ready members of the original's cluster",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, opNS, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, time.Minute, 5*time.Second, "the original's status: Running, size 3, 3 ready",
+		func(ctx context.Context) (bool, string, error) {
+			st, err := originalClusterStatus(ctx, opNS, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			fields := strings.Fields(st)
+			return len(fields) >= 2 && fields[0] == "Running" && fields[1] == "3" && strings.Count(st, name+"-") == 3, st, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, opNS, name, "/e2e/original/", keys)
+	membersBefore, err := f.MemberList(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(membersBefore) != 3 {
+		t.Fatalf("etcd lists %d members, want 3: %+v", len(membersBefore), membersBefore)
+	}
+	podsBefore, err := memberPodsNow(ctx, opNS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pod, facts := range podsBefore {
+		if facts.restartPolicy != corev1.RestartPolicyNever {
+			t.Fatalf("pod %s has restartPolicy %s: not the original's layout", pod, facts.restartPolicy)
+		}
+	}
+
+	// The original stops.
+	if _, err := f.Kubectl(ctx, "-n", ns, "scale", "deployment/etcd-operator", "--replicas=0"); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, 2*time.Minute, 2*time.Second, "the original's operator pod gone",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "name=etcd-operator"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shared operator takes the cluster over.
+	if _, err := f.Kubectl(ctx, "-n", opNS, "annotate", "etcdclusters.etcd.database.coreos.com", name, api.ScopeAnnotation+"-"); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "AdoptedFromTheOriginal", 3*time.Minute)
+	t.Logf("AdoptedFromTheOriginal: %s", msg)
+	for _, m := range membersBefore {
+		if !strings.Contains(msg, fmt.Sprintf("%s (ID %x)", m.Name, m.ID)) {
+			t.Errorf("the adoption event does not name member %s (ID %x): %s", m.Name, m.ID, msg)
+		}
+	}
+
+	err = framework.WaitFor(ctx, 2*time.Minute, 5*time.Second, "the status filled by this operator: Running, 3 ready members, current version "+originalEtcdVersion,
+		func(ctx context.Context) (bool, string, error) {
+			got, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			st := got.Status
+			desc := fmt.Sprintf("phase %q, ready %v, current version %q, reason %q", st.Phase, st.Members.Ready, st.CurrentVersion, st.Reason)
+			if st.Phase != api.ClusterPhaseRunning || len(st.Members.Ready) != 3 || st.CurrentVersion != originalEtcdVersion {
+				return false, desc, nil
+			}
+			for _, m := range membersBefore {
+				if !slices.Contains(st.Members.Ready, m.Name) {
+					return false, desc, nil
+				}
+			}
+			return true, desc, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if n := countKeys(t, opNS, name, "/e2e/original/"); n != keys {
+		t.Errorf("the adopted cluster has %d of the %d keys written under the original", n, keys)
+	}
+	if err := f.PutAndGet(ctx, opNS, name, false, "/e2e/adopted", "written after the adoption", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, opNS, name, "/e2e/adopted/", keys)
+
+	// A minute of the operator's passes over the adopted cluster changes
+	// nothing: same members, same pods, no restart.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		membersNow, err := f.MemberList(ctx, opNS, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameMemberIDs(membersBefore, membersNow) {
+			t.Fatalf("the membership changed: before %+v, now %+v", membersBefore, membersNow)
+		}
+		podsNow, err := memberPodsNow(ctx, opNS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(podsBefore, podsNow) {
+			t.Fatalf("the member pods changed (UID, restart count, restart policy): before %+v, now %+v", podsBefore, podsNow)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(10 * time.Second):
+		}
+	}
+	if n := countKeys(t, opNS, name, "/e2e/adopted/"); n != keys {
+		t.Errorf("the adopted cluster has %d of the %d keys written after the adoption", n, keys)
+	}
+	events, err := clusterEvents(ctx, opNS, name, "AdoptedFromTheOriginal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Count > 1 {
+		t.Errorf("%d AdoptedFromTheOriginal events, want one, told once", len(events))
+	}
+}
+
+// sameMemberIDs tells whether two member lists name the same IDs and names.
+func sameMemberIDs(a, b []framework.Member) bool {
+	key := func(ms []framework.Member) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, fmt.Sprintf("%x=%s", m.ID, m.Name))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(a), key(b))
+}

@@ -82,6 +82,20 @@ type ClusterSpec struct {
 	// DisasterRecovery, when enabled, lets the operator recover a cluster
 	// whose quorum is lost for good. Off by default.
 	DisasterRecovery *DisasterRecoveryPolicy `json:"disasterRecovery,omitempty"`
+	// Adoption is what the operator does with members that
+	// coreos/etcd-operator v0.9.4 made and ran, found when it takes over.
+	Adoption *AdoptionPolicy `json:"adoption,omitempty"`
+}
+
+// AdoptionPolicy is what the operator does with the members of a cluster
+// that coreos/etcd-operator v0.9.4 made. By default they are kept as the
+// original made them: read, reported in the status, never restarted,
+// replaced, resized or upgraded.
+type AdoptionPolicy struct {
+	// Convert asks for the adopted members to be moved, one at a time, to
+	// this operator's pod layout. Not carried out yet: while it is true the
+	// adopted members are kept as they are and status.reason says so.
+	Convert bool `json:"convert,omitempty"`
 }
 
 // PodPolicy is the knobs of the etcd member pods.
