@@ -106,6 +106,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	servicesAndBudget,
 	issueCertificates,
 	paused,
+	renewExpiredCertificates,
 	bootstrap,
 	unknownMembership,
 	expectations,

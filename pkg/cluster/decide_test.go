@@ -66,6 +66,17 @@ func TestDecide(t *testing.T) {
 		{name: "a paused cluster does not even replace a dead member", mods: mods(spec(withPaused), podIs(memberB, failed)), want: "wait (spec.paused is true)"},
 		{name: "without the operator's client TLS secret nothing is changed", mods: mods(tlsMissing, noPod(memberB)), want: "wait (the operator's etcd client TLS secret is not usable)"},
 
+		// 3b. Expired issued certificates: renewed before anything is decided from the failures they cause.
+		{name: "an expired peer certificate is renewed while no member is ready and etcd does not answer", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), podIs(memberA, notReady), podIs(memberB, notReady), podIs(memberC, notReady), etcdFailed),
+			want: "renew certificate example-peer-tls (expired on 2025-02-28T12:00:00Z: every handshake with it fails)"},
+		{name: "an expired server certificate is renewed before a failed member is replaced", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 95*day), podIs(memberB, failed)), want: "renew certificate example-server-tls (expired on"},
+		{name: "an expired certificate is renewed even though others are merely due, and before them", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 70*day), issuedAge(tlsissue.Client, 91*day), podIs(memberB, notReady)), want: "renew certificate example-client-tls (expired on"},
+		{name: "expired certificates are renewed one secret per pass, the peer's first", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 91*day), issuedAge(tlsissue.Peer, 91*day), etcdFailed), want: "renew certificate example-peer-tls (expired on"},
+		{name: "a paused cluster renews no expired certificate", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), spec(withPaused)), want: "wait (spec.paused is true)"},
+		{name: "no expired certificate is renewed from a CA secret that cannot issue", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), unusableCA), want: "idle"},
+		{name: "no expired certificate is renewed while a secret of issued TLS is missing; the missing one is issued first", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), noIssuedSecret(tlsissue.Client)), want: "issue certificates (example-client-tls)"},
+		{name: "a certificate due but not expired still waits for every member to be ready", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 89*day), podIs(memberB, failed)), want: "read etcd (remove member example-b)"},
+
 		// 4. Bootstrap.
 		{name: "a new cluster is recorded Creating before anything is made", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods), want: "record phase Creating"},
 		{name: "a new cluster recorded Creating gets a seed at spec.version", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},

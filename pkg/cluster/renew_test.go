@@ -174,6 +174,28 @@ func TestRenewal(t *testing.T) {
 		}
 	})
 
+	t.Run("an expired certificate is renewed while members are not ready, one secret per pass, from the same CA", func(t *testing.T) {
+		f, ca := issuedRunning(t, 91*day, nil)
+		f.setReady(memberA, false)
+		f.setReady(memberB, false)
+		f.setReady(memberC, false)
+		f.mustPass()
+		expect(t, "secrets updated by the first pass", f.secretUpdates(), []string{"example-peer-tls"})
+		f.passes(6)
+		expect(t, "secrets updated", f.secretUpdates(), issuedNames[1:])
+		expect(t, "pod actions", f.podActions(), nil)
+		for _, name := range issuedNames[1:] {
+			after := f.secret(name)
+			certKey, _, _ := kindOf(name).Keys()
+			if !ca.Signed(after.Data[certKey]) || !leafCert(t, after).NotAfter.After(testStart) {
+				t.Errorf("%s was not renewed from the cluster's CA into a valid certificate", name)
+			}
+		}
+		if told := strings.Join(f.events(), "\n"); !strings.Contains(told, "CertificateRenewed Secret example-peer-tls renewed from CA secret example-ca: it expired on 2025-02-28T12:00:00Z, now on 2025-05-30T12:00:00Z (expired on 2025-02-28T12:00:00Z: every handshake with it fails)") {
+			t.Errorf("events = %q", told)
+		}
+	})
+
 	t.Run("nothing is renewed while a member is not ready", func(t *testing.T) {
 		f, _ := issuedRunning(t, 61*day, nil)
 		f.setReady(memberB, false)
