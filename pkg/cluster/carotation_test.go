@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNextCAChange is the specification of the CA rotation's steps: from
+// what the secrets and pods say, the one change that comes next.
+//
+// Unless a case says otherwise the cluster is at rest, its CA (ten years)
+// is a year old, nobody asked for a rotation, and its three members started
+// long ago.
+func TestNextCAChange(t *testing.T) {
+	now := testStart
+	day := 24 * time.Hour
+	year := 365 * day
+	since := now.Add(-10 * time.Minute)
+	secrets := []string{"example-peer-tls", "example-server-tls", "example-operator-tls", "example-client-tls"}
+	type mod func(*caRotationView)
+	leaves := func(trusts caTrust, fromNext bool) mod {
+		return func(v *caRotationView) {
+			v.leaves = nil
+			for _, s := range secrets {
+				v.leaves = append(v.leaves, caRotationLeaf{secret: s, trusts: trusts, fromNext: fromNext})
+			}
+		}
+	}
+	leaf := func(i int, trusts caTrust, fromNext bool) mod {
+		return func(v *caRotationView) { v.leaves[i].trusts, v.leaves[i].fromNext = trusts, fromNext }
+	}
+	at := func(step caStep, since time.Time) mod {
+		return func(v *caRotationView) { v.rotation, v.step, v.since, v.hasNext = "r1", step, since, true }
+	}
+	started := func(name string, when time.Time) mod {
+		return func(v *caRotationView) {
+			for i := range v.members {
+				if v.members[i].name == name {
+					v.members[i].started = when
+				}
+			}
+		}
+	}
+	notReady := func(v *caRotationView) { v.atRest = false }
+	requested := func(value, done string) mod {
+		return func(v *caRotationView) { v.requested, v.done = value, done }
+	}
+	caAge := func(age time.Duration) mod {
+		return func(v *caRotationView) {
+			v.caNotBefore = now.Add(-age)
+			v.caNotAfter = v.caNotBefore.Add(10 * year)
+		}
+	}
+	noNext := func(v *caRotationView) { v.hasNext = false }
+	settled := since.Add(caBundleSettle)
+	tests := []struct {
+		name string
+		mods []mod
+		want caChange
+		// target is the secret or member changed; reason, a part of why.
+		target, reason string
+	}{
+		// Beginning.
+		{name: "a cluster whose CA is young and that nobody asked to rotate changes nothing", want: caNothing},
+		{name: "a rotation asked for begins with a new CA", mods: []mod{requested("2026-11-29", "")}, want: caBegin, reason: `rotate-ca is "2026-11-29"`},
+		{name: "a rotation the status records as done is not done again", mods: []mod{requested("2026-11-29", "2026-11-29")}, want: caNothing},
+		{name: "a new value of the annotation is a new rotation", mods: []mod{requested("2026-11-30", "2026-11-29")}, want: caBegin},
+		{name: "a CA within the last fifth of its lifetime is rotated unasked", mods: []mod{caAge(8*year + day)}, want: caBegin, reason: "within the last fifth of its lifetime"},
+		{name: "a CA short of the last fifth of its lifetime is left alone", mods: []mod{caAge(7 * year)}, want: caNothing},
+		{name: "a rotation does not begin while a member is not ready", mods: []mod{requested("2026-11-29", ""), notReady}, want: caWait, reason: "begins once every member is ready"},
+
+		// a. Trust both.
+		{name: "the bundle old+new is written into one certificate secret per pass, the peer's first", mods: []mod{at(caStepTrustBoth, time.Time{})}, want: caWriteTrust, target: "example-peer-tls"},
+		{name: "the bundle goes on with the secrets it has not reached", mods: []mod{at(caStepTrustBoth, time.Time{}), leaf(0, trustBoth, false), leaf(1, trustBoth, false)}, want: caWriteTrust, target: "example-operator-tls"},
+		{name: "the bundle is written even while a member is not ready: it only adds trust", mods: []mod{at(caStepTrustBoth, time.Time{}), notReady}, want: caWriteTrust, target: "example-peer-tls"},
+		{name: "a secret a user edited meanwhile is given the bundle again", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), leaf(3, trustOther, false)}, want: caWriteTrust, target: "example-client-tls"},
+		{name: "once every secret has the bundle, the time is recorded", mods: []mod{at(caStepTrustBoth, time.Time{}), leaves(trustBoth, false)}, want: caMarkSince},
+		{name: "a step whose new CA is gone from the CA secret waits for the user", mods: []mod{at(caStepTrustBoth, since), noNext}, want: caWait, reason: "holds no usable next-ca.crt"},
+
+		// b. Restarts to read the bundle.
+		{name: "no member restarts before the kubelet has updated its files", mods: []mod{at(caStepTrustBoth, now.Add(-time.Minute)), leaves(trustBoth, false)}, want: caWait, reason: "once the kubelet has updated their files"},
+		{name: "then members are restarted one at a time, in name order", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false)}, want: caRestartMember, target: memberA},
+		{name: "a member started after the bundle settled has read it and is not restarted again", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled.Add(time.Second))}, want: caRestartMember, target: memberB},
+		{name: "a member started before the bundle settled is restarted again", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled.Add(-time.Second))}, want: caRestartMember, target: memberA},
+		{name: "no member is restarted while a member is not ready", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled.Add(time.Second)), notReady}, want: caWait, reason: "example-b is restarted to read its trusted CA once every member is ready"},
+		{name: "once every member has read the bundle, the leaves' step comes", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled), started(memberB, settled), started(memberC, settled)}, want: caNextStep},
+
+		// c. Leaves from the new CA.
+		{name: "leaves are issued from the new CA one secret per pass, the peer's first", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, false)}, want: caReissue, target: "example-peer-tls"},
+		{name: "the leaves' step goes on with the secrets it has not reached", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, true), leaf(2, trustBoth, false)}, want: caReissue, target: "example-operator-tls"},
+		{name: "no leaf is issued again while a member is not ready", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, false), notReady}, want: caWait, reason: "once every member is ready"},
+		{name: "once every leaf is of the new CA, the new CA becomes the CA secret's own", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, true)}, want: caAdopt},
+
+		// d. Trust the new CA alone.
+		{name: "the new CA alone is written into one certificate secret per pass", mods: []mod{at(caStepTrustNew, time.Time{}), leaves(trustBoth, true)}, want: caWriteTrust, target: "example-peer-tls"},
+		{name: "once every secret trusts the new CA alone, the time is recorded", mods: []mod{at(caStepTrustNew, time.Time{}), leaves(trustNew, true)}, want: caMarkSince},
+		{name: "then members are restarted again one at a time", mods: []mod{at(caStepTrustNew, since), leaves(trustNew, true)}, want: caRestartMember, target: memberA},
+		{name: "members restarted for the bundle are restarted again to drop the old CA", mods: []mod{at(caStepTrustNew, since), leaves(trustNew, true), started(memberA, since.Add(-time.Minute))}, want: caRestartMember, target: memberA},
+		{name: "once every member trusts the new CA alone, the rotation is done", mods: []mod{at(caStepTrustNew, since), leaves(trustNew, true), started(memberA, settled), started(memberB, settled), started(memberC, settled)}, want: caFinish},
+
+		// Anything else.
+		{name: "a step this operator does not know changes nothing", mods: []mod{at("trust-later", since)}, want: caWait, reason: "unknown CA rotation step"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := caRotationView{now: now, atRest: true, caNotBefore: now.Add(-year), caNotAfter: now.Add(9 * year)}
+			leaves(trustOld, false)(&v)
+			for _, name := range []string{memberA, memberB, memberC} {
+				v.members = append(v.members, caRotationMember{name: name, started: now.Add(-30 * day)})
+			}
+			for _, m := range tt.mods {
+				m(&v)
+			}
+			got := nextCAChange(v)
+			if got.change != tt.want || got.target != tt.target || !strings.Contains(got.reason, tt.reason) {
+				t.Errorf("nextCAChange = %+v, want change %d on %q for a reason with %q", got, tt.want, tt.target, tt.reason)
+			}
+		})
+	}
+}
