@@ -44,6 +44,12 @@ const (
 	caRotationSinceAnnotation = "etcd.database.coreos.com/ca-rotation-since"
 )
 
+// Keys of the CA secret that hold the new CA from step a to step c.
+const (
+	nextCACertKey = "next-ca.crt"
+	nextCAKeyKey  = "next-ca.key"
+)
+
 // caStep is a step of a CA rotation as the CA secret records it.
 type caStep string
 

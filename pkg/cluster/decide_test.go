@@ -319,6 +319,9 @@ func TestDecide(t *testing.T) {
 		{name: "nothing is renewed while a certificate is unusable", mods: mods(issuedSecrets, rotationAsked(rotation), badCertificate), want: "idle"},
 		{name: "nothing is renewed from a CA secret that cannot issue", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), unusableCA), want: "idle"},
 		{name: "a paused cluster renews nothing", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withPaused)), want: "wait (spec.paused is true)"},
+		{name: "no certificate due is renewed while the CA secret records a CA rotation: the rotation issues every leaf itself", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), caRotationAt(caStepTrustBoth)), want: "idle"},
+		{name: "no rotation asked for is carried out while the CA secret records a CA rotation", mods: mods(issuedSecrets, rotationAsked(rotation), caRotationAt(caStepReissue)), want: "idle"},
+		{name: "an expired certificate is renewed even while the CA secret records a CA rotation: every member trusts ca.crt through each step", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 91*day), caRotationAt(caStepTrustNew), podIs(memberB, notReady)), want: "renew certificate example-server-tls (expired on"},
 		{name: "a scale-up comes before a renewal", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 19 and 20. At rest.

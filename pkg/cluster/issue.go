@@ -40,6 +40,9 @@ type issuedView struct {
 	// leaves are the certificate secrets that exist, in tlsissue.Kinds
 	// order, for their renewal.
 	leaves []issuedLeaf
+	// caStep is the CA rotation step the CA secret records
+	// (caRotationStepAnnotation), caStepNone outside a rotation.
+	caStep caStep
 }
 
 // issuedLeaf is a certificate secret of issued TLS as observed.
@@ -112,10 +115,16 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 	if err != nil {
 		return err
 	}
-	var ca *tlsissue.CA
+	var ca, next *tlsissue.CA
 	if found {
 		if ca, err = tlsissue.CAFromSecret(caSecret.Data, s.now); err != nil {
 			v.problems = append(v.problems, fmt.Sprintf("CA secret %s (%s.caSecret) %v; it is never replaced: fix it, or delete it and the certificates' secrets to have all made again", names.CA, names.Field, err))
+		}
+		v.caStep = caStep(caSecret.Annotations[caRotationStepAnnotation])
+		if v.caStep != caStepNone {
+			// Between steps a and c of a CA rotation a leaf is of the old
+			// CA or of the new one, and members trust both.
+			next, _ = tlsissue.CAFromSecret(map[string][]byte{tlsissue.CACertKey: caSecret.Data[nextCACertKey], tlsissue.CAKeyKey: caSecret.Data[nextCAKeyKey]}, s.now)
 		}
 	} else {
 		v.caMissing = true
@@ -133,7 +142,7 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 		}
 		issued = append(issued, name)
 		v.leaves = append(v.leaves, leafOf(k, secret))
-		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(secret.Data[certKey]) {
+		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(secret.Data[certKey]) && (next == nil || !next.Signed(secret.Data[certKey])) {
 			v.problems = append(v.problems, fmt.Sprintf("%s of secret %s was not issued by the CA in secret %s, so members and clients given the two would not trust each other; it is never replaced: delete it to have it issued again", certKey, name, names.CA))
 		}
 	}

@@ -52,9 +52,15 @@ func renewalOverdue(notBefore, notAfter time.Time) time.Time {
 // of repairs comes before it. Otherwise nothing is decided here, so that
 // the steps after it still run; a renewal held up long enough is warned
 // about (renewalOverdue).
+//
+// Nor while the CA secret records a CA rotation: the rotation issues every
+// leaf from the new CA itself (carotation.go), and a renewal from the CA
+// secret's ca.crt in between would be undone by it. An expired certificate
+// is still renewed then (renewExpiredCertificates): ca.crt is trusted by
+// every member through each step.
 func renewCertificates(s *snapshot) (action, bool) {
 	leaf, why := leafToRenew(s)
-	if leaf == nil || !atRestForRenewal(s) {
+	if leaf == nil || s.issued.caStep != caStepNone || !atRestForRenewal(s) {
 		return action{}, false
 	}
 	return action{kind: actRenewCertificate, member: leaf.secret, reason: why}, true
@@ -175,6 +181,15 @@ func (c *Cluster) renewOneCertificate(ctx context.Context, s *snapshot, a action
 	renewed.ResourceVersion = leaf.resourceVersion
 	if renewed.Data == nil {
 		renewed.Data = map[string][]byte{}
+	}
+	if s.issued.caStep != caStepNone {
+		// During a CA rotation the secret trusts what the rotation's step
+		// gave it (the bundle old+new, or the new CA alone), not only the
+		// CA that issues the renewal: that is kept.
+		_, _, caKey := leaf.kind.Keys()
+		if trusted, ok := secret.Data[caKey]; ok {
+			data[caKey] = trusted
+		}
 	}
 	// Keys a user added to the secret are kept.
 	maps.Copy(renewed.Data, data)

@@ -203,3 +203,61 @@ func TestRenewal(t *testing.T) {
 		expect(t, "secrets updated", f.secretUpdates(), nil)
 	})
 }
+
+// TestRenewalDuringACARotation: while the CA secret records a CA rotation,
+// a leaf of the new CA is no problem, an expired leaf is still renewed (from
+// ca.crt, which every member trusts through the rotation), and the renewal
+// keeps the trusted CA the rotation gave the secret.
+func TestRenewalDuringACARotation(t *testing.T) {
+	f, old := issuedRunning(t, 91*24*time.Hour, nil)
+	f.setReady(memberA, false)
+	f.setReady(memberB, false)
+	f.setReady(memberC, false)
+	next, err := tlsissue.NewCA("the next CA", testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextData, err := next.SecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(s *corev1.Secret) {
+		t.Helper()
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), s, testNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caSecret := f.secret("example-ca")
+	caSecret.Annotations = map[string]string{caRotationAnnotation: "r1", caRotationStepAnnotation: string(caStepReissue)}
+	caSecret.Data[nextCACertKey], caSecret.Data[nextCAKeyKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey]
+	update(caSecret)
+	both := tlsissue.Bundle(old.CertPEM, next.CertPEM)
+	for _, name := range issuedNames[1:] {
+		s := f.secret(name)
+		s.Data = kindOf(name).Trusting(s.Data, both)
+		if name == "example-server-tls" {
+			// Already issued from the new CA by the rotation.
+			fresh, err := next.Issue(tlsissue.Server, tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart, api.DefaultCertificateValidity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Data = tlsissue.Server.Trusting(fresh, both)
+		}
+		update(s)
+	}
+	f.passes(6)
+	expect(t, "secrets updated", f.secretUpdates(), []string{"example-peer-tls", "example-operator-tls", "example-client-tls"})
+	for _, name := range issuedNames[1:] {
+		s := f.secret(name)
+		certKey, _, caKey := kindOf(name).Keys()
+		if string(s.Data[caKey]) != string(both) {
+			t.Errorf("%s trusts %q after its renewal, not the rotation's bundle", name, s.Data[caKey])
+		}
+		if name != "example-server-tls" && !old.Signed(s.Data[certKey]) {
+			t.Errorf("%s was not renewed from ca.crt", name)
+		}
+	}
+	if reason := f.mustStatus().Reason; strings.Contains(reason, "was not issued by the CA") {
+		t.Errorf("a leaf of the rotation's new CA is reported: %q", reason)
+	}
+}

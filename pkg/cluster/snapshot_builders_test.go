@@ -144,6 +144,11 @@ func noIssuedSecret(k tlsissue.Kind) snapMod {
 	return func(s *snapshot) { s.issued.missing = append(s.issued.missing, k) }
 }
 
+// caRotationAt: the CA secret records a CA rotation at step.
+func caRotationAt(step caStep) snapMod {
+	return func(s *snapshot) { s.issued.caStep = step }
+}
+
 func unusableCA(s *snapshot) {
 	s.issued.problems = append(s.issued.problems, "CA secret example-ca (spec.TLS.issued.caSecret) lacks key(s) ca.key")
 }
