@@ -1,8 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
 // This file is the chooser of the CA rotation of issued TLS: which one
@@ -30,8 +35,15 @@ import (
 //	d. every certificate secret trusts the new CA alone, one per pass, and
 //	   every member is restarted again, one at a time.
 
+// rotateCAAnnotation on the cluster asks for a CA rotation; each new value
+// is one. It moves to the API package once the rotation is wired.
+const rotateCAAnnotation = "etcd.database.coreos.com/rotate-ca"
+
 // Annotations of the CA secret that record where a rotation is.
 const (
+	// caRotatedAnnotation is the last rotation carried out to its end: a
+	// request of the same value is not carried out again.
+	caRotatedAnnotation = "etcd.database.coreos.com/ca-rotated"
 	// caRotationAnnotation names the rotation being carried out: the
 	// value of the cluster's rotate-ca annotation, or "auto-" and the old
 	// CA's expiry for one started because the CA nears it.
@@ -49,6 +61,10 @@ const (
 	nextCACertKey = "next-ca.crt"
 	nextCAKeyKey  = "next-ca.key"
 )
+
+// previousCACertKey holds the old CA once the new one is the CA secret's
+// own (step d): certificate secrets that still trust it are found so.
+const previousCACertKey = "previous-ca.crt"
 
 // caStep is a step of a CA rotation as the CA secret records it.
 type caStep string
@@ -245,4 +261,66 @@ func trustAndRestart(v caRotationView, want caTrust, then caChange, done string)
 		return caDecision{change: caRestartMember, target: m.name, reason: "CA rotation: etcd reads its trusted CA only when it starts (step " + string(v.step) + ")"}
 	}
 	return caDecision{change: then, reason: done}
+}
+
+// caRotationOf reads what the CA secret says of a rotation; ca is its own
+// CA, next its new one (nil when absent or unusable).
+func caRotationOf(secret *corev1.Secret, ca, next *tlsissue.CA, step caStep) caRotationRecord {
+	r := caRotationRecord{id: secret.Annotations[caRotationAnnotation], done: secret.Annotations[caRotatedAnnotation], hasNext: next != nil}
+	if at, err := time.Parse(time.RFC3339, secret.Annotations[caRotationSinceAnnotation]); err == nil {
+		r.since = at
+	}
+	if ca != nil {
+		r.caNotBefore, r.caNotAfter = ca.Cert.NotBefore, ca.Cert.NotAfter
+	}
+	switch {
+	case step == caStepTrustNew:
+		r.oldPEM, r.newPEM = secret.Data[previousCACertKey], secret.Data[tlsissue.CACertKey]
+	case next != nil:
+		r.oldPEM, r.newPEM = secret.Data[tlsissue.CACertKey], next.CertPEM
+	}
+	return r
+}
+
+// trustOf tells what a certificate secret's trusted CA key holds, as
+// written by the rotation (tlsissue.Bundle); anything else is trustOther.
+func trustOf(trusted, oldPEM, newPEM []byte) caTrust {
+	switch {
+	case len(oldPEM) > 0 && bytes.Equal(trusted, oldPEM):
+		return trustOld
+	case len(newPEM) > 0 && bytes.Equal(trusted, newPEM):
+		return trustNew
+	case len(oldPEM) > 0 && len(newPEM) > 0 && bytes.Equal(trusted, tlsissue.Bundle(oldPEM, newPEM)):
+		return trustBoth
+	}
+	return trustOther
+}
+
+// caRotationViewOf is the chooser's view of a snapshot: the CA secret's
+// record, the certificate secrets, the members' etcd start times, and
+// whether the cluster is at rest as a renewal needs it. ok is false
+// outside issued TLS or while its secrets are not all there and usable.
+func caRotationViewOf(s *snapshot) (caRotationView, bool) {
+	leaves := renewableLeaves(s)
+	if leaves == nil {
+		return caRotationView{}, false
+	}
+	r := s.issued.rotation
+	v := caRotationView{
+		now: s.now, requested: s.rotateCARequest, done: r.done,
+		caNotBefore: r.caNotBefore, caNotAfter: r.caNotAfter,
+		rotation: r.id, step: s.issued.caStep, since: r.since, hasNext: r.hasNext,
+		atRest: atRestForRenewal(s),
+	}
+	for _, l := range leaves {
+		v.leaves = append(v.leaves, caRotationLeaf{secret: l.secret, fromNext: l.fromNext, trusts: l.trusts})
+	}
+	for _, name := range sortedKeys(s.views) {
+		m := caRotationMember{name: name}
+		if p := s.views[name].pod; p != nil {
+			m.started = etcdStartedAt(p)
+		}
+		v.members = append(v.members, m)
+	}
+	return v, true
 }

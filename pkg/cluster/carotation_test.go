@@ -1,9 +1,15 @@
 package cluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
 // TestNextCAChange is the specification of the CA rotation's steps: from
@@ -117,5 +123,76 @@ func TestNextCAChange(t *testing.T) {
 				t.Errorf("nextCAChange = %+v, want change %d on %q for a reason with %q", got, tt.want, tt.target, tt.reason)
 			}
 		})
+	}
+}
+
+// TestCARotationViewIsReadFromTheSecrets: the chooser's view comes from the
+// CA secret's annotations and keys, each certificate secret's trusted CA
+// and signature, and the members' container start times, so that an
+// operator restarted mid-rotation sees where it is.
+func TestCARotationViewIsReadFromTheSecrets(t *testing.T) {
+	f, old := issuedRunning(t, 24*time.Hour, map[string]string{rotateCAAnnotation: "r2"})
+	started := testStart.Add(-time.Hour)
+	f.setReady(memberB, true, func(p *corev1.Pod) {
+		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(started)
+	})
+	next, err := tlsissue.NewCA("the next CA", testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextData, err := next.SecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(s *corev1.Secret) {
+		t.Helper()
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), s, testNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := testStart.Add(-10 * time.Minute).UTC()
+	caSecret := f.secret("example-ca")
+	caSecret.Annotations = map[string]string{caRotationAnnotation: "r2", caRotationStepAnnotation: string(caStepTrustBoth),
+		caRotationSinceAnnotation: since.Format(time.RFC3339), caRotatedAnnotation: "r1"}
+	caSecret.Data[nextCACertKey], caSecret.Data[nextCAKeyKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey]
+	update(caSecret)
+	both := tlsissue.Bundle(old.CertPEM, next.CertPEM)
+	peer := f.secret("example-peer-tls")
+	peer.Data = tlsissue.Peer.Trusting(peer.Data, both)
+	update(peer)
+	client := f.secret("example-client-tls")
+	fresh, err := next.Issue(tlsissue.Client, tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Data = tlsissue.Client.Trusting(fresh, []byte("a user's edit"))
+	update(client)
+
+	s, _ := f.c.observe(t.Context(), false)
+	v, ok := caRotationViewOf(s)
+	if !ok {
+		t.Fatalf("no view; issued = %+v", s.issued)
+	}
+	if v.requested != "r2" || v.done != "r1" || v.rotation != "r2" || v.step != caStepTrustBoth || !v.since.Equal(since) || !v.hasNext || !v.atRest {
+		t.Errorf("view = %+v", v)
+	}
+	if !v.caNotAfter.Equal(old.Cert.NotAfter) {
+		t.Errorf("CA expiry %s, want ca.crt's %s", v.caNotAfter, old.Cert.NotAfter)
+	}
+	wantLeaves := []caRotationLeaf{
+		{secret: "example-peer-tls", trusts: trustBoth},
+		{secret: "example-server-tls", trusts: trustOld},
+		{secret: "example-operator-tls", trusts: trustOld},
+		{secret: "example-client-tls", trusts: trustOther, fromNext: true},
+	}
+	if !slices.Equal(v.leaves, wantLeaves) {
+		t.Errorf("leaves = %+v, want %+v", v.leaves, wantLeaves)
+	}
+	wantMembers := []caRotationMember{{name: memberA}, {name: memberB, started: started}, {name: memberC}}
+	if len(v.members) != 3 || v.members[0] != wantMembers[0] || v.members[1].name != memberB || !v.members[1].started.Equal(started) || v.members[2] != wantMembers[2] {
+		t.Errorf("members = %+v, want %+v", v.members, wantMembers)
+	}
+	if got := nextCAChange(v); got.change != caWriteTrust || got.target != "example-server-tls" {
+		t.Errorf("next change = %+v, want the bundle written into example-server-tls", got)
 	}
 }
