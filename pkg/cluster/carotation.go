@@ -13,11 +13,10 @@ import (
 // This file is the chooser of the CA rotation of issued TLS: which one
 // change comes next, from what the CA secret, the certificate secrets and
 // the member pods say, never from the operator's memory, so that an
-// operator restarted anywhere goes on from where the secrets are. It is not
-// wired into decide yet: its executors (writing the CA secret, the bundles,
-// restarting a member so that its etcd reads the new bundle) are missing,
-// and a rotation that cannot finish must never start. See
-// docs/design/ca-rotation.md.
+// operator restarted anywhere goes on from where the secrets are. Its
+// executors are in carotation_act.go. Neither is wired into decide yet (no
+// step, action kind, status reason or published event), so no cluster
+// starts a rotation; see docs/design/ca-rotation.md.
 //
 // etcd reads its trusted CA files only when it starts (etcdutil's
 // TestRenewedServerCertificateIsServedWithoutRestart) and its certificate

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -195,4 +198,149 @@ func TestCARotationViewIsReadFromTheSecrets(t *testing.T) {
 	if got := nextCAChange(v); got.change != caWriteTrust || got.target != "example-server-tls" {
 		t.Errorf("next change = %+v, want the bundle written into example-server-tls", got)
 	}
+}
+
+// TestCARotationRunsToItsEnd drives the chooser and its executors on the
+// fake clients from a request to the end, restarting a member's pod where
+// the rotation deletes it, and checks at every change what matters: every
+// member accepts the peer certificate of every other (as each loaded its
+// trusted CA at its last start), the operator's and users' certificates,
+// and serves a certificate they trust. The operator restarts before every
+// change. At the end the old CA is trusted
+// nowhere and the request is not carried out again.
+func TestCARotationRunsToItsEnd(t *testing.T) {
+	f, old := issuedRunning(t, 24*time.Hour, map[string]string{rotateCAAnnotation: "r1"})
+	members := []string{memberA, memberB, memberC}
+	startAt := func(when time.Time) podOpt {
+		return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(when) }
+	}
+	for _, m := range members {
+		f.setReady(m, true, startAt(f.now.Add(-30*24*time.Hour)))
+	}
+	// loaded is what each member's etcd read at its last start: its
+	// trusted peer and client CAs.
+	type trust struct{ peer, client []byte }
+	loaded := map[string]trust{}
+	load := func(m string) {
+		loaded[m] = trust{peer: f.secret("example-peer-tls").Data["peer-ca.crt"], client: f.secret("example-server-tls").Data["server-ca.crt"]}
+	}
+	for _, m := range members {
+		load(m)
+	}
+	check := func(after string) {
+		t.Helper()
+		peer, server := f.secret("example-peer-tls"), f.secret("example-server-tls")
+		for _, m := range members {
+			if !verifies(t, f.now, peer.Data["peer.crt"], loaded[m].peer) {
+				t.Fatalf("after %s: %s refuses the peer certificate", after, m)
+			}
+			for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
+				if !verifies(t, f.now, f.secret(cl).Data["etcd-client.crt"], loaded[m].client) {
+					t.Fatalf("after %s: %s refuses the certificate of %s", after, m, cl)
+				}
+			}
+		}
+		for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
+			if !verifies(t, f.now, server.Data["server.crt"], f.secret(cl).Data["etcd-client-ca.crt"]) {
+				t.Fatalf("after %s: the users of %s do not trust the members' server certificate", after, cl)
+			}
+		}
+	}
+	var changes []string
+	run := func() {
+		t.Helper()
+		for range 100 {
+			// The operator restarts before every change: nothing of the
+			// rotation may live in its memory.
+			restarted := newCluster(t.Context(), f.c.cfg, f.c.latest)
+			restarted.now = f.c.now
+			f.c = restarted
+			f.syncEtcdWithPods()
+			s, _ := f.c.observe(t.Context(), true)
+			v, ok := caRotationViewOf(s)
+			if !ok {
+				t.Fatalf("no view of the rotation; issued = %+v", s.issued)
+			}
+			d := nextCAChange(v)
+			switch d.change {
+			case caNothing:
+				return
+			case caWait:
+				if !strings.Contains(d.reason, "once the kubelet has updated their files") {
+					t.Fatalf("the rotation waits: %s", d.reason)
+				}
+				f.now = f.now.Add(caBundleSettle)
+				continue
+			}
+			changes = append(changes, fmt.Sprintf("%d %s", d.change, d.target))
+			if out := f.c.carryOutCAChange(t.Context(), s, d); out.err != nil {
+				t.Fatalf("change %+v: %v", d, out.err)
+			}
+			if d.change == caRestartMember {
+				f.pod(d.target)
+				f.setReady(d.target, true, startAt(f.now))
+				load(d.target)
+			}
+			check(fmt.Sprintf("%+v", d))
+		}
+		t.Fatal("the rotation did not end in 100 changes")
+	}
+	run()
+	restarts := 0
+	for _, c := range changes {
+		if strings.HasPrefix(c, fmt.Sprint(caRestartMember)+" ") {
+			restarts++
+		}
+	}
+	if restarts != 6 {
+		t.Errorf("%d restarts, want each member twice: %q", restarts, changes)
+	}
+	ca := f.secret("example-ca")
+	if string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM) || ca.Annotations[caRotatedAnnotation] != "r1" {
+		t.Errorf("CA secret after the rotation: annotations %v, ca.crt the old one: %v", ca.Annotations, string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM))
+	}
+	for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation} {
+		if _, ok := ca.Annotations[k]; ok {
+			t.Errorf("the CA secret keeps %s after the rotation", k)
+		}
+	}
+	for _, k := range []string{nextCACertKey, nextCAKeyKey, previousCACertKey} {
+		if _, ok := ca.Data[k]; ok {
+			t.Errorf("the CA secret keeps %s after the rotation", k)
+		}
+	}
+	for _, name := range issuedNames[1:] {
+		certKey, _, caKey := kindOf(name).Keys()
+		sec := f.secret(name)
+		if verifies(t, f.now, sec.Data[certKey], old.CertPEM) || string(sec.Data[caKey]) != string(ca.Data[tlsissue.CACertKey]) {
+			t.Errorf("%s is of the old CA or trusts more than the new one after the rotation", name)
+		}
+	}
+	for _, m := range members {
+		if string(loaded[m].peer) != string(ca.Data[tlsissue.CACertKey]) {
+			t.Errorf("%s still trusts the old CA at the end", m)
+		}
+	}
+	changes = nil
+	run()
+	if len(changes) > 0 {
+		t.Errorf("a rotation done is done again: %q", changes)
+	}
+}
+
+// verifies tells whether certPEM verifies against the CAs of trusted at at.
+func verifies(t *testing.T, at time.Time, certPEM, trusted []byte) bool {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("no certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(trusted)
+	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
 }
