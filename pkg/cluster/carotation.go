@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
@@ -14,9 +15,9 @@ import (
 // change comes next, from what the CA secret, the certificate secrets and
 // the member pods say, never from the operator's memory, so that an
 // operator restarted anywhere goes on from where the secrets are. Its
-// executors are in carotation_act.go. Neither is wired into decide yet (no
-// step, action kind, status reason or published event), so no cluster
-// starts a rotation; see docs/design/ca-rotation.md.
+// executors are in carotation_act.go; rotateCA is its step of decide. A
+// rotation begins only when the user asks (rotateCAAnnotation); see
+// docs/design/ca-rotation.md.
 //
 // etcd reads its trusted CA files only when it starts (etcdutil's
 // TestRenewedServerCertificateIsServedWithoutRestart) and its certificate
@@ -35,8 +36,8 @@ import (
 //	   every member is restarted again, one at a time.
 
 // rotateCAAnnotation on the cluster asks for a CA rotation; each new value
-// is one. It moves to the API package once the rotation is wired.
-const rotateCAAnnotation = "etcd.database.coreos.com/rotate-ca"
+// is one.
+const rotateCAAnnotation = api.RotateCAAnnotation
 
 // Annotations of the CA secret that record where a rotation is.
 const (
@@ -293,6 +294,31 @@ func trustOf(trusted, oldPEM, newPEM []byte) caTrust {
 		return trustBoth
 	}
 	return trustOther
+}
+
+// rotateCA is step 18b: one change of a CA rotation of issued TLS, after
+// the repairs, scaling, upgrades and renewals that come first. A rotation
+// begins only when the user asks: beginning one because the CA nears its
+// expiry is designed (caAutoRotateAt) but left out until a CA secret the
+// user brought is told from one the operator made. A rotation under way
+// goes on whoever began it; a wait of it is said, and holds nothing after
+// it up but stuckPods, which only reports.
+func rotateCA(s *snapshot) (action, bool) {
+	v, ok := caRotationViewOf(s)
+	if !ok {
+		return action{}, false
+	}
+	if v.step == caStepNone && (v.requested == "" || v.requested == v.done) {
+		return action{}, false
+	}
+	d := nextCAChange(v)
+	switch d.change {
+	case caNothing:
+		return action{}, false
+	case caWait:
+		return waiting(d.reason), true
+	}
+	return action{kind: actRotateCA, caChange: d.change, member: d.target, reason: d.reason}, true
 }
 
 // caRotationViewOf is the chooser's view of a snapshot: the CA secret's

@@ -122,6 +122,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	upgradeMembers,
 	routineMaintenance,
 	renewCertificates,
+	rotateCA,
 	stuckPods,
 }
 

@@ -319,10 +319,18 @@ func TestDecide(t *testing.T) {
 		{name: "nothing is renewed while a certificate is unusable", mods: mods(issuedSecrets, rotationAsked(rotation), badCertificate), want: "idle"},
 		{name: "nothing is renewed from a CA secret that cannot issue", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), unusableCA), want: "idle"},
 		{name: "a paused cluster renews nothing", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withPaused)), want: "wait (spec.paused is true)"},
-		{name: "no certificate due is renewed while the CA secret records a CA rotation: the rotation issues every leaf itself", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), caRotationAt(caStepTrustBoth)), want: "idle"},
-		{name: "no rotation asked for is carried out while the CA secret records a CA rotation", mods: mods(issuedSecrets, rotationAsked(rotation), caRotationAt(caStepReissue)), want: "idle"},
+		{name: "no certificate due is renewed while the CA secret records a CA rotation: the rotation issues every leaf itself", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), caRotationAt(caStepTrustBoth)), want: "rotate CA: example-peer-tls (CA rotation: certificate secrets are given the trusted CA of step trust-both)"},
+		{name: "no rotation asked for is carried out while the CA secret records a CA rotation", mods: mods(issuedSecrets, rotationAsked(rotation), caRotationAt(caStepReissue)), want: "rotate CA: example-peer-tls (CA rotation: leaves are issued from the new CA)"},
 		{name: "an expired certificate is renewed even while the CA secret records a CA rotation: every member trusts ca.crt through each step", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 91*day), caRotationAt(caStepTrustNew), podIs(memberB, notReady)), want: "renew certificate example-server-tls (expired on"},
 		{name: "a scale-up comes before a renewal", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
+
+		// 18b. CA rotation of issued TLS (the steps themselves: TestNextCAChange).
+		{name: "a CA rotation asked for begins with a new CA", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", "")), want: `rotate CA: (etcd.database.coreos.com/rotate-ca is "2026-11-29")`},
+		{name: "a CA rotation carried out to its end is not carried out again", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", "2026-11-29")), want: "idle"},
+		{name: "a CA rotation does not begin while a member is not ready: etcd is looked at instead", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), podIs(memberB, notReady)), want: "read etcd (day-2 care"},
+		{name: "a CA rotation waits for every member once etcd was asked", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), podIs(memberB, notReady), etcdLeader(memberA)), want: "wait (a CA rotation is due"},
+		{name: "a CA rotation under way goes on without a request: a restart of each member to read its trusted CA", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour))), want: "rotate CA: example-a (CA rotation: etcd reads its trusted CA only when it starts (step trust-both))"},
+		{name: "a CA rotation comes after a scale-up", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 19 and 20. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},
