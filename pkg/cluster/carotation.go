@@ -317,6 +317,13 @@ func rotateCA(s *snapshot) (action, bool) {
 		return action{}, false
 	case caWait:
 		return waiting(d.reason), true
+	case caRestartMember:
+		// Taking a member down to restart it needs of the others what an
+		// upgrade's patch does: every member ready and answering etcd in
+		// this pass, a leader, and every follower caught up with it.
+		if a, ok := readyForUpgrade(s); ok {
+			return a, true
+		}
 	}
 	return action{kind: actRotateCA, caChange: d.change, member: d.target, reason: d.reason}, true
 }

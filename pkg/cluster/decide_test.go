@@ -329,7 +329,9 @@ func TestDecide(t *testing.T) {
 		{name: "a CA rotation carried out to its end is not carried out again", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", "2026-11-29")), want: "idle"},
 		{name: "a CA rotation does not begin while a member is not ready: etcd is looked at instead", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), podIs(memberB, notReady)), want: "read etcd (day-2 care"},
 		{name: "a CA rotation waits for every member once etcd was asked", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), podIs(memberB, notReady), etcdLeader(memberA)), want: "wait (a CA rotation is due"},
-		{name: "a CA rotation under way goes on without a request: a restart of each member to read its trusted CA", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour))), want: "rotate CA: example-a (CA rotation: etcd reads its trusted CA only when it starts (step trust-both))"},
+		{name: "a CA rotation under way goes on without a request: a restart of each member to read its trusted CA, once etcd confirms the others are caught up", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour)), etcdLeader(memberA)),
+			want: "rotate CA: example-a (CA rotation: etcd reads its trusted CA only when it starts (step trust-both))"},
+		{name: "a member is restarted for the CA only after etcd was asked in the pass", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour))), want: "read etcd (upgrade a member)"},
 		{name: "a CA rotation comes after a scale-up", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 19 and 20. At rest.
