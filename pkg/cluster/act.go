@@ -82,6 +82,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: c.makeIssuedSecrets(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actRenewCertificate:
 		return c.renewOneCertificate(ctx, s, a)
+	case actRotateCA:
+		return c.carryOutCAChange(ctx, s, caDecision{change: a.caChange, target: a.member, reason: a.reason})
 	case actRecordCreating:
 		return c.recordCreating(s)
 	case actSeed:

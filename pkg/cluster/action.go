@@ -28,6 +28,9 @@ const (
 	// actRenewCertificate renews the certificate of one secret of issued
 	// TLS from its CA, in place.
 	actRenewCertificate
+	// actRotateCA makes one change of a CA rotation of issued TLS
+	// (carotation.go); caChange is which.
+	actRotateCA
 	// actSyncBudget makes, changes or deletes the cluster's
 	// PodDisruptionBudget.
 	actSyncBudget
@@ -110,6 +113,7 @@ var actionNames = map[actionKind]string{
 	actSyncBudget:        "sync disruption budget",
 	actIssueCertificates: "issue certificates",
 	actRenewCertificate:  "renew certificate",
+	actRotateCA:          "rotate CA:",
 	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actAdopt:             "adopt",
@@ -141,6 +145,8 @@ func (k actionKind) String() string { return actionNames[k] }
 // action is one decision of decide.
 type action struct {
 	kind actionKind
+	// caChange is the change of a CA rotation actRotateCA makes.
+	caChange caChange
 	// member is the member, pod or claim the action is about; names are
 	// the members of an action about several.
 	member string

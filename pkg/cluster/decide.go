@@ -24,8 +24,11 @@ import (
 //     TLS, issueCertificates (issue.go) makes the missing CA and certificate
 //     secrets, before any member pod, which would wait for them.
 //  3. paused: nothing else is touched; nor without the operator's client TLS
-//     secret, when the cluster serves clients over TLS. Then (step 3b)
-//     adoptedFromTheOriginal (adoption.go): a cluster with pods that
+//     secret, when the cluster serves clients over TLS. Then (step 3a)
+//     renewExpiredCertificates (renew.go): under issued TLS, a certificate
+//     secret that has expired is renewed from its CA in place, one a pass,
+//     whatever the members' readiness (an expired certificate is why they
+//     are not ready). Then (step 3b) adoptedFromTheOriginal (adoption.go): a cluster with pods that
 //     coreos/etcd-operator v0.9.4 made is adopted as it runs: its membership
 //     is read from etcd through the existing Services and told once; then
 //     nothing is changed (no member restarted, replaced, resized or
@@ -88,7 +91,11 @@ import (
 //  18. renewCertificates (renew.go): under issued TLS, in a cluster at rest,
 //     one certificate secret is renewed from its CA in place, once two thirds
 //     of its certificate's lifetime have passed or when the
-//     rotate-certificates annotation asks for it.
+//     rotate-certificates annotation asks for it. Then (step 18b) rotateCA
+//     (carotation.go): the CA's rotation the rotate-ca annotation asks for,
+//     in steps recorded on the CA secret (both CAs trusted, members restarted
+//     one at a time, leaves issued again from the new CA, the old CA
+//     dropped, members restarted again).
 //  19. stuckPods: a pod stuck terminating (its node never confirms the
 //     deletion) is waited for, and said to be; it is never deleted again,
 //     but for the force-deletion of step 8.
@@ -112,6 +119,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	servicesAndBudget,
 	issueCertificates,
 	paused,
+	renewExpiredCertificates,
 	adoptedFromTheOriginal,
 	bootstrap,
 	unknownMembership,
@@ -128,6 +136,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	upgradeMembers,
 	routineMaintenance,
 	renewCertificates,
+	rotateCA,
 	stuckPods,
 }
 

@@ -66,6 +66,17 @@ func TestDecide(t *testing.T) {
 		{name: "a paused cluster does not even replace a dead member", mods: mods(spec(withPaused), podIs(memberB, failed)), want: "wait (spec.paused is true)"},
 		{name: "without the operator's client TLS secret nothing is changed", mods: mods(tlsMissing, noPod(memberB)), want: "wait (the operator's etcd client TLS secret is not usable)"},
 
+		// 3b. Expired issued certificates: renewed before anything is decided from the failures they cause.
+		{name: "an expired peer certificate is renewed while no member is ready and etcd does not answer", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), podIs(memberA, notReady), podIs(memberB, notReady), podIs(memberC, notReady), etcdFailed),
+			want: "renew certificate example-peer-tls (expired on 2025-02-28T12:00:00Z: every handshake with it fails)"},
+		{name: "an expired server certificate is renewed before a failed member is replaced", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 95*day), podIs(memberB, failed)), want: "renew certificate example-server-tls (expired on"},
+		{name: "an expired certificate is renewed even though others are merely due, and before them", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 70*day), issuedAge(tlsissue.Client, 91*day), podIs(memberB, notReady)), want: "renew certificate example-client-tls (expired on"},
+		{name: "expired certificates are renewed one secret per pass, the peer's first", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 91*day), issuedAge(tlsissue.Peer, 91*day), etcdFailed), want: "renew certificate example-peer-tls (expired on"},
+		{name: "a paused cluster renews no expired certificate", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), spec(withPaused)), want: "wait (spec.paused is true)"},
+		{name: "no expired certificate is renewed from a CA secret that cannot issue", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), unusableCA), want: "idle"},
+		{name: "no expired certificate is renewed while a secret of issued TLS is missing; the missing one is issued first", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 91*day), noIssuedSecret(tlsissue.Client)), want: "issue certificates (example-client-tls)"},
+		{name: "a certificate due but not expired still waits for every member to be ready", mods: mods(issuedSecrets, issuedAge(tlsissue.Peer, 89*day), podIs(memberB, failed)), want: "read etcd (remove member example-b)"},
+
 		// 4. Bootstrap.
 		{name: "a new cluster is recorded Creating before anything is made", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods), want: "record phase Creating"},
 		{name: "a new cluster recorded Creating gets a seed at spec.version", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
@@ -308,6 +319,9 @@ func TestDecide(t *testing.T) {
 		{name: "nothing is renewed while a certificate is unusable", mods: mods(issuedSecrets, rotationAsked(rotation), badCertificate), want: "idle"},
 		{name: "nothing is renewed from a CA secret that cannot issue", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), unusableCA), want: "idle"},
 		{name: "a paused cluster renews nothing", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withPaused)), want: "wait (spec.paused is true)"},
+		{name: "no certificate due is renewed while the CA secret records a CA rotation: the rotation issues every leaf itself", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), caRotationAt(caStepTrustBoth)), want: "rotate CA: example-peer-tls (CA rotation: certificate secrets are given the trusted CA of step trust-both)"},
+		{name: "no rotation asked for is carried out while the CA secret records a CA rotation", mods: mods(issuedSecrets, rotationAsked(rotation), caRotationAt(caStepReissue)), want: "rotate CA: example-peer-tls (CA rotation: leaves are issued from the new CA)"},
+		{name: "an expired certificate is renewed even while the CA secret records a CA rotation: every member trusts ca.crt through each step", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 91*day), caRotationAt(caStepTrustNew), podIs(memberB, notReady)), want: "renew certificate example-server-tls (expired on"},
 		{name: "a scale-up comes before a renewal", mods: mods(issuedSecrets, issuedAge(tlsissue.Server, 61*day), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 3b. Clusters coreos/etcd-operator made: adopted as they run.
@@ -329,6 +343,16 @@ func TestDecide(t *testing.T) {
 			want: "wait (not adopted: pod example-a runs etcd with --initial-advertise-peer-urls=http://example-a.example.ns.svc:2380, not http://example-a.example.ns.svc.cluster.local:2380"},
 		{name: "a pod of neither layout beside the original's is not adopted", mods: mods(originalMembers, lookAlike(memberC), noMembership), want: "wait (not adopted: pod example-c has a layout of neither operator"},
 		{name: "a paused adopted cluster stays paused", mods: mods(originalMembers, spec(withPaused), noMembership), want: "wait (spec.paused is true)"},
+
+		// 18b. CA rotation of issued TLS (the steps themselves: TestNextCAChange).
+		{name: "a CA rotation asked for begins with a new CA", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", "")), want: `rotate CA: (etcd.database.coreos.com/rotate-ca is "2026-11-29")`},
+		{name: "a CA rotation carried out to its end is not carried out again", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", "2026-11-29")), want: "idle"},
+		{name: "a CA rotation does not begin while a member is not ready: etcd is looked at instead", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), podIs(memberB, notReady)), want: "read etcd (day-2 care"},
+		{name: "a CA rotation waits for every member once etcd was asked", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), podIs(memberB, notReady), etcdLeader(memberA)), want: "wait (a CA rotation is due"},
+		{name: "a CA rotation under way goes on without a request: a restart of each member to read its trusted CA, once etcd confirms the others are caught up", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour)), etcdLeader(memberA)),
+			want: "rotate CA: example-a (CA rotation: etcd reads its trusted CA only when it starts (step trust-both))"},
+		{name: "a member is restarted for the CA only after etcd was asked in the pass", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour))), want: "read etcd (upgrade a member)"},
+		{name: "a CA rotation comes after a scale-up", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 19 and 20. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},

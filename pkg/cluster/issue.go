@@ -40,6 +40,31 @@ type issuedView struct {
 	// leaves are the certificate secrets that exist, in tlsissue.Kinds
 	// order, for their renewal.
 	leaves []issuedLeaf
+	// caStep is the CA rotation step the CA secret records
+	// (caRotationStepAnnotation), caStepNone outside a rotation.
+	caStep caStep
+	// rotation is what the CA secret records of a CA rotation, and what
+	// the CA secret's CAs are, for caRotationViewOf.
+	rotation caRotationRecord
+}
+
+// caRotationRecord is what the CA secret says of its CAs and of a CA
+// rotation under way.
+type caRotationRecord struct {
+	// id and since are its caRotationAnnotation and
+	// caRotationSinceAnnotation (zero when absent or not RFC 3339).
+	id    string
+	since time.Time
+	// done is its caRotatedAnnotation.
+	done string
+	// caNotBefore and caNotAfter are ca.crt's; hasNext tells that
+	// next-ca.crt and next-ca.key are a usable CA.
+	caNotBefore, caNotAfter time.Time
+	hasNext                 bool
+	// oldPEM and newPEM are the CAs a certificate secret may trust during
+	// the step: ca.crt and next-ca.crt until the new CA is adopted, then
+	// previous-ca.crt and ca.crt.
+	oldPEM, newPEM []byte
 }
 
 // issuedLeaf is a certificate secret of issued TLS as observed.
@@ -55,6 +80,10 @@ type issuedLeaf struct {
 	// rotatedFor is its RotatedForAnnotation: the rotation it was last
 	// renewed (or made) for.
 	rotatedFor string
+	// During a CA rotation: fromNext, its certificate is of the new CA;
+	// trusts, what its trusted CA key holds.
+	fromNext bool
+	trusts   caTrust
 }
 
 // issuedCache keeps the last view while every secret exists and is fine:
@@ -112,11 +141,18 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 	if err != nil {
 		return err
 	}
-	var ca *tlsissue.CA
+	var ca, next *tlsissue.CA
 	if found {
 		if ca, err = tlsissue.CAFromSecret(caSecret.Data, s.now); err != nil {
 			v.problems = append(v.problems, fmt.Sprintf("CA secret %s (%s.caSecret) %v; it is never replaced: fix it, or delete it and the certificates' secrets to have all made again", names.CA, names.Field, err))
 		}
+		v.caStep = caStep(caSecret.Annotations[caRotationStepAnnotation])
+		if v.caStep != caStepNone {
+			// Between steps a and c of a CA rotation a leaf is of the old
+			// CA or of the new one, and members trust both.
+			next, _ = tlsissue.CAFromSecret(map[string][]byte{tlsissue.CACertKey: caSecret.Data[nextCACertKey], tlsissue.CAKeyKey: caSecret.Data[nextCAKeyKey]}, s.now)
+		}
+		v.rotation = caRotationOf(caSecret, ca, next, v.caStep)
 	} else {
 		v.caMissing = true
 	}
@@ -132,8 +168,13 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 			continue
 		}
 		issued = append(issued, name)
-		v.leaves = append(v.leaves, leafOf(k, secret))
-		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(secret.Data[certKey]) {
+		l := leafOf(k, secret)
+		if certKey, _, caKey := k.Keys(); v.caStep != caStepNone {
+			l.fromNext = next != nil && next.Signed(secret.Data[certKey]) || v.caStep == caStepTrustNew && ca != nil && ca.Signed(secret.Data[certKey])
+			l.trusts = trustOf(secret.Data[caKey], v.rotation.oldPEM, v.rotation.newPEM)
+		}
+		v.leaves = append(v.leaves, l)
+		if certKey, _, _ := k.Keys(); ca != nil && !ca.Signed(secret.Data[certKey]) && (next == nil || !next.Signed(secret.Data[certKey])) {
 			v.problems = append(v.problems, fmt.Sprintf("%s of secret %s was not issued by the CA in secret %s, so members and clients given the two would not trust each other; it is never replaced: delete it to have it issued again", certKey, name, names.CA))
 		}
 	}

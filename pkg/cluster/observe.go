@@ -27,15 +27,16 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	var problems []problem
 	st := c.status()
 	s := &snapshot{
-		now:            c.now(),
-		pendingTimeout: c.cfg.PendingTimeout,
-		phase:          st.Phase,
-		beingDeleted:   c.latest.DeletionTimestamp != nil,
-		lastMembers:    append(slices.Clone(st.Members.Ready), st.Members.Unready...),
-		status:         *st.DeepCopy(),
-		created:        c.latest.CreationTimestamp.Time,
-		etcdReadAt:     c.etcdReadAt,
-		rotateRequest:  c.latest.Annotations[api.RotateCertificatesAnnotation],
+		now:             c.now(),
+		pendingTimeout:  c.cfg.PendingTimeout,
+		phase:           st.Phase,
+		beingDeleted:    c.latest.DeletionTimestamp != nil,
+		lastMembers:     append(slices.Clone(st.Members.Ready), st.Members.Unready...),
+		status:          *st.DeepCopy(),
+		created:         c.latest.CreationTimestamp.Time,
+		etcdReadAt:      c.etcdReadAt,
+		rotateRequest:   c.latest.Annotations[api.RotateCertificatesAnnotation],
+		rotateCARequest: c.latest.Annotations[rotateCAAnnotation],
 	}
 	s.spec, s.specProblems = c.specInForce()
 	if s.spec == nil {

@@ -52,28 +52,69 @@ func renewalOverdue(notBefore, notAfter time.Time) time.Time {
 // of repairs comes before it. Otherwise nothing is decided here, so that
 // the steps after it still run; a renewal held up long enough is warned
 // about (renewalOverdue).
+//
+// Nor while the CA secret records a CA rotation: the rotation issues every
+// leaf from the new CA itself (carotation.go), and a renewal from the CA
+// secret's ca.crt in between would be undone by it. An expired certificate
+// is still renewed then (renewExpiredCertificates): ca.crt is trusted by
+// every member through each step.
 func renewCertificates(s *snapshot) (action, bool) {
 	leaf, why := leafToRenew(s)
-	if leaf == nil || !atRestForRenewal(s) {
+	if leaf == nil || s.issued.caStep != caStepNone || !atRestForRenewal(s) {
 		return action{}, false
 	}
 	return action{kind: actRenewCertificate, member: leaf.secret, reason: why}, true
 }
 
+// renewExpiredCertificates is step 3b: a certificate secret of issued TLS
+// whose certificate has expired is renewed from the same CA, one secret per
+// pass, whatever the members' readiness. An expired peer or server
+// certificate is exactly why members are not ready (every handshake with it
+// fails), so waiting for them to be ready would wait forever, and the
+// repairs of the steps after this one (a member replaced, a quorum
+// recovered) would act on failures that only the renewal cures. The renewal
+// is safe while members are down: the certificate it replaces is unusable
+// already, and the new one is signed by the CA every member trusts, read
+// again by members for each new connection.
+//
+// What still holds it up: a paused or deleted cluster (steps 1 and 3), the
+// secrets of issued TLS not all there and usable (leafToRenew's rule: a
+// missing one is issued first, by step 2), and one secret per pass.
+func renewExpiredCertificates(s *snapshot) (action, bool) {
+	leaves := renewableLeaves(s)
+	for i := range leaves {
+		if l := &leaves[i]; !s.now.Before(l.notAfter) {
+			return action{kind: actRenewCertificate, member: l.secret, reason: "expired on " + l.notAfter.UTC().Format(time.RFC3339) + ": every handshake with it fails"}, true
+		}
+	}
+	return action{}, false
+}
+
+// renewableLeaves are the certificate secrets of issued TLS, in
+// tlsissue.Kinds order, when every one is there and may be renewed from the
+// CA secret; nil when a secret is missing or one is not usable (a CA secret
+// that cannot issue, a certificate of another CA or that does not parse).
+func renewableLeaves(s *snapshot) []issuedLeaf {
+	v := s.issued
+	if v == nil || v.caMissing || len(v.missing) > 0 || len(v.problems) > 0 || v.conflict != "" {
+		return nil
+	}
+	for _, l := range v.leaves {
+		if l.notAfter.IsZero() {
+			return nil
+		}
+	}
+	return v.leaves
+}
+
 // leafToRenew chooses the first certificate secret, in tlsissue.Kinds order,
 // that a rotation asked for has not reached or whose certificate is due;
 // nil when none is, or the secrets of issued TLS are not all there and
-// usable (a CA secret that cannot issue, a certificate of another CA).
+// usable (renewableLeaves).
 func leafToRenew(s *snapshot) (*issuedLeaf, string) {
-	v := s.issued
-	if v == nil || v.caMissing || len(v.missing) > 0 || len(v.problems) > 0 || v.conflict != "" {
-		return nil, ""
-	}
-	for i := range v.leaves {
-		l := &v.leaves[i]
-		if l.notAfter.IsZero() {
-			return nil, ""
-		}
+	leaves := renewableLeaves(s)
+	for i := range leaves {
+		l := &leaves[i]
 		if s.rotateRequest != "" && l.rotatedFor != s.rotateRequest {
 			return l, fmt.Sprintf("%s is %q", api.RotateCertificatesAnnotation, s.rotateRequest)
 		}
@@ -140,6 +181,15 @@ func (c *Cluster) renewOneCertificate(ctx context.Context, s *snapshot, a action
 	renewed.ResourceVersion = leaf.resourceVersion
 	if renewed.Data == nil {
 		renewed.Data = map[string][]byte{}
+	}
+	if s.issued.caStep != caStepNone {
+		// During a CA rotation the secret trusts what the rotation's step
+		// gave it (the bundle old+new, or the new CA alone), not only the
+		// CA that issues the renewal: that is kept.
+		_, _, caKey := leaf.kind.Keys()
+		if trusted, ok := secret.Data[caKey]; ok {
+			data[caKey] = trusted
+		}
 	}
 	// Keys a user added to the secret are kept.
 	maps.Copy(renewed.Data, data)

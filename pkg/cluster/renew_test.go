@@ -174,10 +174,90 @@ func TestRenewal(t *testing.T) {
 		}
 	})
 
+	t.Run("an expired certificate is renewed while members are not ready, one secret per pass, from the same CA", func(t *testing.T) {
+		f, ca := issuedRunning(t, 91*day, nil)
+		f.setReady(memberA, false)
+		f.setReady(memberB, false)
+		f.setReady(memberC, false)
+		f.mustPass()
+		expect(t, "secrets updated by the first pass", f.secretUpdates(), []string{"example-peer-tls"})
+		f.passes(6)
+		expect(t, "secrets updated", f.secretUpdates(), issuedNames[1:])
+		expect(t, "pod actions", f.podActions(), nil)
+		for _, name := range issuedNames[1:] {
+			after := f.secret(name)
+			certKey, _, _ := kindOf(name).Keys()
+			if !ca.Signed(after.Data[certKey]) || !leafCert(t, after).NotAfter.After(testStart) {
+				t.Errorf("%s was not renewed from the cluster's CA into a valid certificate", name)
+			}
+		}
+		if told := strings.Join(f.events(), "\n"); !strings.Contains(told, "CertificateRenewed Secret example-peer-tls renewed from CA secret example-ca: it expired on 2025-02-28T12:00:00Z, now on 2025-05-30T12:00:00Z (expired on 2025-02-28T12:00:00Z: every handshake with it fails)") {
+			t.Errorf("events = %q", told)
+		}
+	})
+
 	t.Run("nothing is renewed while a member is not ready", func(t *testing.T) {
 		f, _ := issuedRunning(t, 61*day, nil)
 		f.setReady(memberB, false)
 		f.passes(2)
 		expect(t, "secrets updated", f.secretUpdates(), nil)
 	})
+}
+
+// TestRenewalDuringACARotation: while the CA secret records a CA rotation,
+// a leaf of the new CA is no problem, an expired leaf is still renewed (from
+// ca.crt, which every member trusts through the rotation), and the renewal
+// keeps the trusted CA the rotation gave the secret.
+func TestRenewalDuringACARotation(t *testing.T) {
+	f, old := issuedRunning(t, 91*24*time.Hour, nil)
+	f.setReady(memberA, false)
+	f.setReady(memberB, false)
+	f.setReady(memberC, false)
+	next, err := tlsissue.NewCA("the next CA", testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextData, err := next.SecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(s *corev1.Secret) {
+		t.Helper()
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), s, testNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caSecret := f.secret("example-ca")
+	caSecret.Annotations = map[string]string{caRotationAnnotation: "r1", caRotationStepAnnotation: string(caStepReissue)}
+	caSecret.Data[nextCACertKey], caSecret.Data[nextCAKeyKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey]
+	update(caSecret)
+	both := tlsissue.Bundle(old.CertPEM, next.CertPEM)
+	for _, name := range issuedNames[1:] {
+		s := f.secret(name)
+		s.Data = kindOf(name).Trusting(s.Data, both)
+		if name == "example-server-tls" {
+			// Already issued from the new CA by the rotation.
+			fresh, err := next.Issue(tlsissue.Server, tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart, api.DefaultCertificateValidity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Data = tlsissue.Server.Trusting(fresh, both)
+		}
+		update(s)
+	}
+	f.passes(6)
+	expect(t, "secrets updated", f.secretUpdates(), []string{"example-peer-tls", "example-operator-tls", "example-client-tls"})
+	for _, name := range issuedNames[1:] {
+		s := f.secret(name)
+		certKey, _, caKey := kindOf(name).Keys()
+		if string(s.Data[caKey]) != string(both) {
+			t.Errorf("%s trusts %q after its renewal, not the rotation's bundle", name, s.Data[caKey])
+		}
+		if name != "example-server-tls" && !old.Signed(s.Data[certKey]) {
+			t.Errorf("%s was not renewed from ca.crt", name)
+		}
+	}
+	if reason := f.mustStatus().Reason; strings.Contains(reason, "was not issued by the CA") {
+		t.Errorf("a leaf of the rotation's new CA is reported: %q", reason)
+	}
 }

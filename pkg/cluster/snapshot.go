@@ -70,6 +70,9 @@ type snapshot struct {
 	// rotateRequest is the cluster's RotateCertificatesAnnotation: a
 	// rotation of the issued certificates the user asked for.
 	rotateRequest string
+	// rotateCARequest is the cluster's rotateCAAnnotation: a CA rotation
+	// the user asked for.
+	rotateCARequest string
 	// budgetsManaged is set when the operator manages PodDisruptionBudgets;
 	// budget is the cluster's, nil when it has none.
 	budgetsManaged bool

@@ -144,6 +144,17 @@ func noIssuedSecret(k tlsissue.Kind) snapMod {
 	return func(s *snapshot) { s.issued.missing = append(s.issued.missing, k) }
 }
 
+// caRotationAt: the CA secret records a CA rotation at step.
+func caRotationAt(step caStep) snapMod {
+	return func(s *snapshot) { s.issued.caStep, s.issued.rotation.hasNext, s.issued.rotation.id = step, true, "r1" }
+}
+
+// caRotationAsked: the cluster's rotate-ca annotation is value; done is
+// the last rotation the CA secret records as carried out.
+func caRotationAsked(value, done string) snapMod {
+	return func(s *snapshot) { s.rotateCARequest, s.issued.rotation.done = value, done }
+}
+
 func unusableCA(s *snapshot) {
 	s.issued.problems = append(s.issued.problems, "CA secret example-ca (spec.TLS.issued.caSecret) lacks key(s) ca.key")
 }
@@ -560,4 +571,18 @@ func podNodeNotReady(name string) snapMod {
 		}
 		s.podNodesNotReady[node] = "its node " + node + " is not Ready: what its pod shows may be out of date"
 	}
+}
+
+// caTrusts: every certificate secret trusts what trust says.
+func caTrusts(trust caTrust) snapMod {
+	return func(s *snapshot) {
+		for i := range s.issued.leaves {
+			s.issued.leaves[i].trusts = trust
+		}
+	}
+}
+
+// caSince: the CA secret's step began at since.
+func caSince(since time.Time) snapMod {
+	return func(s *snapshot) { s.issued.rotation.since = since }
 }

@@ -276,3 +276,30 @@ func parseKey(der []byte) (crypto.Signer, error) {
 func pemOf(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
+
+// Bundle is the CA certificates, in PEM, one after another: the trusted CA
+// file of members and clients while a CA is being replaced holds the old
+// and the new, so that a certificate of either is trusted.
+func Bundle(cas ...[]byte) []byte {
+	var b []byte
+	for _, c := range cas {
+		b = append(b, c...)
+		if len(c) > 0 && c[len(c)-1] != '\n' {
+			b = append(b, '\n')
+		}
+	}
+	return b
+}
+
+// Trusting is the secret data of kind k with its CA key holding bundle
+// instead of the CA that issued the certificate: during a CA rotation a
+// member or client must trust both the old CA and the new.
+func (k Kind) Trusting(data map[string][]byte, bundle []byte) map[string][]byte {
+	_, _, caKey := k.Keys()
+	out := make(map[string][]byte, len(data))
+	for key, v := range data {
+		out[key] = v
+	}
+	out[caKey] = bundle
+	return out
+}

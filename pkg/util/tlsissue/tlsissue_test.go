@@ -192,3 +192,43 @@ func parse(t *testing.T, certPEM []byte) *x509.Certificate {
 	}
 	return c
 }
+
+func TestBundleTrustsEveryCA(t *testing.T) {
+	now := time.Now()
+	a, err := NewCA("a", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewCA("b", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafA, err := a.Issue(Server, Cluster{Name: "x", Namespace: "ns"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafB, err := b.Issue(Server, Cluster{Name: "x", Namespace: "ns"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withoutNewline := a.CertPEM[:len(a.CertPEM)-1]
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(Bundle(withoutNewline, b.CertPEM)) {
+		t.Fatal("the bundle does not parse")
+	}
+	for name, leaf := range map[string]map[string][]byte{"a": leafA, "b": leafB} {
+		certKey, _, caKey := Server.Keys()
+		block, _ := pem.Decode(leaf[certKey])
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("a leaf of CA %s is not trusted by the bundle: %v", name, err)
+		}
+		trusting := Server.Trusting(leaf, Bundle(a.CertPEM, b.CertPEM))
+		if string(trusting[caKey]) != string(Bundle(a.CertPEM, b.CertPEM)) || string(trusting[certKey]) != string(leaf[certKey]) || string(leaf[caKey]) == string(trusting[caKey]) {
+			t.Errorf("Trusting did not replace only the CA key of a copy")
+		}
+	}
+}

@@ -38,6 +38,11 @@ const (
 	// RotateCertificatesAnnotation it was renewed for: written with the new
 	// certificate in one update, it says which secrets are done.
 	RotatedForAnnotation = "etcd.database.coreos.com/rotated-for"
+	// RotateCAAnnotation asks the operator to rotate the CA of issued
+	// TLS in ordered steps (docs/user-guide/tls.md); each new value is one
+	// rotation. The CA secret records the last one carried out to its end
+	// as etcd.database.coreos.com/ca-rotated.
+	RotateCAAnnotation = "etcd.database.coreos.com/rotate-ca"
 )
 
 // +genclient

@@ -1,0 +1,346 @@
+package cluster
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
+)
+
+// TestNextCAChange is the specification of the CA rotation's steps: from
+// what the secrets and pods say, the one change that comes next.
+//
+// Unless a case says otherwise the cluster is at rest, its CA (ten years)
+// is a year old, nobody asked for a rotation, and its three members started
+// long ago.
+func TestNextCAChange(t *testing.T) {
+	now := testStart
+	day := 24 * time.Hour
+	year := 365 * day
+	since := now.Add(-10 * time.Minute)
+	secrets := []string{"example-peer-tls", "example-server-tls", "example-operator-tls", "example-client-tls"}
+	type mod func(*caRotationView)
+	leaves := func(trusts caTrust, fromNext bool) mod {
+		return func(v *caRotationView) {
+			v.leaves = nil
+			for _, s := range secrets {
+				v.leaves = append(v.leaves, caRotationLeaf{secret: s, trusts: trusts, fromNext: fromNext})
+			}
+		}
+	}
+	leaf := func(i int, trusts caTrust, fromNext bool) mod {
+		return func(v *caRotationView) { v.leaves[i].trusts, v.leaves[i].fromNext = trusts, fromNext }
+	}
+	at := func(step caStep, since time.Time) mod {
+		return func(v *caRotationView) { v.rotation, v.step, v.since, v.hasNext = "r1", step, since, true }
+	}
+	started := func(name string, when time.Time) mod {
+		return func(v *caRotationView) {
+			for i := range v.members {
+				if v.members[i].name == name {
+					v.members[i].started = when
+				}
+			}
+		}
+	}
+	notReady := func(v *caRotationView) { v.atRest = false }
+	requested := func(value, done string) mod {
+		return func(v *caRotationView) { v.requested, v.done = value, done }
+	}
+	caAge := func(age time.Duration) mod {
+		return func(v *caRotationView) {
+			v.caNotBefore = now.Add(-age)
+			v.caNotAfter = v.caNotBefore.Add(10 * year)
+		}
+	}
+	noNext := func(v *caRotationView) { v.hasNext = false }
+	settled := since.Add(caBundleSettle)
+	tests := []struct {
+		name string
+		mods []mod
+		want caChange
+		// target is the secret or member changed; reason, a part of why.
+		target, reason string
+	}{
+		// Beginning.
+		{name: "a cluster whose CA is young and that nobody asked to rotate changes nothing", want: caNothing},
+		{name: "a rotation asked for begins with a new CA", mods: []mod{requested("2026-11-29", "")}, want: caBegin, reason: `rotate-ca is "2026-11-29"`},
+		{name: "a rotation the status records as done is not done again", mods: []mod{requested("2026-11-29", "2026-11-29")}, want: caNothing},
+		{name: "a new value of the annotation is a new rotation", mods: []mod{requested("2026-11-30", "2026-11-29")}, want: caBegin},
+		{name: "a CA within the last fifth of its lifetime is rotated unasked", mods: []mod{caAge(8*year + day)}, want: caBegin, reason: "within the last fifth of its lifetime"},
+		{name: "a CA short of the last fifth of its lifetime is left alone", mods: []mod{caAge(7 * year)}, want: caNothing},
+		{name: "a rotation does not begin while a member is not ready", mods: []mod{requested("2026-11-29", ""), notReady}, want: caWait, reason: "begins once every member is ready"},
+
+		// a. Trust both.
+		{name: "the bundle old+new is written into one certificate secret per pass, the peer's first", mods: []mod{at(caStepTrustBoth, time.Time{})}, want: caWriteTrust, target: "example-peer-tls"},
+		{name: "the bundle goes on with the secrets it has not reached", mods: []mod{at(caStepTrustBoth, time.Time{}), leaf(0, trustBoth, false), leaf(1, trustBoth, false)}, want: caWriteTrust, target: "example-operator-tls"},
+		{name: "the bundle is written even while a member is not ready: it only adds trust", mods: []mod{at(caStepTrustBoth, time.Time{}), notReady}, want: caWriteTrust, target: "example-peer-tls"},
+		{name: "a secret a user edited meanwhile is given the bundle again", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), leaf(3, trustOther, false)}, want: caWriteTrust, target: "example-client-tls"},
+		{name: "once every secret has the bundle, the time is recorded", mods: []mod{at(caStepTrustBoth, time.Time{}), leaves(trustBoth, false)}, want: caMarkSince},
+		{name: "a step whose new CA is gone from the CA secret waits for the user", mods: []mod{at(caStepTrustBoth, since), noNext}, want: caWait, reason: "holds no usable next-ca.crt"},
+
+		// b. Restarts to read the bundle.
+		{name: "no member restarts before the kubelet has updated its files", mods: []mod{at(caStepTrustBoth, now.Add(-time.Minute)), leaves(trustBoth, false)}, want: caWait, reason: "once the kubelet has updated their files"},
+		{name: "then members are restarted one at a time, in name order", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false)}, want: caRestartMember, target: memberA},
+		{name: "a member started after the bundle settled has read it and is not restarted again", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled.Add(time.Second))}, want: caRestartMember, target: memberB},
+		{name: "a member started before the bundle settled is restarted again", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled.Add(-time.Second))}, want: caRestartMember, target: memberA},
+		{name: "no member is restarted while a member is not ready", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled.Add(time.Second)), notReady}, want: caWait, reason: "example-b is restarted to read its trusted CA once every member is ready"},
+		{name: "once every member has read the bundle, the leaves' step comes", mods: []mod{at(caStepTrustBoth, since), leaves(trustBoth, false), started(memberA, settled), started(memberB, settled), started(memberC, settled)}, want: caNextStep},
+
+		// c. Leaves from the new CA.
+		{name: "leaves are issued from the new CA one secret per pass, the peer's first", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, false)}, want: caReissue, target: "example-peer-tls"},
+		{name: "the leaves' step goes on with the secrets it has not reached", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, true), leaf(2, trustBoth, false)}, want: caReissue, target: "example-operator-tls"},
+		{name: "no leaf is issued again while a member is not ready", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, false), notReady}, want: caWait, reason: "once every member is ready"},
+		{name: "once every leaf is of the new CA, the new CA becomes the CA secret's own", mods: []mod{at(caStepReissue, time.Time{}), leaves(trustBoth, true)}, want: caAdopt},
+
+		// d. Trust the new CA alone.
+		{name: "the new CA alone is written into one certificate secret per pass", mods: []mod{at(caStepTrustNew, time.Time{}), leaves(trustBoth, true)}, want: caWriteTrust, target: "example-peer-tls"},
+		{name: "once every secret trusts the new CA alone, the time is recorded", mods: []mod{at(caStepTrustNew, time.Time{}), leaves(trustNew, true)}, want: caMarkSince},
+		{name: "then members are restarted again one at a time", mods: []mod{at(caStepTrustNew, since), leaves(trustNew, true)}, want: caRestartMember, target: memberA},
+		{name: "members restarted for the bundle are restarted again to drop the old CA", mods: []mod{at(caStepTrustNew, since), leaves(trustNew, true), started(memberA, since.Add(-time.Minute))}, want: caRestartMember, target: memberA},
+		{name: "once every member trusts the new CA alone, the rotation is done", mods: []mod{at(caStepTrustNew, since), leaves(trustNew, true), started(memberA, settled), started(memberB, settled), started(memberC, settled)}, want: caFinish},
+
+		// Anything else.
+		{name: "a step this operator does not know changes nothing", mods: []mod{at("trust-later", since)}, want: caWait, reason: "unknown CA rotation step"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := caRotationView{now: now, atRest: true, caNotBefore: now.Add(-year), caNotAfter: now.Add(9 * year)}
+			leaves(trustOld, false)(&v)
+			for _, name := range []string{memberA, memberB, memberC} {
+				v.members = append(v.members, caRotationMember{name: name, started: now.Add(-30 * day)})
+			}
+			for _, m := range tt.mods {
+				m(&v)
+			}
+			got := nextCAChange(v)
+			if got.change != tt.want || got.target != tt.target || !strings.Contains(got.reason, tt.reason) {
+				t.Errorf("nextCAChange = %+v, want change %d on %q for a reason with %q", got, tt.want, tt.target, tt.reason)
+			}
+		})
+	}
+}
+
+// TestCARotationViewIsReadFromTheSecrets: the chooser's view comes from the
+// CA secret's annotations and keys, each certificate secret's trusted CA
+// and signature, and the members' container start times, so that an
+// operator restarted mid-rotation sees where it is.
+func TestCARotationViewIsReadFromTheSecrets(t *testing.T) {
+	f, old := issuedRunning(t, 24*time.Hour, map[string]string{rotateCAAnnotation: "r2"})
+	started := testStart.Add(-time.Hour)
+	f.setReady(memberB, true, func(p *corev1.Pod) {
+		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(started)
+	})
+	next, err := tlsissue.NewCA("the next CA", testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextData, err := next.SecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(s *corev1.Secret) {
+		t.Helper()
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), s, testNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := testStart.Add(-10 * time.Minute).UTC()
+	caSecret := f.secret("example-ca")
+	caSecret.Annotations = map[string]string{caRotationAnnotation: "r2", caRotationStepAnnotation: string(caStepTrustBoth),
+		caRotationSinceAnnotation: since.Format(time.RFC3339), caRotatedAnnotation: "r1"}
+	caSecret.Data[nextCACertKey], caSecret.Data[nextCAKeyKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey]
+	update(caSecret)
+	both := tlsissue.Bundle(old.CertPEM, next.CertPEM)
+	peer := f.secret("example-peer-tls")
+	peer.Data = tlsissue.Peer.Trusting(peer.Data, both)
+	update(peer)
+	client := f.secret("example-client-tls")
+	fresh, err := next.Issue(tlsissue.Client, tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Data = tlsissue.Client.Trusting(fresh, []byte("a user's edit"))
+	update(client)
+
+	s, _ := f.c.observe(t.Context(), false)
+	v, ok := caRotationViewOf(s)
+	if !ok {
+		t.Fatalf("no view; issued = %+v", s.issued)
+	}
+	if v.requested != "r2" || v.done != "r1" || v.rotation != "r2" || v.step != caStepTrustBoth || !v.since.Equal(since) || !v.hasNext || !v.atRest {
+		t.Errorf("view = %+v", v)
+	}
+	if !v.caNotAfter.Equal(old.Cert.NotAfter) {
+		t.Errorf("CA expiry %s, want ca.crt's %s", v.caNotAfter, old.Cert.NotAfter)
+	}
+	wantLeaves := []caRotationLeaf{
+		{secret: "example-peer-tls", trusts: trustBoth},
+		{secret: "example-server-tls", trusts: trustOld},
+		{secret: "example-operator-tls", trusts: trustOld},
+		{secret: "example-client-tls", trusts: trustOther, fromNext: true},
+	}
+	if !slices.Equal(v.leaves, wantLeaves) {
+		t.Errorf("leaves = %+v, want %+v", v.leaves, wantLeaves)
+	}
+	wantMembers := []caRotationMember{{name: memberA}, {name: memberB, started: started}, {name: memberC}}
+	if len(v.members) != 3 || v.members[0] != wantMembers[0] || v.members[1].name != memberB || !v.members[1].started.Equal(started) || v.members[2] != wantMembers[2] {
+		t.Errorf("members = %+v, want %+v", v.members, wantMembers)
+	}
+	if got := nextCAChange(v); got.change != caWriteTrust || got.target != "example-server-tls" {
+		t.Errorf("next change = %+v, want the bundle written into example-server-tls", got)
+	}
+}
+
+// TestCARotationRunsToItsEnd drives the chooser and its executors on the
+// fake clients from a request to the end, restarting a member's pod where
+// the rotation deletes it, and checks at every change what matters: every
+// member accepts the peer certificate of every other (as each loaded its
+// trusted CA at its last start), the operator's and users' certificates,
+// and serves a certificate they trust. The operator restarts before every
+// change. At the end the old CA is trusted
+// nowhere and the request is not carried out again.
+func TestCARotationRunsToItsEnd(t *testing.T) {
+	f, old := issuedRunning(t, 24*time.Hour, map[string]string{rotateCAAnnotation: "r1"})
+	members := []string{memberA, memberB, memberC}
+	startAt := func(when time.Time) podOpt {
+		return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(when) }
+	}
+	for _, m := range members {
+		f.setReady(m, true, startAt(f.now.Add(-30*24*time.Hour)))
+	}
+	// loaded is what each member's etcd read at its last start: its
+	// trusted peer and client CAs.
+	type trust struct{ peer, client []byte }
+	loaded := map[string]trust{}
+	load := func(m string) {
+		loaded[m] = trust{peer: f.secret("example-peer-tls").Data["peer-ca.crt"], client: f.secret("example-server-tls").Data["server-ca.crt"]}
+	}
+	for _, m := range members {
+		load(m)
+	}
+	check := func(after string) {
+		t.Helper()
+		peer, server := f.secret("example-peer-tls"), f.secret("example-server-tls")
+		for _, m := range members {
+			if !verifies(t, f.now, peer.Data["peer.crt"], loaded[m].peer) {
+				t.Fatalf("after %s: %s refuses the peer certificate", after, m)
+			}
+			for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
+				if !verifies(t, f.now, f.secret(cl).Data["etcd-client.crt"], loaded[m].client) {
+					t.Fatalf("after %s: %s refuses the certificate of %s", after, m, cl)
+				}
+			}
+		}
+		for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
+			if !verifies(t, f.now, server.Data["server.crt"], f.secret(cl).Data["etcd-client-ca.crt"]) {
+				t.Fatalf("after %s: the users of %s do not trust the members' server certificate", after, cl)
+			}
+		}
+	}
+	var changes []string
+	run := func() {
+		t.Helper()
+		for range 100 {
+			// The operator restarts before every change: nothing of the
+			// rotation may live in its memory.
+			restarted := newCluster(t.Context(), f.c.cfg, f.c.latest)
+			restarted.now = f.c.now
+			f.c = restarted
+			f.syncEtcdWithPods()
+			s, _ := f.c.observe(t.Context(), true)
+			v, ok := caRotationViewOf(s)
+			if !ok {
+				t.Fatalf("no view of the rotation; issued = %+v", s.issued)
+			}
+			d := nextCAChange(v)
+			switch d.change {
+			case caNothing:
+				return
+			case caWait:
+				if !strings.Contains(d.reason, "once the kubelet has updated their files") {
+					t.Fatalf("the rotation waits: %s", d.reason)
+				}
+				f.now = f.now.Add(caBundleSettle)
+				continue
+			}
+			changes = append(changes, fmt.Sprintf("%d %s", d.change, d.target))
+			if out := f.c.carryOutCAChange(t.Context(), s, d); out.err != nil {
+				t.Fatalf("change %+v: %v", d, out.err)
+			}
+			if d.change == caRestartMember {
+				f.pod(d.target)
+				f.setReady(d.target, true, startAt(f.now))
+				load(d.target)
+			}
+			check(fmt.Sprintf("%+v", d))
+		}
+		t.Fatal("the rotation did not end in 100 changes")
+	}
+	run()
+	restarts := 0
+	for _, c := range changes {
+		if strings.HasPrefix(c, fmt.Sprint(caRestartMember)+" ") {
+			restarts++
+		}
+	}
+	if restarts != 6 {
+		t.Errorf("%d restarts, want each member twice: %q", restarts, changes)
+	}
+	ca := f.secret("example-ca")
+	if string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM) || ca.Annotations[caRotatedAnnotation] != "r1" {
+		t.Errorf("CA secret after the rotation: annotations %v, ca.crt the old one: %v", ca.Annotations, string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM))
+	}
+	for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation} {
+		if _, ok := ca.Annotations[k]; ok {
+			t.Errorf("the CA secret keeps %s after the rotation", k)
+		}
+	}
+	for _, k := range []string{nextCACertKey, nextCAKeyKey, previousCACertKey} {
+		if _, ok := ca.Data[k]; ok {
+			t.Errorf("the CA secret keeps %s after the rotation", k)
+		}
+	}
+	for _, name := range issuedNames[1:] {
+		certKey, _, caKey := kindOf(name).Keys()
+		sec := f.secret(name)
+		if verifies(t, f.now, sec.Data[certKey], old.CertPEM) || string(sec.Data[caKey]) != string(ca.Data[tlsissue.CACertKey]) {
+			t.Errorf("%s is of the old CA or trusts more than the new one after the rotation", name)
+		}
+	}
+	for _, m := range members {
+		if string(loaded[m].peer) != string(ca.Data[tlsissue.CACertKey]) {
+			t.Errorf("%s still trusts the old CA at the end", m)
+		}
+	}
+	changes = nil
+	run()
+	if len(changes) > 0 {
+		t.Errorf("a rotation done is done again: %q", changes)
+	}
+}
+
+// verifies tells whether certPEM verifies against the CAs of trusted at at.
+func verifies(t *testing.T, at time.Time, certPEM, trusted []byte) bool {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("no certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(trusted)
+	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
+}
