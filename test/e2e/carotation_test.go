@@ -22,7 +22,9 @@ import (
 // kubelet's update of the secrets before each round of restarts.
 const caRotationTimeout = 45 * time.Minute
 
-// TestCARotatedOnRequestUnderLoad asks an issued-TLS cluster of three for a
+// TestChaosLongCARotatedOnRequestUnderLoad (make chaos: the rotation waits for the
+// kubelet to update the Secrets twice and restarts every member twice, so it
+// takes tens of minutes) asks an issued-TLS cluster of three for a
 // new CA (the rotate-ca annotation) while the checker writes and reads over
 // https. The checker loads its client certificate and trusted CAs once, so
 // it runs in two halves, each with the client Secret as it is then: the
@@ -32,7 +34,7 @@ const caRotationTimeout = 45 * time.Minute
 // Secret trusts the new CA alone to the end. Every step must be reached, no
 // acknowledged write lost, a client using the client Secret served at the
 // end, and a client certificate of the old CA refused by every member.
-func TestCARotatedOnRequestUnderLoad(t *testing.T) {
+func TestChaosLongCARotatedOnRequestUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	name := framework.UniqueName("rotca")
