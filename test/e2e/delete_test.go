@@ -15,7 +15,7 @@ import (
 
 // TestDeletingTheClusterRemovesItsPodsServicesAndClaims: everything the operator
 // creates for a cluster carries the cluster as owner, so `kubectl delete
-// etcdcluster` is all a user does (original issues #1766, #1946 were leftovers).
+// etcdcluster` is all a user does (the original left objects behind).
 func TestDeletingTheClusterRemovesItsPodsServicesAndClaims(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

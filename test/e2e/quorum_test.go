@@ -28,7 +28,7 @@ const survivorHold = 20 * time.Second
 // TestQuorumLossIsReportedAndNothingIsDeleted: with 2 of 3 members gone, etcd can no
 // longer change its membership and the survivor's data may be all that is left. The
 // original kept saying Running/Available and logged "lost quorum" forever
-// (original-measured.md, e; issues #1972, #2067). The cluster must say so in its
+// (original-measured.md, e). The cluster must say so in its
 // status and a Warning event, and the operator must not delete the survivor.
 func TestQuorumLossIsReportedAndNothingIsDeleted(t *testing.T) {
 	t.Parallel()

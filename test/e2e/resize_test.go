@@ -67,7 +67,7 @@ func scaleUpFromThreeToFive(t *testing.T, version string) {
 }
 
 // TestScaleDownFromFiveToThreeKeepsTheLeader is the original's
-// TestResizeCluster5to3, with the fix of original issue #1191: scaling down must not
+// TestResizeCluster5to3, with the fix of a defect of the original: scaling down must not
 // remove the leader, which would cost an election for nothing.
 func TestScaleDownFromFiveToThreeKeepsTheLeader(t *testing.T) {
 	t.Parallel()

@@ -183,7 +183,7 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 
 // TestClusterWideRestoreIntoAnotherNamespace: a restore operator run with
 // --cluster-wide in its own namespace restores a cluster of another namespace
-// whose EtcdRestore carries the scope annotation (original #1964, #2055); the seed
+// whose EtcdRestore carries the scope annotation, which the original ignored; the seed
 // there downloads the backup through the Service in the operator's namespace.
 func TestClusterWideRestoreIntoAnotherNamespace(t *testing.T) {
 	t.Parallel()

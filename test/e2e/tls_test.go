@@ -53,7 +53,7 @@ func TestTLSClusterServesOnlyClientsWithCertificates(t *testing.T) {
 	}
 	// The secrets come after the cluster, as they do when a certificate
 	// manager issues them: the cluster waits and says why (the original
-	// failed it for good, #2129).
+	// failed it for good).
 	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.reason to name the missing operator secret",
 		func(ctx context.Context) (bool, string, error) {
 			cl, err := f.GetCluster(ctx, opNS, name)

@@ -25,7 +25,7 @@ const unschedulableHold = 45 * time.Second
 // members join pod first, etcd is never told about it: the cluster keeps its
 // quorum and serves, the pod is replaced after the pending timeout, and the
 // scale-up completes once the selector is fixed. The original added the member
-// to etcd first and then waited for its pod forever (#1693), with a member in
+// to etcd first and then waited for its pod forever, with a member in
 // the quorum that could never vote.
 func TestUnschedulableNewMemberNeverJoinsEtcd(t *testing.T) {
 	t.Parallel()

@@ -120,7 +120,7 @@ type Controller struct {
 	// runners are the periodic runners by namespace/name.
 	runners map[string]*runner
 	// liveRunners counts runner goroutines that have not returned yet; it falls to
-	// zero only when they really exited (the original's never did, #2091).
+	// zero only when they really exited (the original's never did).
 	liveRunners atomic.Int64
 	// liveArchivers counts the archive goroutines of runners that have not
 	// returned yet: at most one per runner, so one per EtcdBackup.

@@ -53,7 +53,7 @@ const (
 // readiness (and through it the client service and status.members) follows
 // quorum. The liveness path must not depend on the rest of the cluster,
 // otherwise a quorum loss or an overloaded leader gets healthy members killed
-// (original issue #2110), and a member killed over and over is eventually
+// (a defect of the original), and a member killed over and over is eventually
 // replaced with an empty one: serializable=true skips the leader check and
 // reads locally; exclude=NOSPACE keeps a full database (the NOSPACE alarm is
 // cluster-wide) from killing every member at once. kubeadm probes its etcd

@@ -181,7 +181,7 @@ func (s *S3Server) CreateBucket(ctx context.Context, bucket string) error {
 
 // AWSSecretData is an AWS secret as the backup operator reads it: the shared
 // credentials and config files, profile default, the region in config (the
-// original's MissingRegion complaint, issue #1088).
+// original's MissingRegion complaint).
 func (s *S3Server) AWSSecretData() map[string]string {
 	return map[string]string{
 		"credentials": fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", s.AccessKey, s.SecretKey),
