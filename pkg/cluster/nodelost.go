@@ -35,20 +35,22 @@ import (
 // condition has not been True for at least that long. "" when it may come
 // back or nothing proves it cannot.
 func nodeLostWhy(node *corev1.Node, after time.Duration, now time.Time) string {
-	if after <= 0 {
+	c := readyCondition(node)
+	if after <= 0 || c == nil || c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() || now.Sub(c.LastTransitionTime.Time) < after {
 		return ""
 	}
-	for _, c := range node.Status.Conditions {
-		if c.Type != corev1.NodeReady {
-			continue
+	return fmt.Sprintf("node %s has not been Ready since %s, longer than spec.pod.nodeLostAfterSeconds (%ds)",
+		node.Name, c.LastTransitionTime.UTC().Format(time.RFC3339), int64(after/time.Second))
+}
+
+// readyCondition is a node's Ready condition, nil when it has none yet.
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
 		}
-		if c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() || now.Sub(c.LastTransitionTime.Time) < after {
-			return ""
-		}
-		return fmt.Sprintf("node %s has not been Ready since %s, longer than spec.pod.nodeLostAfterSeconds (%ds)",
-			node.Name, c.LastTransitionTime.UTC().Format(time.RFC3339), int64(after/time.Second))
 	}
-	return ""
+	return nil
 }
 
 // nodeLostAfter is the user's bound, 0 when only a deleted Node counts.
@@ -162,12 +164,8 @@ func (c *Cluster) observePodNodes(ctx context.Context, s *snapshot) {
 
 // nodeReady tells whether a node's Ready condition is True.
 func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := readyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // lostNodeOf says why the node of a pod stuck terminating counts as lost,
