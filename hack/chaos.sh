@@ -17,13 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # The matrix's first part is written for one node: a scenario that restarts or
 # stops the host's node must find every member of its clusters there.
-ENV_FILE=${LOCAL_CLUSTER_STATE_DIR:-/var/lib/etcd-operator-local}/env
-nodes=$(sed -n 's/^export LOCAL_CLUSTER_NODES=//p' "$ENV_FILE" 2>/dev/null | tail -1)
-if ((${nodes:-1} > 1)); then
-	echo "[chaos] the local cluster runs ${nodes} nodes; the matrix starts on one and adds the others itself:" >&2
-	echo "[chaos]   sudo make local-down && sudo make local-up && sudo make chaos" >&2
-	exit 1
-fi
+bash hack/local-cluster/one-node.sh chaos "sudo make chaos"
 
 OUT=_output/chaos
 rm -rf "$OUT/scenarios"

@@ -55,3 +55,54 @@ FAIL
 		t.Error("another test's lines or the dump were shown")
 	}
 }
+
+// TestSuitesForOneNodeRefuseAClusterOfSeveral runs make test's and make
+// chaos's scripts against a local cluster's env file: on three nodes they
+// stop before running anything (make is a stub that records its calls), and
+// say how to get one node; on one node, or with no cluster yet, they go on.
+func TestSuitesForOneNodeRefuseAClusterOfSeveral(t *testing.T) {
+	for _, script := range []string{"test.sh", "chaos.sh"} {
+		for _, tc := range []struct {
+			name    string
+			env     string // the env file's content; "" for none
+			refused bool
+		}{
+			{"three nodes are refused", "export LOCAL_CLUSTER_NODES=1\nexport LOCAL_CLUSTER_NODES=3\n", true},
+			{"one node goes on", "export LOCAL_CLUSTER_NODES=1\n", false},
+			{"no cluster yet goes on", "", false},
+		} {
+			t.Run(script+": "+tc.name, func(t *testing.T) {
+				state, bin := t.TempDir(), t.TempDir()
+				if tc.env != "" {
+					if err := os.WriteFile(filepath.Join(state, "env"), []byte(tc.env), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				calls := filepath.Join(bin, "calls")
+				// The stub fails, so that a script that goes on stops at its
+				// first make and runs no suite.
+				stub := "#!/bin/sh\necho \"$*\" >>" + calls + "\nexit 1\n"
+				for _, name := range []string{"make", "go"} {
+					if err := os.WriteFile(filepath.Join(bin, name), []byte(stub), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cmd := exec.Command("bash", script)
+				cmd.Env = append(os.Environ(), "LOCAL_CLUSTER_STATE_DIR="+state, "PATH="+bin+":"+os.Getenv("PATH"))
+				out, err := cmd.CombinedOutput()
+				if err == nil {
+					t.Fatalf("%s succeeded with make failing:\n%s", script, out)
+				}
+				_, statErr := os.Stat(calls)
+				ran := statErr == nil
+				said := strings.Contains(string(out), "runs 3 nodes") && strings.Contains(string(out), "make local-down")
+				if tc.refused && (ran || !said) {
+					t.Errorf("%s on three nodes: ran something = %v, said how to get one node = %v\n%s", script, ran, said, out)
+				}
+				if !tc.refused && (!ran || said) {
+					t.Errorf("%s: ran nothing = %v, refused = %v\n%s", script, !ran, said, out)
+				}
+			})
+		}
+	}
+}
