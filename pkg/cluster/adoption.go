@@ -27,8 +27,8 @@ import (
 // ("adopted, not converted"), adoptedFromTheOriginal decides every pass:
 // it reads the membership from etcd through the existing Services, tells
 // once what was adopted, and otherwise only waits and says what it holds
-// back. Moving the members to this operator's layout (spec.adoption.convert)
-// is the next step, not carried out yet.
+// back, unless spec.adoption.convert asks for the members to be moved to
+// this operator's layout (conversion.go).
 
 const (
 	// eventAdoptedFromTheOriginal names the members adopted, once per
@@ -108,10 +108,20 @@ func adoptedFromTheOriginal(s *snapshot) (action, bool) {
 	if !v.announced {
 		return action{kind: actAnnounceAdoption, reason: strings.Join(s.membership.Names(), ", ")}, true
 	}
+	if converts(s) {
+		return convertAdopted(s)
+	}
 	if held := adoptionHolds(s); len(held) > 0 {
 		return waiting("adopted members are kept as they are: " + strings.Join(held, "; ")), true
 	}
 	return action{kind: actIdle}, true
+}
+
+// converts tells whether the spec asks for the adopted members to be
+// converted (conversion.go).
+func converts(s *snapshot) bool {
+	a := s.spec.Spec.Adoption
+	return a != nil && a.Convert
 }
 
 // adoptionHolds says what the operator would otherwise do to an adopted
@@ -148,9 +158,6 @@ func adoptionHolds(s *snapshot) []string {
 	if len(other) > 0 {
 		held = append(held, fmt.Sprintf("spec.version asks for %s and members run other versions (%s); they are not upgraded", want, strings.Join(other, ", ")))
 	}
-	if a := s.spec.Spec.Adoption; a != nil && a.Convert {
-		held = append(held, "spec.adoption.convert is true, and this version of the operator does not convert adopted members yet")
-	}
 	return held
 }
 
@@ -166,6 +173,12 @@ func adoptionProblems(s *snapshot) []problem {
 	case s.membership == nil && s.etcd != nil && s.etcd.err != nil:
 		return []problem{newProblem(problemAdoptionRefused, "the members coreos/etcd-operator made do not answer; they are left as they are, not adopted, until they do")}
 	case s.membership == nil:
+		return nil
+	}
+	if converts(s) {
+		if held := conversionHolds(s); len(held) > 0 {
+			return []problem{newProblem(problemAdoptedMembersHeld, "members adopted from coreos/etcd-operator are not converted while %s", strings.Join(held, "; "))}
+		}
 		return nil
 	}
 	if held := adoptionHolds(s); len(held) > 0 {

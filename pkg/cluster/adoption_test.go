@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
 // The clusters coreos/etcd-operator v0.9.4 made, met by this operator once
@@ -273,4 +275,77 @@ func TestTheOriginalsMembersOnClaimsAreNotRestartedInPlace(t *testing.T) {
 			t.Errorf("no event %q in %q", want, events)
 		}
 	})
+}
+
+// TestAdoptedMembersAreConvertedOneAtATime: with spec.adoption.convert, each
+// member the original made is replaced by one of this operator's layout,
+// added first and promoted before the original's goes, one membership change
+// at a time, followers first and the leader last; in the end no pod of the
+// original's layout is left, on emptyDir as on claims.
+func TestAdoptedMembersAreConvertedOneAtATime(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mods []func(*api.EtcdCluster)
+	}{
+		{name: "on emptyDir", mods: []func(*api.EtcdCluster){converting}},
+		{name: "on claims", mods: []func(*api.EtcdCluster){converting, withPVC}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := originalFixture(t, tt.mods...)
+			for range 60 {
+				_ = f.pass()
+				f.showCreatedPods(resolvable)
+				f.startAddedMembers()
+				f.now = f.now.Add(70 * time.Second)
+			}
+			etcd := f.etcd.Calls(true)
+			var kinds []string
+			for _, call := range etcd {
+				kinds = append(kinds, strings.Fields(call)[0])
+			}
+			const step = "add-learner promote remove"
+			want := strings.Join([]string{step, step, "add-learner promote move-leader remove"}, " ")
+			if got := strings.Join(kinds, " "); got != want {
+				t.Logf("status.reason: %s", f.mustStatus().Reason)
+				t.Fatalf("etcd writes %q\n  want %q (each member added and promoted before one of the original's goes)\n  calls: %v", got, want, etcd)
+			}
+			// The leader the original's cluster had is removed last.
+			if last, want := etcd[len(etcd)-1], fmt.Sprintf("remove %x", memberID(originalA)); last != want {
+				t.Errorf("the last removal is %q, want the first leader %s's (%s)", last, originalA, want)
+			}
+			pods := f.indexer.List()
+			if len(pods) != 3 {
+				t.Fatalf("%d pods after the conversion, want 3", len(pods))
+			}
+			for _, obj := range pods {
+				if p := obj.(*corev1.Pod); k8sutil.IsOriginalPod(p) {
+					t.Errorf("pod %s still has the original's layout", p.Name)
+				}
+			}
+			for _, n := range []string{originalA, originalB, originalC} {
+				if _, exists, _ := f.claims.GetByKey(testNS + "/" + n); exists {
+					t.Errorf("the claim of converted member %s is left", n)
+				}
+			}
+			st := f.mustStatus()
+			if st.Phase != api.ClusterPhaseRunning || st.Size != 3 || st.Reason != "" {
+				t.Errorf("status phase %q size %d reason %q; want Running, 3, no reason", st.Phase, st.Size, st.Reason)
+			}
+		})
+	}
+}
+
+// startAddedMembers starts the etcd of every pod whose member etcd has
+// added and which still waits for it, as its membership wait would let it.
+func (f *fixture) startAddedMembers() {
+	f.t.Helper()
+	for _, name := range f.etcd.names() {
+		obj, exists, _ := f.indexer.GetByKey(testNS + "/" + name)
+		if !exists {
+			continue
+		}
+		if st := k8sutil.EtcdContainerStatus(obj.(*corev1.Pod)); st == nil || st.State.Running == nil {
+			f.setReady(name, true)
+		}
+	}
 }

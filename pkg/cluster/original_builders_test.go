@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,6 +215,18 @@ func announced(s *snapshot) { s.adoptionAnnounced = true }
 // lookAlike makes member name's pod one of neither operator's layout.
 func lookAlike(name string) snapMod {
 	return func(s *snapshot) { s.pods[name] = snapPod(s, name, restoreSeed) }
+}
+
+// onlyOriginal gives the other members pods of this operator's layout, as
+// after their conversion.
+func onlyOriginal(names ...string) snapMod {
+	return func(s *snapshot) {
+		for _, n := range s.membership.Names() {
+			if !slices.Contains(names, n) {
+				s.pods[n] = snapPod(s, n)
+			}
+		}
+	}
 }
 
 // converting sets spec.adoption.convert.

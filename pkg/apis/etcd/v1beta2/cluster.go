@@ -97,9 +97,13 @@ type ClusterSpec struct {
 // original made them: read, reported in the status, never restarted,
 // replaced, resized or upgraded.
 type AdoptionPolicy struct {
-	// Convert asks for the adopted members to be moved, one at a time, to
-	// this operator's pod layout. Not carried out yet: while it is true the
-	// adopted members are kept as they are and status.reason says so.
+	// Convert asks for the adopted members to be replaced, one at a time, by
+	// members of this operator's pod layout: each new member is added (as a
+	// learner, then promoted) before one of the original's is removed, the
+	// leader last, so the cluster never has fewer members than spec.size.
+	// It starts from a cluster at rest (every member ready, spec.size and
+	// spec.version as the members run) and waits, saying why in
+	// status.reason, otherwise.
 	Convert bool `json:"convert,omitempty"`
 }
 

@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/openetcd/etcd-operator/pkg/etcdversion"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
+)
+
+// Conversion: with spec.adoption.convert, the members coreos/etcd-operator
+// made are replaced, one at a time, by members of this operator's layout,
+// until none is left and the cluster is one this operator could have made.
+//
+// Each replacement adds first and removes second, as a scale up by one
+// followed by a scale down by one: a member of this layout joins (as a
+// learner where etcd has them, promoted once it has caught up), and only
+// once it votes and every member is ready is one of the original's members
+// removed from etcd, then its pod and claim deleted. The cluster never has
+// fewer voting members than spec.size, so it keeps its fault tolerance
+// throughout; the original's restart policy Never and its probes are never
+// relied on. A member whose data is on a claim is replaced the same way: the
+// new member receives the data from the leader, and the original's claim
+// goes with its member.
+//
+// The original's members are removed followers first; the leader last,
+// after leadership moved to a member of this layout.
+//
+// Conversion starts only from a cluster at rest: every member running and
+// ready, spec.size as etcd's membership (or one more while a replacement is
+// under way), spec.version as the members run, and no pod that is neither a
+// member nor one joining. Anything else is said and waited on, as for an
+// adopted cluster that is not converted.
+
+// convertAdopted is what adoptedFromTheOriginal decides for an adopted
+// cluster whose spec asks for its conversion.
+func convertAdopted(s *snapshot) (action, bool) {
+	if a, ok := expectations(s); ok {
+		return a, true
+	}
+	if held := conversionHolds(s); len(held) > 0 {
+		return waiting("adopted members are not converted while " + strings.Join(held, "; ")), true
+	}
+	if len(s.membership.Learners()) > 0 {
+		return promoteLearners(s)
+	}
+	original := membersTheOriginalMade(s)
+	if len(original) == 0 {
+		// Every member is of this layout; the pods the original made
+		// still terminate (conversionHolds waits for them).
+		return action{kind: actIdle}, true
+	}
+	size := s.spec.Spec.Size
+	if len(s.views) == size {
+		return nextAdd(grownByOne(s))
+	}
+	// One member more than spec.size: the newest member votes; one of the
+	// original's goes.
+	if a, ok := readyForChange(s, "remove a member coreos/etcd-operator made"); ok {
+		return a, true
+	}
+	leader := s.etcd.health.LeaderID
+	for _, name := range original {
+		if s.views[name].member.ID != leader {
+			return action{kind: actRemoveMember, member: name, reason: conversionReason(len(original))}, true
+		}
+	}
+	if a, ok := handOff(s, leader); ok {
+		return a, true
+	}
+	return action{kind: actRemoveMember, member: original[0], reason: conversionReason(len(original))}, true
+}
+
+// conversionReason says why a member the original made is removed.
+func conversionReason(left int) string {
+	if left == 1 {
+		return "converted: the last member coreos/etcd-operator made, replaced by one of this operator's layout"
+	}
+	return fmt.Sprintf("converted: one of %d members coreos/etcd-operator made, replaced by one of this operator's layout", left)
+}
+
+// grownByOne is the snapshot as it would be if spec.size asked for one
+// member more: the join machinery (nextAdd) then adds the new member exactly
+// as for a scale up.
+func grownByOne(s *snapshot) *snapshot {
+	grown := *s
+	spec := *s.spec
+	spec.Spec.Size++
+	grown.spec = &spec
+	return &grown
+}
+
+// membersTheOriginalMade are the members whose pods coreos/etcd-operator made,
+// sorted.
+func membersTheOriginalMade(s *snapshot) []string {
+	var out []string
+	for _, name := range sortedKeys(s.views) {
+		if pod := s.views[name].pod; pod != nil && k8sutil.IsOriginalPod(pod) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// conversionHolds says what keeps the conversion from its next change:
+// anything but a cluster at rest or one replacement under way.
+func conversionHolds(s *snapshot) []string {
+	var held []string
+	for _, name := range s.membership.Names() {
+		m := s.views[name]
+		if m.member.IsLearner {
+			continue // a join under way: promoteLearners follows it
+		}
+		switch {
+		case m.state != memberRunning:
+			held = append(held, fmt.Sprintf("member %s does not run (%s)", name, m.state))
+		case !m.ready:
+			held = append(held, fmt.Sprintf("member %s is not ready", name))
+		}
+	}
+	for _, name := range s.strayPods {
+		held = append(held, fmt.Sprintf("pod %s is no member of etcd and none joining", name))
+	}
+	for _, name := range sortedKeys(s.terminating) {
+		if s.membership[name] == nil {
+			held = append(held, fmt.Sprintf("pod %s is being deleted", name))
+		}
+	}
+	if n, size := len(s.views), s.spec.Spec.Size; n != size && n != size+1 {
+		held = append(held, fmt.Sprintf("spec.size is %d and etcd has %d members (resize after the conversion)", size, n))
+	}
+	want := etcdversion.Normalize(s.spec.Spec.Version)
+	var other []string
+	for _, name := range sortedKeys(s.pods) {
+		if v := podVersion(s.pods[name]); v != want {
+			other = append(other, fmt.Sprintf("%s on %s", name, displayVersion(v)))
+		}
+	}
+	if len(other) > 0 {
+		held = append(held, fmt.Sprintf("spec.version asks for %s and members run other versions (%s); set spec.version to the version they run, and upgrade after the conversion",
+			want, strings.Join(other, ", ")))
+	}
+	return held
+}
