@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-upgrade chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -98,6 +98,12 @@ e2e:
 ## local cluster, and its backups restore here (root; it replaces the cluster-wide CRDs while it runs)
 e2e-original:
 	E2E_ORIGINAL=1 bash hack/e2e.sh -run '^TestOriginalItself|^TestBackupsTheOriginalItself'
+
+## e2e-upgrade: the operators of the previous release (hack/previous-release), built from its commit and
+## installed from its manifests, upgraded to this tree's while a cluster scales, under the checker (root;
+## that release's operators install its CRDs cluster-wide while it runs, so it runs alone)
+e2e-upgrade:
+	E2E_PREVIOUS_RELEASE=1 bash hack/e2e.sh -run '^TestUpgradeFromThePreviousRelease'
 
 ## e2e-nodes: the node events (^TestNodes: members spread, a node stopped; with E2E_CHAOS=1 the long ones) on three nodes:
 ## adds two nodes to the local cluster (up.sh NODES=3), or starts one of three

@@ -33,6 +33,8 @@
 #   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong, ^TestNodesLong; make chaos)
 #   E2E_ORIGINAL=1        also run the tests of coreos/etcd-operator v0.9.4 itself (hack/original;
 #                         make e2e-original)
+#   E2E_PREVIOUS_RELEASE=1  also build and import the previous release's image from its commit
+#                         (hack/previous-release.sh) and run the upgrade from it (make e2e-upgrade)
 #   LOCAL_CLUSTER_NODES   from the cluster's env file: the node events (^TestNodes) run
 #                         only on a cluster of 3 nodes (make local-up NODES=3), and
 #                         there alone unless -run is given
@@ -105,6 +107,14 @@ build_image() {
 	bash hack/local-cluster/load-image.sh
 }
 
+# previous_release_image: the previous release's image, built from its commit
+# (cached after the first time) and imported; the upgrade test runs the same
+# script again, which then finds both done.
+previous_release_image() {
+	need_root "importing the previous release's image into containerd"
+	bash hack/previous-release.sh --load >/dev/null
+}
+
 # summary LOG RC: the verdict of every top-level test, then the failed ones again;
 # RC is go test's exit status.
 summary() {
@@ -171,6 +181,11 @@ run_suite() {
 	if [[ ${E2E_ORIGINAL:-} != 1 ]]; then
 		skip+=('^TestOriginalItself' '^TestBackupsTheOriginalItself')
 	fi
+	# The previous release's operators install its CRDs over this tree's, so
+	# the upgrade from it runs alone, when asked (make e2e-upgrade).
+	if [[ ${E2E_PREVIOUS_RELEASE:-} != 1 ]]; then
+		skip+=('^TestUpgradeFromThePreviousRelease')
+	fi
 	# The node events (^TestNodes) need several nodes, and the rest of the suite
 	# is written for one (a node restart there reaches every member): on a
 	# cluster of several nodes only ^TestNodes run unless -run says otherwise.
@@ -217,6 +232,9 @@ main() {
 		log "E2E_SKIP_BUILD=1: using the image already on the node"
 	else
 		phase "build and import the operator image" build_image || exit
+	fi
+	if [[ ${E2E_PREVIOUS_RELEASE:-} == 1 ]]; then
+		phase "build and import the previous release's image" previous_release_image || exit
 	fi
 	phase "e2e suite" run_suite "$@" || rc=$?
 	log "=== total: $((SECONDS - start))s"
