@@ -341,6 +341,10 @@ func memberPodsNow(ctx context.Context, ns, name string) (map[string]memberPodFa
 // filled (Running, the three members ready, the version they run), and one
 // AdoptedFromTheOriginal event naming every member. Writes keep working,
 // and nothing is changed while the operator keeps managing the cluster.
+// Then spec.adoption.convert, under the checker: every member the original
+// made is replaced by one of this operator's layout, the history stays
+// linearizable with no acknowledged write lost, every key is kept, and the
+// converted cluster upgrades from 3.4 to 3.5 as any other.
 //
 // The shared operator runs in its own namespace, where the original's
 // Deployment (also called etcd-operator) cannot run beside it: the original
@@ -507,6 +511,54 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].Count > 1 {
 		t.Errorf("%d AdoptedFromTheOriginal events, want one, told once", len(events))
+	}
+
+	// The conversion, under the checker: each member the original made is
+	// replaced by one of this operator's layout, added before the original's
+	// goes, until none is left.
+	underLoad(t, opNS, name, "original-converted", 3*time.Minute, func(ctx context.Context) {
+		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := framework.WaitFor(ctx, 10*time.Minute, 5*time.Second, "3 Ready members, none of the original's layout",
+			func(ctx context.Context) (bool, string, error) {
+				pods, err := f.ClusterPods(ctx, opNS, name)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				desc := framework.DescribePods(pods)
+				for _, p := range pods {
+					if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+						return false, desc, nil
+					}
+				}
+				return len(pods) == 3 && len(framework.ReadyPods(pods)) == 3, desc, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("converted in %.1fs", time.Since(start).Seconds())
+	})
+	membersAfter, err := f.MemberList(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range membersAfter {
+		for _, b := range membersBefore {
+			if m.ID == b.ID {
+				t.Errorf("member %s (%x) the original made is still a member after the conversion", m.Name, m.ID)
+			}
+		}
+	}
+	for _, prefix := range []string{"/e2e/original/", "/e2e/adopted/"} {
+		if n := countKeys(t, opNS, name, prefix); n != keys {
+			t.Errorf("the converted cluster has %d of the %d keys under %s", n, keys, prefix)
+		}
+	}
+	// Converted, it is a cluster like any other: it upgrades.
+	if err := rollThreeMembersTo(ctx, t, name, "3.5.21"); err != nil {
+		t.Fatal(err)
 	}
 }
 
