@@ -199,14 +199,17 @@ func trimMember(obj any) (any, error) {
 
 // trimPod leaves out of a cached pod what the cluster package and the
 // k8sutil pod predicates it calls never read: where the pod runs and with
-// what volumes, ports, variables, resources and security settings, and what
+// what other volumes, ports, variables, resources and security settings, and what
 // the kubelet says of the containers beyond their state, restarts and image.
-// Kept: the metadata, the containers' names, images, commands, arguments and
-// probes, ETCD_MAX_LEARNERS (how many learners the member's etcd accepts), the
+// Kept: the metadata, the data volume and its mounts, the containers' names,
+// images, commands, arguments and probes, ETCD_MAX_LEARNERS (how many learners the member's etcd accepts), the
 // anti-affinity, the phase, conditions, pod IP and the containers' states.
 func trimPod(p *corev1.Pod) {
 	spec := &p.Spec
-	spec.Volumes, spec.Tolerations, spec.NodeSelector = nil, nil, nil
+	// The data volume and its mount stay: the adoption of a pod the
+	// original made checks that etcd's data directory is on it.
+	spec.Volumes = keepOnly(spec.Volumes, func(v corev1.Volume) bool { return v.Name == k8sutil.EtcdDataVolumeName })
+	spec.Tolerations, spec.NodeSelector = nil, nil
 	spec.TopologySpreadConstraints, spec.SecurityContext = nil, nil
 	spec.ImagePullSecrets, spec.HostAliases, spec.DNSConfig, spec.ReadinessGates = nil, nil, nil, nil
 	spec.Overhead, spec.SchedulingGates, spec.ResourceClaims, spec.Resources = nil, nil, nil, nil
@@ -217,7 +220,8 @@ func trimPod(p *corev1.Pod) {
 			if len(c.Env) == 0 {
 				c.Env = nil
 			}
-			c.Ports, c.EnvFrom, c.VolumeMounts, c.VolumeDevices = nil, nil, nil, nil
+			c.VolumeMounts = keepOnly(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == k8sutil.EtcdDataVolumeName })
+			c.Ports, c.EnvFrom, c.VolumeDevices = nil, nil, nil
 			c.Resources, c.ResizePolicy, c.SecurityContext = corev1.ResourceRequirements{}, nil, nil
 			c.TerminationMessagePath = ""
 		}
@@ -500,4 +504,13 @@ func (c *Controller) Managed() []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// keepOnly is the items that keep holds for, nil when none does.
+func keepOnly[T any](items []T, keep func(T) bool) []T {
+	items = slices.DeleteFunc(items, func(item T) bool { return !keep(item) })
+	if len(items) == 0 {
+		return nil
+	}
+	return items
 }

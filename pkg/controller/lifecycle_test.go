@@ -334,9 +334,9 @@ func TestThePodCacheKeepsWhatClustersRead(t *testing.T) {
 		t.Errorf("cached pod allows %d learners, the pod %d: the cluster reads ETCD_MAX_LEARNERS from the cache", got, want)
 	}
 	// What is left out.
-	if cached.Spec.Volumes != nil || cached.Spec.Tolerations != nil || etcd.Ports != nil || etcd.SecurityContext != nil ||
+	if slices.ContainsFunc(cached.Spec.Volumes, func(v corev1.Volume) bool { return v.Name != k8sutil.EtcdDataVolumeName }) || cached.Spec.Tolerations != nil || etcd.Ports != nil || etcd.SecurityContext != nil ||
 		st.ContainerStatuses[0].ImageID != "" || st.PodIPs != nil {
-		t.Errorf("cached pod keeps volumes, tolerations, ports, security context, image IDs or pod IPs")
+		t.Errorf("cached pod keeps volumes other than the data volume, tolerations, ports, security context, image IDs or pod IPs")
 	}
 }
 
@@ -353,4 +353,40 @@ func runUntilSynced(t *testing.T, ctrl *Controller) context.Context {
 		t.Fatal("the caches did not sync")
 	}
 	return ctx
+}
+
+// The pod cache keeps what adopting a pod of coreos/etcd-operator reads of
+// it: the data volume and where etcd mounts it. Without them every member
+// the original made was refused ("does not mount volume etcd-data").
+func TestThePodCacheKeepsWhatAdoptionReads(t *testing.T) {
+	const name, peer, client = "example-a", "http://example-a.example.ns.svc:2380", "http://example-a.example.ns.svc:2379"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{
+				{Name: k8sutil.EtcdDataVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "member-peer-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "peer"}}},
+			},
+			Containers: []corev1.Container{{
+				Name: k8sutil.EtcdContainerName,
+				Command: []string{"/usr/local/bin/etcd", "--data-dir=" + k8sutil.EtcdDataDir, "--name=" + name,
+					"--initial-advertise-peer-urls=" + peer, "--advertise-client-urls=" + client},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: k8sutil.EtcdDataVolumeName, MountPath: k8sutil.EtcdDataMountDir},
+					{Name: "member-peer-tls", MountPath: "/etc/etcdtls/member/peer-tls"},
+				},
+			}},
+		},
+	}
+	if why := k8sutil.OriginalLayoutProblem(pod, peer, client, false, false); why != "" {
+		t.Fatalf("the pod before the cache: %s", why)
+	}
+	trimPod(pod)
+	if why := k8sutil.OriginalLayoutProblem(pod, peer, client, false, false); why != "" {
+		t.Errorf("the cached pod: %s", why)
+	}
+	if len(pod.Spec.Volumes) != 1 || len(pod.Spec.Containers[0].VolumeMounts) != 1 {
+		t.Errorf("the cached pod keeps volumes %v and mounts %v; want the data volume and its mount only",
+			pod.Spec.Volumes, pod.Spec.Containers[0].VolumeMounts)
+	}
 }
