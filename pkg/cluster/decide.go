@@ -34,13 +34,14 @@ import (
 //     nothing is changed (no member restarted, replaced, resized or
 //     upgraded) and what would have been done is said instead. Pods it
 //     cannot adopt safely are refused and left as they are.
-//  4. bootstrapTogether (together.go), under spec.bootstrap.mode Together,
-//     before the cluster was ever available: members started together
-//     whose pods are gone are made again from the plan their pods' flags
-//     tell, and members that cannot start are started again with a new
-//     token, once nothing shows that a quorum ever served. Then bootstrap
-//     (bootstrap.go): a new cluster is recorded Creating, then gets
-//     a seed member (or, Together, every member at once) in the next pass; pods found while the phase still says
+//     Then (step 3c) bootstrapTogether (together.go), before a cluster
+//     whose members started together was ever available: those whose pods
+//     are gone are made again from the plan their pods' flags tell, and
+//     when some cannot start they all start again with a new token, on
+//     proof from the pods that no quorum ever formed.
+//  4. bootstrap (bootstrap.go): a new cluster is recorded Creating, then gets
+//     a seed member (or, under spec.bootstrap.mode Together, every member
+//     at once) in the next pass; pods found while the phase still says
 //     Creating (an operator restart, the restore hand-over) are adopted, and
 //     so are claims under a status that names no phase (one the server did
 //     not store): nothing is seeded while the cluster owns claims or member

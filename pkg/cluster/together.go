@@ -29,14 +29,16 @@ import (
 //     again on its claim, with the plan's flags (etcd takes whatever it wrote
 //     there and ignores the flags);
 //   - a member whose pod is gone, and no claim, is made again from the plan
-//     once nothing shows that a quorum ever formed (provedNothingServed);
-//   - when a member's pod cannot start (it ended, or is pending in vain) and
-//     nothing shows that a quorum ever formed, the members are started again
-//     with new names and a new token (restartTogether).
+//     when no other member's etcd ever ran, or when fewer than a quorum of
+//     members can have run it (mayHaveRun, counting those gone): then no
+//     quorum ever formed and nothing was ever committed;
+//   - when a member's pod cannot start (it ended, or is pending in vain) on
+//     the same proof, the members are started again with new names and a
+//     new token (restartTogether).
 //
-// Once etcd has a leader, or answered the operator once, the members are
-// repaired as any cluster's: a member that never started is replaced as a
-// dead member, through a learner.
+// Once etcd has a leader, or answered the operator once, or a quorum of
+// members may have run, the members are repaired as any cluster's: a member
+// that never started is replaced as a dead member, through a learner.
 
 // togetherPlan is what a start together made: the members' names, their
 // --initial-cluster and the token.
@@ -98,12 +100,20 @@ func bootstrapTogether(s *snapshot) (action, bool) {
 		return action{}, false
 	}
 	var gone, onClaims, stuck []string
+	// lost are the members whose claim's volume went with its node: they
+	// may have run, like the gone.
+	lost := 0
 	for _, name := range plan.names {
 		pod := s.pods[name]
 		switch {
 		case pod != nil && cannotStart(s, pod):
 			stuck = append(stuck, name)
 		case pod != nil, s.terminating[name] != nil:
+		case s.usesClaims() && s.claims[name] != nil && s.volumeNodeGone[name] != "":
+			// Its claim's volume went with its node, and its data: no pod
+			// can start on that claim.
+			stuck = append(stuck, name)
+			lost++
 		case s.usesClaims() && s.claims[name] != nil:
 			onClaims = append(onClaims, name)
 		default:
@@ -119,27 +129,35 @@ func bootstrapTogether(s *snapshot) (action, bool) {
 	if len(gone) == 0 && len(stuck) == 0 {
 		return action{}, false
 	}
-	switch why := provedNothingServed(s, plan); {
-	case why == needsEtcd:
-		return readEtcd("members started together: ask etcd whether a quorum ever formed"), true
-	case why != "":
-		// No proof: the members are repaired as any cluster's, which waits
-		// for a quorum and says so.
-		return action{}, false
-	}
-	if len(stuck) > 0 {
-		// Started again before the gone are made again: a start together
-		// that an operator restart interrupted goes on deleting.
-		pod := s.pods[stuck[0]]
-		_, cause := podTroubleCause(pod, s.claims[stuck[0]], s.now)
-		if a, ok := replacementWaits(s, "member "+stuck[0], cause); ok {
-			return a, true
+	ran, why := mayHaveRun(s, plan)
+	// Fewer than a quorum can ever have run: no quorum ever committed
+	// anything, on any member.
+	noQuorumEver := ran+len(gone)+lost < len(plan.names)/2+1
+	switch {
+	case len(gone) > 0 && (noQuorumEver || ran == 0):
+		// Made again with their names: with no member left that ran, no
+		// member remembers anything of them (what the gone ones may have
+		// run went with their pods).
+		return action{kind: actResumeTogether, names: gone, version: s.spec.Spec.Version,
+			reason: "members started together whose pods are gone are made again: no member left ran with them"}, true
+	case len(stuck) > 0 && len(gone) == 0 && noQuorumEver:
+		if pod := s.pods[stuck[0]]; pod != nil {
+			_, cause := podTroubleCause(pod, s.claims[stuck[0]], s.now)
+			if a, ok := replacementWaits(s, "member "+stuck[0], cause); ok {
+				return a, true
+			}
 		}
 		return action{kind: actRestartTogether, names: plan.names,
-			reason: fmt.Sprintf("the pod of %s cannot start and no member ever served: they start again with a new token", strings.Join(stuck, ", "))}, true
+			reason: fmt.Sprintf("%s cannot start and no quorum ever formed: they start again with a new token", strings.Join(stuck, ", "))}, true
+	case len(gone) > 0 && runningOrStarting(s, plan) < len(plan.names)/2+1:
+		// No quorum can form from the members left: the ladder could do
+		// nothing either. Say why nothing is made.
+		return waiting(fmt.Sprintf("members %s started together have no pod and are not made again: %s, and with them a quorum may have formed and served; "+
+			"recreate them by hand with the flags of the others, or delete the EtcdCluster to start it again", strings.Join(gone, ", "), why)), true
 	}
-	return action{kind: actResumeTogether, names: gone, version: s.spec.Spec.Version,
-		reason: "members started together whose pods are gone are made again: no member ever served"}, true
+	// A quorum may have formed: the members are repaired as any
+	// cluster's, which waits for a quorum and says so.
+	return action{}, false
 }
 
 // startAgainFromNothing starts a cluster that was to start together again,
@@ -172,45 +190,43 @@ func quorumFormed(s *snapshot) string {
 	return ""
 }
 
-// needsEtcd is provedNothingServed's answer while etcd has to be asked.
-const needsEtcd = "etcd must be asked"
-
-// provedNothingServed says why it is not proven that no member of the plan
-// holds data a client may have been told is stored; "" when it is. The
-// status says the cluster was never available. A member whose pod is gone
-// left nothing (its claim, if any, is made again before); a pod whose etcd
-// never ran holds nothing, on a claim only if it was the first pod there;
-// a pod whose etcd ran never served if its readiness (etcd's /health, which
-// needs a leader) never passed, so that no client reached it through the
-// client service, and etcd, asked in this pass, has no leader.
-func provedNothingServed(s *snapshot, plan *togetherPlan) string {
-	ran := false
+// mayHaveRun counts the members of the plan still in the cluster (a pod, a
+// pod being deleted) whose etcd may have run, and says which. A pod whose
+// etcd never ran holds nothing; on a claim, only if it is the first pod
+// made on it (an earlier one may have written there). A pod being deleted,
+// or on a node that does not answer, may be running its etcd still. The
+// members with no pod are the caller's to count: whether they ran is not
+// known, and their data went with their pods.
+func mayHaveRun(s *snapshot, plan *togetherPlan) (int, string) {
+	var names []string
 	for _, name := range plan.names {
 		pod := s.pods[name]
 		switch {
 		case pod == nil && s.terminating[name] != nil:
-			return fmt.Sprintf("pod %s is being deleted and its etcd may still run", name)
+			names = append(names, name+" (being deleted)")
 		case pod == nil:
-		case pod.Status.Phase == corev1.PodUnknown:
-			return fmt.Sprintf("the node of pod %s does not answer", name)
 		case s.usesClaims() && !k8sutil.IsFirstOnClaim(pod):
-			return fmt.Sprintf("the claim of %s may hold what an earlier pod wrote", name)
-		case k8sutil.EtcdNeverRan(pod):
-		case !neverServed(pod):
-			return fmt.Sprintf("pod %s may have served", name)
-		default:
-			ran = true
+			names = append(names, name+" (on a claim an earlier pod may have written)")
+		case pod.Status.Phase == corev1.PodUnknown || !k8sutil.EtcdNeverRan(pod):
+			names = append(names, name)
 		}
 	}
-	switch {
-	case !ran:
-		return ""
-	case s.etcd == nil:
-		return needsEtcd
-	case s.etcd.err != nil:
-		return "etcd cannot be asked whether a quorum formed"
+	if len(names) == 0 {
+		return 0, ""
 	}
-	return ""
+	return len(names), "the etcd of " + strings.Join(names, ", ") + " ran"
+}
+
+// runningOrStarting counts the members of the plan whose pod runs, or is
+// pending and may still start.
+func runningOrStarting(s *snapshot, plan *togetherPlan) int {
+	n := 0
+	for _, name := range plan.names {
+		if pod := s.pods[name]; pod != nil && (pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending && !cannotStart(s, pod)) {
+			n++
+		}
+	}
+	return n
 }
 
 // startTogether creates every member's claim and pod at once, with one
@@ -295,11 +311,12 @@ func (c *Cluster) restartTogether(ctx context.Context, s *snapshot, a action) ou
 			}
 		}
 	}
-	// Those that can start go before those that cannot: until the last is
-	// deleted, the next pass still sees why they start again.
+	// Those whose etcd ran go first: a pass interrupted in between finds
+	// the members that may have run as many as before (a deleted one may
+	// have run too), and goes on.
 	names := slices.Clone(a.names)
 	slices.SortStableFunc(names, func(x, y string) int {
-		return boolOrder(s.pods[x] != nil && cannotStart(s, s.pods[x]), s.pods[y] != nil && cannotStart(s, s.pods[y]))
+		return boolOrder(s.pods[x] != nil && k8sutil.EtcdNeverRan(s.pods[x]), s.pods[y] != nil && k8sutil.EtcdNeverRan(s.pods[y]))
 	})
 	for _, name := range names {
 		if s.pods[name] == nil {
