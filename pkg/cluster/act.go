@@ -88,6 +88,12 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.recordCreating(s)
 	case actSeed:
 		return c.seed(ctx, s, a)
+	case actStartTogether:
+		return c.startTogether(ctx, s, a)
+	case actResumeTogether:
+		return c.resumeTogether(ctx, s, a)
+	case actRestartTogether:
+		return c.restartTogether(ctx, s, a)
 	case actAdopt:
 		return c.adopt(a)
 	case actAnnounceAdoption:

@@ -40,6 +40,16 @@ const (
 	// actSeed creates the first member's claim and pod with
 	// --initial-cluster-state=new.
 	actSeed
+	// actStartTogether creates the claims and pods of every member of a new
+	// cluster at once, from one static --initial-cluster (together.go).
+	actStartTogether
+	// actResumeTogether creates the pods of members started together that
+	// have none, with the flags the others were made with.
+	actResumeTogether
+	// actRestartTogether deletes the claims and pods of members started
+	// together that never served and sets the phase back to Creating, so
+	// that the next pass starts them again with a new token.
+	actRestartTogether
 	// actAdopt takes over pods found while the phase says Creating: phase
 	// Running, membership read from etcd next.
 	actAdopt
@@ -116,6 +126,9 @@ var actionNames = map[actionKind]string{
 	actRotateCA:          "rotate CA:",
 	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
+	actStartTogether:     "start together",
+	actResumeTogether:    "resume start together",
+	actRestartTogether:   "start together again",
 	actAdopt:             "adopt",
 	actAnnounceAdoption:  "announce adoption",
 	actReseed:            "reseed",

@@ -51,6 +51,11 @@ func withPhase(p api.ClusterPhase) func(*api.EtcdCluster) {
 	return func(cl *api.EtcdCluster) { cl.Status.Phase = p }
 }
 
+// withTogether asks for a new cluster's members to start together.
+func withTogether(cl *api.EtcdCluster) {
+	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapTogether}
+}
+
 func withSize(n int) func(*api.EtcdCluster) {
 	return func(cl *api.EtcdCluster) { cl.Spec.Size = n }
 }
@@ -250,6 +255,10 @@ func neverReady(p *corev1.Pod) {
 		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(testStart.Add(-time.Hour))},
 	}
 }
+
+// unmarkedOnClaim makes the pod one made on a claim that was there before
+// it: an earlier pod may have written there.
+func unmarkedOnClaim(p *corev1.Pod) { delete(p.Annotations, k8sutil.AnnotationFirstOnClaim) }
 
 // readyOnce makes the pod's Ready condition one that went False after the
 // pod's init containers were done: its etcd was ready for a while.

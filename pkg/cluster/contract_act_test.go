@@ -52,6 +52,54 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		w.members = map[string]*wmember{name: {name: name}}
 		w.leader, w.served, w.leaderLostAt, w.leaderlessReads = "", false, time.Time{}, nil
 		return api.ClusterPhaseRunning, nil
+	case actStartTogether:
+		members := etcdutil.MemberSet{}
+		for range s.spec.Spec.Size {
+			m := memberTemplate(s.spec)
+			m.Name = w.newName()
+			members.Add(&m)
+		}
+		w.starts++
+		w.makeTogether(s, members.Names(), members.PeerURLPairs(), fmt.Sprintf("token-%d", w.starts), a.version)
+		c.knownMembership.learn(members)
+		for old := range w.members {
+			if w.holdsData(old) {
+				w.displaced = append(w.displaced, old)
+			}
+		}
+		w.members = map[string]*wmember{}
+		for _, name := range members.Names() {
+			w.members[name] = &wmember{name: name}
+		}
+		w.leader, w.served, w.leaderLostAt, w.leaderlessReads = "", false, time.Time{}, nil
+		return api.ClusterPhaseRunning, nil
+	case actResumeTogether:
+		plan := startedTogether(s)
+		for _, name := range a.names {
+			if _, exists := w.pods[name]; exists {
+				return "", kubeError("create pod "+name, fmt.Errorf("pods %q already exists", name))
+			}
+		}
+		w.makeTogether(s, a.names, plan.pairs, plan.token, a.version)
+		members := etcdutil.MemberSet{}
+		for _, name := range plan.names {
+			m := memberTemplate(s.spec)
+			m.Name = name
+			members.Add(&m)
+		}
+		c.knownMembership.learn(members)
+		return api.ClusterPhaseRunning, nil
+	case actRestartTogether:
+		for _, name := range a.names {
+			delete(w.claims, name)
+			w.deletePod(name, time.Duration(podDeleteGracePeriod)*time.Second)
+		}
+		// Their data went with their claims and pods: etcd as it was is
+		// gone, and the next start makes new members.
+		w.members = map[string]*wmember{}
+		w.leader, w.leaderLostAt, w.leaderlessReads = "", time.Time{}, nil
+		c.knownMembership.forget()
+		return api.ClusterPhaseCreating, nil
 	case actAdopt:
 		c.knownMembership.forget()
 		return api.ClusterPhaseRunning, nil
@@ -176,6 +224,22 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 		w.restored = true
 	}
 	return "", nil
+}
+
+// makeTogether is Cluster.makeTogether: the claims and pods of the named
+// members, with the plan's flags; a pod made with its claim is the first
+// on it.
+func (w *world) makeTogether(s *snapshot, names, pairs []string, token, version string) {
+	for _, name := range names {
+		m := memberTemplate(s.spec)
+		m.Name = name
+		var opts []k8sutil.PodOption
+		if w.onClaims && w.claims[name] == nil {
+			w.newClaim(name, version)
+			opts = append(opts, k8sutil.WithFirstOnClaim())
+		}
+		w.createPod(k8sutil.NewEtcdPod(s.spec, &m, version, pairs, k8sutil.ClusterStateNew, token, opts...))
+	}
 }
 
 func (w *world) createPod(obj *corev1.Pod) {

@@ -47,6 +47,7 @@ func decodeHistory(data []byte) history {
 		warm:          hdr[3]&1 == 1,
 		fresh:         hdr[3]>>1&7 == 0,
 		nodeLostAfter: hdr[3]>>4&1 == 1,
+		together:      hdr[3]>>5&1 == 1,
 	}
 	bits := uint16(hdr[1]) | uint16(hdr[2])<<8
 	for i := range cfg.lifetimeRestarts {

@@ -180,6 +180,14 @@ func TestContractKnownViolations(t *testing.T) {
 			steps: []step{tick(time.Second), deletePod(""), tick(5 * time.Second), tick(2 * time.Minute)},
 		},
 		{
+			name:  "members started together are not started again over a member never ready on a node that does not answer, which formed a quorum with a member that served and was deleted",
+			rule:  "C8",
+			start: worldConfig{size: 3, fresh: true, together: true},
+			steps: []step{nothing(), tick(time.Second), tick(6 * time.Minute), partition(), tick(time.Second),
+				nodeLost("example-n006", false, false), kubelet(), operatorStops(), nodeLost("example-n005", false, true), partition(),
+				tick(6 * time.Minute), deletePod("example-n004"), podsGone(), operatorComesBack(), tick(time.Minute)},
+		},
+		{
 			name:  "a member on a node that does not answer, found by an operator that just started, is a reason in status",
 			rule:  "L2",
 			start: worldConfig{size: 1, claims: true},

@@ -50,6 +50,27 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 		if len(w.pods) > 0 || len(held) > 0 {
 			bad("C3", "seeds beside claims or pods", "seeds a new cluster while the cluster owns claims %v holding data and pods %v", held, sortedKeys(w.pods))
 		}
+	case actStartTogether:
+		var held []string
+		for _, name := range sortedKeys(w.claims) {
+			if w.claims[name].data {
+				held = append(held, name)
+			}
+		}
+		if len(w.pods) > 0 || len(held) > 0 {
+			bad("C3", "starts together beside claims or pods", "starts members together while the cluster owns claims %v holding data and pods %v", held, sortedKeys(w.pods))
+		}
+	case actResumeTogether:
+		r.checkResumeTogether(a, bad)
+	case actRestartTogether:
+		for _, name := range a.names {
+			if p := w.pods[name]; p != nil && p.data || w.claims[name] != nil && w.claims[name].data && !w.claims[name].nodeGone {
+				bad("C8", "starts together again over data", "starts the members again with a new token, deleting %s, which holds data a quorum committed", name)
+			}
+		}
+		if w.served {
+			bad("C8", "starts together again a cluster that served", "starts the members again with a new token although the cluster served clients")
+		}
 	case actForceNewCluster:
 		r.checkForce(s, a, bad)
 	case actForceDeletePod:
@@ -101,6 +122,27 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 		}
 	}
 	return vs
+}
+
+// checkResumeTogether is C8 for the members made again from the plan: a
+// member that took part in a quorum is never made again without its data
+// while another member holds what that quorum committed (it would vote and
+// take entries as if it had never seen them).
+func (r *run) checkResumeTogether(a action, bad func(rule, what, format string, args ...any)) {
+	w := r.w
+	for _, name := range a.names {
+		m := w.members[name]
+		if m == nil || m.raftIndex == 0 || w.holdsData(name) {
+			continue
+		}
+		for _, other := range sortedKeys(w.members) {
+			if other != name && w.holdsData(other) {
+				bad("C8", "makes a member that took part in a quorum again without its data",
+					"makes %s again from the plan, without the data it had when a quorum committed, while %s holds that data", name, other)
+				return
+			}
+		}
+	}
 }
 
 // checkRemove is C1.

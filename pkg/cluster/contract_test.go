@@ -53,6 +53,11 @@ import (
 //	   Seconds, when it is being deleted on a node that has not answered for
 //	   that long, and never while its etcd runs as a member; its member is
 //	   confirmed down by etcd's leader in the same pass.
+//	C8 Members started together are started again with a new token only
+//	   when none of the pods and claims deleted holds data a quorum
+//	   committed and the cluster never served; a member is made again from
+//	   the plan without its data only if it never took part in a quorum,
+//	   or no other member holds what one committed.
 //	L1 A pod being deleted is not deleted twice more; and while another
 //	   pod is stuck terminating (past its deletion deadline and
 //	   terminatingGrace), a member with no pod whose claim holds its data is
@@ -125,6 +130,9 @@ type run struct {
 	gonePasses   map[string]int
 	redeleted    map[string]int
 	passes       int
+	// together counts the passes that decided each step of a start
+	// together, to show the histories reach them.
+	together map[actionKind]int
 }
 
 // play runs a history.
@@ -194,6 +202,13 @@ func (r *run) pass(i int, l *stepLog) {
 	if r.o.story {
 		l.saw, l.decided, l.truth = summarize(s), a.String(), w.truth()
 	}
+	switch a.kind {
+	case actStartTogether, actResumeTogether, actRestartTogether:
+		if r.together == nil {
+			r.together = map[actionKind]int{}
+		}
+		r.together[a.kind]++
+	}
 	vs := r.checkDecision(s, a)
 	phase, err := w.act(s, a)
 	w.settle()
@@ -248,6 +263,7 @@ func TestSafetyContract(t *testing.T) {
 		steps, passes int
 		broke         map[string]found
 		shapes        map[string]string
+		together      map[actionKind]int
 	}
 	results := make([]result, histories)
 	start := time.Now()
@@ -259,7 +275,7 @@ func TestSafetyContract(t *testing.T) {
 		wg.Go(func() {
 			for i := wk; i < histories; i += workers {
 				r := play(decodeHistory(randomHistory(rand.New(rand.NewPCG(*contractSeed, uint64(i))))), playOptions{ignore: ignore})
-				res := result{steps: len(r.log), passes: r.passes, broke: map[string]found{}, shapes: map[string]string{}}
+				res := result{steps: len(r.log), passes: r.passes, broke: map[string]found{}, shapes: map[string]string{}, together: r.together}
 				for _, v := range r.violations {
 					if _, ok := res.broke[v.bucket()]; !ok {
 						h := r.resolved()
@@ -278,12 +294,16 @@ func TestSafetyContract(t *testing.T) {
 	took := time.Since(start)
 
 	steps, passes := 0, 0
+	together := map[actionKind]int{}
 	shortest := map[string]found{}
 	count := map[string]int{}
 	shapes := map[string]map[string]int{}
 	for _, res := range results {
 		steps += res.steps
 		passes += res.passes
+		for k, n := range res.together {
+			together[k] += n
+		}
 		for b, f := range res.broke {
 			count[b]++
 			if old, ok := shortest[b]; !ok || f.steps < old.steps {
@@ -299,6 +319,8 @@ func TestSafetyContract(t *testing.T) {
 	}
 	t.Logf("%d histories, %d steps, %d passes in %v on %d goroutines: %.0f histories/s, %.0f passes/s",
 		histories, steps, passes, took.Round(time.Millisecond), workers, float64(histories)/took.Seconds(), float64(passes)/took.Seconds())
+	t.Logf("members started together: %d starts, %d resumed, %d started again",
+		together[actStartTogether], together[actResumeTogether], together[actRestartTogether])
 	var summary []string
 	for _, b := range sortedKeys(shortest) {
 		summary = append(summary, fmt.Sprintf("%s (%d)", b, count[b]))

@@ -40,9 +40,11 @@ type world struct {
 	recovery, fromBackup bool
 	// nodeLostAfter is spec.pod.nodeLostAfterSeconds, 0 when unset.
 	nodeLostAfter time.Duration
-	version       string
-	generation    int64
-	spec          *api.EtcdCluster
+	// together: spec.bootstrap.mode is Together.
+	together   bool
+	version    string
+	generation int64
+	spec       *api.EtcdCluster
 
 	// etcd as it is.
 	members map[string]*wmember
@@ -86,8 +88,8 @@ type world struct {
 	// that a new seed took the place of.
 	displaced []string
 	// names and podsMade count the members named and the pods made, for
-	// names and UIDs.
-	names, podsMade int
+	// names and UIDs; starts counts the starts together, for their tokens.
+	names, podsMade, starts int
 }
 
 // wmember is a member of etcd.
@@ -204,6 +206,9 @@ type worldConfig struct {
 	// nodeLostAfter: spec.pod.nodeLostAfterSeconds is set (to
 	// modelNodeLostAfter).
 	nodeLostAfter bool
+	// together: spec.bootstrap.mode is Together, which only a new
+	// cluster's start reads.
+	together bool
 }
 
 // modelNodeLostAfter is the user's bound of the histories that set one.
@@ -230,6 +235,9 @@ func (c worldConfig) String() string {
 	}
 	if c.nodeLostAfter {
 		s += fmt.Sprintf(", a node not Ready for %v counting as lost", modelNodeLostAfter)
+	}
+	if c.together {
+		s += ", members started together"
 	}
 	switch {
 	case c.fresh:
@@ -271,6 +279,7 @@ func newWorld(cfg worldConfig) *world {
 			}
 			return 0
 		}(),
+		together:   cfg.together,
 		generation: 1,
 		members:    map[string]*wmember{},
 		reachable:  true,
@@ -371,6 +380,9 @@ func (w *world) buildSpec() {
 	}
 	if w.nodeLostAfter > 0 {
 		withNodeLostAfter(int64(w.nodeLostAfter / time.Second))(cl)
+	}
+	if w.together {
+		withTogether(cl)
 	}
 	w.spec = cl.WithDefaults()
 }

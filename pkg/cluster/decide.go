@@ -34,8 +34,14 @@ import (
 //     nothing is changed (no member restarted, replaced, resized or
 //     upgraded) and what would have been done is said instead. Pods it
 //     cannot adopt safely are refused and left as they are.
+//     Then (step 3c) bootstrapTogether (together.go), before a cluster
+//     whose members started together was ever available: those whose pods
+//     are gone are made again from the plan their pods' flags tell, and
+//     when some cannot start they all start again with a new token, on
+//     proof from the pods that no quorum ever formed.
 //  4. bootstrap (bootstrap.go): a new cluster is recorded Creating, then gets
-//     a seed member in the next pass; pods found while the phase still says
+//     a seed member (or, under spec.bootstrap.mode Together, every member
+//     at once) in the next pass; pods found while the phase still says
 //     Creating (an operator restart, the restore hand-over) are adopted, and
 //     so are claims under a status that names no phase (one the server did
 //     not store): nothing is seeded while the cluster owns claims or member
@@ -121,6 +127,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	paused,
 	renewExpiredCertificates,
 	adoptedFromTheOriginal,
+	bootstrapTogether,
 	bootstrap,
 	unknownMembership,
 	expectations,
@@ -215,6 +222,9 @@ func bootstrap(s *snapshot) (action, bool) {
 	if s.phase == api.ClusterPhaseNone {
 		// Creating is in the status before the seed's claim and pod exist.
 		return action{kind: actRecordCreating, reason: "a new cluster"}, true
+	}
+	if a, ok := startTogether(s); ok {
+		return a, true
 	}
 	// A seed made again, or one whose pod was never made, starts on the
 	// claim its predecessor had: whatever etcd wrote there is kept.

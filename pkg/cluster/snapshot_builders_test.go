@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -585,4 +586,43 @@ func caTrusts(trust caTrust) snapMod {
 // caSince: the CA secret's step began at since.
 func caSince(since time.Time) snapMod {
 	return func(s *snapshot) { s.issued.rotation.since = since }
+}
+
+// podsStartedTogether makes the named members' pods the only ones, made to
+// start together with members a, b and c from one static initial cluster
+// (the first on their claims, when the spec uses claims): running, never
+// ready. members goes before it: it makes pods of its own.
+func podsStartedTogether(names ...string) snapMod {
+	return func(s *snapshot) {
+		plan := etcdutil.MemberSet{}
+		for _, n := range []string{memberA, memberB, memberC} {
+			m := memberTemplate(s.spec)
+			m.Name = n
+			plan.Add(&m)
+		}
+		s.pods = map[string]*corev1.Pod{}
+		for _, n := range names {
+			var opts []k8sutil.PodOption
+			if s.usesClaims() {
+				opts = append(opts, k8sutil.WithFirstOnClaim())
+			}
+			p := k8sutil.NewEtcdPod(s.spec, plan[n], s.spec.Spec.Version, plan.PeerURLPairs(), k8sutil.ClusterStateNew, "uid-token", opts...)
+			p.UID = types.UID("pod-uid-" + n)
+			p.CreationTimestamp = metav1.NewTime(testStart.Add(-time.Hour))
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: k8sutil.EtcdContainerName, Image: p.Spec.Containers[0].Image,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(testStart.Add(-50 * time.Minute))}},
+			}}}
+			neverReady(p)
+			s.pods[n] = p
+		}
+	}
+}
+
+// answeredBefore makes the status say what member name's etcd told an
+// earlier pass: its role.
+func answeredBefore(name string, role api.MemberRole) snapMod {
+	return func(s *snapshot) {
+		s.status.MemberDetails = append(s.status.MemberDetails, api.MemberDetail{Name: name, Role: role})
+	}
 }

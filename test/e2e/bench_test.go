@@ -40,21 +40,25 @@ import (
 
 // Scenario names of the speed table, in the order printed.
 const (
-	floor1       = "floor: 1 etcd pod alone"
-	floor3       = "floor: 3 etcd pods, static initial cluster, created together"
-	floor5       = "floor: 5 etcd pods, static initial cluster, created together"
-	boot3        = "bootstrap 3 × 3.5.21 (to status 3 ready, 3 pods Ready)"
-	boot3v36     = "bootstrap 3 × " + version36 + " (to status 3 ready, 3 pods Ready)"
-	boot3v34     = "bootstrap 3 × 3.4.23 (to status 3 ready)"
-	boot5        = "bootstrap 5 × 3.5.21"
-	replEmptyDir = "replacement, emptyDir (member pod killed → 3 ready)"
-	replPVC      = "replacement, PVC: restart in place (member pod killed → 3 ready)"
-	restartPVC   = "whole-cluster restart, PVC (all 3 pods killed → 3 ready)"
-	scaleUp      = "scale 3 → 5"
-	scaleUpV36   = "scale 3 → 5 on " + version36
-	scaleDown    = "scale 5 → 3"
-	upgrade      = "upgrade 3.4.23 → 3.5.21 (to status.currentVersion, 3 ready)"
-	restoreGiB   = "restore (EtcdRestore created → Completed)"
+	floor1   = "floor: 1 etcd pod alone"
+	floor3   = "floor: 3 etcd pods, static initial cluster, created together"
+	floor5   = "floor: 5 etcd pods, static initial cluster, created together"
+	boot3    = "bootstrap 3 × 3.5.21 (to status 3 ready, 3 pods Ready)"
+	boot3v36 = "bootstrap 3 × " + version36 + " (to status 3 ready, 3 pods Ready)"
+	boot3v34 = "bootstrap 3 × 3.4.23 (to status 3 ready)"
+	boot5    = "bootstrap 5 × 3.5.21"
+	// The same bootstraps with spec.bootstrap.mode Together: every member
+	// made at once, as the floor makes its pods.
+	boot3Together    = "bootstrap 3 × 3.5.21, members started together (to status 3 ready, 3 pods Ready)"
+	boot3TogetherV36 = "bootstrap 3 × " + version36 + ", members started together (to status 3 ready, 3 pods Ready)"
+	replEmptyDir     = "replacement, emptyDir (member pod killed → 3 ready)"
+	replPVC          = "replacement, PVC: restart in place (member pod killed → 3 ready)"
+	restartPVC       = "whole-cluster restart, PVC (all 3 pods killed → 3 ready)"
+	scaleUp          = "scale 3 → 5"
+	scaleUpV36       = "scale 3 → 5 on " + version36
+	scaleDown        = "scale 5 → 3"
+	upgrade          = "upgrade 3.4.23 → 3.5.21 (to status.currentVersion, 3 ready)"
+	restoreGiB       = "restore (EtcdRestore created → Completed)"
 )
 
 // version36 is the etcd 3.6 release of the local cluster's images. On 3.6 the
@@ -81,16 +85,18 @@ var floorOf = map[string]struct {
 	floor  string
 	factor float64
 }{
-	boot3:        {floor3, 1},
-	boot3v34:     {floor3, 1},
-	boot3v36:     {floor3, 1},
-	boot5:        {floor5, 1},
-	replEmptyDir: {floor1, 1},
-	replPVC:      {floor1, 1},
-	restartPVC:   {floor3, 1},
-	scaleUp:      {floor1, 2},
-	scaleUpV36:   {floor1, 2},
-	upgrade:      {floor1, 3},
+	boot3:            {floor3, 1},
+	boot3v34:         {floor3, 1},
+	boot3v36:         {floor3, 1},
+	boot3Together:    {floor3, 1},
+	boot3TogetherV36: {floor3, 1},
+	boot5:            {floor5, 1},
+	replEmptyDir:     {floor1, 1},
+	replPVC:          {floor1, 1},
+	restartPVC:       {floor3, 1},
+	scaleUp:          {floor1, 2},
+	scaleUpV36:       {floor1, 2},
+	upgrade:          {floor1, 3},
 }
 
 // originalOf is the original's median from original-measured.md (its bootstrap
@@ -162,6 +168,8 @@ func TestMeasureSpeed(t *testing.T) {
 		t.Run(fmt.Sprintf("emptydir-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir35) })
 		t.Run(fmt.Sprintf("emptydir-3.6-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir36) })
 		t.Run(fmt.Sprintf("bootstrap5-%d", i), func(t *testing.T) { benchBootstrap5(t, results) })
+		t.Run(fmt.Sprintf("together-%d", i), func(t *testing.T) { benchBootstrapTogether(t, results, "3.5.21", boot3Together) })
+		t.Run(fmt.Sprintf("together-3.6-%d", i), func(t *testing.T) { benchBootstrapTogether(t, results, version36, boot3TogetherV36) })
 		t.Run(fmt.Sprintf("pvc-%d", i), func(t *testing.T) { benchPVC(t, results) })
 		t.Run(fmt.Sprintf("upgrade-%d", i), func(t *testing.T) {
 			m := map[string][]float64{}
@@ -186,7 +194,7 @@ func TestMeasureSpeed(t *testing.T) {
 
 // writeSpeed writes the speed report of the runs done so far.
 func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, done, runs int, notes []string) {
-	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot3v36, boot5, replEmptyDir, replPVC, restartPVC, scaleUp, scaleUpV36, scaleDown, upgrade}
+	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot3v36, boot3Together, boot3TogetherV36, boot5, replEmptyDir, replPVC, restartPVC, scaleUp, scaleUpV36, scaleDown, upgrade}
 	for k := range results {
 		if !slices.Contains(order, k) {
 			order = append(order, k)
@@ -354,6 +362,20 @@ func benchBootstrap5(t *testing.T, results map[string][]float64) {
 	createCluster(t, framework.NewCluster(name, 5, "3.5.21"))
 	record(results, measure(t, name, start, nil, probe{boot5, func(cl *api.EtcdCluster, pods []corev1.Pod) bool {
 		return statusReady(5)(cl, pods) && podsReady(5)(cl, pods)
+	}}))
+	deleteAndWait(t, name)
+}
+
+// benchBootstrapTogether: a cluster of three members started together
+// (spec.bootstrap.mode Together), to status 3 ready and 3 pods Ready.
+func benchBootstrapTogether(t *testing.T, results map[string][]float64, version, row string) {
+	name := framework.UniqueName("benchtog")
+	cl := framework.NewCluster(name, 3, version)
+	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapTogether}
+	start := time.Now()
+	createCluster(t, cl)
+	record(results, measure(t, name, start, nil, probe{row, func(cl *api.EtcdCluster, pods []corev1.Pod) bool {
+		return statusReady(3)(cl, pods) && podsReady(3)(cl, pods)
 	}}))
 	deleteAndWait(t, name)
 }

@@ -90,6 +90,37 @@ type ClusterSpec struct {
 	// Adoption is what the operator does with members that
 	// coreos/etcd-operator v0.9.4 made and ran, found when it takes over.
 	Adoption *AdoptionPolicy `json:"adoption,omitempty"`
+	// Bootstrap is how a new cluster's first members are started. It is
+	// read only while the cluster is being created and has never been
+	// available: every later change (scaling, replacing a member) adds or
+	// removes one member at a time, whatever it says.
+	Bootstrap *BootstrapPolicy `json:"bootstrap,omitempty"`
+}
+
+// BootstrapMode is a way of starting the members of a new cluster.
+type BootstrapMode string
+
+const (
+	// BootstrapSeedAndJoin starts one seed member, then adds the others one
+	// at a time, as coreos/etcd-operator did. The default.
+	BootstrapSeedAndJoin BootstrapMode = "SeedAndJoin"
+	// BootstrapTogether starts every member of spec.size at once, from one
+	// static --initial-cluster naming all of them: a cluster that holds no
+	// data yet needs no membership change made one at a time.
+	BootstrapTogether BootstrapMode = "Together"
+)
+
+// BootstrapPolicy is how a new cluster's first members are started.
+type BootstrapPolicy struct {
+	// Mode is SeedAndJoin (the default: one seed, then one member added at
+	// a time) or Together (every member started at once).
+	Mode BootstrapMode `json:"mode,omitempty"`
+}
+
+// StartsTogether tells whether a new cluster of this spec starts its
+// members together: Together asked for, and more than one member.
+func (s *ClusterSpec) StartsTogether() bool {
+	return s.Bootstrap != nil && s.Bootstrap.Mode == BootstrapTogether && s.Size > 1
 }
 
 // AdoptionPolicy is what the operator does with the members of a cluster

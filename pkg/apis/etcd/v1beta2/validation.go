@@ -220,6 +220,9 @@ func (s *ClusterSpec) validate(p *field.Path) field.ErrorList {
 	if s.DisasterRecovery != nil {
 		errs = append(errs, s.DisasterRecovery.validate(p.Child("disasterRecovery"))...)
 	}
+	if b := s.Bootstrap; b != nil && b.Mode != "" && b.Mode != BootstrapSeedAndJoin && b.Mode != BootstrapTogether {
+		errs = append(errs, field.NotSupported(p.Child("bootstrap", "mode"), b.Mode, []string{string(BootstrapSeedAndJoin), string(BootstrapTogether)}))
+	}
 	return errs
 }
 

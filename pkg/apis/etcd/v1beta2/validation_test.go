@@ -75,6 +75,8 @@ func TestValidationAcceptsGoodSpecs(t *testing.T) {
 		{"issued TLS with its CA secret and validity", `{"size":3,"TLS":{"issued":{"caSecret":"my-ca","certificateValidity":"720h"}}}`},
 		{"a volume per member", `{"size":3,"pod":` + storage + `}`},
 		{"user labels, env and cluster domain", `{"size":5,"pod":{"labels":{"team":"a"},"etcdEnv":[{"name":"ETCD_AUTO_COMPACTION_RETENTION","value":"1"}],"ClusterDomain":".cluster.local","DNSTimeoutInSecond":60}}`},
+		{"members started together", `{"size":3,"bootstrap":{"mode":"Together"}}`},
+		{"a seed and members added one at a time, said explicitly", `{"size":3,"bootstrap":{"mode":"SeedAndJoin"}}`},
 		{"a node lost after ten minutes not Ready", `{"size":3,"pod":{"nodeLostAfterSeconds":600}}`},
 		{"tolerations and requests within limits", `{"size":3,"pod":{"tolerations":[{"key":"k","operator":"Exists","effect":"NoSchedule"}],"resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"}}}}`},
 	}
