@@ -32,8 +32,11 @@ import (
 //     coreos/etcd-operator v0.9.4 made is adopted as it runs: its membership
 //     is read from etcd through the existing Services and told once; then
 //     nothing is changed (no member restarted, replaced, resized or
-//     upgraded) and what would have been done is said instead. Pods it
-//     cannot adopt safely are refused and left as they are.
+//     upgraded) and what would have been done is said instead, unless
+//     spec.adoption.convert asks for its members to be replaced one at a
+//     time by members of this layout, each added before one of the
+//     original's is removed (conversion.go). Pods it cannot adopt safely
+//     are refused and left as they are.
 //     Then (step 3c) bootstrapTogether (together.go), before a cluster
 //     whose members started together was ever available: those whose pods
 //     are gone are made again from the plan their pods' flags tell, and
