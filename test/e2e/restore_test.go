@@ -313,7 +313,9 @@ func countKeys(t *testing.T, ns, cluster, prefix string) int {
 	var n int
 	err := framework.WaitFor(t.Context(), dataTimeout, time.Second, "the number of keys under "+prefix,
 		func(ctx context.Context) (bool, string, error) {
-			out, err := f.Etcdctl(ctx, ns, cluster, false, "get", prefix, "--prefix", "--count-only", "-w", "fields")
+			// --limit=1 rather than --count-only, which etcdctl 3.4 (the
+			// original's clusters) lacks: the header's Count is the total.
+			out, err := f.Etcdctl(ctx, ns, cluster, false, "get", prefix, "--prefix", "--limit=1", "-w", "fields")
 			if err != nil {
 				return false, err.Error(), nil
 			}
