@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
@@ -54,6 +57,16 @@ const (
 	// the step (RFC 3339): a member whose etcd started at least
 	// caBundleSettle after it has read the step's bundle.
 	caRotationSinceAnnotation = "etcd.database.coreos.com/ca-rotation-since"
+	// caRotationStartedAnnotation is when the rotation under way began,
+	// caRotationStepStartedAnnotation when it reached its step (RFC 3339),
+	// for status.caRotation.
+	caRotationStartedAnnotation     = "etcd.database.coreos.com/ca-rotation-started"
+	caRotationStepStartedAnnotation = "etcd.database.coreos.com/ca-rotation-step-started"
+	// caLastRotationAnnotation names the last rotation carried out to its
+	// end, whoever began it, and caLastRotatedAnnotation says when it
+	// ended (RFC 3339), for status.caRotation.
+	caLastRotationAnnotation = "etcd.database.coreos.com/ca-last-rotation"
+	caLastRotatedAnnotation  = "etcd.database.coreos.com/ca-last-rotated"
 )
 
 // Keys of the CA secret that hold the new CA from step a to step c.
@@ -266,10 +279,13 @@ func trustAndRestart(v caRotationView, want caTrust, then caChange, done string)
 // caRotationOf reads what the CA secret says of a rotation; ca is its own
 // CA, next its new one (nil when absent or unusable).
 func caRotationOf(secret *corev1.Secret, ca, next *tlsissue.CA, step caStep) caRotationRecord {
-	r := caRotationRecord{id: secret.Annotations[caRotationAnnotation], done: secret.Annotations[caRotatedAnnotation], hasNext: next != nil}
-	if at, err := time.Parse(time.RFC3339, secret.Annotations[caRotationSinceAnnotation]); err == nil {
-		r.since = at
-	}
+	r := caRotationRecord{id: secret.Annotations[caRotationAnnotation], done: secret.Annotations[caRotatedAnnotation], hasNext: next != nil,
+		last: secret.Annotations[caLastRotationAnnotation]}
+	r.since = annotatedTime(secret, caRotationSinceAnnotation)
+	r.started = annotatedTime(secret, caRotationStartedAnnotation)
+	r.stepStarted = annotatedTime(secret, caRotationStepStartedAnnotation)
+	r.lastAt = annotatedTime(secret, caLastRotatedAnnotation)
+	r.caCert = firstCertificate(secret.Data[tlsissue.CACertKey])
 	if ca != nil {
 		r.caNotBefore, r.caNotAfter = ca.Cert.NotBefore, ca.Cert.NotAfter
 	}
@@ -280,6 +296,34 @@ func caRotationOf(secret *corev1.Secret, ca, next *tlsissue.CA, step caStep) caR
 		r.oldPEM, r.newPEM = secret.Data[tlsissue.CACertKey], next.CertPEM
 	}
 	return r
+}
+
+// annotatedTime is the time annotation key of secret holds; zero when
+// absent or not RFC 3339.
+func annotatedTime(secret *corev1.Secret, key string) time.Time {
+	at, err := time.Parse(time.RFC3339, secret.Annotations[key])
+	if err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+// firstCertificate is the first certificate of a PEM bundle; nil when it
+// holds none that parses.
+func firstCertificate(pemData []byte) *x509.Certificate {
+	for {
+		var block *pem.Block
+		block, pemData = pem.Decode(pemData)
+		if block == nil {
+			return nil
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+			return cert
+		}
+	}
 }
 
 // trustOf tells what a certificate secret's trusted CA key holds, as
@@ -355,4 +399,49 @@ func caRotationViewOf(s *snapshot) (caRotationView, bool) {
 		v.members = append(v.members, m)
 	}
 	return v, true
+}
+
+// caRotationStatus is status.caRotation: the CA secret's CA and what its
+// annotations say of a rotation, read again at each pass. prev is kept
+// while the secrets of issued TLS could not be read in this pass.
+func caRotationStatus(s *snapshot, prev *api.CARotationStatus) *api.CARotationStatus {
+	switch {
+	case !s.spec.Spec.TLS.IsIssued():
+		return nil
+	case s.issued == nil:
+		return prev
+	case s.issued.caMissing:
+		return nil
+	}
+	r := s.issued.rotation
+	st := &api.CARotationStatus{
+		CA:           caCertificateOf(r.caCert),
+		Rotation:     r.id,
+		Step:         string(s.issued.caStep),
+		Started:      statusTime(r.started),
+		StepStarted:  statusTime(r.stepStarted),
+		LastRotation: r.last,
+		LastRotated:  statusTime(r.lastAt),
+	}
+	if s.issued.caStep != caStepNone {
+		st.OldCA, st.NewCA = caCertificateOf(firstCertificate(r.oldPEM)), caCertificateOf(firstCertificate(r.newPEM))
+	}
+	return st
+}
+
+// caCertificateOf names cert for the status; nil for nil.
+func caCertificateOf(cert *x509.Certificate) *api.CACertificate {
+	if cert == nil {
+		return nil
+	}
+	return &api.CACertificate{Subject: cert.Subject.String(), Serial: fmt.Sprintf("%x", cert.SerialNumber), NotAfter: metav1.NewTime(cert.NotAfter.UTC())}
+}
+
+// statusTime is t for the status; nil for the zero time.
+func statusTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	mt := metav1.NewTime(t.UTC())
+	return &mt
 }

@@ -30,6 +30,7 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 	c.issued = issuedCache{}
 	c.certs.readAt = time.Time{}
 	names := s.spec.Spec.TLS.Secrets(c.name)
+	now := s.now.UTC().Format(time.RFC3339)
 	var err error
 	switch d.change {
 	case caBegin:
@@ -52,6 +53,7 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 			sec.Data[nextCACertKey], sec.Data[nextCAKeyKey] = data[tlsissue.CACertKey], data[tlsissue.CAKeyKey]
 			sec.Annotations[caRotationAnnotation] = id
 			sec.Annotations[caRotationStepAnnotation] = string(caStepTrustBoth)
+			sec.Annotations[caRotationStartedAnnotation], sec.Annotations[caRotationStepStartedAnnotation] = now, now
 			delete(sec.Annotations, caRotationSinceAnnotation)
 			return true, nil
 		})
@@ -68,6 +70,7 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 				return false, nil
 			}
 			sec.Annotations[caRotationStepAnnotation] = string(caStepReissue)
+			sec.Annotations[caRotationStepStartedAnnotation] = now
 			delete(sec.Annotations, caRotationSinceAnnotation)
 			return true, nil
 		})
@@ -85,6 +88,7 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 			delete(sec.Data, nextCACertKey)
 			delete(sec.Data, nextCAKeyKey)
 			sec.Annotations[caRotationStepAnnotation] = string(caStepTrustNew)
+			sec.Annotations[caRotationStepStartedAnnotation] = now
 			delete(sec.Annotations, caRotationSinceAnnotation)
 			return true, nil
 		})
@@ -94,7 +98,8 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 				return false, nil
 			}
 			sec.Annotations[caRotatedAnnotation] = sec.Annotations[caRotationAnnotation]
-			for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation} {
+			sec.Annotations[caLastRotationAnnotation], sec.Annotations[caLastRotatedAnnotation] = sec.Annotations[caRotationAnnotation], now
+			for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation, caRotationStartedAnnotation, caRotationStepStartedAnnotation} {
 				delete(sec.Annotations, k)
 			}
 			delete(sec.Data, previousCACertKey)

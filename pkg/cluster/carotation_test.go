@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"slices"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
@@ -276,6 +279,11 @@ func TestCARotationRunsToItsEnd(t *testing.T) {
 			if out := f.c.carryOutCAChange(t.Context(), s, d); out.err != nil {
 				t.Fatalf("change %+v: %v", d, out.err)
 			}
+			if d.change == caBegin || d.change == caNextStep || d.change == caAdopt {
+				if got := f.secret("example-ca").Annotations[caRotationStepStartedAnnotation]; got != f.now.UTC().Format(time.RFC3339) {
+					t.Fatalf("after %+v the step started %q, want now", d, got)
+				}
+			}
 			if d.change == caRestartMember {
 				f.pod(d.target)
 				f.setReady(d.target, true, startAt(f.now))
@@ -299,10 +307,14 @@ func TestCARotationRunsToItsEnd(t *testing.T) {
 	if string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM) || ca.Annotations[caRotatedAnnotation] != "r1" {
 		t.Errorf("CA secret after the rotation: annotations %v, ca.crt the old one: %v", ca.Annotations, string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM))
 	}
-	for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation} {
+	for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation, caRotationStartedAnnotation, caRotationStepStartedAnnotation} {
 		if _, ok := ca.Annotations[k]; ok {
 			t.Errorf("the CA secret keeps %s after the rotation", k)
 		}
+	}
+	if ca.Annotations[caLastRotationAnnotation] != "r1" || ca.Annotations[caLastRotatedAnnotation] != f.now.UTC().Format(time.RFC3339) {
+		t.Errorf("the CA secret records the last rotation as %q ended %q, want r1 ended at the last change, %s",
+			ca.Annotations[caLastRotationAnnotation], ca.Annotations[caLastRotatedAnnotation], f.now.UTC().Format(time.RFC3339))
 	}
 	for _, k := range []string{nextCACertKey, nextCAKeyKey, previousCACertKey} {
 		if _, ok := ca.Data[k]; ok {
@@ -343,4 +355,103 @@ func verifies(t *testing.T, at time.Time, certPEM, trusted []byte) bool {
 	pool.AppendCertsFromPEM(trusted)
 	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	return err == nil
+}
+
+// TestCARotationStatus: status.caRotation says what the CA secret says of
+// its CA and of a rotation, read again at each pass.
+func TestCARotationStatus(t *testing.T) {
+	old, err := tlsissue.NewCA("etcd CA of team-a/example", testStart.Add(-365*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := tlsissue.NewCA("etcd CA of team-a/example", testStart.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, stepStarted, lastAt := testStart.Add(-time.Hour), testStart.Add(-10*time.Minute), testStart.Add(-90*24*time.Hour)
+	stamp := func(at time.Time) string { return at.UTC().Format(time.RFC3339) }
+	named := func(ca *tlsissue.CA) *api.CACertificate {
+		return &api.CACertificate{Subject: ca.Cert.Subject.String(), Serial: fmt.Sprintf("%x", ca.Cert.SerialNumber), NotAfter: metav1.NewTime(ca.Cert.NotAfter.UTC())}
+	}
+	at := func(tm time.Time) *metav1.Time { mt := metav1.NewTime(tm.UTC()); return &mt }
+	prev := &api.CARotationStatus{Rotation: "as the server holds it"}
+	// caSecret is the CA secret: ca.crt old, next-ca.crt next while a
+	// step before trust-new is recorded, then ca.crt next and
+	// previous-ca.crt old.
+	caSecret := func(step caStep, annotations map[string]string) (*corev1.Secret, *tlsissue.CA, *tlsissue.CA) {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "example-ca", Annotations: annotations}, Data: map[string][]byte{}}
+		if sec.Annotations == nil {
+			sec.Annotations = map[string]string{}
+		}
+		if step != caStepNone {
+			sec.Annotations[caRotationStepAnnotation] = string(step)
+		}
+		oldData, _ := old.SecretData()
+		nextData, _ := next.SecretData()
+		switch step {
+		case caStepTrustNew:
+			sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey], sec.Data[previousCACertKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey], old.CertPEM
+			return sec, next, nil
+		case caStepNone:
+			sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey] = oldData[tlsissue.CACertKey], oldData[tlsissue.CAKeyKey]
+			return sec, old, nil
+		}
+		sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey] = oldData[tlsissue.CACertKey], oldData[tlsissue.CAKeyKey]
+		sec.Data[nextCACertKey], sec.Data[nextCAKeyKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey]
+		return sec, old, next
+	}
+	tests := []struct {
+		name string
+		// issued: the cluster's TLS is issued; read: its secrets were read
+		// in this pass; missing: the CA secret does not exist.
+		issued, read, missing bool
+		step                  caStep
+		annotations           map[string]string
+		want                  *api.CARotationStatus
+	}{
+		{name: "a cluster without issued TLS has no CA rotation in its status", read: true, want: nil},
+		{name: "a cluster whose CA secret is not made yet has none either", issued: true, read: true, missing: true, want: nil},
+		{name: "while the secrets cannot be read, the status keeps what it said", issued: true, want: prev},
+		{name: "outside a rotation the status names the CA", issued: true, read: true, want: &api.CARotationStatus{CA: named(old)}},
+		{name: "the last rotation carried out and when it ended are told after it", issued: true, read: true,
+			annotations: map[string]string{caLastRotationAnnotation: "r1", caLastRotatedAnnotation: stamp(lastAt), caRotatedAnnotation: "r1"},
+			want:        &api.CARotationStatus{CA: named(old), LastRotation: "r1", LastRotated: at(lastAt)}},
+		{name: "a rotation that trusts both CAs names its step, its start, the old CA and the new one", issued: true, read: true, step: caStepTrustBoth,
+			annotations: map[string]string{caRotationAnnotation: "r2", caRotationStartedAnnotation: stamp(started), caRotationStepStartedAnnotation: stamp(started), caLastRotationAnnotation: "r1"},
+			want: &api.CARotationStatus{CA: named(old), Rotation: "r2", Step: "trust-both", Started: at(started), StepStarted: at(started),
+				OldCA: named(old), NewCA: named(next), LastRotation: "r1"}},
+		{name: "once the new CA is the CA secret's own, it is the CA and the new one, and the old one is still named", issued: true, read: true, step: caStepTrustNew,
+			annotations: map[string]string{caRotationAnnotation: "r2", caRotationStartedAnnotation: stamp(started), caRotationStepStartedAnnotation: stamp(stepStarted)},
+			want: &api.CARotationStatus{CA: named(next), Rotation: "r2", Step: "trust-new", Started: at(started), StepStarted: at(stepStarted),
+				OldCA: named(old), NewCA: named(next)}},
+		{name: "a rotation an earlier operator began, without its start recorded, is told without it", issued: true, read: true, step: caStepReissue,
+			annotations: map[string]string{caRotationAnnotation: "r2", caRotationStartedAnnotation: "yesterday"},
+			want:        &api.CARotationStatus{CA: named(old), Rotation: "r2", Step: "reissue", OldCA: named(old), NewCA: named(next)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSnapshot()
+			if tt.issued {
+				withIssuedTLS(s.spec)
+			}
+			if tt.read {
+				s.issued = &issuedView{caMissing: tt.missing}
+				if !tt.missing {
+					sec, ca, nx := caSecret(tt.step, tt.annotations)
+					s.issued.caStep = tt.step
+					s.issued.rotation = caRotationOf(sec, ca, nx, tt.step)
+				}
+			}
+			got := caRotationStatus(s, prev)
+			if !equality.Semantic.DeepEqual(got, tt.want) {
+				t.Errorf("status.caRotation = %s, want %s", describeStatus(got), describeStatus(tt.want))
+			}
+		})
+	}
+}
+
+// describeStatus is st as its JSON, for a test's message.
+func describeStatus(st *api.CARotationStatus) string {
+	b, _ := json.Marshal(st)
+	return string(b)
 }

@@ -57,6 +57,16 @@ type caRotationRecord struct {
 	since time.Time
 	// done is its caRotatedAnnotation.
 	done string
+	// started and stepStarted are its caRotationStartedAnnotation and
+	// caRotationStepStartedAnnotation; last and lastAt its
+	// caLastRotationAnnotation and caLastRotatedAnnotation (times zero
+	// when absent or not RFC 3339).
+	started, stepStarted time.Time
+	last                 string
+	lastAt               time.Time
+	// caCert is ca.crt's certificate, whether or not the CA is usable;
+	// nil when it does not parse.
+	caCert *x509.Certificate
 	// caNotBefore and caNotAfter are ca.crt's; hasNext tells that
 	// next-ca.crt and next-ca.key are a usable CA.
 	caNotBefore, caNotAfter time.Time
