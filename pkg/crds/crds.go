@@ -399,15 +399,18 @@ func caRotationStatusSchema() schema {
 		"notAfter": dateTime(),
 	}, "serial", "notAfter")
 	return object(map[string]schema{
-		"ca":           ca,
-		"rotation":     str(),
-		"step":         str(),
-		"started":      dateTime(),
-		"stepStarted":  dateTime(),
-		"oldCA":        ca,
-		"newCA":        ca,
-		"lastRotation": str(),
-		"lastRotated":  dateTime(),
+		"ca":             ca,
+		"madeByOperator": boolean(),
+		"autoRotateAt":   dateTime(),
+		"rotation":       str(),
+		"unasked":        boolean(),
+		"step":           str(),
+		"started":        dateTime(),
+		"stepStarted":    dateTime(),
+		"oldCA":          ca,
+		"newCA":          ca,
+		"lastRotation":   str(),
+		"lastRotated":    dateTime(),
 	})
 }
 

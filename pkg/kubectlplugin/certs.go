@@ -180,6 +180,11 @@ func caRotationLines(w io.Writer, r *api.CARotationStatus, now time.Time) {
 		return t.UTC().Format(time.RFC3339)
 	}
 	fmt.Fprintf(tw, "CA:\t%s\n", ca(r.CA))
+	if r.MadeByOperator {
+		fmt.Fprintf(tw, "  made by:\tthe operator, which rotates it unasked from %s\n", when(r.AutoRotateAt))
+	} else if r.CA != nil {
+		fmt.Fprintf(tw, "  made by:\tnot the operator: rotated only when asked (`kubectl etcd rotate-ca`)\n")
+	}
 	if r.Step == "" {
 		fmt.Fprintf(tw, "CA rotation:\tnone under way\n")
 	} else {
@@ -187,7 +192,11 @@ func caRotationLines(w io.Writer, r *api.CARotationStatus, now time.Time) {
 		if what == "" {
 			what = "a step this plugin does not know"
 		}
-		fmt.Fprintf(tw, "CA rotation:\t%s, began %s\n", r.Rotation, when(r.Started))
+		by := ""
+		if r.Unasked {
+			by = " (begun by the operator as the CA nears its expiry)"
+		}
+		fmt.Fprintf(tw, "CA rotation:\t%s, began %s%s\n", r.Rotation, when(r.Started), by)
 		fmt.Fprintf(tw, "  step:\t%s since %s (%s)\n", r.Step, when(r.StepStarted), what)
 		fmt.Fprintf(tw, "  old CA:\t%s\n", ca(r.OldCA))
 		fmt.Fprintf(tw, "  new CA:\t%s\n", ca(r.NewCA))

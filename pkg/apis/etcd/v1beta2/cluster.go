@@ -230,11 +230,21 @@ type CARotationStatus struct {
 	// CA is the CA the certificates are issued from (the CA secret's
 	// ca.crt).
 	CA *CACertificate `json:"ca,omitempty"`
+	// MadeByOperator is true when the operator made that CA (when it made
+	// the CA secret, or by a rotation); false for a CA the user brought,
+	// which the operator rotates only when asked.
+	MadeByOperator bool `json:"madeByOperator,omitempty"`
+	// AutoRotateAt is when the operator begins a rotation of a CA it made
+	// without being asked: once four fifths of its lifetime have passed.
+	AutoRotateAt *metav1.Time `json:"autoRotateAt,omitempty"`
 	// Rotation names the rotation under way: the value of annotation
 	// etcd.database.coreos.com/rotate-ca it carries out, or "auto-" and
 	// the old CA's expiry for one the operator began by itself. Empty when
 	// none is under way.
 	Rotation string `json:"rotation,omitempty"`
+	// Unasked is true for a rotation under way that the operator began by
+	// itself, as the CA neared its expiry.
+	Unasked bool `json:"unasked,omitempty"`
 	// Step is the step the rotation is at: trust-both (certificate secrets
 	// are given the old and the new CA, then members restarted), reissue
 	// (certificates are issued from the new CA) or trust-new (certificate

@@ -391,6 +391,10 @@ func (in *CARotationStatus) DeepCopyInto(out *CARotationStatus) {
 		*out = new(CACertificate)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.AutoRotateAt != nil {
+		in, out := &in.AutoRotateAt, &out.AutoRotateAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Started != nil {
 		in, out := &in.Started, &out.Started
 		*out = (*in).DeepCopy()
