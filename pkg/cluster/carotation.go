@@ -2,10 +2,16 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
@@ -16,7 +22,8 @@ import (
 // the member pods say, never from the operator's memory, so that an
 // operator restarted anywhere goes on from where the secrets are. Its
 // executors are in carotation_act.go; rotateCA is its step of decide. A
-// rotation begins only when the user asks (rotateCAAnnotation); see
+// rotation begins when the user asks (rotateCAAnnotation), or by itself
+// once a CA the operator made nears its expiry (caAutoRotateAt); see
 // docs/design/ca-rotation.md.
 //
 // etcd reads its trusted CA files only when it starts (etcdutil's
@@ -54,7 +61,66 @@ const (
 	// the step (RFC 3339): a member whose etcd started at least
 	// caBundleSettle after it has read the step's bundle.
 	caRotationSinceAnnotation = "etcd.database.coreos.com/ca-rotation-since"
+	// caRotationStartedAnnotation is when the rotation under way began,
+	// caRotationStepStartedAnnotation when it reached its step (RFC 3339),
+	// for status.caRotation.
+	caRotationStartedAnnotation     = "etcd.database.coreos.com/ca-rotation-started"
+	caRotationStepStartedAnnotation = "etcd.database.coreos.com/ca-rotation-step-started"
+	// caLastRotationAnnotation names the last rotation carried out to its
+	// end, whoever began it, and caLastRotatedAnnotation says when it
+	// ended (RFC 3339), for status.caRotation.
+	caLastRotationAnnotation = "etcd.database.coreos.com/ca-last-rotation"
+	caLastRotatedAnnotation  = "etcd.database.coreos.com/ca-last-rotated"
+	// caRotationUnaskedAnnotation is "true" on a rotation the operator
+	// began by itself: its end leaves caRotatedAnnotation, the last
+	// request carried out, as it was.
+	caRotationUnaskedAnnotation = "etcd.database.coreos.com/ca-rotation-unasked"
+	// caMadeByOperatorAnnotation is the fingerprint (caFingerprint) of the
+	// CA the operator made for the secret, written with it: when the
+	// operator made the CA secret, and when a rotation makes its new CA
+	// the secret's own. A CA put in the secret by anyone else does not
+	// match it.
+	caMadeByOperatorAnnotation = "etcd.database.coreos.com/ca-made-by-operator"
 )
+
+// operatorCASubject is the common name of the CAs the operator makes for
+// a cluster; with the organization etcd-operator, it is how a CA secret
+// an earlier operator made, without caMadeByOperatorAnnotation, is told
+// from a user's.
+func operatorCASubject(namespace, name string) string {
+	return fmt.Sprintf("etcd CA of %s/%s", namespace, name)
+}
+
+// caFingerprint is the SHA-256 of the certificate (DER), as
+// caMadeByOperatorAnnotation holds it.
+func caFingerprint(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// caMadeByOperator tells whether ca.crt of the CA secret (cert) is a CA
+// the operator made, and so one it may rotate unasked. A CA the user
+// brought is rotated only when asked: rotating it would replace it with
+// one of the operator's. Only positive evidence counts:
+//   - the secret's caMadeByOperatorAnnotation is cert's fingerprint;
+//   - without that annotation (a CA secret an earlier operator made, or
+//     whose CA an earlier operator's rotation made), cert names itself
+//     exactly as the operator names its CAs for this cluster, and is
+//     self-signed; a user's CA of another subject, or an operator's CA of
+//     another cluster brought here, is the user's.
+//
+// An annotation of another fingerprint means the CA was replaced by
+// someone else since: it is the user's.
+func caMadeByOperator(secret *corev1.Secret, cert *x509.Certificate, namespace, name string) bool {
+	if cert == nil {
+		return false
+	}
+	if mark, ok := secret.Annotations[caMadeByOperatorAnnotation]; ok {
+		return mark == caFingerprint(cert)
+	}
+	return cert.Subject.String() == (pkix.Name{CommonName: operatorCASubject(namespace, name), Organization: []string{"etcd-operator"}}).String() &&
+		bytes.Equal(cert.RawIssuer, cert.RawSubject) && cert.CheckSignatureFrom(cert) == nil
+}
 
 // Keys of the CA secret that hold the new CA from step a to step c.
 const (
@@ -89,10 +155,10 @@ const (
 // update mounts it whole, but a container restarted in its pod may not.
 const caBundleSettle = 3 * time.Minute
 
-// caAutoRotateAt is when a CA is rotated without being asked: once four
-// fifths of its lifetime have passed, which leaves the last fifth (two years
-// of the ten a CA the operator makes is valid for) for the rotation and
-// for a long trouble holding it up.
+// caAutoRotateAt is when a CA the operator made is rotated without being
+// asked: once four fifths of its lifetime have passed, which leaves the
+// last fifth (two years of the ten a CA the operator makes is valid for)
+// for the rotation and for a long trouble holding it up.
 func caAutoRotateAt(notBefore, notAfter time.Time) time.Time {
 	return notBefore.Add(notAfter.Sub(notBefore) * 4 / 5)
 }
@@ -131,8 +197,10 @@ type caRotationView struct {
 	// requested is the cluster's rotate-ca annotation, done the rotation
 	// the status last recorded as done.
 	requested, done string
-	// caNotBefore and caNotAfter are the CA secret's own CA's.
+	// caNotBefore and caNotAfter are the CA secret's own CA's;
+	// caMadeByOperator, that the operator made it (caMadeByOperator).
 	caNotBefore, caNotAfter time.Time
+	caMadeByOperator        bool
 	// rotation, step and since are the CA secret's annotations.
 	rotation string
 	step     caStep
@@ -214,15 +282,17 @@ func nextCAChange(v caRotationView) caDecision {
 	return caDecision{change: caWait, reason: fmt.Sprintf("the CA secret records an unknown CA rotation step %q; nothing is changed", v.step)}
 }
 
-// beginCARotation starts a rotation the user asked for, or that the CA's
-// age calls for, once the cluster is at rest.
+// beginCARotation starts a rotation the user asked for, or that the age of
+// a CA the operator made calls for, once the cluster is at rest. A CA the
+// user brought is never rotated unasked: the expiry warning of every CA
+// (expiringCertificates) tells them ahead.
 func beginCARotation(v caRotationView) caDecision {
 	why := ""
 	switch {
 	case v.requested != "" && v.requested != v.done:
 		why = fmt.Sprintf("etcd.database.coreos.com/rotate-ca is %q", v.requested)
-	case !v.caNotAfter.IsZero() && !v.now.Before(caAutoRotateAt(v.caNotBefore, v.caNotAfter)):
-		why = "the CA expires on " + v.caNotAfter.UTC().Format(time.RFC3339) + ", within the last fifth of its lifetime"
+	case v.caMadeByOperator && !v.caNotAfter.IsZero() && !v.now.Before(caAutoRotateAt(v.caNotBefore, v.caNotAfter)):
+		why = "the CA the operator made expires on " + v.caNotAfter.UTC().Format(time.RFC3339) + ", within the last fifth of its lifetime: it is rotated unasked"
 	default:
 		return caDecision{}
 	}
@@ -263,13 +333,18 @@ func trustAndRestart(v caRotationView, want caTrust, then caChange, done string)
 	return caDecision{change: then, reason: done}
 }
 
-// caRotationOf reads what the CA secret says of a rotation; ca is its own
-// CA, next its new one (nil when absent or unusable).
-func caRotationOf(secret *corev1.Secret, ca, next *tlsissue.CA, step caStep) caRotationRecord {
-	r := caRotationRecord{id: secret.Annotations[caRotationAnnotation], done: secret.Annotations[caRotatedAnnotation], hasNext: next != nil}
-	if at, err := time.Parse(time.RFC3339, secret.Annotations[caRotationSinceAnnotation]); err == nil {
-		r.since = at
-	}
+// caRotationOf reads what the CA secret of cluster namespace/name says of
+// its CA and of a rotation; ca is its own CA, next its new one (nil when
+// absent or unusable).
+func caRotationOf(secret *corev1.Secret, ca, next *tlsissue.CA, step caStep, namespace, name string) caRotationRecord {
+	r := caRotationRecord{id: secret.Annotations[caRotationAnnotation], done: secret.Annotations[caRotatedAnnotation], hasNext: next != nil,
+		last: secret.Annotations[caLastRotationAnnotation], unasked: secret.Annotations[caRotationUnaskedAnnotation] == "true"}
+	r.since = annotatedTime(secret, caRotationSinceAnnotation)
+	r.started = annotatedTime(secret, caRotationStartedAnnotation)
+	r.stepStarted = annotatedTime(secret, caRotationStepStartedAnnotation)
+	r.lastAt = annotatedTime(secret, caLastRotatedAnnotation)
+	r.caCert = firstCertificate(secret.Data[tlsissue.CACertKey])
+	r.madeByOperator = caMadeByOperator(secret, r.caCert, namespace, name)
 	if ca != nil {
 		r.caNotBefore, r.caNotAfter = ca.Cert.NotBefore, ca.Cert.NotAfter
 	}
@@ -280,6 +355,34 @@ func caRotationOf(secret *corev1.Secret, ca, next *tlsissue.CA, step caStep) caR
 		r.oldPEM, r.newPEM = secret.Data[tlsissue.CACertKey], next.CertPEM
 	}
 	return r
+}
+
+// annotatedTime is the time annotation key of secret holds; zero when
+// absent or not RFC 3339.
+func annotatedTime(secret *corev1.Secret, key string) time.Time {
+	at, err := time.Parse(time.RFC3339, secret.Annotations[key])
+	if err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+// firstCertificate is the first certificate of a PEM bundle; nil when it
+// holds none that parses.
+func firstCertificate(pemData []byte) *x509.Certificate {
+	for {
+		var block *pem.Block
+		block, pemData = pem.Decode(pemData)
+		if block == nil {
+			return nil
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+			return cert
+		}
+	}
 }
 
 // trustOf tells what a certificate secret's trusted CA key holds, as
@@ -298,17 +401,13 @@ func trustOf(trusted, oldPEM, newPEM []byte) caTrust {
 
 // rotateCA is step 18b: one change of a CA rotation of issued TLS, after
 // the repairs, scaling, upgrades and renewals that come first. A rotation
-// begins only when the user asks: beginning one because the CA nears its
-// expiry is designed (caAutoRotateAt) but left out until a CA secret the
-// user brought is told from one the operator made. A rotation under way
-// goes on whoever began it; a wait of it is said, and holds nothing after
-// it up but stuckPods, which only reports.
+// begins when the user asks, or by itself once a CA the operator made is
+// in the last fifth of its lifetime. A rotation under way goes on whoever
+// began it; a wait of it is said, and holds nothing after it up but
+// stuckPods, which only reports.
 func rotateCA(s *snapshot) (action, bool) {
 	v, ok := caRotationViewOf(s)
 	if !ok {
-		return action{}, false
-	}
-	if v.step == caStepNone && (v.requested == "" || v.requested == v.done) {
 		return action{}, false
 	}
 	d := nextCAChange(v)
@@ -340,7 +439,7 @@ func caRotationViewOf(s *snapshot) (caRotationView, bool) {
 	r := s.issued.rotation
 	v := caRotationView{
 		now: s.now, requested: s.rotateCARequest, done: r.done,
-		caNotBefore: r.caNotBefore, caNotAfter: r.caNotAfter,
+		caNotBefore: r.caNotBefore, caNotAfter: r.caNotAfter, caMadeByOperator: r.madeByOperator,
 		rotation: r.id, step: s.issued.caStep, since: r.since, hasNext: r.hasNext,
 		atRest: atRestForRenewal(s),
 	}
@@ -355,4 +454,54 @@ func caRotationViewOf(s *snapshot) (caRotationView, bool) {
 		v.members = append(v.members, m)
 	}
 	return v, true
+}
+
+// caRotationStatus is status.caRotation: the CA secret's CA and what its
+// annotations say of a rotation, read again at each pass. prev is kept
+// while the secrets of issued TLS could not be read in this pass.
+func caRotationStatus(s *snapshot, prev *api.CARotationStatus) *api.CARotationStatus {
+	switch {
+	case !s.spec.Spec.TLS.IsIssued():
+		return nil
+	case s.issued == nil:
+		return prev
+	case s.issued.caMissing:
+		return nil
+	}
+	r := s.issued.rotation
+	st := &api.CARotationStatus{
+		CA:           caCertificateOf(r.caCert),
+		Rotation:     r.id,
+		Unasked:      r.unasked && s.issued.caStep != caStepNone,
+		Step:         string(s.issued.caStep),
+		Started:      statusTime(r.started),
+		StepStarted:  statusTime(r.stepStarted),
+		LastRotation: r.last,
+		LastRotated:  statusTime(r.lastAt),
+	}
+	if r.madeByOperator && r.caCert != nil {
+		st.MadeByOperator = true
+		st.AutoRotateAt = statusTime(caAutoRotateAt(r.caCert.NotBefore, r.caCert.NotAfter))
+	}
+	if s.issued.caStep != caStepNone {
+		st.OldCA, st.NewCA = caCertificateOf(firstCertificate(r.oldPEM)), caCertificateOf(firstCertificate(r.newPEM))
+	}
+	return st
+}
+
+// caCertificateOf names cert for the status; nil for nil.
+func caCertificateOf(cert *x509.Certificate) *api.CACertificate {
+	if cert == nil {
+		return nil
+	}
+	return &api.CACertificate{Subject: cert.Subject.String(), Serial: fmt.Sprintf("%x", cert.SerialNumber), NotAfter: metav1.NewTime(cert.NotAfter.UTC())}
+}
+
+// statusTime is t for the status; nil for the zero time.
+func statusTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	mt := metav1.NewTime(t.UTC())
+	return &mt
 }

@@ -18,7 +18,7 @@ import (
 // from a view older than the secret (another writer, an operator restart
 // between the read and the write) is checked against what is stored: a
 // step already taken is not taken twice, and a conflict is read again at
-// the next pass. Like the chooser, it is not wired into the pass yet.
+// the next pass.
 
 // eventCARotation tells each change of a CA rotation.
 const eventCARotation = "CARotation"
@@ -30,6 +30,10 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 	c.issued = issuedCache{}
 	c.certs.readAt = time.Time{}
 	names := s.spec.Spec.TLS.Secrets(c.name)
+	now := s.now.UTC().Format(time.RFC3339)
+	// A rotation begun while no request is outstanding is the operator's
+	// own, for a CA it made nearing its expiry (beginCARotation).
+	unasked := s.rotateCARequest == "" || s.rotateCARequest == s.issued.rotation.done
 	var err error
 	switch d.change {
 	case caBegin:
@@ -37,7 +41,7 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 			if sec.Annotations[caRotationStepAnnotation] != "" {
 				return false, nil
 			}
-			next, err := tlsissue.NewCA(fmt.Sprintf("etcd CA of %s/%s", c.namespace, c.name), s.now)
+			next, err := tlsissue.NewCA(operatorCASubject(c.namespace, c.name), s.now)
 			if err != nil {
 				return false, err
 			}
@@ -46,12 +50,14 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 				return false, err
 			}
 			id := s.rotateCARequest
-			if id == "" || id == s.issued.rotation.done {
+			if unasked {
 				id = "auto-" + s.issued.rotation.caNotAfter.UTC().Format(time.RFC3339)
+				sec.Annotations[caRotationUnaskedAnnotation] = "true"
 			}
 			sec.Data[nextCACertKey], sec.Data[nextCAKeyKey] = data[tlsissue.CACertKey], data[tlsissue.CAKeyKey]
 			sec.Annotations[caRotationAnnotation] = id
 			sec.Annotations[caRotationStepAnnotation] = string(caStepTrustBoth)
+			sec.Annotations[caRotationStartedAnnotation], sec.Annotations[caRotationStepStartedAnnotation] = now, now
 			delete(sec.Annotations, caRotationSinceAnnotation)
 			return true, nil
 		})
@@ -68,6 +74,7 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 				return false, nil
 			}
 			sec.Annotations[caRotationStepAnnotation] = string(caStepReissue)
+			sec.Annotations[caRotationStepStartedAnnotation] = now
 			delete(sec.Annotations, caRotationSinceAnnotation)
 			return true, nil
 		})
@@ -80,11 +87,17 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 			if caStep(sec.Annotations[caRotationStepAnnotation]) != caStepReissue || len(sec.Data[nextCACertKey]) == 0 {
 				return false, nil
 			}
+			// The new CA is the operator's, whoever brought the old one:
+			// from now on it is rotated unasked as it nears its expiry.
+			if next := firstCertificate(sec.Data[nextCACertKey]); next != nil {
+				sec.Annotations[caMadeByOperatorAnnotation] = caFingerprint(next)
+			}
 			sec.Data[previousCACertKey] = sec.Data[tlsissue.CACertKey]
 			sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey] = sec.Data[nextCACertKey], sec.Data[nextCAKeyKey]
 			delete(sec.Data, nextCACertKey)
 			delete(sec.Data, nextCAKeyKey)
 			sec.Annotations[caRotationStepAnnotation] = string(caStepTrustNew)
+			sec.Annotations[caRotationStepStartedAnnotation] = now
 			delete(sec.Annotations, caRotationSinceAnnotation)
 			return true, nil
 		})
@@ -93,8 +106,14 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 			if caStep(sec.Annotations[caRotationStepAnnotation]) != caStepTrustNew {
 				return false, nil
 			}
-			sec.Annotations[caRotatedAnnotation] = sec.Annotations[caRotationAnnotation]
-			for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation} {
+			// The last request carried out stays the one it was after a
+			// rotation the operator began by itself: a request of that
+			// value is still done.
+			if sec.Annotations[caRotationUnaskedAnnotation] != "true" {
+				sec.Annotations[caRotatedAnnotation] = sec.Annotations[caRotationAnnotation]
+			}
+			sec.Annotations[caLastRotationAnnotation], sec.Annotations[caLastRotatedAnnotation] = sec.Annotations[caRotationAnnotation], now
+			for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation, caRotationStartedAnnotation, caRotationStepStartedAnnotation, caRotationUnaskedAnnotation} {
 				delete(sec.Annotations, k)
 			}
 			delete(sec.Data, previousCACertKey)
@@ -113,6 +132,9 @@ func (c *Cluster) carryOutCAChange(ctx context.Context, s *snapshot, d caDecisio
 	what := map[caChange]string{caBegin: "began: a new CA is in", caWriteTrust: "the trusted CA written into", caMarkSince: "every certificate secret has the step's trusted CA; recorded in",
 		caNextStep: "every member read the CAs of both; leaves are next, recorded in", caRestartMember: "restarting member", caReissue: "issued from the new CA:",
 		caAdopt: "the new CA is now ca.crt of", caFinish: "done; the old CA is dropped from"}[d.change]
+	if d.change == caBegin && unasked {
+		what = "began unasked: a new CA is in"
+	}
 	target := d.target
 	if target == "" {
 		target = names.CA

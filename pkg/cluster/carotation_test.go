@@ -1,17 +1,24 @@
 package cluster
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
@@ -62,6 +69,7 @@ func TestNextCAChange(t *testing.T) {
 		}
 	}
 	noNext := func(v *caRotationView) { v.hasNext = false }
+	ours := func(v *caRotationView) { v.caMadeByOperator = true }
 	settled := since.Add(caBundleSettle)
 	tests := []struct {
 		name string
@@ -75,8 +83,12 @@ func TestNextCAChange(t *testing.T) {
 		{name: "a rotation asked for begins with a new CA", mods: []mod{requested("2026-11-29", "")}, want: caBegin, reason: `rotate-ca is "2026-11-29"`},
 		{name: "a rotation the status records as done is not done again", mods: []mod{requested("2026-11-29", "2026-11-29")}, want: caNothing},
 		{name: "a new value of the annotation is a new rotation", mods: []mod{requested("2026-11-30", "2026-11-29")}, want: caBegin},
-		{name: "a CA within the last fifth of its lifetime is rotated unasked", mods: []mod{caAge(8*year + day)}, want: caBegin, reason: "within the last fifth of its lifetime"},
-		{name: "a CA short of the last fifth of its lifetime is left alone", mods: []mod{caAge(7 * year)}, want: caNothing},
+		{name: "a CA the operator made, within the last fifth of its lifetime, is rotated unasked", mods: []mod{ours, caAge(8*year + day)}, want: caBegin, reason: "within the last fifth of its lifetime: it is rotated unasked"},
+		{name: "a CA the operator made, short of the last fifth of its lifetime, is left alone", mods: []mod{ours, caAge(7 * year)}, want: caNothing},
+		{name: "a CA the user brought is never rotated unasked, however near its expiry", mods: []mod{caAge(9*year + 300*day)}, want: caNothing},
+		{name: "a CA the user brought is rotated when asked", mods: []mod{caAge(9 * year), requested("2026-11-29", "")}, want: caBegin, reason: `rotate-ca is "2026-11-29"`},
+		{name: "an unasked rotation waits for every member to be ready before it begins", mods: []mod{ours, caAge(8*year + day), notReady}, want: caWait, reason: "it begins once every member is ready"},
+		{name: "a request already carried out does not hold back an unasked rotation", mods: []mod{ours, caAge(8*year + day), requested("2026-11-29", "2026-11-29")}, want: caBegin, reason: "rotated unasked"},
 		{name: "a rotation does not begin while a member is not ready", mods: []mod{requested("2026-11-29", ""), notReady}, want: caWait, reason: "begins once every member is ready"},
 
 		// a. Trust both.
@@ -276,6 +288,11 @@ func TestCARotationRunsToItsEnd(t *testing.T) {
 			if out := f.c.carryOutCAChange(t.Context(), s, d); out.err != nil {
 				t.Fatalf("change %+v: %v", d, out.err)
 			}
+			if d.change == caBegin || d.change == caNextStep || d.change == caAdopt {
+				if got := f.secret("example-ca").Annotations[caRotationStepStartedAnnotation]; got != f.now.UTC().Format(time.RFC3339) {
+					t.Fatalf("after %+v the step started %q, want now", d, got)
+				}
+			}
 			if d.change == caRestartMember {
 				f.pod(d.target)
 				f.setReady(d.target, true, startAt(f.now))
@@ -299,10 +316,14 @@ func TestCARotationRunsToItsEnd(t *testing.T) {
 	if string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM) || ca.Annotations[caRotatedAnnotation] != "r1" {
 		t.Errorf("CA secret after the rotation: annotations %v, ca.crt the old one: %v", ca.Annotations, string(ca.Data[tlsissue.CACertKey]) == string(old.CertPEM))
 	}
-	for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation} {
+	for _, k := range []string{caRotationAnnotation, caRotationStepAnnotation, caRotationSinceAnnotation, caRotationStartedAnnotation, caRotationStepStartedAnnotation} {
 		if _, ok := ca.Annotations[k]; ok {
 			t.Errorf("the CA secret keeps %s after the rotation", k)
 		}
+	}
+	if ca.Annotations[caLastRotationAnnotation] != "r1" || ca.Annotations[caLastRotatedAnnotation] != f.now.UTC().Format(time.RFC3339) {
+		t.Errorf("the CA secret records the last rotation as %q ended %q, want r1 ended at the last change, %s",
+			ca.Annotations[caLastRotationAnnotation], ca.Annotations[caLastRotatedAnnotation], f.now.UTC().Format(time.RFC3339))
 	}
 	for _, k := range []string{nextCACertKey, nextCAKeyKey, previousCACertKey} {
 		if _, ok := ca.Data[k]; ok {
@@ -343,4 +364,281 @@ func verifies(t *testing.T, at time.Time, certPEM, trusted []byte) bool {
 	pool.AppendCertsFromPEM(trusted)
 	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	return err == nil
+}
+
+// TestCARotationStatus: status.caRotation says what the CA secret says of
+// its CA and of a rotation, read again at each pass.
+func TestCARotationStatus(t *testing.T) {
+	old, err := tlsissue.NewCA(operatorCASubject(testNS, testName), testStart.Add(-365*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := tlsissue.NewCA(operatorCASubject(testNS, testName), testStart.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, stepStarted, lastAt := testStart.Add(-time.Hour), testStart.Add(-10*time.Minute), testStart.Add(-90*24*time.Hour)
+	stamp := func(at time.Time) string { return at.UTC().Format(time.RFC3339) }
+	named := func(ca *tlsissue.CA) *api.CACertificate {
+		return &api.CACertificate{Subject: ca.Cert.Subject.String(), Serial: fmt.Sprintf("%x", ca.Cert.SerialNumber), NotAfter: metav1.NewTime(ca.Cert.NotAfter.UTC())}
+	}
+	at := func(tm time.Time) *metav1.Time { mt := metav1.NewTime(tm.UTC()); return &mt }
+	prev := &api.CARotationStatus{Rotation: "as the server holds it"}
+	// ours is st of a CA secret whose CA, ca, the operator made.
+	ours := func(ca *tlsissue.CA, st *api.CARotationStatus) *api.CARotationStatus {
+		st.MadeByOperator, st.AutoRotateAt = true, at(caAutoRotateAt(ca.Cert.NotBefore, ca.Cert.NotAfter))
+		return st
+	}
+	// caSecret is the CA secret: ca.crt old, next-ca.crt next while a
+	// step before trust-new is recorded, then ca.crt next and
+	// previous-ca.crt old.
+	caSecret := func(step caStep, annotations map[string]string) (*corev1.Secret, *tlsissue.CA, *tlsissue.CA) {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "example-ca", Annotations: annotations}, Data: map[string][]byte{}}
+		if sec.Annotations == nil {
+			sec.Annotations = map[string]string{}
+		}
+		if step != caStepNone {
+			sec.Annotations[caRotationStepAnnotation] = string(step)
+		}
+		oldData, _ := old.SecretData()
+		nextData, _ := next.SecretData()
+		switch step {
+		case caStepTrustNew:
+			sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey], sec.Data[previousCACertKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey], old.CertPEM
+			return sec, next, nil
+		case caStepNone:
+			sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey] = oldData[tlsissue.CACertKey], oldData[tlsissue.CAKeyKey]
+			return sec, old, nil
+		}
+		sec.Data[tlsissue.CACertKey], sec.Data[tlsissue.CAKeyKey] = oldData[tlsissue.CACertKey], oldData[tlsissue.CAKeyKey]
+		sec.Data[nextCACertKey], sec.Data[nextCAKeyKey] = nextData[tlsissue.CACertKey], nextData[tlsissue.CAKeyKey]
+		return sec, old, next
+	}
+	tests := []struct {
+		name string
+		// issued: the cluster's TLS is issued; read: its secrets were read
+		// in this pass; missing: the CA secret does not exist.
+		issued, read, missing bool
+		step                  caStep
+		annotations           map[string]string
+		want                  *api.CARotationStatus
+	}{
+		{name: "a cluster without issued TLS has no CA rotation in its status", read: true, want: nil},
+		{name: "a cluster whose CA secret is not made yet has none either", issued: true, read: true, missing: true, want: nil},
+		{name: "while the secrets cannot be read, the status keeps what it said", issued: true, want: prev},
+		{name: "outside a rotation the status names the CA, and when the operator rotates the CA it made unasked", issued: true, read: true,
+			annotations: map[string]string{caMadeByOperatorAnnotation: caFingerprint(old.Cert)},
+			want:        ours(old, &api.CARotationStatus{CA: named(old)})},
+		{name: "a CA the user brought is never rotated unasked: no date is told", issued: true, read: true,
+			annotations: map[string]string{caMadeByOperatorAnnotation: "sha256:of a CA replaced since"},
+			want:        &api.CARotationStatus{CA: named(old)}},
+		{name: "the last rotation carried out and when it ended are told after it", issued: true, read: true,
+			annotations: map[string]string{caLastRotationAnnotation: "r1", caLastRotatedAnnotation: stamp(lastAt), caRotatedAnnotation: "r1"},
+			want:        ours(old, &api.CARotationStatus{CA: named(old), LastRotation: "r1", LastRotated: at(lastAt)})},
+		{name: "a rotation that trusts both CAs names its step, its start, the old CA and the new one", issued: true, read: true, step: caStepTrustBoth,
+			annotations: map[string]string{caRotationAnnotation: "r2", caRotationStartedAnnotation: stamp(started), caRotationStepStartedAnnotation: stamp(started), caLastRotationAnnotation: "r1"},
+			want: ours(old, &api.CARotationStatus{CA: named(old), Rotation: "r2", Step: "trust-both", Started: at(started), StepStarted: at(started),
+				OldCA: named(old), NewCA: named(next), LastRotation: "r1"})},
+		{name: "a rotation the operator began by itself says so", issued: true, read: true, step: caStepTrustBoth,
+			annotations: map[string]string{caRotationAnnotation: "auto-2034", caRotationUnaskedAnnotation: "true"},
+			want:        ours(old, &api.CARotationStatus{CA: named(old), Rotation: "auto-2034", Unasked: true, Step: "trust-both", OldCA: named(old), NewCA: named(next)})},
+		{name: "once the new CA is the CA secret's own, it is the CA and the new one, and the old one is still named", issued: true, read: true, step: caStepTrustNew,
+			annotations: map[string]string{caRotationAnnotation: "r2", caRotationStartedAnnotation: stamp(started), caRotationStepStartedAnnotation: stamp(stepStarted)},
+			want: ours(next, &api.CARotationStatus{CA: named(next), Rotation: "r2", Step: "trust-new", Started: at(started), StepStarted: at(stepStarted),
+				OldCA: named(old), NewCA: named(next)})},
+		{name: "a rotation an earlier operator began, without its start recorded, is told without it", issued: true, read: true, step: caStepReissue,
+			annotations: map[string]string{caRotationAnnotation: "r2", caRotationStartedAnnotation: "yesterday"},
+			want:        ours(old, &api.CARotationStatus{CA: named(old), Rotation: "r2", Step: "reissue", OldCA: named(old), NewCA: named(next)})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSnapshot()
+			if tt.issued {
+				withIssuedTLS(s.spec)
+			}
+			if tt.read {
+				s.issued = &issuedView{caMissing: tt.missing}
+				if !tt.missing {
+					sec, ca, nx := caSecret(tt.step, tt.annotations)
+					s.issued.caStep = tt.step
+					s.issued.rotation = caRotationOf(sec, ca, nx, tt.step, testNS, testName)
+				}
+			}
+			got := caRotationStatus(s, prev)
+			if !equality.Semantic.DeepEqual(got, tt.want) {
+				t.Errorf("status.caRotation = %s, want %s", describeStatus(got), describeStatus(tt.want))
+			}
+		})
+	}
+}
+
+// describeStatus is st as its JSON, for a test's message.
+func describeStatus(st *api.CARotationStatus) string {
+	b, _ := json.Marshal(st)
+	return string(b)
+}
+
+// TestCAMadeByOperator: only positive evidence tells a CA the operator
+// made, which it rotates unasked, from one a user brought, which it never
+// does.
+func TestCAMadeByOperator(t *testing.T) {
+	ours, err := tlsissue.NewCA(operatorCASubject(testNS, testName), testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := tlsissue.NewCA("the user's CA", testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCluster, err := tlsissue.NewCA(operatorCASubject(testNS, "another"), testStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lookAlike has the operator's subject for this cluster, signed by the
+	// user's CA: no CA the operator makes is signed by another.
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(7), Subject: ours.Cert.Subject,
+		NotBefore: testStart, NotAfter: testStart.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, users.Cert, key.Public(), users.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookAlike, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		mark string // the secret's caMadeByOperatorAnnotation; "-" for none
+		cert *x509.Certificate
+		want bool
+	}{
+		{name: "a CA secret the operator made carries the fingerprint of its CA", mark: caFingerprint(ours.Cert), cert: ours.Cert, want: true},
+		{name: "a CA put in a marked secret by someone else does not match the mark", mark: caFingerprint(ours.Cert), cert: users.Cert},
+		{name: "a CA of the operator's own subject put in a marked secret by someone else does not match it either", mark: caFingerprint(otherCluster.Cert), cert: ours.Cert},
+		{name: "an unmarked CA secret of an earlier operator is told by the subject the operator gives this cluster's CA", mark: "-", cert: ours.Cert, want: true},
+		{name: "an unmarked CA of another subject is the user's", mark: "-", cert: users.Cert},
+		{name: "an unmarked CA the operator made for another cluster, brought here, is the user's", mark: "-", cert: otherCluster.Cert},
+		{name: "an unmarked CA of the operator's subject that another CA signed is the user's", mark: "-", cert: lookAlike},
+		{name: "a CA secret whose ca.crt does not parse is nobody's to rotate", mark: caFingerprint(ours.Cert)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "example-ca", Annotations: map[string]string{}}}
+			if tt.mark != "-" {
+				sec.Annotations[caMadeByOperatorAnnotation] = tt.mark
+			}
+			if got := caMadeByOperator(sec, tt.cert, testNS, testName); got != tt.want {
+				t.Errorf("caMadeByOperator = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestUnaskedCARotationIsToldApart: a rotation the operator begins by
+// itself says so in its event and status, marks its new CA as the
+// operator's once adopted, and at its end leaves the last request carried
+// out as it was, so that the request is not carried out again.
+func TestUnaskedCARotationIsToldApart(t *testing.T) {
+	// A cluster whose CA the operator made eight years and a day ago, and
+	// whose certificates it issued a day ago.
+	cl := newTestCluster(withIssuedTLS)
+	cl.Annotations = map[string]string{rotateCAAnnotation: "r1"}
+	f := newFixture(t, cl)
+	old, err := tlsissue.NewCA(operatorCASubject(testNS, testName), testStart.Add(-(8*365+1)*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := old.SecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addSecret(t, f, "example-ca", data)
+	for _, name := range issuedNames[1:] {
+		leaf, err := old.Issue(kindOf(name), tlsissue.Cluster{Name: testName, Namespace: testNS}, testStart.Add(-24*time.Hour), api.DefaultCertificateValidity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addSecret(t, f, name, leaf)
+	}
+	f.withMembers(memberA, memberB, memberC)
+	f.pod(memberA)
+	f.pod(memberB)
+	f.pod(memberC)
+	annotate := func(change func(*corev1.Secret)) {
+		t.Helper()
+		sec := f.secret("example-ca")
+		if sec.Annotations == nil {
+			sec.Annotations = map[string]string{}
+		}
+		change(sec)
+		if err := f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), sec, testNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The user's request r1 was carried out. The CA secret has no mark: an
+	// earlier operator made it, which the CA's subject tells.
+	annotate(func(sec *corev1.Secret) { sec.Annotations[caRotatedAnnotation] = "r1" })
+	change := func(d caDecision) {
+		t.Helper()
+		f.c.issued = issuedCache{}
+		s, _ := f.c.observe(t.Context(), false)
+		if out := f.c.carryOutCAChange(t.Context(), s, d); out.err != nil {
+			t.Fatalf("change %+v: %v", d, out.err)
+		}
+		f.c.sendEvents()
+	}
+
+	f.c.issued = issuedCache{}
+	s, _ := f.c.observe(t.Context(), false)
+	v, ok := caRotationViewOf(s)
+	if !ok {
+		t.Fatalf("no view; issued = %+v", s.issued)
+	}
+	d := nextCAChange(v)
+	if d.change != caBegin || !strings.Contains(d.reason, "rotated unasked") {
+		t.Fatalf("next change = %+v, want an unasked rotation to begin", d)
+	}
+	change(d)
+	sec := f.secret("example-ca")
+	wantID := "auto-" + old.Cert.NotAfter.UTC().Format(time.RFC3339)
+	if sec.Annotations[caRotationAnnotation] != wantID || sec.Annotations[caRotationUnaskedAnnotation] != "true" {
+		t.Errorf("CA secret annotations after the beginning = %v, want rotation %s, unasked", sec.Annotations, wantID)
+	}
+	if events := strings.Join(f.events(), "\n"); !strings.Contains(events, "Normal CARotation CA rotation began unasked: a new CA is in example-ca (the CA the operator made expires on") {
+		t.Errorf("events = %s, want a Normal CARotation event saying the rotation began unasked", events)
+	}
+	f.c.issued = issuedCache{}
+	s, _ = f.c.observe(t.Context(), false)
+	if st := caRotationStatus(s, nil); st == nil || !st.Unasked || st.Rotation != wantID {
+		t.Errorf("status.caRotation = %s, want the unasked rotation %s", describeStatus(st), wantID)
+	}
+	next := firstCertificate(sec.Data[nextCACertKey])
+
+	// The steps in between are TestCARotationRunsToItsEnd's; here the
+	// secret is moved to the leaves' step, whose end adopts the new CA.
+	annotate(func(sec *corev1.Secret) { sec.Annotations[caRotationStepAnnotation] = string(caStepReissue) })
+	change(caDecision{change: caAdopt, reason: "every leaf is issued from the new CA"})
+	if got := f.secret("example-ca").Annotations[caMadeByOperatorAnnotation]; next == nil || got != caFingerprint(next) {
+		t.Errorf("after the new CA is adopted the mark is %q, want the new CA's fingerprint", got)
+	}
+	change(caDecision{change: caFinish, reason: "every member trusts the new CA alone"})
+	sec = f.secret("example-ca")
+	if sec.Annotations[caRotatedAnnotation] != "r1" || sec.Annotations[caLastRotationAnnotation] != wantID {
+		t.Errorf("CA secret annotations at the end = %v, want the request r1 still carried out and %s the last rotation", sec.Annotations, wantID)
+	}
+	if _, ok := sec.Annotations[caRotationUnaskedAnnotation]; ok {
+		t.Error("the CA secret keeps the unasked mark of a rotation that ended")
+	}
+	// The leaves skipped above are not of the new CA, so the whole view
+	// is not there: what the CA secret says is enough.
+	f.c.issued = issuedCache{}
+	s, _ = f.c.observe(t.Context(), false)
+	r := s.issued.rotation
+	v = caRotationView{now: s.now, requested: s.rotateCARequest, done: r.done, caNotBefore: r.caNotBefore, caNotAfter: r.caNotAfter, caMadeByOperator: r.madeByOperator, atRest: true}
+	if !r.madeByOperator || nextCAChange(v).change != caNothing {
+		t.Errorf("after the rotation: the new CA made by the operator %v, next change %+v; want the operator's, and nothing more to do", r.madeByOperator, nextCAChange(v))
+	}
 }

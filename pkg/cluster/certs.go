@@ -114,6 +114,8 @@ func (c *Cluster) checkCertificates(ctx context.Context, s *snapshot) ([]problem
 const (
 	tlsGuide    = "docs/user-guide/tls.md#renewing-static-certificates"
 	issuedGuide = "docs/user-guide/tls.md#renewal-of-issued-certificates"
+	// caRotationGuide says how the CA of issued TLS is rotated.
+	caRotationGuide = "docs/user-guide/tls.md#rotating-the-ca-of-issued-tls"
 )
 
 // expiringCertificates reports each certificate that expires soon
@@ -125,7 +127,7 @@ const (
 // Under issued TLS (issued) a certificate the operator issued is renewed
 // by it (renew.go) before the user would be asked to: it is told only once
 // its renewal is overdue (renewalOverdue), which says that something holds
-// the renewal up. The CA is not renewed, and is told like any other.
+// the renewal up. The CA is not renewed: it is told with how to rotate it.
 func expiringCertificates(certs []etcdutil.Certificate, now time.Time, issued bool) []problem {
 	var ps []problem
 	for _, cert := range certs {
@@ -140,6 +142,14 @@ func expiringCertificates(certs []etcdutil.Certificate, now time.Time, issued bo
 		p := newProblem(problemTLSCertificateExpiring,
 			"TLS: %s (serial %s, issuer %q) expires on %s: renew it and update the secret in place (see %s)",
 			cert.Where(), cert.Serial, cert.Issuer, expiry, tlsGuide)
+		if issued && cert.CA {
+			// A CA the operator made is rotated unasked long before this
+			// (caAutoRotateAt); one the user brought is rotated only when
+			// asked, and renewing it in place would stop every renewal.
+			p = newProblem(problemTLSCertificateExpiring,
+				"TLS: %s (serial %s, issuer %q) expires on %s: rotate it with a new value of annotation %s (`kubectl etcd rotate-ca`; see %s)",
+				cert.Where(), cert.Serial, cert.Issuer, expiry, rotateCAAnnotation, caRotationGuide)
+		}
 		if renewed {
 			p = newProblem(problemTLSCertificateExpiring,
 				"TLS: %s (serial %s, issuer %q) expires on %s and was due for renewal on %s: the operator renews it once every member is ready and no problem holds the cluster up (see %s)",

@@ -275,9 +275,9 @@ func TestExpiringCertificates(t *testing.T) {
 		{name: "an issued certificate whose renewal is overdue is told, with the date it was due",
 			certs: []etcdutil.Certificate{issuedCert(false, 76*day)}, issued: true,
 			want: []string{`TLS: certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-15T12:00:00Z and was due for renewal on 2025-02-13T12:00:00Z: the operator renews it once every member is ready and no problem holds the cluster up (see docs/user-guide/tls.md#renewal-of-issued-certificates)`}},
-		{name: "the CA of issued TLS is not renewed, and is told like any other",
+		{name: "the CA of issued TLS is not renewed: it is told with how to rotate it, as a CA the user brought is never rotated unasked",
 			certs: []etcdutil.Certificate{issuedCert(true, 61*day)}, issued: true,
-			want: []string{`TLS: CA certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-30T12:00:00Z: renew it and update the secret in place (see docs/user-guide/tls.md#renewing-static-certificates)`}},
+			want: []string{"TLS: CA certificate \"CN=example-peer\" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer \"CN=etcd CA\") expires on 2025-03-30T12:00:00Z: rotate it with a new value of annotation etcd.database.coreos.com/rotate-ca (`kubectl etcd rotate-ca`; see docs/user-guide/tls.md#rotating-the-ca-of-issued-tls)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

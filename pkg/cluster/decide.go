@@ -102,7 +102,8 @@ import (
 //     of its certificate's lifetime have passed or when the
 //     rotate-certificates annotation asks for it. Then (step 18b) rotateCA
 //     (carotation.go): the CA's rotation the rotate-ca annotation asks for,
-//     in steps recorded on the CA secret (both CAs trusted, members restarted
+//     or, unasked, of a CA the operator made once four fifths of its
+//     lifetime have passed, in steps recorded on the CA secret (both CAs trusted, members restarted
 //     one at a time, leaves issued again from the new CA, the old CA
 //     dropped, members restarted again).
 //  19. stuckPods: a pod stuck terminating (its node never confirms the

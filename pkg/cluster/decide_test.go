@@ -409,6 +409,10 @@ func TestDecide(t *testing.T) {
 			want: "rotate CA: example-a (CA rotation: etcd reads its trusted CA only when it starts (step trust-both))"},
 		{name: "a member is restarted for the CA only after etcd was asked in the pass", mods: mods(issuedSecrets, caRotationAt(caStepTrustBoth), caTrusts(trustBoth), caSince(testStart.Add(-time.Hour))), want: "read etcd (upgrade a member)"},
 		{name: "a CA rotation comes after a scale-up", mods: mods(issuedSecrets, caRotationAsked("2026-11-29", ""), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
+		{name: "a CA the operator made is rotated unasked once four fifths of its lifetime have passed", mods: mods(issuedSecrets, caAged(8*365*day+day, true)),
+			want: "rotate CA: (the CA the operator made expires on 2027-02-28T12:00:00Z, within the last fifth of its lifetime: it is rotated unasked)"},
+		{name: "a CA the user brought is never rotated unasked, however near its expiry", mods: mods(issuedSecrets, caAged(9*365*day+300*day, false)), want: "idle"},
+		{name: "an unasked CA rotation comes after a scale-up", mods: mods(issuedSecrets, caAged(8*365*day+day, true), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 19 and 20. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},

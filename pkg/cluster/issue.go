@@ -57,6 +57,19 @@ type caRotationRecord struct {
 	since time.Time
 	// done is its caRotatedAnnotation.
 	done string
+	// started and stepStarted are its caRotationStartedAnnotation and
+	// caRotationStepStartedAnnotation; last and lastAt its
+	// caLastRotationAnnotation and caLastRotatedAnnotation (times zero
+	// when absent or not RFC 3339).
+	started, stepStarted time.Time
+	last                 string
+	lastAt               time.Time
+	// caCert is ca.crt's certificate, whether or not the CA is usable;
+	// nil when it does not parse. madeByOperator: the operator made it
+	// (caMadeByOperator). unasked: the rotation under way was begun by
+	// the operator by itself (caRotationUnaskedAnnotation).
+	caCert                  *x509.Certificate
+	madeByOperator, unasked bool
 	// caNotBefore and caNotAfter are ca.crt's; hasNext tells that
 	// next-ca.crt and next-ca.key are a usable CA.
 	caNotBefore, caNotAfter time.Time
@@ -152,7 +165,7 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 			// CA or of the new one, and members trust both.
 			next, _ = tlsissue.CAFromSecret(map[string][]byte{tlsissue.CACertKey: caSecret.Data[nextCACertKey], tlsissue.CAKeyKey: caSecret.Data[nextCAKeyKey]}, s.now)
 		}
-		v.rotation = caRotationOf(caSecret, ca, next, v.caStep)
+		v.rotation = caRotationOf(caSecret, ca, next, v.caStep, c.namespace, c.name)
 	} else {
 		v.caMissing = true
 	}
@@ -236,7 +249,7 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 	secrets := c.cfg.KubeClient.CoreV1().Secrets(c.namespace)
 	var ca *tlsissue.CA
 	if s.issued.caMissing {
-		made, err := tlsissue.NewCA(fmt.Sprintf("etcd CA of %s/%s", c.namespace, c.name), s.now)
+		made, err := tlsissue.NewCA(operatorCASubject(c.namespace, c.name), s.now)
 		if err != nil {
 			return newPassError(problemInternal, "make a CA", err)
 		}
@@ -249,7 +262,11 @@ func (c *Cluster) makeIssuedSecrets(ctx context.Context, s *snapshot) error {
 		// that) gets its certificates issued from the same CA, and clients
 		// that trust it, or hold a client certificate it signed, keep
 		// working. Garbage collection would take it with the cluster.
-		switch _, err := secrets.Create(ctx, c.newIssuedSecret(names.CA, data, nil, ""), metav1.CreateOptions{}); {
+		// The mark tells this CA from one a user brings, which is never
+		// rotated unasked.
+		secret := c.newIssuedSecret(names.CA, data, nil, "")
+		secret.Annotations = map[string]string{caMadeByOperatorAnnotation: caFingerprint(made.Cert)}
+		switch _, err := secrets.Create(ctx, secret, metav1.CreateOptions{}); {
 		case err == nil:
 			ca = made
 			c.log.WithFields(map[string]any{"secret": names.CA, "notAfter": made.Cert.NotAfter.UTC().Format(time.RFC3339)}).Info("created the CA secret of issued TLS")

@@ -82,6 +82,15 @@ func TestIssuedTLS(t *testing.T) {
 				if s := f.mustStatus(); s.Reason != "" || s.Phase != api.ClusterPhaseRunning {
 					t.Errorf("status = %+v", s)
 				}
+				// The CA secret is marked as the operator's, so that its CA
+				// is rotated unasked as it nears its expiry.
+				caSecret := f.secret(testName + "-ca")
+				if cert := firstCertificate(caSecret.Data[tlsissue.CACertKey]); cert == nil || caSecret.Annotations[caMadeByOperatorAnnotation] != caFingerprint(cert) {
+					t.Errorf("CA secret annotations = %v, want %s the fingerprint of its CA", caSecret.Annotations, caMadeByOperatorAnnotation)
+				}
+				if r := f.mustStatus().CARotation; r == nil || !r.MadeByOperator || r.AutoRotateAt == nil {
+					t.Errorf("status.caRotation = %+v, want a CA the operator made, rotated unasked at four fifths of its lifetime", r)
+				}
 				pod := f.createdPod(seed)
 				var mounted []string
 				for _, v := range pod.Spec.Volumes {
@@ -119,6 +128,13 @@ func TestIssuedTLS(t *testing.T) {
 				}
 				if got := f.secret("example-client-tls").Data; !slices.Equal(got["etcd-client.crt"], client["etcd-client.crt"]) {
 					t.Error("the client secret that existed was written")
+				}
+				if _, marked := f.secret("example-ca").Annotations[caMadeByOperatorAnnotation]; marked {
+					t.Error("the user's CA secret was marked as the operator's")
+				}
+				f.mustPass()
+				if r := f.mustStatus().CARotation; r == nil || r.MadeByOperator || r.AutoRotateAt != nil || r.CA == nil || r.CA.Subject != "CN=the user's CA,O=etcd-operator" {
+					t.Errorf("status.caRotation = %+v, want the user's CA, never rotated unasked", r)
 				}
 			},
 		},

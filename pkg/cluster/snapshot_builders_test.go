@@ -156,6 +156,17 @@ func caRotationAsked(value, done string) snapMod {
 	return func(s *snapshot) { s.rotateCARequest, s.issued.rotation.done = value, done }
 }
 
+// caAged: the CA secret's CA, of ten years, was made age ago, by the
+// operator (ours) or brought by the user.
+func caAged(age time.Duration, ours bool) snapMod {
+	return func(s *snapshot) {
+		r := &s.issued.rotation
+		r.caNotBefore = testStart.Add(-age)
+		r.caNotAfter = r.caNotBefore.Add(tlsissue.CAValidity)
+		r.madeByOperator = ours
+	}
+}
+
 func unusableCA(s *snapshot) {
 	s.issued.problems = append(s.issued.problems, "CA secret example-ca (spec.TLS.issued.caSecret) lacks key(s) ca.key")
 }

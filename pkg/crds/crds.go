@@ -390,6 +390,30 @@ func clusterStatusSchema() schema {
 			"v2EntriesPending":      boolean(),
 		}),
 		"certificatesRotated": str(),
+		"caRotation":          caRotationStatusSchema(),
+	})
+}
+
+// caRotationStatusSchema is status.caRotation.
+func caRotationStatusSchema() schema {
+	ca := object(map[string]schema{
+		"subject":  str(),
+		"serial":   str(),
+		"notAfter": dateTime(),
+	}, "serial", "notAfter")
+	return object(map[string]schema{
+		"ca":             ca,
+		"madeByOperator": boolean(),
+		"autoRotateAt":   dateTime(),
+		"rotation":       str(),
+		"unasked":        boolean(),
+		"step":           str(),
+		"started":        dateTime(),
+		"stepStarted":    dateTime(),
+		"oldCA":          ca,
+		"newCA":          ca,
+		"lastRotation":   str(),
+		"lastRotated":    dateTime(),
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 )
 
@@ -27,6 +28,9 @@ type CertsReport struct {
 	Certificates []CertificateReport `json:"certificates"`
 	// Unread are the secrets that could not be read, and why.
 	Unread []string `json:"unread,omitempty"`
+	// CARotation is the cluster's status.caRotation under issued TLS: the
+	// CA and where its rotation is, as the operator last read them.
+	CARotation *api.CARotationStatus `json:"caRotation,omitempty"`
 }
 
 // CertificateReport is one certificate and its state at the time of the
@@ -96,6 +100,9 @@ func (p *Plugin) Certificates(ctx context.Context, w io.Writer, namespace, name,
 	for _, cert := range etcdutil.ListCertificates(peer, server, operator) {
 		r.Certificates = append(r.Certificates, CertificateReport{Certificate: cert, State: certState(cert, now)})
 	}
+	if tlsp.IsIssued() {
+		r.CARotation = c.Status.CARotation
+	}
 	if output == "json" || output == "yaml" {
 		return printDocument(w, r, output)
 	}
@@ -141,7 +148,63 @@ func (r CertsReport) table(w io.Writer, wide bool, now time.Time) error {
 	for _, u := range r.Unread {
 		fmt.Fprintf(w, "not read: %s\n", u)
 	}
+	if r.CARotation != nil {
+		fmt.Fprintln(w)
+		caRotationLines(w, r.CARotation, now)
+	}
 	return nil
+}
+
+// caSteps says what each step of a CA rotation does, in the words of the
+// TLS guide's four steps.
+var caSteps = map[string]string{
+	"trust-both": "steps 1-2 of 4: the certificate secrets trust the old and the new CA, then each member restarts to read both",
+	"reissue":    "step 3 of 4: every certificate is issued again from the new CA",
+	"trust-new":  "step 4 of 4: the certificate secrets trust the new CA alone, then each member restarts again",
+}
+
+// caRotationLines prints the CA and where its rotation is, from the
+// cluster's status.caRotation.
+func caRotationLines(w io.Writer, r *api.CARotationStatus, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	ca := func(c *api.CACertificate) string {
+		if c == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%s, serial %s, expires %s (%s left)", orDash(c.Subject), c.Serial, c.NotAfter.UTC().Format(time.RFC3339), daysLeft(c.NotAfter.Sub(now)))
+	}
+	when := func(t *metav1.Time) string {
+		if t == nil {
+			return "not recorded"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(tw, "CA:\t%s\n", ca(r.CA))
+	if r.MadeByOperator {
+		fmt.Fprintf(tw, "  made by:\tthe operator, which rotates it unasked from %s\n", when(r.AutoRotateAt))
+	} else if r.CA != nil {
+		fmt.Fprintf(tw, "  made by:\tnot the operator: rotated only when asked (`kubectl etcd rotate-ca`)\n")
+	}
+	if r.Step == "" {
+		fmt.Fprintf(tw, "CA rotation:\tnone under way\n")
+	} else {
+		what := caSteps[r.Step]
+		if what == "" {
+			what = "a step this plugin does not know"
+		}
+		by := ""
+		if r.Unasked {
+			by = " (begun by the operator as the CA nears its expiry)"
+		}
+		fmt.Fprintf(tw, "CA rotation:\t%s, began %s%s\n", r.Rotation, when(r.Started), by)
+		fmt.Fprintf(tw, "  step:\t%s since %s (%s)\n", r.Step, when(r.StepStarted), what)
+		fmt.Fprintf(tw, "  old CA:\t%s\n", ca(r.OldCA))
+		fmt.Fprintf(tw, "  new CA:\t%s\n", ca(r.NewCA))
+	}
+	if r.LastRotation != "" {
+		fmt.Fprintf(tw, "Last CA rotation:\t%s, ended %s\n", r.LastRotation, when(r.LastRotated))
+	}
+	tw.Flush()
 }
 
 // daysLeft is d in whole days, or hours under two days: how far an expiry

@@ -114,3 +114,70 @@ func TestCertState(t *testing.T) {
 		})
 	}
 }
+
+// TestCertsShowsTheCARotation: under issued TLS the certificates' table is
+// followed by the CA and where its rotation is, from status.caRotation.
+func TestCertsShowsTheCARotation(t *testing.T) {
+	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	at := func(tm time.Time) *metav1.Time { mt := metav1.NewTime(tm); return &mt }
+	old := &api.CACertificate{Subject: "CN=etcd CA of team-a/example,O=etcd-operator", Serial: "5f3a", NotAfter: metav1.NewTime(now.Add(3000 * 24 * time.Hour))}
+	next := &api.CACertificate{Subject: "CN=etcd CA of team-a/example,O=etcd-operator", Serial: "9c41", NotAfter: metav1.NewTime(now.Add(3650 * 24 * time.Hour))}
+	tests := []struct {
+		name   string
+		status *api.CARotationStatus
+		want   []string
+		absent []string
+	}{
+		{name: "a cluster whose status tells no CA yet shows the table only", status: nil, absent: []string{"CA:", "CA rotation:"}},
+		{name: "outside a rotation the CA is shown and none is under way", status: &api.CARotationStatus{CA: old},
+			want: []string{"CA: CN=etcd CA of team-a/example,O=etcd-operator, serial 5f3a, expires 2035-02-15T08:00:00Z (3000d left)", "CA rotation: none under way",
+				"made by: not the operator: rotated only when asked (`kubectl etcd rotate-ca`)"},
+			absent: []string{"Last CA rotation:"}},
+		{name: "a CA the operator made is shown with when it is rotated unasked", status: &api.CARotationStatus{CA: old, MadeByOperator: true, AutoRotateAt: at(now.Add(2000 * 24 * time.Hour))},
+			want: []string{"made by: the operator, which rotates it unasked from 2032-05-21T08:00:00Z"}},
+		{name: "a rotation the operator began by itself says so", status: &api.CARotationStatus{CA: old, MadeByOperator: true, Rotation: "auto-2035-02-15T08:00:00Z", Unasked: true, Step: "trust-new", OldCA: old, NewCA: next},
+			want: []string{"CA rotation: auto-2035-02-15T08:00:00Z, began not recorded (begun by the operator as the CA nears its expiry)", "step: trust-new since not recorded (step 4 of 4"}},
+		{name: "a rotation under way shows its step, since when, and both CAs", status: &api.CARotationStatus{CA: old, Rotation: "r2", Step: "trust-both",
+			Started: at(now.Add(-time.Hour)), StepStarted: at(now.Add(-time.Hour)), OldCA: old, NewCA: next, LastRotation: "r1", LastRotated: at(now.Add(-90 * 24 * time.Hour))},
+			want: []string{"CA rotation: r2, began 2026-11-29T07:00:00Z", "step: trust-both since 2026-11-29T07:00:00Z (steps 1-2 of 4: the certificate secrets trust the old and the new CA",
+				"old CA: CN=etcd CA of team-a/example,O=etcd-operator, serial 5f3a", "new CA: CN=etcd CA of team-a/example,O=etcd-operator, serial 9c41",
+				"Last CA rotation: r1, ended 2026-08-31T08:00:00Z"}},
+		{name: "a rotation an earlier operator began says its start was not recorded", status: &api.CARotationStatus{CA: old, Rotation: "r2", Step: "reissue", OldCA: old, NewCA: next},
+			want: []string{"r2, began not recorded", "reissue since not recorded (step 3 of 4: every certificate is issued again from the new CA)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newKubeFixture(t, func(c *api.EtcdCluster) {
+				c.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+				c.Status.CARotation = tt.status
+			})
+			var out strings.Builder
+			if err := f.plugin.Certificates(t.Context(), &out, ns, "example", "", now); err != nil {
+				t.Fatal(err)
+			}
+			// Columns are aligned by a tabwriter: words are compared.
+			flat := strings.Join(strings.Fields(out.String()), " ")
+			for _, w := range tt.want {
+				if !strings.Contains(flat, w) {
+					t.Errorf("printed\n%s\nwant %q", out.String(), w)
+				}
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(out.String(), a) {
+					t.Errorf("printed\n%s\nwith %q", out.String(), a)
+				}
+			}
+			var doc strings.Builder
+			if err := f.plugin.Certificates(t.Context(), &doc, ns, "example", "json", now); err != nil {
+				t.Fatal(err)
+			}
+			var r CertsReport
+			if err := json.Unmarshal([]byte(doc.String()), &r); err != nil {
+				t.Fatal(err)
+			}
+			if (r.CARotation == nil) != (tt.status == nil) || r.CARotation != nil && r.CARotation.Step != tt.status.Step {
+				t.Errorf("-o json caRotation = %+v, want %+v", r.CARotation, tt.status)
+			}
+		})
+	}
+}

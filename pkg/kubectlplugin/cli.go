@@ -86,7 +86,7 @@ API server; the others use the Kubernetes API only.`,
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{
-		c.pauseCommand(true), c.pauseCommand(false), c.restartCommand(), c.logsCommand(), c.backupCommand(), c.etcdctlCommand(), c.reportCommand(), c.certsCommand(), c.rotateCertsCommand(),
+		c.pauseCommand(true), c.pauseCommand(false), c.restartCommand(), c.logsCommand(), c.backupCommand(), c.etcdctlCommand(), c.reportCommand(), c.certsCommand(), c.rotateCertsCommand(), c.rotateCACommand(),
 	} {
 		cmd.GroupID = "kube"
 		root.AddCommand(cmd)

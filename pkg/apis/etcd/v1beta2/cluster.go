@@ -253,6 +253,63 @@ type ClusterStatus struct {
 	// etcd.database.coreos.com/rotate-certificates whose rotation is done:
 	// every certificate secret of issued TLS was renewed for it.
 	CertificatesRotated string `json:"certificatesRotated,omitempty"`
+	// CARotation is the CA of issued TLS and where its rotation is, as the
+	// CA secret's annotations record them; absent without issued TLS or
+	// before the CA secret is read.
+	CARotation *CARotationStatus `json:"caRotation,omitempty"`
+}
+
+// CARotationStatus is the CA of issued TLS and its rotation. Every field is
+// read again from the CA secret at each pass: it says what the secret says.
+type CARotationStatus struct {
+	// CA is the CA the certificates are issued from (the CA secret's
+	// ca.crt).
+	CA *CACertificate `json:"ca,omitempty"`
+	// MadeByOperator is true when the operator made that CA (when it made
+	// the CA secret, or by a rotation); false for a CA the user brought,
+	// which the operator rotates only when asked.
+	MadeByOperator bool `json:"madeByOperator,omitempty"`
+	// AutoRotateAt is when the operator begins a rotation of a CA it made
+	// without being asked: once four fifths of its lifetime have passed.
+	AutoRotateAt *metav1.Time `json:"autoRotateAt,omitempty"`
+	// Rotation names the rotation under way: the value of annotation
+	// etcd.database.coreos.com/rotate-ca it carries out, or "auto-" and
+	// the old CA's expiry for one the operator began by itself. Empty when
+	// none is under way.
+	Rotation string `json:"rotation,omitempty"`
+	// Unasked is true for a rotation under way that the operator began by
+	// itself, as the CA neared its expiry.
+	Unasked bool `json:"unasked,omitempty"`
+	// Step is the step the rotation is at: trust-both (certificate secrets
+	// are given the old and the new CA, then members restarted), reissue
+	// (certificates are issued from the new CA) or trust-new (certificate
+	// secrets are given the new CA alone, then members restarted again).
+	Step string `json:"step,omitempty"`
+	// Started is when the rotation under way began, StepStarted when it
+	// reached its step.
+	Started *metav1.Time `json:"started,omitempty"`
+	// StepStarted is when the rotation under way reached its step.
+	StepStarted *metav1.Time `json:"stepStarted,omitempty"`
+	// OldCA and NewCA are the CA being replaced and its successor, while
+	// a rotation is under way.
+	OldCA *CACertificate `json:"oldCA,omitempty"`
+	// NewCA is the CA that replaces OldCA.
+	NewCA *CACertificate `json:"newCA,omitempty"`
+	// LastRotation names the last rotation carried out to its end, and
+	// LastRotated is when it ended.
+	LastRotation string `json:"lastRotation,omitempty"`
+	// LastRotated is when the last rotation ended.
+	LastRotated *metav1.Time `json:"lastRotated,omitempty"`
+}
+
+// CACertificate names a CA certificate.
+type CACertificate struct {
+	// Subject is its distinguished name.
+	Subject string `json:"subject,omitempty"`
+	// Serial is its serial number, in hexadecimal.
+	Serial string `json:"serial"`
+	// NotAfter is when it expires.
+	NotAfter metav1.Time `json:"notAfter"`
 }
 
 // ClusterCondition is one condition of a cluster. Times are RFC 3339 strings, as in the original.
