@@ -91,7 +91,8 @@ delete_netns() {
 }
 
 # Remove the KUBE-* (kubelet, kube-proxy) and CNI-* (bridge, portmap) chains
-# and every rule that mentions them, table by table, leaving other rules as
+# and every rule that mentions them, and the pods' masquerade rule
+# (setup_pod_masquerade), table by table, leaving other rules as
 # they are: save the table, drop those lines, restore it.
 cleanup_iptables() {
 	local tool table dump
@@ -99,8 +100,8 @@ cleanup_iptables() {
 		command -v "$tool-save" >/dev/null || continue
 		for table in filter nat mangle raw; do
 			dump=$("$tool-save" -t "$table" 2>/dev/null) || continue
-			grep -qE '(KUBE|CNI)-' <<<"$dump" || continue
-			grep -vE '(KUBE|CNI)-' <<<"$dump" | "$tool-restore" ||
+			grep -qE "(KUBE|CNI)-|$POD_MASQ_COMMENT" <<<"$dump" || continue
+			grep -vE "(KUBE|CNI)-|$POD_MASQ_COMMENT" <<<"$dump" | "$tool-restore" ||
 				warn "could not clean $tool table $table"
 			log "removed KUBE-*/CNI-* chains from $tool table $table"
 		done

@@ -59,6 +59,9 @@ CLUSTER_DNS_IP=10.96.0.10
 CLUSTER_DOMAIN=cluster.local
 POD_SUBNET=10.244.0.0/24  # the only node's pod range (host-local IPAM)
 CLUSTER_CIDR=10.244.0.0/16
+# The comment that marks each node's rule masquerading what its pods send out
+# of the cluster's pod range (setup_pod_masquerade).
+POD_MASQ_COMMENT=etcd-operator-local-pods
 CNI_BRIDGE=cni0
 CNI_NETWORK_NAME=etcd-operator-local
 CNI_BIN_DIR=/usr/lib/cni
@@ -289,3 +292,18 @@ unmount_under() {
 # The extra nodes of a multi-node cluster.
 # shellcheck source=nodes.sh
 source "$LC_DIR/nodes.sh"
+
+# setup_pod_masquerade SUBNET [PREFIX...]: what the pods of SUBNET send out of
+# the cluster's pod range leaves with their node's address, as the bridge
+# plugin's ipMasq did; between pods of different nodes it keeps the pod's own
+# address, as a real cluster's pod network does (the bridge plugin masquerades
+# everything out of its node's own range, which made etcd's peer TLS, checking
+# the remote address against the peer certificate's names, refuse members on
+# other nodes). PREFIX runs iptables elsewhere (in_node, for a node's network
+# namespace).
+setup_pod_masquerade() {
+	local subnet=$1
+	shift
+	local rule=(POSTROUTING -s "$subnet" ! -d "$CLUSTER_CIDR" -m comment --comment "$POD_MASQ_COMMENT" -j MASQUERADE)
+	"$@" iptables -t nat -C "${rule[@]}" 2>/dev/null || "$@" iptables -t nat -A "${rule[@]}"
+}

@@ -146,6 +146,7 @@ setup_node_network() {
 	in_node sysctl -q -w net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1 2>/dev/null ||
 		warn "bridge netfilter sysctls are not per network namespace on this kernel"
 	ip route replace "$XN_POD_SUBNET" via "$XN_IP" dev "$NODES_BRIDGE"
+	setup_pod_masquerade "$XN_POD_SUBNET" in_node
 }
 
 # ---------------------------------------------------------------------------

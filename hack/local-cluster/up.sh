@@ -292,6 +292,7 @@ host_setup() {
 	setup_resolv_conf
 	setup_pki
 	write_configs
+	setup_pod_masquerade "$POD_SUBNET"
 }
 
 # ---------------------------------------------------------------------------
