@@ -57,6 +57,25 @@ type BackupArchiveStatus struct {
 	LagRevisions int64 `json:"lagRevisions,omitempty"`
 	// LastGap is the latest hole in the archive, if there was one.
 	LastGap *BackupArchiveGap `json:"lastGap,omitempty"`
+	// RecoveryPoint is the newest point a restore to the backup's latest
+	// change (pointInTime: {latest: true}) would reach now: the newest
+	// snapshot's revision, carried on by the chunks that follow it without a
+	// hole. Absent while no snapshot under the backup's path is known.
+	RecoveryPoint *BackupRecoveryPoint `json:"recoveryPoint,omitempty"`
+}
+
+// BackupRecoveryPoint is a point of the source cluster's history a restore
+// can bring it back to.
+type BackupRecoveryPoint struct {
+	// Revision is the last revision such a restore holds.
+	Revision int64 `json:"revision"`
+	// Time is when the cluster was at that revision: when the archiver
+	// received it, or, for a snapshot's own revision, when that revision was
+	// read (the second its name records). Absent when neither is known.
+	Time *metav1.Time `json:"time,omitempty"`
+	// SnapshotRevision is the revision of the snapshot such a restore starts
+	// from; Revision is past it by what the archive replays.
+	SnapshotRevision int64 `json:"snapshotRevision"`
 }
 
 // BackupArchiveGap is a hole in the archive: revisions compacted away before
