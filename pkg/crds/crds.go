@@ -540,6 +540,11 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 				"when":             dateTime(),
 				"snapshotRevision": integer(),
 			}),
+			"recoveryPoint": object(map[string]schema{
+				"revision":         integer(),
+				"time":             dateTime(),
+				"snapshotRevision": integer(),
+			}),
 		}),
 	})
 	// lastSuccessDate is a metav1.Time without omitempty: it is null until the first success.
