@@ -545,6 +545,16 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 				"time":             dateTime(),
 				"snapshotRevision": integer(),
 			}),
+			"drill": object(map[string]schema{
+				"time":             dateTime(),
+				"result":           str(),
+				"reason":           str(),
+				"backupPath":       str(),
+				"snapshotRevision": integer(),
+				"revision":         integer(),
+				"revisions":        integer(),
+				"keys":             integer(),
+			}),
 		}),
 	})
 	// lastSuccessDate is a metav1.Time without omitempty: it is null until the first success.

@@ -99,7 +99,7 @@ func testAnArchivedBackupCoversEveryRevision(t *testing.T, start func(*testing.T
 	eb := newBackup("live", 3600)
 	secret, store := start(t, &eb.Spec, "clusters/live")
 	kube := kubefake.NewSimpleClientset(secrets(secret)...)
-	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second}
+	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second, VerifyDir: t.TempDir()}
 	eb.Spec.EtcdEndpoints = []string{e.Endpoint}
 	eb.Spec.Compression = api.BackupCompressionGzip
 	eb.Spec.BackupPolicy.Archive = &api.BackupArchive{IntervalInSecond: 1}
@@ -189,6 +189,25 @@ func testAnArchivedBackupCoversEveryRevision(t *testing.T, start func(*testing.T
 	if p := st.Archive.RecoveryPoint; p == nil || p.Revision != st.Archive.LastRevision || p.SnapshotRevision != st.EtcdRevision || p.Time == nil {
 		t.Errorf("status.archive.recoveryPoint = %s, want revision %d from snapshot %d", describePoint(p), st.Archive.LastRevision, st.EtcdRevision)
 	}
+
+	// A drill of that point, the snapshot read back from the store and the
+	// chunks applied, is what the cluster held there.
+	eb = f.get("live")
+	point, ok := drillPoint(eb)
+	if !ok {
+		t.Fatalf("no point to drill in %+v", eb.Status)
+	}
+	done, err := backuper.DrillArchive(ctx, eb, point)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := client.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(point.Revision), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Compacted || int64(done.Keys) != live.Count || done.Revisions != point.Revision-point.SnapshotRevision {
+		t.Errorf("drilled %+v, want %d keys and %d revisions", done, live.Count, point.Revision-point.SnapshotRevision)
+	}
 }
 
 // TestArchiveChunksGoWithTheSnapshotsTheyFollowedInARealStore runs the
@@ -214,7 +233,7 @@ func testArchiveChunksGoWithTheSnapshots(t *testing.T, start func(*testing.T, *a
 	eb := newBackup("live", 3600)
 	secret, store := start(t, &eb.Spec, "clusters/live")
 	kube := kubefake.NewSimpleClientset(secrets(secret)...)
-	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second}
+	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second, VerifyDir: t.TempDir()}
 	eb.Spec.EtcdEndpoints = []string{e.Endpoint}
 	eb.Spec.BackupPolicy.MaxBackups = 2
 	eb.Spec.BackupPolicy.Archive = &api.BackupArchive{IntervalInSecond: 1}
