@@ -138,6 +138,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			Backup:               backuper.Backup,
 			Archive:              backuper.Archive,
 			PruneArchive:         backuper.PruneArchive,
+			DrillArchive:         backuper.DrillArchive,
 			Log:                  log,
 			MaxConcurrentBackups: opts.maxConcurrentBackups,
 			ClusterWide:          opts.clusterWide,

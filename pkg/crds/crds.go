@@ -567,6 +567,21 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 				"when":             dateTime(),
 				"snapshotRevision": integer(),
 			}),
+			"recoveryPoint": object(map[string]schema{
+				"revision":         integer(),
+				"time":             dateTime(),
+				"snapshotRevision": integer(),
+			}),
+			"drill": object(map[string]schema{
+				"time":             dateTime(),
+				"result":           str(),
+				"reason":           str(),
+				"backupPath":       str(),
+				"snapshotRevision": integer(),
+				"revision":         integer(),
+				"revisions":        integer(),
+				"keys":             integer(),
+			}),
 		}),
 	})
 	// lastSuccessDate is a metav1.Time without omitempty: it is null until the first success.

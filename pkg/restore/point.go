@@ -300,19 +300,22 @@ func planPoint(ctx context.Context, point api.RestorePointInTime, snaps []period
 		p.Time = nil
 		return snap, p, nil, nil
 	}
+	if point.Latest {
+		// What the backup operator reports as status.archive.recoveryPoint.
+		reached, hole := archive.Reach(archive.Point{Revision: snap.Revision}, archive.Spans(chunks))
+		if hole != nil {
+			// The changes after the hole cannot be put onto any snapshot: the
+			// newest is before it. Those before it can.
+			p.Shortfall = fmt.Sprintf("%v after snapshot %s (revision %d), so the archive's changes up to revision %d cannot be replayed onto it; the restore stops at revision %d",
+				hole, snap.Key, snap.Revision, p.ArchiveRevision, reached.Revision)
+			p.Revision = reached.Revision
+			if !p.Replays() {
+				return snap, p, nil, nil
+			}
+		}
+	}
 	covering, err := archive.Covering(chunks, snap.Revision, p.Revision)
 	var hole *archive.HoleError
-	if point.Latest && errors.As(err, &hole) {
-		// The changes after the hole cannot be put onto any snapshot: the
-		// newest is before it. Those before it can.
-		p.Shortfall = fmt.Sprintf("%v after snapshot %s (revision %d), so the archive's changes up to revision %d cannot be replayed onto it; the restore stops at revision %d",
-			hole, snap.Key, snap.Revision, p.ArchiveRevision, hole.Missing-1)
-		p.Revision = hole.Missing - 1
-		if !p.Replays() {
-			return snap, p, nil, nil
-		}
-		covering, err = archive.Covering(chunks, snap.Revision, p.Revision)
-	}
 	if err != nil {
 		if errors.As(err, &hole) {
 			return periodicSnapshot{}, nil, nil, failure.Permanent(fmt.Errorf("the archive cannot bring snapshot %s (revision %d) to revision %d: %v (compacted away before the archiver stored them, or deleted); choose a point the archive covers",

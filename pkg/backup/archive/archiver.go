@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,6 +78,11 @@ type Progress struct {
 	PendingBytes int
 	// Rewatches counts the watches made again after one ended.
 	Rewatches int
+	// Spans are the runs of revisions the archive holds without a hole: the
+	// chunks listed when Run started, and each chunk stored since. Chunks
+	// deleted since (pruned, as they end before every kept snapshot) are
+	// still counted: a restore never starts before them.
+	Spans []Span
 }
 
 // ErrBacklog: the store failed for so long that what waits for it passed
@@ -160,6 +166,7 @@ func (a *Archiver) Progress() Progress {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.progress
+	p.Spans = slices.Clone(p.Spans)
 	p.LagRevisions = max(0, p.Newest-p.Revision)
 	p.PendingBytes = a.queued + a.openSize
 	oldest := a.openSince
@@ -180,13 +187,19 @@ func Resume(ctx context.Context, store backup.Store, prefix string, after int64)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
+	last, at := resumeAfter(chunks, after)
+	return last, at, nil
+}
+
+// resumeAfter is Resume's answer from the chunks listed.
+func resumeAfter(chunks []Chunk, after int64) (int64, time.Time) {
 	last, at := after, time.Time{}
 	for _, c := range chunks {
 		if c.Last > last {
 			last, at = c.Last, c.Time
 		}
 	}
-	return last, at, nil
+	return last, at
 }
 
 // Run archives until ctx ends (it then stores what it received, within
@@ -195,12 +208,13 @@ func Resume(ctx context.Context, store backup.Store, prefix string, after int64)
 // Losing the cluster or the store is not such a reason: the watch is made
 // again from the next revision, and uploads are tried again.
 func (a *Archiver) Run(ctx context.Context) error {
-	last, at, err := Resume(ctx, a.cfg.Store, a.cfg.Prefix, a.cfg.After)
+	chunks, err := List(ctx, a.cfg.Store, a.cfg.Prefix)
 	if err != nil {
 		return err
 	}
+	last, at := resumeAfter(chunks, a.cfg.After)
 	a.mu.Lock()
-	a.progress = Progress{Revision: last, Time: at, Newest: last}
+	a.progress = Progress{Revision: last, Time: at, Newest: last, Spans: Spans(chunks)}
 	a.mu.Unlock()
 	a.cfg.Log.WithFields(logrus.Fields{"revision": last, "received": at}).Info("archive resumes")
 
@@ -441,6 +455,7 @@ func (a *Archiver) store(ctx context.Context, s *sealed) error {
 	a.queued -= len(s.plain)
 	a.progress.Revision = s.info.Last
 	a.progress.Time = s.info.Time
+	a.progress.Spans = addChunk(a.progress.Spans, s.info)
 	a.mu.Unlock()
 	a.cfg.Log.WithFields(logrus.Fields{"first": s.info.First, "last": s.info.Last, "events": s.count, "bytes": n}).Debug("archive chunk stored")
 	return nil

@@ -57,9 +57,15 @@ func TestArchiveResumesAfterItsLastChunk(t *testing.T) {
 	before, _ := archived(t, store, "archive/", 0, nil)
 
 	write(t, c, "b", 100) // while no archiver runs
-	chunks, _ := runArchiver(t, small(c, store)).finish(t, c, 0)
+	r := runArchiver(t, small(c, store))
+	chunks, last := r.finish(t, c, 0)
 	if next := chunks[len(before)]; next.First != first+1 {
 		t.Fatalf("the first chunk after the restart starts at %d, not %d", next.First, first+1)
+	}
+	// The chunks listed at the start and those stored since are one run,
+	// which a restore from any snapshot in it replays to the end.
+	if p := r.a.Progress(); len(p.Spans) != 1 || p.Spans[0].First != before[0].First || p.Spans[0].Last != last || !p.Spans[0].Time.Equal(p.Time) {
+		t.Fatalf("spans %+v, want one from revision %d to %d", p.Spans, before[0].First, last)
 	}
 }
 

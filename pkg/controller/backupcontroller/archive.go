@@ -56,12 +56,44 @@ type ArchiveFunc func(ctx context.Context, eb *api.EtcdBackup, after int64) (Arc
 // there is none (no success yet, or the path changed since), and a snapshot
 // must be taken first so that snapshot and archive together hold every change.
 func snapshotAfter(eb *api.EtcdBackup) int64 {
-	st := &eb.Status
-	path := backupPath(&eb.Spec)
+	snap, _ := newestSnapshot(&eb.Spec, &eb.Status)
+	return snap.Revision
+}
+
+// newestSnapshot is the newest periodic snapshot st records under spec's
+// current path: its revision, and when that revision was read (from its
+// name; zero when the name does not say). ok is false when there is none.
+func newestSnapshot(spec *api.BackupSpec, st *api.BackupStatus) (snap archive.Point, ok bool) {
+	path := backupPath(spec)
 	if st.EtcdRevision <= 0 || path == "" || !strings.HasPrefix(st.BackupPath, path+"_v") {
-		return 0
+		return archive.Point{}, false
 	}
-	return st.EtcdRevision
+	snap.Revision = st.EtcdRevision
+	if rev, at, named := periodicName(path, st.BackupPath); named && rev == st.EtcdRevision {
+		snap.Time = at
+	}
+	return snap, true
+}
+
+// recoveryPoint is the newest point a restore to the latest change would
+// reach now, for status.archive.recoveryPoint: the newest snapshot the
+// status records, carried on by the archive's spans that follow it without
+// a hole (archive.Reach, which the restore operator plans "latest" with).
+// nil while no snapshot under the current path is known: a restore would
+// have none to start from.
+func recoveryPoint(spec *api.BackupSpec, st *api.BackupStatus, spans []archive.Span) *api.BackupRecoveryPoint {
+	snap, ok := newestSnapshot(spec, st)
+	if !ok {
+		return nil
+	}
+	reached, _ := archive.Reach(snap, spans)
+	rp := &api.BackupRecoveryPoint{Revision: reached.Revision, SnapshotRevision: snap.Revision}
+	if !reached.Time.IsZero() {
+		// Down to the second, never up: the point is not later than said.
+		t := metav1.NewTime(reached.Time.Truncate(time.Second))
+		rp.Time = &t
+	}
+	return rp
 }
 
 // backupPath is the "<bucket>/<key>" the spec stores snapshots under.
@@ -262,18 +294,38 @@ func (c *Controller) publishArchive(ctx context.Context, eb *api.EtcdBackup, a A
 		if want == nil {
 			want = &api.BackupArchiveStatus{}
 		}
-		setArchiveProgress(want, a.Prefix(), p)
+		setArchiveProgress(want, a.Prefix(), p, recoveryPoint(&eb.Spec, &cur.Status, p.Spans))
+		c.metrics.recoveryPoint(eb.Namespace, eb.Name, want.RecoveryPoint)
 		if equality.Semantic.DeepEqual(want, cur.Status.Archive) {
 			return
 		}
 	}
-	c.writeArchiveStatus(ctx, eb, func(st *api.BackupArchiveStatus) { setArchiveProgress(st, a.Prefix(), p) })
+	// The recovery point is made from the status written, whose newest
+	// snapshot may be newer than the cache's.
+	var written *api.BackupRecoveryPoint
+	err := c.updateStatus(ctx, eb, func(st *api.BackupStatus) {
+		want := st.Archive.DeepCopy()
+		if want == nil {
+			want = &api.BackupArchiveStatus{}
+		}
+		written = recoveryPoint(&eb.Spec, st, p.Spans)
+		setArchiveProgress(want, a.Prefix(), p, written)
+		st.Archive = want
+	})
+	if err != nil && ctx.Err() == nil {
+		c.logFor(eb).Warnf("cannot record the archive's progress (the next update will): %v", err)
+	}
+	if err == nil {
+		c.metrics.recoveryPoint(eb.Namespace, eb.Name, written)
+	}
 }
 
-// setArchiveProgress copies progress into the status, in whole seconds so
-// that a status written again only for a moved nanosecond is not.
-func setArchiveProgress(st *api.BackupArchiveStatus, prefix string, p archive.Progress) {
+// setArchiveProgress copies progress and the recovery point it makes into
+// the status, in whole seconds so that a status written again only for a
+// moved nanosecond is not.
+func setArchiveProgress(st *api.BackupArchiveStatus, prefix string, p archive.Progress, point *api.BackupRecoveryPoint) {
 	st.Prefix = prefix
+	st.RecoveryPoint = point
 	if p.Revision > 0 {
 		st.LastRevision = p.Revision
 	}

@@ -114,20 +114,29 @@ func keptSnapshots(base string, objs []backup.ObjectInfo) []archive.KeptSnapshot
 // snapshotRevision reads the revision out of "<base>_v<revision>_<time>";
 // 0 when key is not of that shape.
 func snapshotRevision(base, key string) int64 {
+	rev, _, _ := periodicName(base, key)
+	return rev
+}
+
+// periodicName reads "<base>_v<revision>_<time>", as backup.PeriodicKey
+// writes it: the revision, and when it was read; ok is false for any other
+// shape.
+func periodicName(base, key string) (rev int64, at time.Time, ok bool) {
 	rest, ok := strings.CutPrefix(key, base+"_v")
 	if !ok {
-		return 0
+		return 0, time.Time{}, false
 	}
 	revText, timeText, ok := strings.Cut(rest, "_")
 	if !ok || revText == "" || strings.TrimLeft(revText, "0123456789") != "" {
-		return 0
+		return 0, time.Time{}, false
 	}
-	if _, err := time.Parse(backup.PeriodicTimeLayout, timeText); err != nil {
-		return 0
+	at, err := time.Parse(backup.PeriodicTimeLayout, timeText)
+	if err != nil {
+		return 0, time.Time{}, false
 	}
-	rev, err := strconv.ParseInt(revText, 10, 64)
+	rev, err = strconv.ParseInt(revText, 10, 64)
 	if err != nil || rev <= 0 {
-		return 0
+		return 0, time.Time{}, false
 	}
-	return rev
+	return rev, at, true
 }

@@ -10,32 +10,97 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/absstore"
 	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
+	"github.com/openetcd/etcd-operator/pkg/backup/gcsstore"
 )
 
+// liveStores are the real servers of every kind of store, as an EtcdBackup
+// names them: start starts one with the bucket (or container) "backups",
+// points spec at "backups/<key>" on it, and returns the Secret the spec
+// names (nil when it names none) and the bucket opened directly, for the
+// test to look in. A machine without a server fails the test saying how to
+// get it.
+var liveStores = []struct {
+	name  string
+	start func(t *testing.T, spec *api.BackupSpec, key string) (*corev1.Secret, backup.Store)
+}{
+	{"S3 (versitygw)", func(t *testing.T, spec *api.BackupSpec, key string) (*corev1.Secret, backup.Store) {
+		vgw, store := startVersityGW(t)
+		spec.StorageType = api.BackupStorageTypeS3
+		spec.BackupSource = api.BackupSource{S3: &api.S3BackupSource{Path: "backups/" + key, AWSSecret: "aws", Endpoint: vgw.URL, ForcePathStyle: true}}
+		return awsSecret("aws", backuptest.AWSSecretData()), store
+	}},
+	{"ABS (Azurite)", func(t *testing.T, spec *api.BackupSpec, key string) (*corev1.Secret, backup.Store) {
+		az, err := backuptest.StartAzurite(t.Context(), t.TempDir(), "backups")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(az.Close)
+		store, err := absstore.New(az.StoreConfig("backups"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.StorageType = api.BackupStorageTypeABS
+		spec.BackupSource = api.BackupSource{ABS: &api.ABSBackupSource{Path: "backups/" + key, ABSSecret: "azure", Endpoint: az.URL}}
+		return awsSecret("azure", backuptest.ABSSecretData()), store
+	}},
+	{"GCS (fake-gcs-server)", func(t *testing.T, spec *api.BackupSpec, key string) (*corev1.Secret, backup.Store) {
+		srv, err := backuptest.StartGCS("backups")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		store, err := gcsstore.New(t.Context(), srv.StoreConfig("backups"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		spec.StorageType = api.BackupStorageTypeGCS
+		spec.BackupSource = api.BackupSource{GCS: &api.GCSBackupSource{Path: "backups/" + key, Endpoint: srv.URL}}
+		return nil, store
+	}},
+}
+
+// secrets are the objects of a fake clientset holding secret, if any.
+func secrets(secret *corev1.Secret) []runtime.Object {
+	if secret == nil {
+		return nil
+	}
+	return []runtime.Object{secret}
+}
+
 // TestAnArchivedBackupIntoARealStoreCoversEveryRevisionAfterItsSnapshot runs
-// the controller with the real Backuper over a real etcd and versitygw: the
-// snapshot and the chunks after it hold every change written, with the
-// snapshots' compression, and the status follows the archive.
+// the controller with the real Backuper over a real etcd and each kind of
+// store: the snapshot and the chunks after it hold every change written,
+// with the snapshots' compression, and the status follows the archive.
 func TestAnArchivedBackupIntoARealStoreCoversEveryRevisionAfterItsSnapshot(t *testing.T) {
+	for _, ls := range liveStores {
+		t.Run(ls.name, func(t *testing.T) { testAnArchivedBackupCoversEveryRevision(t, ls.start) })
+	}
+}
+
+func testAnArchivedBackupCoversEveryRevision(t *testing.T, start func(*testing.T, *api.BackupSpec, string) (*corev1.Secret, backup.Store)) {
 	ctx := context.Background()
 	e := startEtcd(t)
-	vgw, store := startVersityGW(t)
 	client, err := e.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
 
-	kube := kubefake.NewSimpleClientset(awsSecret("aws", backuptest.AWSSecretData()))
-	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second}
 	eb := newBackup("live", 3600)
+	secret, store := start(t, &eb.Spec, "clusters/live")
+	kube := kubefake.NewSimpleClientset(secrets(secret)...)
+	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second, VerifyDir: t.TempDir()}
 	eb.Spec.EtcdEndpoints = []string{e.Endpoint}
-	eb.Spec.S3 = &api.S3BackupSource{Path: "backups/clusters/live", AWSSecret: "aws", Endpoint: vgw.URL, ForcePathStyle: true}
 	eb.Spec.Compression = api.BackupCompressionGzip
 	eb.Spec.BackupPolicy.Archive = &api.BackupArchive{IntervalInSecond: 1}
 	f := newFixture(t, []*api.EtcdBackup{eb}, func(f *fixture, c *Config) {
@@ -119,28 +184,57 @@ func TestAnArchivedBackupIntoARealStoreCoversEveryRevisionAfterItsSnapshot(t *te
 	if st.Archive.Prefix != "backups/"+prefix || st.Archive.LastTime == nil {
 		t.Errorf("status.archive = %+v", st.Archive)
 	}
+	// Nothing breaks the archive after the snapshot: a restore to the latest
+	// change reaches its end.
+	if p := st.Archive.RecoveryPoint; p == nil || p.Revision != st.Archive.LastRevision || p.SnapshotRevision != st.EtcdRevision || p.Time == nil {
+		t.Errorf("status.archive.recoveryPoint = %s, want revision %d from snapshot %d", describePoint(p), st.Archive.LastRevision, st.EtcdRevision)
+	}
+
+	// A drill of that point, the snapshot read back from the store and the
+	// chunks applied, is what the cluster held there.
+	eb = f.get("live")
+	point, ok := drillPoint(eb)
+	if !ok {
+		t.Fatalf("no point to drill in %+v", eb.Status)
+	}
+	done, err := backuper.DrillArchive(ctx, eb, point)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := client.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(point.Revision), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Compacted || int64(done.Keys) != live.Count || done.Revisions != point.Revision-point.SnapshotRevision {
+		t.Errorf("drilled %+v, want %d keys and %d revisions", done, live.Count, point.Revision-point.SnapshotRevision)
+	}
 }
 
 // TestArchiveChunksGoWithTheSnapshotsTheyFollowedInARealStore runs the
-// controller with the real Backuper over a real etcd and versitygw, keeping
-// two snapshots: once the third is stored and the first pruned, the chunks
-// ending before the second snapshot are gone, and those from it on, which a
-// restore from it replays, are all there.
+// controller with the real Backuper over a real etcd and each kind of
+// store, keeping two snapshots: once the third is stored and the first
+// pruned, the chunks ending before the second snapshot are gone, and those
+// from it on, which a restore from it replays, are all there.
 func TestArchiveChunksGoWithTheSnapshotsTheyFollowedInARealStore(t *testing.T) {
+	for _, ls := range liveStores {
+		t.Run(ls.name, func(t *testing.T) { testArchiveChunksGoWithTheSnapshots(t, ls.start) })
+	}
+}
+
+func testArchiveChunksGoWithTheSnapshots(t *testing.T, start func(*testing.T, *api.BackupSpec, string) (*corev1.Secret, backup.Store)) {
 	ctx := context.Background()
 	e := startEtcd(t)
-	vgw, store := startVersityGW(t)
 	client, err := e.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
 
-	kube := kubefake.NewSimpleClientset(awsSecret("aws", backuptest.AWSSecretData()))
-	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second}
 	eb := newBackup("live", 3600)
+	secret, store := start(t, &eb.Spec, "clusters/live")
+	kube := kubefake.NewSimpleClientset(secrets(secret)...)
+	backuper := &Backuper{Secrets: kube.CoreV1(), DialTimeout: time.Second, VerifyDir: t.TempDir()}
 	eb.Spec.EtcdEndpoints = []string{e.Endpoint}
-	eb.Spec.S3 = &api.S3BackupSource{Path: "backups/clusters/live", AWSSecret: "aws", Endpoint: vgw.URL, ForcePathStyle: true}
 	eb.Spec.BackupPolicy.MaxBackups = 2
 	eb.Spec.BackupPolicy.Archive = &api.BackupArchive{IntervalInSecond: 1}
 	f := newFixture(t, []*api.EtcdBackup{eb}, func(f *fixture, c *Config) {
@@ -251,7 +345,7 @@ func TestArchiveChunksGoWithTheSnapshotsTheyFollowedInARealStore(t *testing.T) {
 	}
 	// Counted once the deletions returned, a moment after they are seen.
 	eventually(t, fmt.Sprintf("archive_chunks_pruned_total counts the %d chunks", pruned), func() bool {
-		return f.metric("etcd_backup_operator_archive_chunks_pruned_total", map[string]string{"storage_type": "S3"}) >= float64(pruned)
+		return f.metric("etcd_backup_operator_archive_chunks_pruned_total", map[string]string{"storage_type": string(eb.Spec.StorageType)}) >= float64(pruned)
 	})
 	if n := f.events.count("Warning " + ReasonPruneFailed); n != 0 {
 		t.Errorf("%d prune warnings: %v", n, f.events.list())

@@ -3,11 +3,13 @@ package backupcontroller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -314,5 +316,141 @@ func TestArchiveProgressGoesIntoStatusAndMetricsEveryFewSeconds(t *testing.T) {
 	}
 	eventually(t, "the archive's series go with it", func() bool {
 		return f.metric("etcd_backup_operator_archive_last_revision", labels) == -1
+	})
+}
+
+func TestRecoveryPoint(t *testing.T) {
+	named := time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC)
+	received := func(rev int64) time.Time { return named.Add(time.Duration(rev)*time.Second + 300*time.Millisecond) }
+	span := func(first, last int64) archive.Span {
+		return archive.Span{First: first, Last: last, Time: received(last)}
+	}
+	snapshotAt := func(rev int64) api.BackupStatus {
+		return api.BackupStatus{EtcdRevision: rev, BackupPath: backup.PeriodicKey("bucket/a", rev, named)}
+	}
+	point := func(rev int64, at time.Time, snapshot int64) *api.BackupRecoveryPoint {
+		t := metav1.NewTime(at.Truncate(time.Second))
+		return &api.BackupRecoveryPoint{Revision: rev, Time: &t, SnapshotRevision: snapshot}
+	}
+	for _, tc := range []struct {
+		name   string
+		status api.BackupStatus
+		spans  []archive.Span
+		want   *api.BackupRecoveryPoint
+	}{
+		{
+			name:   "the archive carries the newest snapshot to its last stored change",
+			status: snapshotAt(100), spans: []archive.Span{span(1, 240)},
+			want: point(240, received(240), 100),
+		},
+		{
+			name:   "a gap after the newest snapshot stops the point at the gap",
+			status: snapshotAt(100), spans: []archive.Span{span(1, 150), span(181, 240)},
+			want: point(150, received(150), 100),
+		},
+		{
+			name:   "the snapshot taken after a gap is carried on by the archive that continues it",
+			status: snapshotAt(180), spans: []archive.Span{span(1, 150), span(181, 240)},
+			want: point(240, received(240), 180),
+		},
+		{
+			name:   "a snapshot newer than the archive's end is the point, at the time its name records",
+			status: snapshotAt(300), spans: []archive.Span{span(1, 240)},
+			want: point(300, named, 300),
+		},
+		{
+			name:   "an archive that stored nothing yet leaves the point at the snapshot",
+			status: snapshotAt(100),
+			want:   point(100, named, 100),
+		},
+		{
+			name:   "a snapshot whose name does not record a time gives a point without one",
+			status: api.BackupStatus{EtcdRevision: 100, BackupPath: "bucket/a_v100_20240101T000000Z"},
+			want:   &api.BackupRecoveryPoint{Revision: 100, SnapshotRevision: 100},
+		},
+		{
+			name:   "no point without a snapshot to start from, whatever the archive holds",
+			status: api.BackupStatus{}, spans: []archive.Span{span(1, 240)},
+		},
+		{
+			name:   "no point from a snapshot under another path: a restore of this path cannot start from it",
+			status: api.BackupStatus{EtcdRevision: 100, BackupPath: backup.PeriodicKey("bucket/old", 100, named)}, spans: []archive.Span{span(1, 240)},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eb := archivedBackup("a")
+			got := recoveryPoint(&eb.Spec, &tc.status, tc.spans)
+			if !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Fatalf("recovery point %s, want %s", describePoint(got), describePoint(tc.want))
+			}
+		})
+	}
+}
+
+func describePoint(p *api.BackupRecoveryPoint) string {
+	if p == nil {
+		return "none"
+	}
+	at := "no time"
+	if p.Time != nil {
+		at = p.Time.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("revision %d (%s) from snapshot %d", p.Revision, at, p.SnapshotRevision)
+}
+
+func TestTheRecoveryPointFollowsTheArchiveAndTheNewestSnapshot(t *testing.T) {
+	fa := newFakeArchives()
+	f := newFixture(t, []*api.EtcdBackup{archivedBackup("a")}, withArchives(fa))
+	eventually(t, "the archive runs beside the first snapshot", func() bool {
+		r, _ := fa.now("a")
+		return r == 1 && f.backups.callCount("a") == 1
+	})
+	snap := f.waitStatus("a", "the first snapshot", func(s api.BackupStatus) bool { return s.EtcdRevision > 50 }).EtcdRevision
+	received := f.clock.Now().Add(3 * time.Second)
+	// The archive holds an old run, a hole, and a run that continues the
+	// snapshot and goes on past it.
+	fa.setProgress(archive.Progress{Revision: snap + 40, Time: received, Newest: snap + 40,
+		Spans: []archive.Span{{First: 1, Last: 30}, {First: snap - 5, Last: snap + 40, Time: received}}})
+
+	eventually(t, "the status ticker", f.clock.HasWaiters)
+	f.clock.Step(archiveStatusEvery)
+	st := f.waitStatus("a", "the recovery point", func(s api.BackupStatus) bool {
+		return s.Archive != nil && s.Archive.RecoveryPoint != nil
+	})
+	want := &api.BackupRecoveryPoint{Revision: snap + 40, Time: &metav1.Time{Time: received.Truncate(time.Second)}, SnapshotRevision: snap}
+	if got := st.Archive.RecoveryPoint; !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("recovery point %s, want %s", describePoint(got), describePoint(want))
+	}
+	labels := map[string]string{"namespace": testNamespace, "name": "a"}
+	if v := f.metric("etcd_backup_operator_archive_recovery_point_revision", labels); v != float64(snap+40) {
+		t.Errorf("archive_recovery_point_revision = %v, want %d", v, snap+40)
+	}
+	if v := f.metric("etcd_backup_operator_archive_recovery_point_timestamp_seconds", labels); v != float64(received.Unix()) {
+		t.Errorf("archive_recovery_point_timestamp_seconds = %v, want %d", v, received.Unix())
+	}
+
+	// A newer snapshot past the archive's end (the archive lags) is the
+	// point at the next publication.
+	f.backups.mu.Lock()
+	f.backups.revision = snap + 100 // the cluster moved on past the archive
+	f.backups.mu.Unlock()
+	calls := f.backups.callCount("a")
+	f.clock.Step(time.Hour)
+	eventually(t, "the next snapshot", func() bool { return f.backups.callCount("a") == calls+1 })
+	next := f.waitStatus("a", "the next snapshot", func(s api.BackupStatus) bool { return s.EtcdRevision > snap }).EtcdRevision
+	eventually(t, "the status ticker", f.clock.HasWaiters)
+	f.clock.Step(archiveStatusEvery)
+	st = f.waitStatus("a", "the recovery point at the new snapshot", func(s api.BackupStatus) bool {
+		return s.Archive != nil && s.Archive.RecoveryPoint != nil && s.Archive.RecoveryPoint.Revision == next
+	})
+	if p := st.Archive.RecoveryPoint; p.SnapshotRevision != next || p.Time == nil {
+		t.Errorf("recovery point %s, want the snapshot at %d with its name's time", describePoint(p), next)
+	}
+
+	if err := f.client.EtcdV1beta2().EtcdBackups(testNamespace).Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the recovery point's series go with the archive", func() bool {
+		return f.metric("etcd_backup_operator_archive_recovery_point_revision", labels) == -1
 	})
 }

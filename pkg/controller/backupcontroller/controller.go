@@ -78,6 +78,9 @@ type Config struct {
 	// PruneArchive deletes the chunks no kept snapshot needs, after a
 	// periodic snapshot was stored; nil keeps every chunk.
 	PruneArchive PruneArchiveFunc
+	// DrillArchive restores an archive's recovery point and compares it with
+	// the live cluster, before each verified snapshot; nil drills nothing.
+	DrillArchive DrillArchiveFunc
 	Log          *logrus.Entry
 	// ClusterWide selects the EtcdBackups this operator runs by the scope annotation,
 	// with the same rule as etcd-operator's EtcdClusters (api.IsManagedBy), so that a
@@ -105,6 +108,7 @@ type Controller struct {
 	backup      BackupFunc
 	archive     ArchiveFunc
 	pruneChunks PruneArchiveFunc
+	drill       DrillArchiveFunc
 	log         *logrus.Entry
 	clusterWide bool
 	// scope says why EtcdBackups of the other scope are left alone.
@@ -164,6 +168,7 @@ func New(cfg Config) *Controller {
 		backup:      cfg.Backup,
 		archive:     cfg.Archive,
 		pruneChunks: cfg.PruneArchive,
+		drill:       cfg.DrillArchive,
 		log:         cfg.Log.WithField("pkg", "backup-controller"),
 		clusterWide: cfg.ClusterWide,
 		scope:       k8sutil.NewScopeNotices(cfg.Recorder, cfg.ClusterWide, api.EtcdBackupResourceKind),
@@ -477,7 +482,12 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	}
 	r.snapshotMu.Lock()
 	defer r.snapshotMu.Unlock()
-	res, backupErr := c.runBackup(ctx, eb, verifyDue(eb, r.stored))
+	verify := verifyDue(eb, r.stored)
+	if verify {
+		// Before the new snapshot: the recovery point then replays the most.
+		c.drillArchive(ctx, eb)
+	}
+	res, backupErr := c.runBackup(ctx, eb, verify)
 	if ctx.Err() != nil {
 		return nil // stopped mid-backup; that is not the backup's failure
 	}

@@ -29,6 +29,9 @@ type Metrics struct {
 	archiveLag      *prometheus.GaugeVec
 	archiveRevision *prometheus.GaugeVec
 	archiveGaps     *prometheus.CounterVec
+	// recoveryRevision and recoveryTime are status.archive.recoveryPoint.
+	recoveryRevision *prometheus.GaugeVec
+	recoveryTime     *prometheus.GaugeVec
 	// archiveChunksPruned counts chunks deleted with the snapshots they followed.
 	archiveChunksPruned *prometheus.CounterVec
 
@@ -68,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "How long the oldest change not yet in the continuous archive of each EtcdBackup has waited; what a total loss of its cluster would lose now."}, []string{"namespace", "name"}))
 	m.archiveRevision = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_last_revision",
 		Help: "The newest etcd revision stored in the continuous archive of each EtcdBackup."}, []string{"namespace", "name"}))
+	m.recoveryRevision = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_recovery_point_revision",
+		Help: "The newest etcd revision a restore of each EtcdBackup to its latest change would reach now: its newest snapshot's, carried on by the archive's chunks that follow it without a hole."}, []string{"namespace", "name"}))
+	m.recoveryTime = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_recovery_point_timestamp_seconds",
+		Help: "Unix time at which the cluster of each EtcdBackup was at its recovery point: what a total loss now would lose is everything written since."}, []string{"namespace", "name"}))
 	m.archiveGaps = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "archive_gaps_total",
 		Help: "Holes in continuous archives: revisions compacted away before they were stored, each followed by a full snapshot."}, []string{"storage_type"}))
 	m.archiveChunksPruned = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "archive_chunks_pruned_total",
@@ -144,6 +151,22 @@ func (m *Metrics) archived(namespace, name string, revision int64, lag time.Dura
 	m.archiveLag.WithLabelValues(namespace, name).Set(lag.Seconds())
 }
 
+// recoveryPoint records an archive's recovery point; nil (no snapshot to
+// start from), or a point without a time, drops what is not known.
+func (m *Metrics) recoveryPoint(namespace, name string, p *api.BackupRecoveryPoint) {
+	if p == nil {
+		m.recoveryRevision.DeleteLabelValues(namespace, name)
+		m.recoveryTime.DeleteLabelValues(namespace, name)
+		return
+	}
+	m.recoveryRevision.WithLabelValues(namespace, name).Set(float64(p.Revision))
+	if p.Time == nil {
+		m.recoveryTime.DeleteLabelValues(namespace, name)
+		return
+	}
+	m.recoveryTime.WithLabelValues(namespace, name).Set(float64(p.Time.Unix()))
+}
+
 func (m *Metrics) archiveGap(t api.BackupStorageType) {
 	m.archiveGaps.WithLabelValues(storage.MetricLabel(t)).Inc()
 }
@@ -157,6 +180,7 @@ func (m *Metrics) archivePruned(t api.BackupStorageType, chunks int) {
 func (m *Metrics) archiveStopped(namespace, name string) {
 	m.archiveRevision.DeleteLabelValues(namespace, name)
 	m.archiveLag.DeleteLabelValues(namespace, name)
+	m.recoveryPoint(namespace, name, nil)
 }
 
 // forget drops the series of a deleted EtcdBackup.

@@ -57,6 +57,63 @@ type BackupArchiveStatus struct {
 	LagRevisions int64 `json:"lagRevisions,omitempty"`
 	// LastGap is the latest hole in the archive, if there was one.
 	LastGap *BackupArchiveGap `json:"lastGap,omitempty"`
+	// RecoveryPoint is the newest point a restore to the backup's latest
+	// change (pointInTime: {latest: true}) would reach now: the newest
+	// snapshot's revision, carried on by the chunks that follow it without a
+	// hole. Absent while no snapshot under the backup's path is known.
+	RecoveryPoint *BackupRecoveryPoint `json:"recoveryPoint,omitempty"`
+	// Drill is the latest drill of the archive: the recovery point restored
+	// and compared with the live cluster, before each verified snapshot.
+	Drill *BackupArchiveDrill `json:"drill,omitempty"`
+}
+
+// BackupArchiveDrillResult is what a drill of the archive found.
+type BackupArchiveDrillResult string
+
+const (
+	// BackupArchiveDrillPassed: the restored point holds every key and value
+	// the cluster held at that revision, and nothing else.
+	BackupArchiveDrillPassed BackupArchiveDrillResult = "Passed"
+	// BackupArchiveDrillFailed: it differs, or could not be restored.
+	BackupArchiveDrillFailed BackupArchiveDrillResult = "Failed"
+	// BackupArchiveDrillCompacted: the cluster compacted the revision away
+	// before it could be read, so nothing was compared.
+	BackupArchiveDrillCompacted BackupArchiveDrillResult = "Compacted"
+)
+
+// BackupArchiveDrill is a restore of the recovery point, the snapshot and
+// the chunks after it, compared with the live cluster read at its revision.
+type BackupArchiveDrill struct {
+	// Time is when the drill ended.
+	Time metav1.Time `json:"time"`
+	// Result is Passed, Failed or Compacted.
+	Result BackupArchiveDrillResult `json:"result"`
+	// Reason says why, when the result is not Passed.
+	Reason string `json:"reason,omitempty"`
+	// BackupPath is the "bucket/key" of the snapshot restored.
+	BackupPath string `json:"backupPath,omitempty"`
+	// SnapshotRevision is the revision of that snapshot.
+	SnapshotRevision int64 `json:"snapshotRevision,omitempty"`
+	// Revision is the point restored and compared.
+	Revision int64 `json:"revision,omitempty"`
+	// Revisions is how many revisions the archive replayed onto the snapshot.
+	Revisions int64 `json:"revisions,omitempty"`
+	// Keys is how many keys the cluster held at the point, each compared.
+	Keys int64 `json:"keys,omitempty"`
+}
+
+// BackupRecoveryPoint is a point of the source cluster's history a restore
+// can bring it back to.
+type BackupRecoveryPoint struct {
+	// Revision is the last revision such a restore holds.
+	Revision int64 `json:"revision"`
+	// Time is when the cluster was at that revision: when the archiver
+	// received it, or, for a snapshot's own revision, when that revision was
+	// read (the second its name records). Absent when neither is known.
+	Time *metav1.Time `json:"time,omitempty"`
+	// SnapshotRevision is the revision of the snapshot such a restore starts
+	// from; Revision is past it by what the archive replays.
+	SnapshotRevision int64 `json:"snapshotRevision"`
 }
 
 // BackupArchiveGap is a hole in the archive: revisions compacted away before
