@@ -148,17 +148,22 @@ func adoptionHolds(s *snapshot) []string {
 	if size := s.spec.Spec.Size; size != len(names) {
 		held = append(held, fmt.Sprintf("spec.size is %d and etcd has %d members; the cluster is not resized", size, len(names)))
 	}
-	want := etcdversion.Normalize(s.spec.Spec.Version)
-	var other []string
+	if want, other := podsOffSpecVersion(s); len(other) > 0 {
+		held = append(held, fmt.Sprintf("spec.version asks for %s and members run other versions (%s); they are not upgraded", want, strings.Join(other, ", ")))
+	}
+	return held
+}
+
+// podsOffSpecVersion is the version spec.version asks for, and the pods
+// that run another, as "<pod> on <version>".
+func podsOffSpecVersion(s *snapshot) (want string, other []string) {
+	want = etcdversion.Normalize(s.spec.Spec.Version)
 	for _, name := range sortedKeys(s.pods) {
 		if v := podVersion(s.pods[name]); v != want {
 			other = append(other, fmt.Sprintf("%s on %s", name, displayVersion(v)))
 		}
 	}
-	if len(other) > 0 {
-		held = append(held, fmt.Sprintf("spec.version asks for %s and members run other versions (%s); they are not upgraded", want, strings.Join(other, ", ")))
-	}
-	return held
+	return want, other
 }
 
 // adoptionProblems are the problems of an adopted cluster, for assess:

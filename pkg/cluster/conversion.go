@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/openetcd/etcd-operator/pkg/etcdversion"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
 
@@ -129,14 +128,7 @@ func conversionHolds(s *snapshot) []string {
 	if n, size := len(s.views), s.spec.Spec.Size; n != size && n != size+1 {
 		held = append(held, fmt.Sprintf("spec.size is %d and etcd has %d members (resize after the conversion)", size, n))
 	}
-	want := etcdversion.Normalize(s.spec.Spec.Version)
-	var other []string
-	for _, name := range sortedKeys(s.pods) {
-		if v := podVersion(s.pods[name]); v != want {
-			other = append(other, fmt.Sprintf("%s on %s", name, displayVersion(v)))
-		}
-	}
-	if len(other) > 0 {
+	if want, other := podsOffSpecVersion(s); len(other) > 0 {
 		held = append(held, fmt.Sprintf("spec.version asks for %s and members run other versions (%s); set spec.version to the version they run, and upgrade after the conversion",
 			want, strings.Join(other, ", ")))
 	}
