@@ -56,53 +56,67 @@ FAIL
 	}
 }
 
-// TestSuitesForOneNodeRefuseAClusterOfSeveral runs make test's and make
-// chaos's scripts against a local cluster's env file: on three nodes they
-// stop before running anything (make is a stub that records its calls), and
-// say how to get one node; on one node, or with no cluster yet, they go on.
+// TestSuitesForOneNodeRefuseAClusterOfSeveral runs the check make test and
+// make chaos start with against a local cluster's env file: on three nodes
+// it stops them and says how to get one node; on one node, or with no
+// cluster yet, they go on. Both scripts call it before anything else runs.
 func TestSuitesForOneNodeRefuseAClusterOfSeveral(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     string // the env file's content; "" for none
+		refused bool
+	}{
+		{"three nodes are refused", "export LOCAL_CLUSTER_NODES=1\nexport LOCAL_CLUSTER_NODES=3\n", true},
+		{"one node goes on", "export LOCAL_CLUSTER_NODES=1\n", false},
+		{"no cluster yet goes on", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			if tc.env != "" {
+				if err := os.WriteFile(filepath.Join(state, "env"), []byte(tc.env), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command("bash", "local-cluster/one-node.sh", "make test", "sudo make test")
+			cmd.Env = append(os.Environ(), "LOCAL_CLUSTER_STATE_DIR="+state)
+			out, err := cmd.CombinedOutput()
+			said := strings.Contains(string(out), "runs 3 nodes") && strings.Contains(string(out), "make local-down")
+			if refused := err != nil; refused != tc.refused || said != tc.refused {
+				t.Errorf("refused = %v (%v), said how to get one node = %v; want %v\n%s", refused, err, said, tc.refused, out)
+			}
+		})
+	}
 	for _, script := range []string{"test.sh", "chaos.sh"} {
-		for _, tc := range []struct {
-			name    string
-			env     string // the env file's content; "" for none
-			refused bool
-		}{
-			{"three nodes are refused", "export LOCAL_CLUSTER_NODES=1\nexport LOCAL_CLUSTER_NODES=3\n", true},
-			{"one node goes on", "export LOCAL_CLUSTER_NODES=1\n", false},
-			{"no cluster yet goes on", "", false},
-		} {
-			t.Run(script+": "+tc.name, func(t *testing.T) {
-				state, bin := t.TempDir(), t.TempDir()
-				if tc.env != "" {
-					if err := os.WriteFile(filepath.Join(state, "env"), []byte(tc.env), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				calls := filepath.Join(bin, "calls")
-				// The stub fails, so that a script that goes on stops at its
-				// first make and runs no suite.
-				stub := "#!/bin/sh\necho \"$*\" >>" + calls + "\nexit 1\n"
-				for _, name := range []string{"make", "go"} {
-					if err := os.WriteFile(filepath.Join(bin, name), []byte(stub), 0o755); err != nil {
-						t.Fatal(err)
-					}
-				}
-				cmd := exec.Command("bash", script)
-				cmd.Env = append(os.Environ(), "LOCAL_CLUSTER_STATE_DIR="+state, "PATH="+bin+":"+os.Getenv("PATH"))
-				out, err := cmd.CombinedOutput()
-				if err == nil {
-					t.Fatalf("%s succeeded with make failing:\n%s", script, out)
-				}
-				_, statErr := os.Stat(calls)
-				ran := statErr == nil
-				said := strings.Contains(string(out), "runs 3 nodes") && strings.Contains(string(out), "make local-down")
-				if tc.refused && (ran || !said) {
-					t.Errorf("%s on three nodes: ran something = %v, said how to get one node = %v\n%s", script, ran, said, out)
-				}
-				if !tc.refused && (!ran || said) {
-					t.Errorf("%s: ran nothing = %v, refused = %v\n%s", script, !ran, said, out)
-				}
-			})
+		body, err := os.ReadFile(script)
+		if err != nil {
+			t.Fatal(err)
 		}
+		check := strings.Index(string(body), "bash hack/local-cluster/one-node.sh")
+		first := strings.Index(string(body), "\nphase ")
+		if e2e := strings.Index(string(body), "bash hack/e2e.sh"); first < 0 || e2e >= 0 && e2e < first {
+			first = e2e
+		}
+		if check < 0 || first < 0 || check > first {
+			t.Errorf("%s does not check for one node before its first suite (check at %d, first suite at %d)", script, check, first)
+		}
+	}
+}
+
+// TestExtraNodesAreNamedBeforeAnyWasAdded runs nodes.sh's extra_node_vars
+// under errexit on a state directory without the list of added nodes (a
+// fresh machine): the node gets its default name instead of the script
+// stopping without a word.
+func TestExtraNodesAreNamedBeforeAnyWasAdded(t *testing.T) {
+	script := `set -o errexit -o nounset -o pipefail
+STATE_DIR=$1 NODE_NAME=host
+source local-cluster/nodes.sh
+extra_node_vars 2
+echo "$XN_NAME $XN_ZONE $XN_IP"`
+	got, err := exec.Command("bash", "-c", script, "bash", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("extra_node_vars: %v\n%s", err, got)
+	}
+	if want := "host-b b 172.31.250.2\n"; string(got) != want {
+		t.Errorf("extra_node_vars printed %q, want %q", got, want)
 	}
 }

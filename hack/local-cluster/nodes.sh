@@ -46,7 +46,7 @@ extra_node_vars() {
 	XN_ZONE=${NODE_ZONES[i - 1]}
 	# The name it was added under (down.sh and node.sh do not detect the
 	# host's node name as up.sh does).
-	XN_NAME=$(awk -v z="$XN_ZONE" '$2 == z {print $1}' "$NODES_FILE" 2>/dev/null)
+	XN_NAME=$(awk -v z="$XN_ZONE" '$2 == z {print $1}' "$NODES_FILE" 2>/dev/null || true)
 	[[ -n $XN_NAME ]] || XN_NAME=${NODE_NAME:?}-$XN_ZONE
 	XN_IP=$NODES_NET.$i
 	XN_NETNS=$NODES_NETNS_DIR/eol-node-$XN_ZONE
