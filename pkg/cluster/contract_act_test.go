@@ -103,6 +103,8 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 	case actAdopt:
 		c.knownMembership.forget()
 		return api.ClusterPhaseRunning, nil
+	case actAnnounceAdoption:
+		return c.announceAdoption(s).phase, nil
 	case actReseed:
 		if a.member != "" {
 			w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
@@ -312,6 +314,10 @@ func (w *world) restartMembers(s *snapshot, a action) error {
 		}
 		if m := w.members[name]; m != nil && !recovery && m.failed {
 			m.restarts, m.failed = append(m.restarts, w.now), false
+		}
+		if m := w.members[name]; m != nil {
+			// It runs in a pod of this operator's layout now.
+			m.original = false
 		}
 		opts := []k8sutil.PodOption{k8sutil.WithoutDNSCheck()}
 		if a.force {

@@ -70,6 +70,8 @@ const (
 	evAllPodsDeleted
 	// evAddReplyLost: etcd takes the next add but its reply is lost.
 	evAddReplyLost
+	// evConvert: the user sets spec.adoption.convert, or unsets it.
+	evConvert
 	// evNothing: nothing happens, a pass runs (an event of a pod the
 	// operator changed itself, a resync).
 	evNothing
@@ -151,6 +153,9 @@ func (w *world) happen(st *step) string {
 			exit = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
 		}
 		switch {
+		case p.never && p.ctr == ctrRunning:
+			w.exitContainer(p, exit)
+			return fmt.Sprintf("%s: its etcd exits (%s) and its pod ends (restartPolicy Never)", name, exit.Reason)
 		case p.ctr == ctrCrashLoop:
 			w.restartContainer(p)
 			if p.ctr == ctrRunning {
@@ -246,6 +251,10 @@ func (w *world) happen(st *step) string {
 		case p.deleting():
 			delete(w.pods, name)
 			return name + ": its node answers again and its pod's deletion completes"
+		case !p.etcdRuns && p.phase == corev1.PodRunning && p.ctr == ctrRunning && p.never:
+			// Its etcd stopped while the node was away: under
+			// restartPolicy Never the pod ends.
+			w.exitContainer(p, &corev1.ContainerStateTerminated{ExitCode: 255, Reason: "Error"})
 		case !p.etcdRuns && p.phase == corev1.PodRunning && p.ctr == ctrRunning:
 			w.restartContainer(p)
 		}
@@ -334,6 +343,14 @@ func (w *world) happen(st *step) string {
 	case evAddReplyLost:
 		w.addReplyLost = true
 		return "the reply to the next add will be lost"
+	case evConvert:
+		w.convert = !w.convert
+		w.generation++
+		w.buildSpec()
+		if w.convert {
+			return "spec.adoption.convert is set"
+		}
+		return "spec.adoption.convert is unset"
 	}
 	return ""
 }
@@ -389,9 +406,14 @@ func (w *world) startContainer(p *wpod) {
 	}
 }
 
-// exitContainer makes the pod's etcd exit; the kubelet restarts it later.
+// exitContainer makes the pod's etcd exit; the kubelet restarts it later,
+// but under restartPolicy Never, where the pod ends (its emptyDir stays
+// with the pod object).
 func (w *world) exitContainer(p *wpod, exit *corev1.ContainerStateTerminated) {
 	p.phase, p.ctr, p.etcdRuns, p.lastExit = corev1.PodRunning, ctrCrashLoop, false, exit
+	if p.never {
+		p.phase, p.ctr = corev1.PodFailed, ctrExited
+	}
 	if m := w.members[p.name]; m != nil {
 		m.failed = true
 	}

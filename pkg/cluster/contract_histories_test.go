@@ -13,7 +13,7 @@ import (
 // eventTable weighs the kinds of random histories: one byte picks one of
 // its entries.
 var eventTable = [32]eventKind{
-	evTick, evTick, evTick, evTick,
+	evTick, evTick, evTick, evConvert,
 	evKubelet, evKubelet, evKubelet, evKubelet, evNodeDeleted,
 	evCrash, evCrash, evCrash,
 	evRecover, evRecover,
@@ -26,7 +26,13 @@ var eventTable = [32]eventKind{
 }
 
 // Histories from bytes: 4 bytes for the start, then 3 for each step (the
-// event, the target with whether the pass is held, a parameter).
+// event, the target with whether the pass is held, a parameter). The start:
+// byte 0 the size, claims, disaster recovery and whether the status is
+// stored; bytes 1 and 2 the initial members' lifetime restarts, then
+// (byte 2, bits 2 to 4) whether coreos/etcd-operator made the cluster and
+// whether it is to be converted, and (bits 5 to 7) how many rounds of calm
+// a conversion starts with, two by two; byte 3 the operator's memory, a new
+// cluster, the user's node bound and a start together.
 
 const (
 	historyHeader = 4
@@ -49,11 +55,24 @@ func decodeHistory(data []byte) history {
 		nodeLostAfter: hdr[3]>>4&1 == 1,
 		together:      hdr[3]>>5&1 == 1,
 	}
+	// A quarter of the clusters that are not new were made by
+	// coreos/etcd-operator; half of those are to be converted from the
+	// start (evConvert sets or unsets it later).
+	cfg.adopted = !cfg.fresh && hdr[2]>>2&3 == 3
+	cfg.convert = cfg.adopted && hdr[2]>>4&1 == 1
 	bits := uint16(hdr[1]) | uint16(hdr[2])<<8
 	for i := range cfg.lifetimeRestarts {
 		cfg.lifetimeRestarts[i] = lifetimeChoices[bits>>(2*i)&3]
 	}
 	h := history{start: cfg}
+	if cfg.convert {
+		// The faults meet a conversion at any stage: the history starts
+		// with up to fourteen rounds of calm (the kubelet moves the pods
+		// along, five seconds pass), three of which replace one member.
+		for range 2 * (hdr[2] >> 5) {
+			h.steps = append(h.steps, step{ev: evKubelet, idx: -1}, step{ev: evTick, idx: -1, param: 1})
+		}
+	}
 	for rest := data[min(len(data), historyHeader):]; len(rest) >= 3 && len(h.steps) < maxSteps; rest = rest[3:] {
 		h.steps = append(h.steps, step{ev: eventTable[rest[0]%32], idx: int(rest[1] % 32), held: rest[1] >= 224, param: rest[2]})
 	}

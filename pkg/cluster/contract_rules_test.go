@@ -111,6 +111,7 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 			bad("L2", "waits without a reason", "waits without saying what for")
 		}
 	}
+	r.checkAdopted(a, bad)
 	switch a.kind {
 	case actDeleteFailedPod, actDeleteStrayPod, actDeleteJoiner, actForceNewCluster:
 		if p := w.pods[a.member]; p != nil && p.deleting() {
@@ -122,6 +123,51 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 		}
 	}
 	return vs
+}
+
+// keepsAdopted are the actions that change no member, pod or claim: the
+// only ones an adopted cluster that is not converted sees (C9).
+var keepsAdopted = map[actionKind]bool{
+	actIdle: true, actWait: true, actReadEtcd: true, actAnnounceAdoption: true, actAdopt: true, actRecordCreating: true,
+	actCreateServices: true, actSyncBudget: true, actIssueCertificates: true, actRenewCertificate: true,
+}
+
+// checkAdopted is C9 and C10: while etcd has members coreos/etcd-operator
+// made and a pod of its layout is there, nothing changes the cluster unless
+// spec.adoption.convert asks for it; and a conversion adds a member of this
+// layout before it removes one of the original's, one replacement at a
+// time.
+func (r *run) checkAdopted(a action, bad func(rule, what, format string, args ...any)) {
+	w := r.w
+	// The cluster is adopted while a pod of the original's layout is
+	// there: once the last is gone, nothing tells its members from this
+	// operator's, and C1 to C8 judge their repair.
+	originals, pods := w.originals(), w.originalPods()
+	if len(originals) == 0 || len(pods) == 0 {
+		return
+	}
+	if !w.convert {
+		if !keepsAdopted[a.kind] {
+			bad("C9", "changes an adopted cluster not converted", "%s while etcd has members %v that coreos/etcd-operator made, pods %v of its layout are there and spec.adoption.convert is not set",
+				a, originals, pods)
+		}
+		return
+	}
+	voters := w.voters()
+	switch a.kind {
+	case actRemoveMember, actRemoveDeadMember:
+		if m := w.members[a.member]; m != nil && m.original && len(voters) <= w.size {
+			bad("C10", "removes an original member before its replacement votes", "removes %s, a member coreos/etcd-operator made, while etcd has %d voting members %v and spec.size is %d: %s",
+				a.member, len(voters), voters, w.size, a)
+		}
+		if a.kind == actRemoveMember && w.members[a.member] != nil && w.members[a.member].original && w.leader == a.member {
+			bad("C10", "removes an original member that leads", "removes %s, a member coreos/etcd-operator made, while it leads: %s", a.member, a)
+		}
+	case actAddJoiner:
+		if len(w.members) > w.size {
+			bad("C10", "adds a second replacement", "adds %s while etcd already has %d members %v, more than spec.size %d: %s", a.member, len(w.members), sortedKeys(w.members), w.size, a)
+		}
+	}
 }
 
 // checkResumeTogether is C8 for the members made again from the plan: a
@@ -273,7 +319,9 @@ func (r *run) checkAfterPass(a action) []violation {
 
 	// L1: a member whose pod is gone and whose claim holds its data is
 	// restarted in place, whatever another member's pod does.
-	stuck := ""
+	// An adopted cluster restarts no member (adoption.go), converted or
+	// not, while a pod of the original's layout is there: C9 holds it.
+	stuck, adopted := "", len(w.originalPods()) > 0
 	for _, name := range sortedKeys(w.pods) {
 		if p := w.pods[name]; p.deleting() && w.now.After(p.deadline.Add(terminatingGrace)) {
 			stuck = name
@@ -282,7 +330,7 @@ func (r *run) checkAfterPass(a action) []violation {
 	for _, name := range sortedKeys(w.members) {
 		m := w.members[name]
 		c := w.claims[name]
-		if stuck == "" || !w.onClaims || c == nil || !c.data || c.nodeGone || w.claimNodeLost(name) || w.pods[name] != nil || m.refused || m.corrupt ||
+		if stuck == "" || adopted || !w.onClaims || c == nil || !c.data || c.nodeGone || w.claimNodeLost(name) || w.pods[name] != nil || m.refused || m.corrupt ||
 			w.restartsWithin(name, ladderWindow) >= ladderRestarts || w.op.recovering != nil ||
 			a.kind == actRestartMembers && slices.Contains(a.names, name) {
 			delete(r.goneSince, name)

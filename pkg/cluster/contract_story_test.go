@@ -26,6 +26,9 @@ func (w *world) truth() string {
 		if m.learner {
 			d += " learner"
 		}
+		if m.original {
+			d += " (the original's)"
+		}
 		if w.runsEtcd(name) {
 			d += fmt.Sprintf(" runs (raft %d)", m.raftIndex)
 		} else {

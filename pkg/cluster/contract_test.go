@@ -58,10 +58,22 @@ import (
 //	   committed and the cluster never served; a member is made again from
 //	   the plan without its data only if it never took part in a quorum,
 //	   or no other member holds what one committed.
+//	C9 While etcd has members coreos/etcd-operator v0.9.4 made and a pod
+//	   of its layout is there (live or terminating), and spec.adoption.
+//	   convert is not set, no member, pod or claim is changed: no member
+//	   added, promoted or removed, no pod or claim created, deleted or
+//	   patched; a pass only reads, waits, tells the adoption and writes the
+//	   status (keepsAdopted).
+//	C10 Under spec.adoption.convert, a member the original made (whose
+//	   pod is still of its layout) is removed only while etcd has more
+//	   voting members than spec.size, never while it leads; a member is
+//	   added only while etcd has no more members than spec.size: one
+//	   replacement at a time, added first.
 //	L1 A pod being deleted is not deleted twice more; and while another
 //	   pod is stuck terminating (past its deletion deadline and
 //	   terminatingGrace), a member with no pod whose claim holds its data is
-//	   restarted in place within a minute and three passes.
+//	   restarted in place within a minute and three passes, but in an
+//	   adopted cluster (C9), which restarts no member.
 //	L2 Every wait says what it waits for, and the passes do not wait for
 //	   more than a minute with an empty status.reason.
 //	L3 The status a pass leaves does not say Available True while etcd has
@@ -133,6 +145,16 @@ type run struct {
 	// together counts the passes that decided each step of a start
 	// together, to show the histories reach them.
 	together map[actionKind]int
+	// adoption is how far an adopted cluster's history went, to show the
+	// histories reach adoption and conversion.
+	adoption adoptionReach
+}
+
+// adoptionReach is how far a history of a cluster coreos/etcd-operator made
+// went: its adoption told, spec.adoption.convert set at a pass, one of its
+// members replaced by one of this layout, every one of them.
+type adoptionReach struct {
+	adopted, announced, convert, replaced, converted bool
 }
 
 // play runs a history.
@@ -210,8 +232,10 @@ func (r *run) pass(i int, l *stepLog) {
 		r.together[a.kind]++
 	}
 	vs := r.checkDecision(s, a)
+	original := w.members[a.member] != nil && w.members[a.member].original
 	phase, err := w.act(s, a)
 	w.settle()
+	r.noteAdoption(a, original)
 	w.writeStatus(s, phase, w.op.passProblems(s, nil, a, err))
 	vs = append(vs, r.checkAfterPass(a)...)
 	for _, v := range vs {
@@ -221,6 +245,23 @@ func (r *run) pass(i int, l *stepLog) {
 			r.violations = append(r.violations, v)
 		}
 	}
+}
+
+// noteAdoption records how far the history took an adopted cluster: a told
+// adoption, a pass under spec.adoption.convert, an original member removed
+// under it, and every original member gone with members of this layout left.
+func (r *run) noteAdoption(a action, original bool) {
+	w := r.w
+	if !r.h.start.adopted {
+		return
+	}
+	ra := &r.adoption
+	ra.adopted = true
+	ra.announced = ra.announced || a.kind == actAnnounceAdoption
+	ra.convert = ra.convert || w.convert
+	removed := (a.kind == actRemoveMember || a.kind == actRemoveDeadMember) && w.members[a.member] == nil
+	ra.replaced = ra.replaced || original && removed && w.convert
+	ra.converted = ra.converted || ra.replaced && len(w.originals()) == 0 && len(w.members) > 0
 }
 
 var (
@@ -264,6 +305,7 @@ func TestSafetyContract(t *testing.T) {
 		broke         map[string]found
 		shapes        map[string]string
 		together      map[actionKind]int
+		adoption      adoptionReach
 	}
 	results := make([]result, histories)
 	start := time.Now()
@@ -275,7 +317,7 @@ func TestSafetyContract(t *testing.T) {
 		wg.Go(func() {
 			for i := wk; i < histories; i += workers {
 				r := play(decodeHistory(randomHistory(rand.New(rand.NewPCG(*contractSeed, uint64(i))))), playOptions{ignore: ignore})
-				res := result{steps: len(r.log), passes: r.passes, broke: map[string]found{}, shapes: map[string]string{}, together: r.together}
+				res := result{steps: len(r.log), passes: r.passes, broke: map[string]found{}, shapes: map[string]string{}, together: r.together, adoption: r.adoption}
 				for _, v := range r.violations {
 					if _, ok := res.broke[v.bucket()]; !ok {
 						h := r.resolved()
@@ -295,6 +337,7 @@ func TestSafetyContract(t *testing.T) {
 
 	steps, passes := 0, 0
 	together := map[actionKind]int{}
+	var adopted, announced, convert, replaced, converted int
 	shortest := map[string]found{}
 	count := map[string]int{}
 	shapes := map[string]map[string]int{}
@@ -303,6 +346,15 @@ func TestSafetyContract(t *testing.T) {
 		passes += res.passes
 		for k, n := range res.together {
 			together[k] += n
+		}
+		for _, c := range []struct {
+			reached bool
+			n       *int
+		}{{res.adoption.adopted, &adopted}, {res.adoption.announced, &announced}, {res.adoption.convert, &convert},
+			{res.adoption.replaced, &replaced}, {res.adoption.converted, &converted}} {
+			if c.reached {
+				*c.n++
+			}
 		}
 		for b, f := range res.broke {
 			count[b]++
@@ -321,6 +373,8 @@ func TestSafetyContract(t *testing.T) {
 		histories, steps, passes, took.Round(time.Millisecond), workers, float64(histories)/took.Seconds(), float64(passes)/took.Seconds())
 	t.Logf("members started together: %d starts, %d resumed, %d started again",
 		together[actStartTogether], together[actResumeTogether], together[actRestartTogether])
+	t.Logf("clusters coreos/etcd-operator made: %d histories, %d adoptions told, %d under spec.adoption.convert, %d with an original member replaced, %d converted to the last",
+		adopted, announced, convert, replaced, converted)
 	var summary []string
 	for _, b := range sortedKeys(shortest) {
 		summary = append(summary, fmt.Sprintf("%s (%d)", b, count[b]))
@@ -344,6 +398,13 @@ func TestSafetyContract(t *testing.T) {
 func FuzzSafetyContract(f *testing.F) {
 	for _, start := range []byte{0x25, 0x24, 0x2d, 0x3d, 0x26} {
 		f.Add([]byte{start, 0, 0, 0, 4, 0, 3, 4, 0, 0, 5, 0, 7})
+	}
+	// Clusters coreos/etcd-operator made, on emptyDir and on claims,
+	// converted and not.
+	for _, adopted := range []byte{0x0c, 0x1c} {
+		for _, start := range []byte{0x25, 0x21} {
+			f.Add([]byte{start, 0, adopted, 0x03, 4, 0, 3, 4, 0, 0, 5, 0, 7})
+		}
 	}
 	ignore := ignoredRules()
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -41,7 +41,11 @@ type world struct {
 	// nodeLostAfter is spec.pod.nodeLostAfterSeconds, 0 when unset.
 	nodeLostAfter time.Duration
 	// together: spec.bootstrap.mode is Together.
-	together   bool
+	together bool
+	// convert: spec.adoption.convert is set: the members
+	// coreos/etcd-operator made are to be replaced by members of this
+	// operator's layout.
+	convert    bool
 	version    string
 	generation int64
 	spec       *api.EtcdCluster
@@ -111,6 +115,8 @@ type wmember struct {
 	// exited, and it has not been restarted since: its next restart is
 	// one after a failure.
 	failed bool
+	// original: coreos/etcd-operator made it (the world started adopted).
+	original bool
 }
 
 // wpod is a pod of the cluster.
@@ -141,6 +147,9 @@ type wpod struct {
 	// dnsDone once its check-dns found its name.
 	joiner, dnsDone bool
 	forced          bool
+	// never: the pod's restartPolicy is Never (the original's layout): an
+	// etcd that exits ends the pod, and the kubelet restarts nothing.
+	never bool
 	// data: its emptyDir holds its member's data.
 	data bool
 }
@@ -209,6 +218,12 @@ type worldConfig struct {
 	// together: spec.bootstrap.mode is Together, which only a new
 	// cluster's start reads.
 	together bool
+	// adopted: coreos/etcd-operator v0.9.4 made the cluster and ran it
+	// until it was stopped: its member pods have the original's layout
+	// (restartPolicy Never), and this operator finds them. Not with fresh.
+	adopted bool
+	// convert: spec.adoption.convert is set from the start.
+	convert bool
 }
 
 // modelNodeLostAfter is the user's bound of the histories that set one.
@@ -238,6 +253,12 @@ func (c worldConfig) String() string {
 	}
 	if c.together {
 		s += ", members started together"
+	}
+	if c.adopted {
+		s += ", made by coreos/etcd-operator v0.9.4 (restartPolicy Never) and adopted"
+	}
+	if c.convert {
+		s += ", spec.adoption.convert set"
 	}
 	switch {
 	case c.fresh:
@@ -280,6 +301,7 @@ func newWorld(cfg worldConfig) *world {
 			return 0
 		}(),
 		together:   cfg.together,
+		convert:    cfg.convert,
 		generation: 1,
 		members:    map[string]*wmember{},
 		reachable:  true,
@@ -294,20 +316,35 @@ func newWorld(cfg worldConfig) *world {
 		w.op = newModelOperator(w)
 		return w
 	}
-	var ready []string
+	var ready, peers []string
+	for _, name := range initialNames[:cfg.size] {
+		peers = append(peers, name+"="+w.member(name).PeerURL())
+	}
 	for i, name := range initialNames[:cfg.size] {
-		m := &wmember{name: name, started: true}
+		m := &wmember{name: name, started: true, original: cfg.adopted}
 		w.members[name] = m
 		if w.onClaims {
 			w.claims[name] = w.newClaim(name, w.version)
 			w.claims[name].data = true
 		}
 		mm := w.member(name)
-		p := w.newPod(name, k8sutil.NewEtcdPod(w.spec, mm, w.version, etcdutil.NewMemberSet(mm).PeerURLPairs(), k8sutil.ClusterStateExisting, ""))
+		obj := k8sutil.NewEtcdPod(w.spec, mm, w.version, etcdutil.NewMemberSet(mm).PeerURLPairs(), k8sutil.ClusterStateExisting, "")
+		if cfg.adopted {
+			// The first member was the original's seed; the others
+			// were added one by one.
+			state := "existing"
+			if i == 0 {
+				state = "new"
+			}
+			obj = originalPod(w.spec, name, peers[:i+1], state)
+		}
+		p := w.newPod(name, obj)
 		p.obj.CreationTimestamp = metav1.NewTime(w.created)
 		p.phase, p.ctr, p.etcdRuns, p.data = corev1.PodRunning, ctrRunning, true, !w.onClaims
 		p.startedAt, p.image = w.created, p.obj.Spec.Containers[0].Image
-		if n := cfg.lifetimeRestarts[i]; n > 0 {
+		// The kubelet restarts nothing in the original's pods: their
+		// containers never restarted.
+		if n := cfg.lifetimeRestarts[i]; n > 0 && !cfg.adopted {
 			p.restartCount = n
 			p.lastExit = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
 			p.startedAt = w.now.Add(-month / 2)
@@ -384,6 +421,9 @@ func (w *world) buildSpec() {
 	if w.together {
 		withTogether(cl)
 	}
+	if w.convert {
+		converting(cl)
+	}
 	w.spec = cl.WithDefaults()
 }
 
@@ -410,7 +450,8 @@ func (w *world) newPod(name string, obj *corev1.Pod) *wpod {
 	w.podsMade++
 	obj.UID = types.UID(fmt.Sprintf("pod-uid-%s-%d", name, w.podsMade))
 	obj.CreationTimestamp = metav1.NewTime(w.now)
-	p := &wpod{name: name, obj: obj, phase: corev1.PodPending, joiner: k8sutil.WaitsForMembership(obj), forced: k8sutil.IsForcedNewCluster(obj)}
+	p := &wpod{name: name, obj: obj, phase: corev1.PodPending, joiner: k8sutil.WaitsForMembership(obj), forced: k8sutil.IsForcedNewCluster(obj),
+		never: obj.Spec.RestartPolicy == corev1.RestartPolicyNever}
 	w.pods[name] = p
 	return p
 }
@@ -437,6 +478,29 @@ func (w *world) holdsData(name string) bool {
 	}
 	p := w.pods[name]
 	return p != nil && p.data
+}
+
+// originals are the members of etcd that coreos/etcd-operator made, sorted.
+func (w *world) originals() []string {
+	var out []string
+	for _, name := range sortedKeys(w.members) {
+		if w.members[name].original {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// originalPods are the pods of the original's layout, live or terminating,
+// sorted: while one is there, the cluster is adopted (adoption.go).
+func (w *world) originalPods() []string {
+	var out []string
+	for _, name := range sortedKeys(w.pods) {
+		if k8sutil.IsOriginalPod(w.pods[name].obj) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // voters are etcd's voting members, sorted.
