@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,24 +58,53 @@ FAIL
 }
 
 // TestSuitesForOneNodeRefuseAClusterOfSeveral runs the check make test and
-// make chaos start with against a local cluster's env file: on three nodes
-// it stops them and says how to get one node; on one node, or with no
-// cluster yet, they go on. Both scripts call it before anything else runs.
+// make chaos start with against a local cluster's state: with the kubelets of
+// two extra nodes running it stops them and says how to get one node; with
+// extra nodes listed but not running (a cluster brought down, whose env file
+// still says three) or no cluster at all, they go on. Both scripts call it
+// before anything else runs.
 func TestSuitesForOneNodeRefuseAClusterOfSeveral(t *testing.T) {
+	// A process standing for a running kubelet, recorded as start_proc does.
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sleeper.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := fmt.Sprintf("%d %s\n", sleeper.Process.Pid, strings.Fields(string(stat))[21])
 	for _, tc := range []struct {
 		name    string
-		env     string // the env file's content; "" for none
+		listed  bool // nodes.list names b and c
+		kubelet string
 		refused bool
 	}{
-		{"three nodes are refused", "export LOCAL_CLUSTER_NODES=1\nexport LOCAL_CLUSTER_NODES=3\n", true},
-		{"one node goes on", "export LOCAL_CLUSTER_NODES=1\n", false},
-		{"no cluster yet goes on", "", false},
+		{"two extra nodes running are refused", true, running, true},
+		{"extra nodes listed but not running go on", true, "", false},
+		{"a kubelet pid file of a process gone goes on", true, "1 1\n", false},
+		{"no cluster yet goes on", false, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			if tc.env != "" {
-				if err := os.WriteFile(filepath.Join(state, "env"), []byte(tc.env), 0o644); err != nil {
+			if tc.listed {
+				list := "host-b b 172.31.250.2\nhost-c c 172.31.250.3\n"
+				if err := os.WriteFile(filepath.Join(state, "nodes.list"), []byte(list), 0o644); err != nil {
 					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(state, "env"), []byte("export LOCAL_CLUSTER_NODES=3\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.kubelet != "" {
+				if err := os.MkdirAll(filepath.Join(state, "pids"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for _, zone := range []string{"b", "c"} {
+					if err := os.WriteFile(filepath.Join(state, "pids", "kubelet-"+zone+".pid"), []byte(tc.kubelet), 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			cmd := exec.Command("bash", "local-cluster/one-node.sh", "make test", "sudo make test")
