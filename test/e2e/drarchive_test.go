@@ -61,66 +61,11 @@ func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 	// The history cannot be linearizable (what the archive had not stored is
 	// gone): the bound below judges the loss, porcupine only reports.
 	c := startLoadUntilRecovered(t, ns, name, scenario, d, settle)
-	// Every write acknowledged before this linearizable read has a revision
-	// at or below read; once the archive holds read, it holds them all.
-	readAt := time.Now()
-	ackedBefore := listKeys(t, ns, name, c.Appends())
-	read := currentRevision(t, ns, name)
-	atLoss := archiveAt(ctx, fmt.Sprintf("the archive to hold revision %d", read), func(b *api.EtcdBackup) bool {
-		return b.Status.Archive != nil && b.Status.Archive.LastRevision >= read
-	}).Status.Archive.LastRevision
-	lostAt := killEveryMember(t, ns, pods)
-	t.Logf("killed every member %v %.1fs after the read at revision %d (%d acknowledged appends); the archive had reported revision %d, the snapshot revision %d",
-		pods, lostAt.Sub(readAt).Seconds(), read, len(ackedBefore), atLoss, snap.Status.EtcdRevision)
-
-	// The operator's EtcdRestore is named like the cluster.
-	st := waitRestore(t, ns, name, restoreTimeout, api.RestorePhaseCompleted)
-	waitReady(t, ns, name, 3, changeTimeout, pods...)
-	recovered := time.Since(lostAt)
-	er, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pit := st.PointInTime
-	switch {
-	case er.Spec.PointInTime == nil || !er.Spec.PointInTime.Latest:
-		t.Errorf("the operator's EtcdRestore asks for %+v, want the newest archived change", er.Spec.PointInTime)
-	case pit == nil || !pit.Replayed || pit.Revision < atLoss || pit.Revision <= pit.SnapshotRevision || pit.Shortfall != "":
-		t.Errorf("status.pointInTime %+v, want the archive replayed at least to revision %d, which it had reported at the loss", pit, atLoss)
-	default:
-		t.Logf("restored snapshot %s (revision %d) and the archive up to revision %d of its %d: %d revisions, %d changes",
-			pit.Snapshot, pit.SnapshotRevision, pit.Revision, pit.ArchiveRevision, pit.Revisions, pit.Events)
-	}
-	if got, err := f.GetCluster(ctx, ns, name); err != nil {
-		t.Fatal(err)
-	} else if rec := got.Status.Recovery; rec == nil || rec.FromBackup == "" || !strings.Contains(rec.Message, "archive replayed up to revision") {
-		t.Errorf("status.recovery = %+v, want the record of a recovery to the newest archived change", rec)
-	} else {
-		t.Logf("status.recovery: %s", rec.Message)
-	}
-
-	r := judged(t, scenario, c, checkerWait(d, settle), recovered, func(r checker.Result) error {
-		lost := missingKeys(t, ns, name, c.Appends(), ackedBefore)
-		switch {
-		case len(lost) > 0:
-			return fmt.Errorf("%d of the %d writes acknowledged before revision %d, which the archive held at the loss, are lost, e.g. %v",
-				len(lost), len(ackedBefore), read, lost[:min(5, len(lost))])
-		case r.WatchMissed > 0 || r.WatchOutOfOrder > 0:
-			return fmt.Errorf("the watch missed %d acknowledged writes that are there and saw %d out of order: the restore took the revision back",
-				r.WatchMissed, r.WatchOutOfOrder)
-		}
-		return nil
+	lostEveryMemberThenRecoveredFromTheArchive(t, ns, name, pods, c, scenario, d, settle, snap.Status.EtcdRevision, func(read int64) int64 {
+		return archiveAt(ctx, fmt.Sprintf("the archive to hold revision %d", read), func(b *api.EtcdBackup) bool {
+			return b.Status.Archive != nil && b.Status.Archive.LastRevision >= read
+		}).Status.Archive.LastRevision
 	})
-	if !t.Failed() {
-		t.Logf("%s: %d acknowledged writes lost, none of the %d acknowledged up to %.1fs before the loss; recovered in %.1fs; linearizable: %s",
-			scenario, r.AckedLost, len(ackedBefore), lostAt.Sub(readAt).Seconds(), recovered.Seconds(), r.Linearizable)
-	}
-	if n := countKeys(t, ns, name, "/e2e/archived/"); n != 20 {
-		t.Errorf("%d of the 20 keys written after the snapshot are there: the archive was not replayed", n)
-	}
-	if !strings.Contains(eventsOf(t, ns, name), "DisasterRecovery") {
-		t.Error("no DisasterRecovery event on the cluster")
-	}
 }
 
 // TestChaosLongArchiveThroughFaultsThenDisasterRecovery is
@@ -245,17 +190,35 @@ func TestChaosLongArchiveThroughFaultsThenDisasterRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := framework.PodNames(framework.LivePods(cur))
+	lostEveryMemberThenRecoveredFromTheArchive(t, ns, name, pods, c, scenario, d, settle, snap.Status.EtcdRevision, func(read int64) int64 {
+		return archiveAt(ctx, backupTimeout, fmt.Sprintf("the archive to hold revision %d", read), func(b *api.EtcdBackup) bool {
+			return b.Status.Archive != nil && b.Status.Archive.LastRevision >= read
+		}).Status.Archive.LastRevision
+	})
+}
+
+// lostEveryMemberThenRecoveredFromTheArchive is how both disaster
+// recoveries from the archive end: after a linearizable read at revision
+// read and archiveHolds(read) (the archive's newest revision once it holds
+// read), every member is killed under the checker c; the cluster must come
+// back through the operator's EtcdRestore of the newest archived change,
+// replayed at least to what the archive had reported at the loss, with no
+// write acknowledged before the read lost, the watch whole, the 20 keys
+// only the archive held there, status.recovery and a DisasterRecovery event
+// saying so.
+func lostEveryMemberThenRecoveredFromTheArchive(t *testing.T, ns, name string, pods []string, c *framework.Checker, scenario string,
+	d, settle time.Duration, snapshotRevision int64, archiveHolds func(read int64) int64) {
+	t.Helper()
+	ctx := t.Context()
 	// Every write acknowledged before this linearizable read has a revision
 	// at or below read; once the archive holds read, it holds them all.
 	readAt := time.Now()
 	ackedBefore := listKeys(t, ns, name, c.Appends())
 	read := currentRevision(t, ns, name)
-	atLoss := archiveAt(ctx, backupTimeout, fmt.Sprintf("the archive to hold revision %d", read), func(b *api.EtcdBackup) bool {
-		return b.Status.Archive != nil && b.Status.Archive.LastRevision >= read
-	}).Status.Archive.LastRevision
+	atLoss := archiveHolds(read)
 	lostAt := killEveryMember(t, ns, pods)
 	t.Logf("killed every member %v %.1fs after the read at revision %d (%d acknowledged appends); the archive had reported revision %d, the snapshot revision %d",
-		pods, lostAt.Sub(readAt).Seconds(), read, len(ackedBefore), atLoss, snap.Status.EtcdRevision)
+		pods, lostAt.Sub(readAt).Seconds(), read, len(ackedBefore), atLoss, snapshotRevision)
 
 	// The operator's EtcdRestore is named like the cluster.
 	st := waitRestore(t, ns, name, restoreTimeout, api.RestorePhaseCompleted)
