@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"time"
 
@@ -26,23 +25,13 @@ type KeyHashes map[string][sha256.Size]byte
 // revision leaves those out, so the result is the cluster at atRevision
 // exactly. An atRevision past every entry is the snapshot's newest state.
 func SnapshotKeys(ctx context.Context, store Store, key string, decodeKey []byte, dir string, atRevision int64) (KeyHashes, error) {
-	f, err := os.CreateTemp(dir, "drill-*.db")
-	if err != nil {
-		return nil, fmt.Errorf("create a temporary file to read the snapshot in (it needs room for one snapshot): %w", err)
-	}
-	path := f.Name()
-	defer func() { _ = os.Remove(path) }()
-	_, snapshotSize, err := download(ctx, store, key, decodeKey, f)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write %s: %w", path, cerr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Truncate(path, snapshotSize-sha256.Size); err != nil {
-		return nil, fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
-	}
-	return keysAt(ctx, path, atRevision)
+	var keys KeyHashes
+	err := withSnapshotDB(ctx, store, key, decodeKey, dir, "drill-*.db", "read the snapshot in", func(path string, _ *Verification) error {
+		var err error
+		keys, err = keysAt(ctx, path, atRevision)
+		return err
+	})
+	return keys, err
 }
 
 // keysAt reads etcd's "key" bucket of the database at path up to revision

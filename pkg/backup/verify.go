@@ -48,9 +48,26 @@ var ErrVerification = errors.New("the stored backup is not a restorable etcd sna
 // bbolt maps the file rather than reading it, so the pages it touches are page
 // cache, not heap. Errors about the object's content wrap ErrVerification.
 func Verify(ctx context.Context, store Store, key string, decodeKey []byte, dir string) (*Verification, error) {
-	f, err := os.CreateTemp(dir, "verify-*.db")
+	var out *Verification
+	err := withSnapshotDB(ctx, store, key, decodeKey, dir, "verify-*.db", "verify the backup in", func(path string, v *Verification) error {
+		if err := inspectDB(ctx, path, v); err != nil {
+			return err
+		}
+		out = v
+		return nil
+	})
+	return out, err
+}
+
+// withSnapshotDB streams the object at key, decoded and its trailer checked
+// (download), into a temporary file under dir named after pattern, strips
+// the sha256 trailer so that bbolt finds the bare database, and calls use
+// with the file's path and what download found; the file is removed before
+// it returns. what says, in the error, what the file is for.
+func withSnapshotDB(ctx context.Context, store Store, key string, decodeKey []byte, dir, pattern, what string, use func(path string, v *Verification) error) error {
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return nil, fmt.Errorf("create a temporary file to verify the backup in (it needs room for one snapshot): %w", err)
+		return fmt.Errorf("create a temporary file to %s (it needs room for one snapshot): %w", what, err)
 	}
 	path := f.Name()
 	defer func() { _ = os.Remove(path) }()
@@ -59,16 +76,13 @@ func Verify(ctx context.Context, store Store, key string, decodeKey []byte, dir 
 		err = fmt.Errorf("write %s: %w", path, cerr)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// bbolt wants the bare database: the trailer goes.
 	if err := os.Truncate(path, snapshotSize-sha256.Size); err != nil {
-		return nil, fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
+		return fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
 	}
-	if err := inspectDB(ctx, path, v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return use(path, v)
 }
 
 // download decodes the object into f, checking the snapshot's trailer and
