@@ -44,6 +44,7 @@ type resultsSection struct {
 var resultsPages = []resultsPage{
 	{name: "bench", intro: benchIntro, sections: []resultsSection{
 		{"speed", "Speed", benchBody},
+		{"bootstrap", "Bootstrap of a new cluster, on every version", benchBody},
 		{"scale", "Scale", benchBody},
 	}},
 	{name: "chaos", intro: chaosIntro, sections: []resultsSection{
@@ -63,7 +64,8 @@ const benchIntro = `# Benchmark results
 
 The latest ` + "`make bench`" + ` run on the local single-node cluster: the operator against the
 floor (etcd pods made without an operator) and the original operator, then its cost with
-many idle clusters. What is measured and how to read it:
+many idle clusters; and a new cluster's start on every version a new cluster may be made
+on, in both bootstrap modes, each beside its own floor. What is measured and how to read it:
 [design/performance.md](../design/performance.md). Earlier runs are in this page's git history.
 `
 
@@ -331,6 +333,17 @@ func runBench(args []string) error {
 	return writePage("bench", *data, *out)
 }
 
+// benchPart tells whether a report's kind is a section of the bench page.
+func benchPart(kind string) bool {
+	p, _ := findPage("bench")
+	for _, s := range p.sections {
+		if s.name == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // benchSections makes the data of a section from the newest report of each kind.
 func benchSections(dir, since, commit string) (map[string]benchData, error) {
 	paths, err := newerThan(filepath.Join(dir, "*.json"), since)
@@ -347,7 +360,7 @@ func benchSections(dir, since, commit string) (map[string]benchData, error) {
 		if err := json.Unmarshal(raw, &rep); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		if rep.Kind == "speed" || rep.Kind == "scale" {
+		if benchPart(rep.Kind) {
 			newest[rep.Kind] = p
 		}
 	}

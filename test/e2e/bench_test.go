@@ -47,18 +47,17 @@ const (
 	boot3v36 = "bootstrap 3 × " + version36 + " (to status 3 ready, 3 pods Ready)"
 	boot3v34 = "bootstrap 3 × 3.4.23 (to status 3 ready)"
 	boot5    = "bootstrap 5 × 3.5.21"
-	// The same bootstraps with spec.bootstrap.mode Together: every member
-	// made at once, as the floor makes its pods.
-	boot3Together    = "bootstrap 3 × 3.5.21, members started together (to status 3 ready, 3 pods Ready)"
-	boot3TogetherV36 = "bootstrap 3 × " + version36 + ", members started together (to status 3 ready, 3 pods Ready)"
-	replEmptyDir     = "replacement, emptyDir (member pod killed → 3 ready)"
-	replPVC          = "replacement, PVC: restart in place (member pod killed → 3 ready)"
-	restartPVC       = "whole-cluster restart, PVC (all 3 pods killed → 3 ready)"
-	scaleUp          = "scale 3 → 5"
-	scaleUpV36       = "scale 3 → 5 on " + version36
-	scaleDown        = "scale 5 → 3"
-	upgrade          = "upgrade 3.4.23 → 3.5.21 (to status.currentVersion, 3 ready)"
-	restoreGiB       = "restore (EtcdRestore created → Completed)"
+	// The bootstraps above start their members as the spec's default does;
+	// the bootstrap part (TestMeasureBootstrap) measures both modes on every
+	// version a new cluster may be made on.
+	replEmptyDir = "replacement, emptyDir (member pod killed → 3 ready)"
+	replPVC      = "replacement, PVC: restart in place (member pod killed → 3 ready)"
+	restartPVC   = "whole-cluster restart, PVC (all 3 pods killed → 3 ready)"
+	scaleUp      = "scale 3 → 5"
+	scaleUpV36   = "scale 3 → 5 on " + version36
+	scaleDown    = "scale 5 → 3"
+	upgrade      = "upgrade 3.4.23 → 3.5.21 (to status.currentVersion, 3 ready)"
+	restoreGiB   = "restore (EtcdRestore created → Completed)"
 )
 
 // version36 is the etcd 3.6 release of the local cluster's images. On 3.6 the
@@ -85,18 +84,16 @@ var floorOf = map[string]struct {
 	floor  string
 	factor float64
 }{
-	boot3:            {floor3, 1},
-	boot3v34:         {floor3, 1},
-	boot3v36:         {floor3, 1},
-	boot3Together:    {floor3, 1},
-	boot3TogetherV36: {floor3, 1},
-	boot5:            {floor5, 1},
-	replEmptyDir:     {floor1, 1},
-	replPVC:          {floor1, 1},
-	restartPVC:       {floor3, 1},
-	scaleUp:          {floor1, 2},
-	scaleUpV36:       {floor1, 2},
-	upgrade:          {floor1, 3},
+	boot3:        {floor3, 1},
+	boot3v34:     {floor3, 1},
+	boot3v36:     {floor3, 1},
+	boot5:        {floor5, 1},
+	replEmptyDir: {floor1, 1},
+	replPVC:      {floor1, 1},
+	restartPVC:   {floor3, 1},
+	scaleUp:      {floor1, 2},
+	scaleUpV36:   {floor1, 2},
+	upgrade:      {floor1, 3},
 }
 
 // originalOf is the original's median from original-measured.md (its bootstrap
@@ -161,15 +158,13 @@ func TestMeasureSpeed(t *testing.T) {
 	// Each scenario is a subtest: one that fails leaves the others' figures.
 	for i := range runs {
 		t.Run(fmt.Sprintf("floor-%d", i), func(t *testing.T) {
-			results[floor1] = append(results[floor1], measureFloor(t, floorNS, 1))
-			results[floor3] = append(results[floor3], measureFloor(t, floorNS, 3))
-			results[floor5] = append(results[floor5], measureFloor(t, floorNS, 5))
+			results[floor1] = append(results[floor1], measureFloor(t, floorNS, 1, "3.5.21"))
+			results[floor3] = append(results[floor3], measureFloor(t, floorNS, 3, "3.5.21"))
+			results[floor5] = append(results[floor5], measureFloor(t, floorNS, 5, "3.5.21"))
 		})
 		t.Run(fmt.Sprintf("emptydir-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir35) })
 		t.Run(fmt.Sprintf("emptydir-3.6-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir36) })
 		t.Run(fmt.Sprintf("bootstrap5-%d", i), func(t *testing.T) { benchBootstrap5(t, results) })
-		t.Run(fmt.Sprintf("together-%d", i), func(t *testing.T) { benchBootstrapTogether(t, results, "3.5.21", boot3Together) })
-		t.Run(fmt.Sprintf("together-3.6-%d", i), func(t *testing.T) { benchBootstrapTogether(t, results, version36, boot3TogetherV36) })
 		t.Run(fmt.Sprintf("pvc-%d", i), func(t *testing.T) { benchPVC(t, results) })
 		t.Run(fmt.Sprintf("upgrade-%d", i), func(t *testing.T) {
 			m := map[string][]float64{}
@@ -194,7 +189,7 @@ func TestMeasureSpeed(t *testing.T) {
 
 // writeSpeed writes the speed report of the runs done so far.
 func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, done, runs int, notes []string) {
-	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot3v36, boot3Together, boot3TogetherV36, boot5, replEmptyDir, replPVC, restartPVC, scaleUp, scaleUpV36, scaleDown, upgrade}
+	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot3v36, boot5, replEmptyDir, replPVC, restartPVC, scaleUp, scaleUpV36, scaleDown, upgrade}
 	for k := range results {
 		if !slices.Contains(order, k) {
 			order = append(order, k)
@@ -214,15 +209,15 @@ func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, d
 	writeBench(t, &rep)
 }
 
-// measureFloor creates n etcd pods at once, built by the operator's own pod
+// measureFloor creates n etcd pods of version at once, built by the operator's own pod
 // builder (check-dns init container, probes, image) with a static initial
 // cluster, in a namespace no operator watches, and returns the seconds until
 // all are Ready: what any pod-based etcd needs on this node.
-func measureFloor(t *testing.T, ns string, n int) float64 {
+func measureFloor(t *testing.T, ns string, n int, version string) float64 {
 	t.Helper()
 	ctx := t.Context()
 	name := framework.UniqueName("floor")
-	cl := framework.NewCluster(name, n, "3.5.21")
+	cl := framework.NewCluster(name, n, version)
 	cl.Namespace = ns
 	cl = cl.WithDefaults()
 	svc := k8sutil.NewPeerService(cl)
@@ -237,7 +232,7 @@ func measureFloor(t *testing.T, ns string, n int) float64 {
 	initial := etcdutil.NewMemberSet(members...).PeerURLPairs()
 	var pods []*corev1.Pod
 	for _, m := range members {
-		p := k8sutil.NewEtcdPod(cl, m, "3.5.21", initial, k8sutil.ClusterStateNew, name)
+		p := k8sutil.NewEtcdPod(cl, m, version, initial, k8sutil.ClusterStateNew, name)
 		// No EtcdCluster owns them: with an owner that does not exist the
 		// garbage collector would delete them.
 		p.OwnerReferences = nil
@@ -366,20 +361,6 @@ func benchBootstrap5(t *testing.T, results map[string][]float64) {
 	deleteAndWait(t, name)
 }
 
-// benchBootstrapTogether: a cluster of three members started together
-// (spec.bootstrap.mode Together), to status 3 ready and 3 pods Ready.
-func benchBootstrapTogether(t *testing.T, results map[string][]float64, version, row string) {
-	name := framework.UniqueName("benchtog")
-	cl := framework.NewCluster(name, 3, version)
-	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapTogether}
-	start := time.Now()
-	createCluster(t, cl)
-	record(results, measure(t, name, start, nil, probe{row, func(cl *api.EtcdCluster, pods []corev1.Pod) bool {
-		return statusReady(3)(cl, pods) && podsReady(3)(cl, pods)
-	}}))
-	deleteAndWait(t, name)
-}
-
 // benchPVC: a cluster on claims (hostPath volumes), one member killed and
 // restarted in place, then every pod killed at once.
 func benchPVC(t *testing.T, results map[string][]float64) {
@@ -491,6 +472,8 @@ func writeBench(t *testing.T, rep *benchReport) {
 		rep.Table = speedTable(*rep)
 	case "scale":
 		rep.Table = scaleTable(*rep)
+	case "bootstrap":
+		rep.Table = bootstrapTable(*rep)
 	}
 	t.Log("\n" + rep.Table)
 	dir := filepath.Join(f.Env.RepoRoot, "_output", "bench")
