@@ -51,9 +51,16 @@ func withPhase(p api.ClusterPhase) func(*api.EtcdCluster) {
 	return func(cl *api.EtcdCluster) { cl.Status.Phase = p }
 }
 
-// withTogether asks for a new cluster's members to start together.
+// withTogether asks for a new cluster's members to start together, as
+// they do by default.
 func withTogether(cl *api.EtcdCluster) {
 	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapTogether}
+}
+
+// withSeedAndJoin asks for a new cluster to start from one seed, its other
+// members added one at a time, as coreos/etcd-operator started clusters.
+func withSeedAndJoin(cl *api.EtcdCluster) {
+	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapSeedAndJoin}
 }
 
 func withSize(n int) func(*api.EtcdCluster) {

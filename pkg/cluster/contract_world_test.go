@@ -40,7 +40,8 @@ type world struct {
 	recovery, fromBackup bool
 	// nodeLostAfter is spec.pod.nodeLostAfterSeconds, 0 when unset.
 	nodeLostAfter time.Duration
-	// together: spec.bootstrap.mode is Together.
+	// together: a new cluster's members start together (the default),
+	// not from a seed.
 	together bool
 	// convert: spec.adoption.convert is set: the members
 	// coreos/etcd-operator made are to be replaced by members of this
@@ -215,8 +216,9 @@ type worldConfig struct {
 	// nodeLostAfter: spec.pod.nodeLostAfterSeconds is set (to
 	// modelNodeLostAfter).
 	nodeLostAfter bool
-	// together: spec.bootstrap.mode is Together, which only a new
-	// cluster's start reads.
+	// together: the spec names no bootstrap mode and a new cluster's
+	// members start together, the default; otherwise it asks for
+	// SeedAndJoin. Only a new cluster's start reads it.
 	together bool
 	// adopted: coreos/etcd-operator v0.9.4 made the cluster and ran it
 	// until it was stopped: its member pods have the original's layout
@@ -418,8 +420,9 @@ func (w *world) buildSpec() {
 	if w.nodeLostAfter > 0 {
 		withNodeLostAfter(int64(w.nodeLostAfter / time.Second))(cl)
 	}
-	if w.together {
-		withTogether(cl)
+	if !w.together {
+		// Members start together by default: the spec names no mode.
+		withSeedAndJoin(cl)
 	}
 	if w.convert {
 		converting(cl)

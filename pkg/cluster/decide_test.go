@@ -58,7 +58,7 @@ func TestDecide(t *testing.T) {
 		{name: "nothing is issued from a CA secret that cannot issue; the cluster waits for it to be fixed", mods: mods(issuedSecrets, noIssuedSecret(tlsissue.Client), unusableCA),
 			want: "wait (no certificate is issued while the TLS secrets that exist are not usable)"},
 		{name: "secrets of a deleted cluster of the same name are waited for, not used", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, noIssuedSecrets, issuedSecretOfAnotherCluster), want: "wait (secret example-ca belongs to"},
-		{name: "a cluster of issued TLS with every secret goes on to its seed", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods, issuedSecrets), want: "seed to " + testVersion},
+		{name: "a cluster of issued TLS with every secret goes on to its seed", mods: mods(spec(withSeedAndJoin, withPhase(api.ClusterPhaseCreating)), noMembership, noPods, issuedSecrets), want: "seed to " + testVersion},
 		{name: "a running cluster of issued TLS with every secret is left alone", mods: mods(issuedSecrets), want: "idle"},
 
 		// 3. Paused, TLS.
@@ -79,8 +79,9 @@ func TestDecide(t *testing.T) {
 
 		// 4. Bootstrap.
 		{name: "a new cluster is recorded Creating before anything is made", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods), want: "record phase Creating"},
-		{name: "a new cluster recorded Creating gets a seed at spec.version", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
-		{name: "a Creating cluster without pods (a restart before the seed) gets its seed", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "a new cluster recorded Creating that asks for seed and join gets a seed at spec.version", mods: mods(spec(withSeedAndJoin, withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "a Creating cluster of seed and join without pods (a restart before the seed) gets its seed", mods: mods(spec(withSeedAndJoin, withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "seed to " + testVersion},
+		{name: "a new cluster recorded Creating whose spec names no bootstrap mode gets every member at once", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership, noPods), want: "start together to " + testVersion},
 		{name: "pods found while Creating are adopted, not failed or duplicated", mods: mods(spec(withPhase(api.ClusterPhaseCreating)), noMembership), want: "adopt"},
 		{name: "the restore operator's seed of a new cluster is adopted", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, onlyPods(memberA)), want: "adopt"},
 		{name: "a new seed waits for usable TLS certificates rather than fail its handshakes", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, badCertificate), want: "wait (the TLS certificates are not usable)"},

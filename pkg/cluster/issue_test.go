@@ -56,7 +56,7 @@ func TestIssuedTLS(t *testing.T) {
 	runPassCases(t, []passCase{
 		{
 			name:    "a new cluster gets its CA and certificates, then a seed that mounts them",
-			cluster: newTestCluster(withPhase(""), withIssuedTLS),
+			cluster: newTestCluster(withPhase(""), withIssuedTLS, withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				f.mustPass()
 				expect(t, "secrets created", f.secretCreates(), issuedNames)

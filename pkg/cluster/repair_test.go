@@ -166,7 +166,7 @@ func TestDeadMembersAreReplaced(t *testing.T) {
 		},
 		{
 			name:    "a seed that stays pending longer than the timeout in a cluster never available is replaced by a new seed",
-			cluster: newTestCluster(neverAvailable),
+			cluster: newTestCluster(neverAvailable, withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				f.withMembers(memberA)
 				f.pod(memberA, pendingFor(4*time.Minute))

@@ -22,7 +22,7 @@ func TestSetup(t *testing.T) {
 	tests := []passCase{
 		{
 			name:    "a new cluster is marked Creating, then gets a seed member with a fresh token holding its UID",
-			cluster: newTestCluster(withPhase("")),
+			cluster: newTestCluster(withPhase(""), withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				f.mustPass()
 				expect(t, "pod actions once Creating is recorded", f.podActions(), nil)
@@ -66,7 +66,7 @@ func TestSetup(t *testing.T) {
 		},
 		{
 			name:    "the seed grows to full size one member at a time, each added once the previous one is ready",
-			cluster: newTestCluster(withPhase("")),
+			cluster: newTestCluster(withPhase(""), withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				f.mustSeed()
 				// The informer shows the seed; etcd knows it as a started member.
@@ -132,7 +132,7 @@ func TestSetup(t *testing.T) {
 		},
 		{
 			name:    "with volumes the seed's claim is created before its pod",
-			cluster: newTestCluster(withPhase(""), withPVC),
+			cluster: newTestCluster(withPhase(""), withPVC, withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				f.mustSeed()
 				expect(t, "pod actions", f.podActions(), []string{"create persistentvolumeclaims " + seed, "create pods " + seed})
@@ -158,7 +158,7 @@ func TestSetup(t *testing.T) {
 		},
 		{
 			name:    "restart while Creating with nothing created yet creates the seed",
-			cluster: newTestCluster(withPhase(api.ClusterPhaseCreating)),
+			cluster: newTestCluster(withPhase(api.ClusterPhaseCreating), withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				f.mustPass()
 				expect(t, "pod actions", f.podActions(), []string{"create pods " + seed})
@@ -251,7 +251,7 @@ func TestSetup(t *testing.T) {
 		},
 		{
 			name:    "a missing TLS secret is reported and retried, not Failed",
-			cluster: newTestCluster(withPhase(""), withTLS),
+			cluster: newTestCluster(withPhase(""), withTLS, withSeedAndJoin),
 			run: func(t *testing.T, f *fixture) {
 				for range 2 {
 					if err := f.pass(); err == nil {
@@ -338,7 +338,7 @@ func TestSetup(t *testing.T) {
 				f.pod(memberB)
 				f.pod(memberC)
 				f.mustPass()
-				again := newTestCluster(withPhase(""), func(cl *api.EtcdCluster) { cl.UID = "uid-of-the-new-cluster" })
+				again := newTestCluster(withPhase(""), withSeedAndJoin, func(cl *api.EtcdCluster) { cl.UID = "uid-of-the-new-cluster" })
 				if err := f.crs.Tracker().Update(api.SchemeGroupVersion.WithResource("etcdclusters"), again, testNS); err != nil {
 					t.Fatal(err)
 				}

@@ -153,7 +153,7 @@ func TestStatusWrites(t *testing.T) {
 	})
 
 	t.Run("a new cluster grows to its size while its status cannot be stored", func(t *testing.T) {
-		f := newFixture(t, newTestCluster(withPhase(api.ClusterPhaseNone)))
+		f := newFixture(t, newTestCluster(withPhase(api.ClusterPhaseNone), withSeedAndJoin))
 		statustest.ForbidServedStatus(f.crs, api.EtcdClusterResourcePlural)
 		f.mustSeed()
 		seed := f.podActions()

@@ -278,7 +278,7 @@ func clusterSpecSchema() schema {
 			"convert": withDescription(boolean(), "Move the members adopted from coreos/etcd-operator v0.9.4 to this operator's pod layout, one at a time. Not carried out yet: the adopted members are kept as they are and status.reason says so."),
 		}), "What the operator does with members that coreos/etcd-operator v0.9.4 made; by default they are kept as they are."),
 		"bootstrap": withDescription(object(map[string]schema{
-			"mode": withDescription(enum(string(api.BootstrapSeedAndJoin), string(api.BootstrapTogether)), "SeedAndJoin (the default) starts one seed member, then adds the others one at a time; Together starts every member of spec.size at once, from one static initial cluster."),
+			"mode": withDescription(enum(string(api.BootstrapSeedAndJoin), string(api.BootstrapTogether)), "Together (the default) starts every member of spec.size at once, from one static initial cluster; SeedAndJoin starts one seed member, then adds the others one at a time, as coreos/etcd-operator did."),
 		}), "How a new cluster's first members are started; read only while the cluster is created and was never available."),
 		"size": withDescription(intRange(api.MinClusterSize, api.MaxClusterSize), "Number of members, 1 to 7."),
 		"repository": withRules(boundedStr(255), [2]string{matches(api.RepositoryPattern),

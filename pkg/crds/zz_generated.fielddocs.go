@@ -88,7 +88,7 @@ var fieldDocs = map[string]string{
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.BackupVerification.TotalKeys":               "TotalKeys is what `etcdutl snapshot status` prints as TOTAL KEYS.",
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.BackupVerify.Enabled":                       "Enabled defaults to true: periodic backups are verified without a verify block, one-shot backups only with one.",
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.BackupVerify.EveryNthBackup":                "EveryNthBackup: of a periodic backup, the first backup after the schedule (re)starts is verified and then every Nth; 1 verifies every backup, 0 means DefaultVerifyEveryNthBackup. A backup whose verification failed is followed by verified ones until one passes.",
-	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.BootstrapPolicy.Mode":                       "Mode is SeedAndJoin (the default: one seed, then one member added at a time) or Together (every member started at once).",
+	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.BootstrapPolicy.Mode":                       "Mode is Together (the default: every member started at once) or SeedAndJoin (one seed, then one member added at a time, as coreos/etcd-operator started clusters).",
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.CACertificate.NotAfter":                     "NotAfter is when it expires.",
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.CACertificate.Serial":                       "Serial is its serial number, in hexadecimal.",
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2.CACertificate.Subject":                      "Subject is its distinguished name.",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,11 +17,10 @@ import (
 )
 
 // togetherCluster is a cluster of n members on the default etcd version
-// whose members start together (spec.bootstrap.mode Together).
+// whose spec names no bootstrap mode: its members start together, the
+// default.
 func togetherCluster(prefix string, n int) *api.EtcdCluster {
-	cl := framework.NewCluster(framework.UniqueName(prefix), n, api.DefaultEtcdVersion)
-	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapTogether}
-	return cl
+	return framework.NewCluster(framework.UniqueName(prefix), n, api.DefaultEtcdVersion)
 }
 
 // TestMembersStartedTogetherRunAsOneCluster creates clusters of three
@@ -58,6 +58,39 @@ func TestMembersStartedTogetherRunAsOneCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAClusterAskingForSeedAndJoinGrowsFromOneSeed: the original's way of
+// starting a cluster stays selectable. Its first pod is a seed whose initial
+// cluster names only itself; the two others join an existing cluster, and
+// end as voters.
+func TestAClusterAskingForSeedAndJoinGrowsFromOneSeed(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cl := framework.NewCluster(framework.UniqueName("seed-join"), 3, api.DefaultEtcdVersion)
+	cl.Spec.Bootstrap = &api.BootstrapPolicy{Mode: api.BootstrapSeedAndJoin}
+	cl = createCluster(t, cl)
+	waitReady(t, opNS, cl.Name, 3, bootstrapTimeout(3))
+	pods, err := f.ClusterPods(ctx, opNS, cl.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds, joined := 0, 0
+	for _, p := range pods {
+		command := strings.Join(k8sutil.EtcdContainer(&p).Command, " ")
+		switch {
+		case strings.Contains(command, "--initial-cluster-state="+k8sutil.ClusterStateNew) && len(k8sutil.InitialCluster(&p)) == 1:
+			seeds++
+		case strings.Contains(command, "--initial-cluster-state="+k8sutil.ClusterStateExisting):
+			joined++
+		default:
+			t.Errorf("pod %s is neither a seed nor a member that joined: %s", p.Name, command)
+		}
+	}
+	if seeds != 1 || joined != 2 {
+		t.Errorf("%d seed(s) and %d member(s) that joined, want 1 and 2", seeds, joined)
+	}
+	checkThreeVoters(ctx, t, cl.Name)
 }
 
 // TestAMemberStartedTogetherWhosePodIsDeletedAtOnceIsReplaced deletes one

@@ -102,25 +102,28 @@ type BootstrapMode string
 
 const (
 	// BootstrapSeedAndJoin starts one seed member, then adds the others one
-	// at a time, as coreos/etcd-operator did. The default.
+	// at a time, as coreos/etcd-operator did.
 	BootstrapSeedAndJoin BootstrapMode = "SeedAndJoin"
 	// BootstrapTogether starts every member of spec.size at once, from one
 	// static --initial-cluster naming all of them: a cluster that holds no
-	// data yet needs no membership change made one at a time.
+	// data yet needs no membership change made one at a time. The default:
+	// a new cluster is serving in about the time its pods take to start.
 	BootstrapTogether BootstrapMode = "Together"
 )
 
 // BootstrapPolicy is how a new cluster's first members are started.
 type BootstrapPolicy struct {
-	// Mode is SeedAndJoin (the default: one seed, then one member added at
-	// a time) or Together (every member started at once).
+	// Mode is Together (the default: every member started at once) or
+	// SeedAndJoin (one seed, then one member added at a time, as
+	// coreos/etcd-operator started clusters).
 	Mode BootstrapMode `json:"mode,omitempty"`
 }
 
 // StartsTogether tells whether a new cluster of this spec starts its
-// members together: Together asked for, and more than one member.
+// members together: SeedAndJoin not asked for, and more than one member.
 func (s *ClusterSpec) StartsTogether() bool {
-	return s.Bootstrap != nil && s.Bootstrap.Mode == BootstrapTogether && s.Size > 1
+	seedAndJoin := s.Bootstrap != nil && s.Bootstrap.Mode == BootstrapSeedAndJoin
+	return !seedAndJoin && s.Size > 1
 }
 
 // AdoptionPolicy is what the operator does with the members of a cluster
