@@ -39,8 +39,14 @@ type tenantLoadRun struct {
 // Service's cluster IP.
 func startTenant(t *testing.T, name string, s framework.TenantAPIServer) *framework.Tenant {
 	t.Helper()
+	return startTenantIn(t, opNS, name, s)
+}
+
+// startTenantIn is startTenant for the cluster name in namespace ns.
+func startTenantIn(t *testing.T, ns, name string, s framework.TenantAPIServer) *framework.Tenant {
+	t.Helper()
 	secure := len(s.CA) > 0
-	endpoint, err := f.ClientServiceURL(t.Context(), opNS, name, secure)
+	endpoint, err := f.ClientServiceURL(t.Context(), ns, name, secure)
 	if err != nil {
 		t.Fatal(err)
 	}
