@@ -32,12 +32,13 @@ build:
 	done
 
 ## unit: unit tests (fake clientsets, embedded etcd, etcd 3.5, 3.6 and 3.7 processes, kube-apiserver on etcd, in-process S3 and GCS,
-## Azurite and versitygw processes, promtool on the alert rules, helm on the chart) with the race detector
+## Azurite and versitygw processes, promtool on the alert rules, helm on the chart, etcd's benchmark tool
+## against an etcd process) with the race detector
 unit:
 	ETCD_BIN_DIR_3_6=$$(bash hack/etcd-binaries.sh) ETCD_BIN_DIR_3_5=$$(bash hack/etcd-binaries.sh 3.5.21) \
 	ETCD_BIN_DIR_3_7=$$(bash hack/etcd-binaries.sh 3.7.3) \
 	KUBE_BIN_DIR=$$(bash hack/kube-binaries.sh) AZURITE_BLOB=$$(bash hack/azurite.sh) VERSITYGW=$$(bash hack/versitygw.sh) \
-	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) \
+	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) ETCD_BENCHMARK=$$(bash hack/tools.sh benchmark) \
 		$(GO) test -race -count=1 ./...
 
 ## verify: formatting, vet, generated code and generated docs (the reference pages, and the results pages
