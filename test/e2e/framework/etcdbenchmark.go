@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -209,4 +210,91 @@ func PutFromHost(ctx context.Context, endpoints []string, key, value string) err
 		return fmt.Errorf("put %s through %v: %w", key, endpoints, err)
 	}
 	return nil
+}
+
+// The goal of a cluster the operator runs, against the floor (the same etcd
+// run by hand on the same node) under the same workload of etcd's benchmark
+// tool. The bench prints whether it is met; it asserts nothing.
+const (
+	// EtcdBenchmarkGoalThroughput: the operator's requests per second are at
+	// least this share of the floor's.
+	EtcdBenchmarkGoalThroughput = 0.95
+	// EtcdBenchmarkGoalP99: the operator's 99th percentile latency is at most
+	// this multiple of the floor's.
+	EtcdBenchmarkGoalP99 = 1.1
+)
+
+// EtcdBenchmarkSide is one side's runs of a workload and their medians.
+type EtcdBenchmarkSide struct {
+	Runs              []EtcdBenchmarkResult `json:"runs"`
+	RequestsPerSecond float64               `json:"requestsPerSecond"`
+	P50Ms             float64               `json:"p50Ms"`
+	P99Ms             float64               `json:"p99Ms"`
+}
+
+// EtcdBenchmarkComparison is one workload on the operator's cluster against
+// the floor: the medians of each side and the operator's as multiples of the
+// floor's (0 when the floor has none).
+type EtcdBenchmarkComparison struct {
+	Operator          EtcdBenchmarkSide `json:"operator"`
+	Floor             EtcdBenchmarkSide `json:"floor"`
+	ThroughputOfFloor float64           `json:"throughputOfFloor"`
+	P50OfFloor        float64           `json:"p50OfFloor"`
+	P99OfFloor        float64           `json:"p99OfFloor"`
+	// Shortfalls says, in words, how the operator's side misses the goal;
+	// none: it meets it.
+	Shortfalls []string `json:"shortfalls,omitempty"`
+}
+
+// CompareEtcdBenchmark compares the runs of one workload on the operator's
+// cluster with those on the floor, by their medians.
+func CompareEtcdBenchmark(operator, floor []EtcdBenchmarkResult) EtcdBenchmarkComparison {
+	c := EtcdBenchmarkComparison{Operator: benchSide(operator), Floor: benchSide(floor)}
+	if len(operator) == 0 || len(floor) == 0 {
+		c.Shortfalls = []string{"not measured on both sides"}
+		return c
+	}
+	c.ThroughputOfFloor = ratio(c.Operator.RequestsPerSecond, c.Floor.RequestsPerSecond)
+	c.P50OfFloor = ratio(c.Operator.P50Ms, c.Floor.P50Ms)
+	c.P99OfFloor = ratio(c.Operator.P99Ms, c.Floor.P99Ms)
+	if c.ThroughputOfFloor < EtcdBenchmarkGoalThroughput {
+		c.Shortfalls = append(c.Shortfalls, fmt.Sprintf("throughput %.2f× the floor's (goal ≥ %.2f×)", c.ThroughputOfFloor, EtcdBenchmarkGoalThroughput))
+	}
+	if c.P99OfFloor > EtcdBenchmarkGoalP99 {
+		c.Shortfalls = append(c.Shortfalls, fmt.Sprintf("p99 %.2f× the floor's (goal ≤ %.2f×)", c.P99OfFloor, EtcdBenchmarkGoalP99))
+	}
+	return c
+}
+
+func benchSide(runs []EtcdBenchmarkResult) EtcdBenchmarkSide {
+	s := EtcdBenchmarkSide{Runs: runs}
+	var rate, p50, p99 []float64
+	for _, r := range runs {
+		rate = append(rate, r.RequestsPerSecond)
+		p50 = append(p50, r.P50Seconds*1000)
+		p99 = append(p99, r.P99Seconds*1000)
+	}
+	s.RequestsPerSecond, s.P50Ms, s.P99Ms = medianOf(rate), medianOf(p50), medianOf(p99)
+	return s
+}
+
+// medianOf is the median of vs, 0 for none.
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }

@@ -1,8 +1,10 @@
 package framework
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,4 +173,55 @@ func etcdBenchmarkTool(t *testing.T) string {
 		t.Fatalf("etcd's benchmark tool is needed and $ETCD_BENCHMARK=%s is missing (%v): run `bash hack/tools.sh benchmark` to build it", bin, err)
 	}
 	return bin
+}
+
+func TestCompareEtcdBenchmark(t *testing.T) {
+	run := func(rate, p50ms, p99ms float64) EtcdBenchmarkResult {
+		return EtcdBenchmarkResult{RequestsPerSecond: rate, P50Seconds: p50ms / 1000, P99Seconds: p99ms / 1000}
+	}
+	for _, tc := range []struct {
+		name            string
+		operator, floor []EtcdBenchmarkResult
+		// want: throughput, p50 and p99 of the floor's
+		want       [3]float64
+		shortfalls []string
+	}{
+		{name: "an operator as fast as the floor meets the goal",
+			operator: []EtcdBenchmarkResult{run(1000, 2, 10)}, floor: []EtcdBenchmarkResult{run(1000, 2, 10)},
+			want: [3]float64{1, 1, 1}},
+		{name: "the medians are compared, not the best or the worst run",
+			operator: []EtcdBenchmarkResult{run(500, 9, 90), run(960, 2, 11), run(2000, 1, 1)},
+			floor:    []EtcdBenchmarkResult{run(1000, 2, 10), run(100, 50, 500), run(3000, 1, 1)},
+			want:     [3]float64{0.96, 1, 1.1}},
+		{name: "an even number of runs takes the mean of the middle two",
+			operator: []EtcdBenchmarkResult{run(900, 2, 10), run(1100, 4, 14)},
+			floor:    []EtcdBenchmarkResult{run(1000, 3, 12), run(1000, 3, 12)},
+			want:     [3]float64{1, 1, 1}},
+		{name: "throughput under 0.95 of the floor's misses the goal",
+			operator: []EtcdBenchmarkResult{run(940, 2, 10)}, floor: []EtcdBenchmarkResult{run(1000, 2, 10)},
+			want: [3]float64{0.94, 1, 1}, shortfalls: []string{"throughput 0.94× the floor's (goal ≥ 0.95×)"}},
+		{name: "a p99 over 1.1 times the floor's misses the goal, whatever the median",
+			operator: []EtcdBenchmarkResult{run(1000, 1, 12)}, floor: []EtcdBenchmarkResult{run(1000, 2, 10)},
+			want: [3]float64{1, 0.5, 1.2}, shortfalls: []string{"p99 1.20× the floor's (goal ≤ 1.10×)"}},
+		{name: "both misses are said",
+			operator: []EtcdBenchmarkResult{run(500, 4, 20)}, floor: []EtcdBenchmarkResult{run(1000, 2, 10)},
+			want: [3]float64{0.5, 2, 2}, shortfalls: []string{"throughput 0.50× the floor's (goal ≥ 0.95×)", "p99 2.00× the floor's (goal ≤ 1.10×)"}},
+		{name: "a side with no run is not measured, not a ratio of zero",
+			operator:   []EtcdBenchmarkResult{run(1000, 2, 10)},
+			shortfalls: []string{"not measured on both sides"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := CompareEtcdBenchmark(tc.operator, tc.floor)
+			got := [3]float64{c.ThroughputOfFloor, c.P50OfFloor, c.P99OfFloor}
+			for i := range got {
+				if math.Abs(got[i]-tc.want[i]) > 1e-9 {
+					t.Errorf("throughput, p50, p99 of the floor's: got %v, want %v", got, tc.want)
+					break
+				}
+			}
+			if !slices.Equal(c.Shortfalls, tc.shortfalls) {
+				t.Errorf("shortfalls %q, want %q", c.Shortfalls, tc.shortfalls)
+			}
+		})
+	}
 }
