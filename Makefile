@@ -116,7 +116,8 @@ e2e-nodes:
 chaos:
 	bash hack/chaos.sh
 
-## bench: the operator against the floor and the original, and with many idle clusters, on the local cluster (hack/bench/run.sh; tables and JSON in _output/bench)
+## bench: the operator against the floor and the original, with many idle clusters, and under etcd's own benchmark tool
+## against the floor, on the local cluster (hack/bench/run.sh, BENCH_ONLY=speed|scale|etcd; tables and JSON in _output/bench)
 bench:
 	bash hack/bench/run.sh
 
