@@ -138,7 +138,11 @@ func TestMeasureEtcdBenchmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	operator := etcdBenchSide{name: "operator", endpoints: clientEndpoints(framework.LivePods(pods))}
+	ready := framework.ReadyPods(pods)
+	if len(ready) != members {
+		t.Fatalf("%d Ready pods of %s after it was ready: %s", len(ready), name, framework.DescribePods(pods))
+	}
+	operator := etcdBenchSide{name: "operator", endpoints: clientEndpoints(ready)}
 	sides := []etcdBenchSide{operator, floor}
 	for _, s := range sides {
 		if err := framework.PutFromHost(t.Context(), s.endpoints, etcdBenchRangeKey, strings.Repeat("v", 256)); err != nil {
