@@ -105,9 +105,9 @@ type etcdBenchSide struct {
 // medians of E2E_BENCH_ETCD runs. The goal (framework.EtcdBenchmarkGoal*) is
 // printed, never asserted. Run it alone on the node: hack/bench/run.sh.
 //
-// The tool runs in this process's host, against the members' pod IPs: the
-// local cluster's host reaches pods directly (the speed bench's upgrade
-// checks do too), the tool needs no image of its own (the local cluster has
+// The tool runs on this process's host, against the members' pod IPs: the
+// local cluster's host reaches pods directly (waitClusterVersion reaches
+// them too), the tool needs no image of its own (the local cluster has
 // no registry), and both sides share its path and its CPU alike. A Service
 // would add kube-proxy's rules to the path, which the floor has no need of.
 func TestMeasureEtcdBenchmark(t *testing.T) {
