@@ -32,12 +32,13 @@ build:
 	done
 
 ## unit: unit tests (fake clientsets, embedded etcd, etcd 3.5, 3.6 and 3.7 processes, kube-apiserver on etcd, in-process S3 and GCS,
-## Azurite and versitygw processes, promtool on the alert rules, helm on the chart) with the race detector
+## Azurite and versitygw processes, promtool on the alert rules, helm on the chart, etcd's benchmark tool
+## against an etcd process) with the race detector
 unit:
 	ETCD_BIN_DIR_3_6=$$(bash hack/etcd-binaries.sh) ETCD_BIN_DIR_3_5=$$(bash hack/etcd-binaries.sh 3.5.21) \
 	ETCD_BIN_DIR_3_7=$$(bash hack/etcd-binaries.sh 3.7.3) \
 	KUBE_BIN_DIR=$$(bash hack/kube-binaries.sh) AZURITE_BLOB=$$(bash hack/azurite.sh) VERSITYGW=$$(bash hack/versitygw.sh) \
-	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) \
+	PROMTOOL=$$(bash hack/tools.sh promtool) HELM=$$(bash hack/tools.sh helm) ETCD_BENCHMARK=$$(bash hack/tools.sh benchmark) \
 		$(GO) test -race -count=1 ./...
 
 ## verify: formatting, vet, generated code and generated docs (the reference pages, and the results pages
@@ -115,7 +116,8 @@ e2e-nodes:
 chaos:
 	bash hack/chaos.sh
 
-## bench: the operator against the floor and the original, and with many idle clusters, on the local cluster (hack/bench/run.sh; tables and JSON in _output/bench)
+## bench: the operator against the floor and the original, with many idle clusters, and under etcd's own benchmark tool
+## against the floor, on the local cluster (hack/bench/run.sh, BENCH_ONLY=speed|scale|etcd; tables and JSON in _output/bench)
 bench:
 	bash hack/bench/run.sh
 

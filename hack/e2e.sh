@@ -26,8 +26,9 @@
 #   E2E_OPERATOR_LOG_LEVEL  --log-level of the suite's shared operator (debug: every
 #                         pass's wait reason, to tell where a measured time went)
 #   E2E_RESTORE_BENCH_MIB=M  also run TestMeasureRestore with an M MiB snapshot
-#   E2E_BENCH, E2E_BENCH_SCALE  also run the bench's TestMeasureSpeed, TestMeasureScale
-#                         (hack/bench/run.sh sets them)
+#   E2E_BENCH, E2E_BENCH_BOOTSTRAP, E2E_BENCH_SCALE, E2E_BENCH_ETCD  also run the bench's
+#                         TestMeasureSpeed, TestMeasureBootstrap, TestMeasureScale,
+#                         TestMeasureEtcdBenchmark (hack/bench/run.sh sets them)
 #   E2E_KEEP_NAMESPACES=1 leave failed tests' clusters and namespaces behind
 #   E2E_SKIP_BUILD=1      use the image already on the node
 #   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong, ^TestNodesLong; make chaos)
@@ -166,11 +167,11 @@ run_suite() {
 	mkdir -p "$OUT_DIR"
 	local args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" -parallel "${E2E_PARALLEL:-6}")
 	# The measurements only print figures; they run when asked for (E2E_MEASURE=<runs>,
-	# E2E_RESTORE_BENCH_MIB=<size>, and the bench's E2E_BENCH, E2E_BENCH_SCALE), so
-	# that the suite reports no skipped test.
+	# E2E_RESTORE_BENCH_MIB=<size>, and the bench's E2E_BENCH, E2E_BENCH_BOOTSTRAP,
+	# E2E_BENCH_SCALE, E2E_BENCH_ETCD), so that the suite reports no skipped test.
 	# The longer fault scenarios (^TestChaosLong) run in `make chaos` (E2E_CHAOS=1).
 	local skip=()
-	if [[ -z ${E2E_MEASURE:-} && -z ${E2E_RESTORE_BENCH_MIB:-} && -z ${E2E_BENCH:-} && -z ${E2E_BENCH_SCALE:-} ]]; then
+	if [[ -z ${E2E_MEASURE:-} && -z ${E2E_RESTORE_BENCH_MIB:-} && -z ${E2E_BENCH:-} && -z ${E2E_BENCH_BOOTSTRAP:-} && -z ${E2E_BENCH_SCALE:-} && -z ${E2E_BENCH_ETCD:-} ]]; then
 		skip+=('^TestMeasure')
 	fi
 	if [[ ${E2E_CHAOS:-} != 1 ]]; then

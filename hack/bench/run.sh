@@ -2,27 +2,33 @@
 # run.sh: `make bench`. Measures, on the local single-node cluster, the floor
 # (etcd pods made directly, no operator) and the operator's lifecycle
 # (test/e2e TestMeasureSpeed), a new cluster's start on every version a new
-# cluster may be made on (TestMeasureBootstrap), then its cost with many
-# idle clusters (TestMeasureScale). Brings the local cluster up if it is not (root), builds
-# and imports the operator image, runs both through hack/e2e.sh, prints the
-# tables and leaves them as markdown and JSON under _output/bench/. A run that
-# passes also writes them to docs/results/bench.md and its data,
-# docs/results/data/bench-{speed,scale}.json (hack/gen-docs bench), with the
-# date, commit and machine; a part not run (BENCH_ONLY) keeps its last run.
+# cluster may be made on (TestMeasureBootstrap), then its cost with many idle
+# clusters (TestMeasureScale), then etcd's own benchmark tool against a
+# cluster the operator runs and against the floor (TestMeasureEtcdBenchmark;
+# the tool is built once by hack/tools.sh). Brings the local cluster up if it
+# is not (root), builds and imports the operator image, runs them through
+# hack/e2e.sh, prints the tables and leaves them as markdown and JSON under
+# _output/bench/. A run that passes also writes them to
+# docs/results/bench.md and its data,
+# docs/results/data/bench-{speed,bootstrap,scale,etcd}.json (hack/gen-docs
+# bench), with the date, commit and machine; a part not run (BENCH_ONLY)
+# keeps its last run.
 # Run it alone on the node: other work there slows the figures down.
 #
 #   hack/bench/run.sh                      # everything, median of 3 (about an hour)
 #   BENCH_RUNS=1 BENCH_SCALE=10 BENCH_RESTORE_MIB=0 hack/bench/run.sh   # a quick look
 #   BENCH_ONLY=scale hack/bench/run.sh
 #   BENCH_ONLY=bootstrap hack/bench/run.sh  # the start of new clusters, both modes, every version
+#   BENCH_ONLY=etcd hack/bench/run.sh      # etcd's benchmark tool, median of 3 (minutes)
 #
 # Environment:
-#   BENCH_RUNS         runs of each lifecycle and bootstrap scenario (default 3)
+#   BENCH_RUNS         runs of each lifecycle and bootstrap scenario, and of
+#                      each workload of etcd's benchmark tool on each side (default 3)
 #   BENCH_RESTORE_MIB  snapshot size of the restore (default 1024; 0: no restore)
 #   BENCH_SCALE        numbers of idle one-member clusters (default "10 50 100")
 #   BENCH_BURST        clusters created at once among them (default 20)
 #   BENCH_WINDOW       seconds of each idle window (default 60)
-#   BENCH_ONLY         speed, bootstrap or scale: run only that part
+#   BENCH_ONLY         speed, bootstrap, scale or etcd: run only that part
 #   BENCH_PROFILE      seconds of a CPU profile of the operator taken after the
 #                      last idle window (default: none), left under _output/bench/
 # and hack/e2e.sh's (E2E_SKIP_BUILD=1, LOCAL_CLUSTER_STATE_DIR, E2E_TIMEOUT).
@@ -31,6 +37,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 export E2E_BENCH=${BENCH_RUNS:-3}
 export E2E_BENCH_BOOTSTRAP=${BENCH_RUNS:-3}
+export E2E_BENCH_ETCD=${BENCH_RUNS:-3}
 export E2E_BENCH_RESTORE_MIB=${BENCH_RESTORE_MIB:-1024}
 export E2E_BENCH_SCALE=${BENCH_SCALE:-10 50 100}
 export E2E_BENCH_BURST=${BENCH_BURST:-20}
@@ -38,15 +45,20 @@ export E2E_BENCH_WINDOW=${BENCH_WINDOW:-60}
 export E2E_BENCH_PROFILE=${BENCH_PROFILE:-}
 export E2E_TIMEOUT=${E2E_TIMEOUT:-150m}
 case ${BENCH_ONLY:-} in
-'') run='^TestMeasure(Speed|Bootstrap|Scale)$' ;;
+'') run='^TestMeasure(Speed|Bootstrap|Scale|EtcdBenchmark)$' ;;
 speed) run='^TestMeasureSpeed$' ;;
 bootstrap) run='^TestMeasureBootstrap$' ;;
 scale) run='^TestMeasureScale$' ;;
+etcd) run='^TestMeasureEtcdBenchmark$' ;;
 *)
-	echo "BENCH_ONLY=${BENCH_ONLY}: want speed, bootstrap or scale" >&2
+	echo "BENCH_ONLY=${BENCH_ONLY}: want speed, bootstrap, scale or etcd" >&2
 	exit 2
 	;;
 esac
+if [[ $run == *EtcdBenchmark* ]]; then
+	ETCD_BENCHMARK=$(bash hack/tools.sh benchmark)
+	export ETCD_BENCHMARK
+fi
 
 mkdir -p _output/bench
 marker=$(mktemp)

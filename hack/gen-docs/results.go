@@ -46,6 +46,7 @@ var resultsPages = []resultsPage{
 		{"speed", "Speed", benchBody},
 		{"bootstrap", "Bootstrap of a new cluster, on every version", benchBody},
 		{"scale", "Scale", benchBody},
+		{"etcd", "etcd's benchmark tool: the operator's cluster against the floor", benchBody},
 	}},
 	{name: "chaos", intro: chaosIntro, sections: []resultsSection{
 		{"matrix", "The matrix", chaosBody},
@@ -64,9 +65,12 @@ const benchIntro = `# Benchmark results
 
 The latest ` + "`make bench`" + ` run on the local single-node cluster: the operator against the
 floor (etcd pods made without an operator) and the original operator, then its cost with
-many idle clusters; and a new cluster's start on every version a new cluster may be made
-on, in both bootstrap modes, each beside its own floor. What is measured and how to read it:
-[design/performance.md](../design/performance.md). Earlier runs are in this page's git history.
+many idle clusters; a new cluster's start on every version a new cluster may be made on, in
+both bootstrap modes, each beside its own floor; then etcd's own ` + "`benchmark`" + ` tool against
+a cluster the operator runs and against the floor (` + "`BENCH_ONLY=etcd hack/bench/run.sh`" + `
+runs that part alone). What is measured and how to read it:
+[design/performance.md](../design/performance.md). A part not run keeps its last run;
+earlier runs are in this page's git history.
 `
 
 const chaosIntro = `# Fault matrix results
@@ -333,22 +337,17 @@ func runBench(args []string) error {
 	return writePage("bench", *data, *out)
 }
 
-// benchPart tells whether a report's kind is a section of the bench page.
-func benchPart(kind string) bool {
-	p, _ := findPage("bench")
-	for _, s := range p.sections {
-		if s.name == kind {
-			return true
-		}
-	}
-	return false
-}
-
-// benchSections makes the data of a section from the newest report of each kind.
+// benchSections makes the data of a section from the newest report of each
+// kind, a kind being the name of a section of bench.md.
 func benchSections(dir, since, commit string) (map[string]benchData, error) {
 	paths, err := newerThan(filepath.Join(dir, "*.json"), since)
 	if err != nil {
 		return nil, err
+	}
+	page, _ := findPage("bench")
+	kinds := map[string]bool{}
+	for _, s := range page.sections {
+		kinds[s.name] = true
 	}
 	newest := map[string]string{}
 	for _, p := range paths {
@@ -360,7 +359,7 @@ func benchSections(dir, since, commit string) (map[string]benchData, error) {
 		if err := json.Unmarshal(raw, &rep); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		if benchPart(rep.Kind) {
+		if kinds[rep.Kind] {
 			newest[rep.Kind] = p
 		}
 	}

@@ -113,6 +113,34 @@ func TestABenchRunKeepsTheSectionsItDidNotMeasure(t *testing.T) {
 	}
 }
 
+func TestTheEtcdBenchmarkPartIsASectionOfItsOwnBelowTheOthers(t *testing.T) {
+	dir := t.TempDir()
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "bench.md")
+	for _, kind := range []string{"speed", "scale"} {
+		old := benchData{runInfo: runInfo{Date: "2026-11-20", Commit: "0ld5ca1", Machine: "2 cores"}, Table: "| old " + kind + " |\n"}
+		if err := writeData(dataPath(data, "bench", kind), old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := "single node, 2 cores"
+	writeFile(t, filepath.Join(dir, "etcd-20261129-120000.json"), `{"kind":"etcd","date":"2026-11-29","machine":"`+m+`","etcd":{"etcdVersion":"3.5.21"}}`)
+	writeFile(t, filepath.Join(dir, "etcd-20261129-120000.md"),
+		"etcd's benchmark tool, 2026-11-29, "+m+"; etcd 3.5.21, median of 3 run(s)\n\n| workload | requests/s, operator / floor |\n|---|---|\n| put, 1 client | 600 / 610 |\n")
+	if err := runBench([]string{"-in", dir, "-data", data, "-o", out, "-commit", "abc1234"}); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, out)
+	speed, scale := strings.Index(page, "## Speed\n\nLast run: 2026-11-20"), strings.Index(page, "## Scale\n\nLast run: 2026-11-20")
+	etcd := strings.Index(page, "## etcd's benchmark tool: the operator's cluster against the floor\n\n"+
+		"Last run: 2026-11-29, commit abc1234, single node, 2 cores; etcd 3.5.21, median of 3 run(s).\n\n| workload |")
+	if speed < 0 || scale < speed || etcd < scale || !strings.Contains(page, "| put, 1 client | 600 / 610 |") {
+		t.Errorf("bench.md:\n%s", page)
+	}
+	if d := readFile(t, dataPath(data, "bench", "etcd")); !strings.Contains(d, `"etcdVersion": "3.5.21"`) {
+		t.Errorf("the etcd part's data does not keep its report:\n%s", d)
+	}
+}
+
 func TestChaosPageFromResults(t *testing.T) {
 	dir := t.TempDir()
 	in, data, out := filepath.Join(dir, "results.json"), filepath.Join(dir, "data"), filepath.Join(dir, "chaos.md")

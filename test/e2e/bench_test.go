@@ -25,8 +25,9 @@ import (
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
-// The bench (`make bench`, hack/bench/run.sh) is two measurements that print
-// figures and assert nothing about them:
+// The bench (`make bench`, hack/bench/run.sh) is three measurements that print
+// figures and assert nothing about them (the third, etcd's own benchmark
+// tool against the operator's cluster and the floor, is bench_etcd_test.go):
 //
 //	E2E_BENCH=<runs>           TestMeasureSpeed: the floor and the operator's
 //	                           lifecycle, median of <runs>
@@ -134,6 +135,7 @@ type benchReport struct {
 	Runs  int        `json:"runs"`
 	Rows  []benchRow `json:"rows,omitempty"`
 	Scale *scaleFit  `json:"scale,omitempty"`
+	Etcd  *etcdBench `json:"etcd,omitempty"`
 	Notes []string   `json:"notes,omitempty"`
 	Table string     `json:"-"`
 	// started names the files: a report written again replaces its files.
@@ -474,6 +476,8 @@ func writeBench(t *testing.T, rep *benchReport) {
 		rep.Table = scaleTable(*rep)
 	case "bootstrap":
 		rep.Table = bootstrapTable(*rep)
+	case "etcd":
+		rep.Table = etcdBenchTable(*rep)
 	}
 	t.Log("\n" + rep.Table)
 	dir := filepath.Join(f.Env.RepoRoot, "_output", "bench")

@@ -20,6 +20,8 @@
 //	E2E_MEASURE=N                 TestMeasureLifecycle: N timed runs (run it alone)
 //	E2E_BENCH, E2E_BENCH_SCALE    the bench's TestMeasureSpeed and TestMeasureScale
 //	                              (hack/bench/run.sh sets them; see bench_test.go)
+//	E2E_BENCH_ETCD, ETCD_BENCHMARK  the bench's TestMeasureEtcdBenchmark: etcd's
+//	                              benchmark tool (see bench_etcd_test.go)
 package e2e
 
 import (

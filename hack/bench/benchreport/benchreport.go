@@ -16,7 +16,7 @@ import (
 // Header begins the report of each of test/e2e's bench tests,
 // _output/bench/<kind>-<time>.json: which bench it is, when and where it ran.
 type Header struct {
-	Kind    string `json:"kind"` // speed, scale
+	Kind    string `json:"kind"` // speed, scale, etcd
 	Date    string `json:"date"`
 	Machine string `json:"machine"`
 }
