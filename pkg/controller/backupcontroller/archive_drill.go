@@ -161,8 +161,8 @@ func (c *Controller) drillArchive(ctx context.Context, eb *api.EtcdBackup) bool 
 		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonArchiveDrillFailed, st.Reason)
 	}
 	c.writeArchiveStatus(ctx, eb, func(a *api.BackupArchiveStatus) {
-		if st.Result != api.BackupArchiveDrillPassed && a.Drill != nil {
-			st.LastPassedTime = a.Drill.LastPassedTime
+		if st.Result != api.BackupArchiveDrillPassed {
+			st.LastPassedTime = a.Drill.LastPassed().DeepCopy()
 		}
 		a.Drill = st
 	})

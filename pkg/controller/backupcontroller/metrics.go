@@ -228,11 +228,12 @@ func (m *Metrics) drilled(namespace, name string, d *api.BackupArchiveDrill) {
 		}
 		m.drillResult.WithLabelValues(namespace, name, string(r)).Set(v)
 	}
-	if d.LastPassedTime == nil {
+	passed := d.LastPassed()
+	if passed == nil {
 		m.drillPassed.DeleteLabelValues(namespace, name)
 		return
 	}
-	m.drillPassed.WithLabelValues(namespace, name).Set(float64(d.LastPassedTime.Unix()))
+	m.drillPassed.WithLabelValues(namespace, name).Set(float64(passed.Unix()))
 }
 
 // archiveStopped drops the series of an archive that no longer runs, so that

@@ -144,6 +144,20 @@ type BackupArchiveDrill struct {
 	LastPassedTime *metav1.Time `json:"lastPassedTime,omitempty"`
 }
 
+// LastPassed is LastPassedTime, or, in a status written before that field
+// was, the drill's own time when it passed; nil while none is known.
+func (d *BackupArchiveDrill) LastPassed() *metav1.Time {
+	switch {
+	case d == nil:
+		return nil
+	case d.LastPassedTime != nil:
+		return d.LastPassedTime
+	case d.Result == BackupArchiveDrillPassed:
+		return &d.Time
+	}
+	return nil
+}
+
 // BackupRecoveryPoint is a point of the source cluster's history a restore
 // can bring it back to.
 type BackupRecoveryPoint struct {

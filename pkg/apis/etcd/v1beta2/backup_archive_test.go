@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 )
 
@@ -90,6 +92,28 @@ func TestBackupArchiveDrills(t *testing.T) {
 			interval, enabled := tc.archive.Drills()
 			if interval != tc.interval || enabled != tc.enabled {
 				t.Fatalf("Drills() = %v, %v; want %v, %v", interval, enabled, tc.interval, tc.enabled)
+			}
+		})
+	}
+}
+
+func TestBackupArchiveDrillLastPassed(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name  string
+		drill *api.BackupArchiveDrill
+		want  *metav1.Time
+	}{
+		{"no drill has no pass", nil, nil},
+		{"a failed drill after a pass keeps that pass", &api.BackupArchiveDrill{Time: now, Result: api.BackupArchiveDrillFailed, LastPassedTime: &then}, &then},
+		{"a compacted drill before any pass has none", &api.BackupArchiveDrill{Time: now, Result: api.BackupArchiveDrillCompacted}, nil},
+		{"a passed drill written before lastPassedTime was is its own pass", &api.BackupArchiveDrill{Time: now, Result: api.BackupArchiveDrillPassed}, &now},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.drill.LastPassed(); !got.Equal(tc.want) {
+				t.Fatalf("LastPassed() = %v, want %v", got, tc.want)
 			}
 		})
 	}
