@@ -514,6 +514,11 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 		"archive": object(map[string]schema{
 			"intervalInSecond": withDescription(intRange(0, api.MaxArchiveIntervalInSecond),
 				fmt.Sprintf("Seconds a change waits at most before it is stored, at most an hour; 0 means %d.", api.DefaultArchiveIntervalInSecond)),
+			"drill": object(map[string]schema{
+				"enabled": withDescription(boolean(), "Restore the recovery point and compare it with the live cluster; default true."),
+				"intervalInSecond": withDescription(intRange(0, api.MaxArchiveDrillIntervalInSecond),
+					"Drill before the first periodic snapshot this long after the previous drill, verified or not; 0 drills before each verified snapshot."),
+			}),
 		}),
 	}), [2]string{"!has(self.schedule) || self.schedule == '' || !has(self.backupIntervalInSecond) || self.backupIntervalInSecond == 0",
 		api.BackupScheduleOrIntervalMessage},
@@ -581,6 +586,7 @@ func EtcdBackup() *apiextv1.CustomResourceDefinition {
 				"revision":         integer(),
 				"revisions":        integer(),
 				"keys":             integer(),
+				"lastPassedTime":   dateTime(),
 			}),
 		}),
 	})

@@ -26,7 +26,7 @@ func TestTheApiserverKeepsEveryFieldOfTheArchiveStatus(t *testing.T) {
 			LastGap: &api.BackupArchiveGap{From: 3, CompactedTo: 4, When: at, SnapshotRevision: 5}}},
 		{"the recovery point", api.BackupArchiveStatus{RecoveryPoint: &api.BackupRecoveryPoint{Revision: 9, Time: &at, SnapshotRevision: 5}}},
 		{"a drill", api.BackupArchiveStatus{Drill: &api.BackupArchiveDrill{Time: at, Result: api.BackupArchiveDrillFailed, Reason: "r",
-			BackupPath: "b/k_v5_x", SnapshotRevision: 5, Revision: 9, Revisions: 4, Keys: 7}}},
+			BackupPath: "b/k_v5_x", SnapshotRevision: 5, Revision: 9, Revisions: 4, Keys: 7, LastPassedTime: &at}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eb := api.EtcdBackup{TypeMeta: metav1.TypeMeta{APIVersion: "etcd.database.coreos.com/v1beta2", Kind: api.EtcdBackupResourceKind},

@@ -58,28 +58,89 @@ func drillPoint(eb *api.EtcdBackup) (DrillPoint, bool) {
 	return DrillPoint{BackupPath: st.BackupPath, SnapshotRevision: rp.SnapshotRevision, Revision: rp.Revision}, true
 }
 
+// drillEarly is how much sooner than its interval a drill may run: snapshots
+// that come at the interval but a timer's jitter early, or a drill measured
+// from the end the status records rather than its start, must not push it to
+// the snapshot after.
+func drillEarly(interval time.Duration) time.Duration {
+	return min(interval/10, time.Minute)
+}
+
+// drillDue says whether a drill of eb runs before its next periodic snapshot,
+// which verify says is verified: with each verified snapshot by default, or,
+// with spec.backupPolicy.archive.drill.intervalInSecond, once that long has
+// passed since the previous drill (last; zero when none is known).
+func drillDue(eb *api.EtcdBackup, verify bool, last, now time.Time) bool {
+	interval, enabled := eb.Spec.BackupPolicy.Archive.Drills()
+	switch {
+	case !enabled:
+		return false
+	case interval == 0:
+		return verify
+	}
+	return last.IsZero() || now.Sub(last) >= interval-drillEarly(interval)
+}
+
+// lastDrill is when r drilled last: the start of its own latest drill, or,
+// before it drilled, the end of the latest drill the status records (of an
+// earlier runner or process).
+func lastDrill(eb *api.EtcdBackup, r *runner) time.Time {
+	if !r.drilled.IsZero() {
+		return r.drilled
+	}
+	if a := eb.Status.Archive; a != nil && a.Drill != nil {
+		return a.Drill.Time.Time
+	}
+	return time.Time{}
+}
+
+// drillsExpected is how long apart drills of spec are when all goes well,
+// for the alert on drills that stopped passing; false when spec asks for
+// none. period is the backup's (for a schedule, its longest gap). A drill
+// comes with a snapshot, so an interval is rounded up to whole periods.
+func drillsExpected(spec *api.BackupSpec, period time.Duration) (time.Duration, bool) {
+	if !drillsAsked(spec) || period <= 0 {
+		return 0, false
+	}
+	if interval, _ := spec.BackupPolicy.Archive.Drills(); interval > 0 {
+		n := (interval - drillEarly(interval) + period - 1) / period
+		return max(n, 1) * period, true
+	}
+	return time.Duration(spec.VerifyEvery()) * period, true
+}
+
+// drillsAsked says whether spec asks for drills: a periodic backup's archive
+// whose drills are on, with an interval or with verified snapshots.
+func drillsAsked(spec *api.BackupSpec) bool {
+	if !spec.IsPeriodic() {
+		return false
+	}
+	interval, enabled := spec.BackupPolicy.Archive.Drills()
+	return enabled && (interval > 0 || spec.VerifyEvery() > 0)
+}
+
 // drillArchive restores eb's recovery point and compares it with the live
-// cluster, before a verified snapshot replaces the newest point: the point
+// cluster, before a periodic snapshot replaces the newest point: the point
 // then spans the most chunks it ever does. It records the result in
 // status.archive.drill and an event; it decides nothing else, since the
 // archive and the snapshots go on whatever it finds. It holds a backup slot,
-// as it reads a whole snapshot.
-func (c *Controller) drillArchive(ctx context.Context, eb *api.EtcdBackup) {
+// as it reads a whole snapshot. It says whether a drill ran to its end.
+func (c *Controller) drillArchive(ctx context.Context, eb *api.EtcdBackup) bool {
 	p, ok := drillPoint(eb)
 	if c.drill == nil || !ok {
-		return
+		return false
 	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
-		return
+		return false
 	}
 	var done archive.Drilled
 	var err error
 	perr := failure.Safely(c.logFor(eb), "the archive's drill", func() { done, err = c.drill(ctx, eb, p) })
 	<-c.slots
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	if perr != nil {
 		err = perr
@@ -99,7 +160,13 @@ func (c *Controller) drillArchive(ctx context.Context, eb *api.EtcdBackup) {
 		log.Warn(st.Reason)
 		c.recorder.Event(eb, corev1.EventTypeWarning, ReasonArchiveDrillFailed, st.Reason)
 	}
-	c.writeArchiveStatus(ctx, eb, func(a *api.BackupArchiveStatus) { a.Drill = st })
+	c.writeArchiveStatus(ctx, eb, func(a *api.BackupArchiveStatus) {
+		if st.Result != api.BackupArchiveDrillPassed {
+			st.LastPassedTime = a.Drill.LastPassed().DeepCopy()
+		}
+		a.Drill = st
+	})
+	return true
 }
 
 // drillStatus is status.archive.drill for a drill of p that gave done and err.
@@ -115,6 +182,7 @@ func drillStatus(p DrillPoint, done archive.Drilled, err error, now time.Time) *
 		st.Reason = fmt.Sprintf("the cluster compacted revision %d before the drill read it, so the restore of it was not compared; the next drill reads a newer one", p.Revision)
 	default:
 		st.Result = api.BackupArchiveDrillPassed
+		st.LastPassedTime = st.Time.DeepCopy()
 	}
 	return st
 }

@@ -155,6 +155,9 @@ type runner struct {
 	// newest one either stored, which the archive continues.
 	snapshotMu sync.Mutex
 	snapshot   int64
+	// drilled is when the runner's latest drill started; only its goroutine
+	// uses it.
+	drilled time.Time
 }
 
 // New wires the event handlers; nothing runs until Run.
@@ -288,7 +291,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.reject(ctx, eb, err)
 	}
 	if periodic {
-		return c.ensureRunner(ctx, key, eb)
+		if err := c.ensureRunner(ctx, key, eb); err != nil {
+			return err
+		}
+		// The status is what the drills found: a drill writes it, and its
+		// update brings the EtcdBackup here again.
+		if eb.Status.Archive != nil && drillsAsked(&eb.Spec) {
+			c.metrics.drilled(namespace, name, eb.Status.Archive.Drill)
+		}
+		return nil
 	}
 	return c.runOneShot(ctx, key, eb)
 }
@@ -393,17 +404,25 @@ func (c *Controller) ensureRunner(ctx context.Context, key string, eb *api.EtcdB
 	}()
 	pol := eb.Spec.BackupPolicy
 	if pol.Schedule == "" {
-		c.metrics.periodic(eb.Namespace, eb.Name, pol.BackupIntervalInSecond)
+		c.periodStarted(eb, time.Duration(pol.BackupIntervalInSecond)*time.Second)
 		c.logFor(eb).Infof("periodic backup every %ds started", pol.BackupIntervalInSecond)
 		return nil
 	}
 	// checkSpec has parsed it.
 	if sched, err := api.ParseBackupSchedule(pol.Schedule, pol.TimeZone); err == nil {
-		c.metrics.periodic(eb.Namespace, eb.Name, int64(longestGap(sched, c.clock.Now()).Seconds()))
+		c.periodStarted(eb, longestGap(sched, c.clock.Now()))
 		c.logFor(eb).Infof("scheduled backup %q (%s) started; next at %s", pol.Schedule, sched.Location(),
 			nextScheduledRun(sched, start, c.clock.Now()).Format(time.RFC3339))
 	}
 	return nil
+}
+
+// periodStarted records the period of a runner just started, and how long
+// apart its drills are meant to be.
+func (c *Controller) periodStarted(eb *api.EtcdBackup, period time.Duration) {
+	c.metrics.periodic(eb.Namespace, eb.Name, int64(period.Seconds()))
+	every, _ := drillsExpected(&eb.Spec, period)
+	c.metrics.drillsExpected(eb.Namespace, eb.Name, every)
 }
 
 // keepRunning runs the runner until ctx is done. A panic outside the backup
@@ -483,9 +502,9 @@ func (c *Controller) periodicBackup(ctx context.Context, key string, r *runner) 
 	r.snapshotMu.Lock()
 	defer r.snapshotMu.Unlock()
 	verify := verifyDue(eb, r.stored)
-	if verify {
-		// Before the new snapshot: the recovery point then replays the most.
-		c.drillArchive(ctx, eb)
+	// Before the new snapshot: the recovery point then replays the most.
+	if now := c.clock.Now(); drillDue(eb, verify, lastDrill(eb, r), now) && c.drillArchive(ctx, eb) {
+		r.drilled = now
 	}
 	res, backupErr := c.runBackup(ctx, eb, verify)
 	if ctx.Err() != nil {
@@ -666,6 +685,7 @@ func (c *Controller) stopRunner(key string) {
 	<-r.done
 	if namespace, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
 		c.metrics.periodic(namespace, name, 0)
+		c.metrics.drillsExpected(namespace, name, 0)
 	}
 	c.logForKey(key).Info("periodic backup stopped")
 }

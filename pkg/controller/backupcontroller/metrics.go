@@ -34,6 +34,14 @@ type Metrics struct {
 	recoveryTime     *prometheus.GaugeVec
 	// archiveChunksPruned counts chunks deleted with the snapshots they followed.
 	archiveChunksPruned *prometheus.CounterVec
+	// drillTime, drillResult, drillRevision and drillPassed are
+	// status.archive.drill; drillInterval is how long apart drills are meant
+	// to be.
+	drillTime     *prometheus.GaugeVec
+	drillResult   *prometheus.GaugeVec
+	drillRevision *prometheus.GaugeVec
+	drillPassed   *prometheus.GaugeVec
+	drillInterval *prometheus.GaugeVec
 
 	mu sync.Mutex
 	// successSeen holds the namespace/name of EtcdBackups whose last-success
@@ -79,6 +87,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Holes in continuous archives: revisions compacted away before they were stored, each followed by a full snapshot."}, []string{"storage_type"}))
 	m.archiveChunksPruned = promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "archive_chunks_pruned_total",
 		Help: "Continuous archive chunks deleted because they end before the oldest snapshot kept, so no restore can use them."}, []string{"storage_type"}))
+	m.drillTime = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_drill_timestamp_seconds",
+		Help: "Unix time at which the latest drill of each EtcdBackup's continuous archive ended (status.archive.drill.time)."}, []string{"namespace", "name"}))
+	m.drillResult = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_drill_result",
+		Help: "1 for the result of the latest drill of each EtcdBackup's continuous archive (Passed, Failed or Compacted), 0 for the others."}, []string{"namespace", "name", "result"}))
+	m.drillRevision = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_drill_revision",
+		Help: "The etcd revision the latest drill of each EtcdBackup's continuous archive restored and compared with the cluster."}, []string{"namespace", "name"}))
+	m.drillPassed = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_drill_last_passed_timestamp_seconds",
+		Help: "Unix time at which the latest drill of each EtcdBackup's continuous archive that passed ended (status.archive.drill.lastPassedTime)."}, []string{"namespace", "name"}))
+	m.drillInterval = promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "archive_drill_interval_seconds",
+		Help: "How long apart drills of each EtcdBackup's continuous archive are when all goes well; absent when it asks for none."}, []string{"namespace", "name"}))
 	m.backups = promutil.Register(reg, m.backups)
 	m.failed = promutil.Register(reg, m.failed)
 	m.lastSuccess = promutil.Register(reg, m.lastSuccess)
@@ -175,6 +193,49 @@ func (m *Metrics) archivePruned(t api.BackupStorageType, chunks int) {
 	m.archiveChunksPruned.WithLabelValues(storage.MetricLabel(t)).Add(float64(chunks))
 }
 
+// drillResults are the values of the result label, each a series.
+var drillResults = []api.BackupArchiveDrillResult{api.BackupArchiveDrillPassed, api.BackupArchiveDrillFailed, api.BackupArchiveDrillCompacted}
+
+// drillsExpected records how long apart drills of an EtcdBackup are meant to
+// be; every <= 0 (no runner, or no drills asked for) drops it with the
+// drills' series, so that no alert fires on a drill nothing runs any more.
+func (m *Metrics) drillsExpected(namespace, name string, every time.Duration) {
+	if every <= 0 {
+		m.drillInterval.DeleteLabelValues(namespace, name)
+		m.drilled(namespace, name, nil)
+		return
+	}
+	m.drillInterval.WithLabelValues(namespace, name).Set(every.Seconds())
+}
+
+// drilled records status.archive.drill; nil drops it.
+func (m *Metrics) drilled(namespace, name string, d *api.BackupArchiveDrill) {
+	if d == nil {
+		m.drillTime.DeleteLabelValues(namespace, name)
+		m.drillRevision.DeleteLabelValues(namespace, name)
+		m.drillPassed.DeleteLabelValues(namespace, name)
+		for _, r := range drillResults {
+			m.drillResult.DeleteLabelValues(namespace, name, string(r))
+		}
+		return
+	}
+	m.drillTime.WithLabelValues(namespace, name).Set(float64(d.Time.Unix()))
+	m.drillRevision.WithLabelValues(namespace, name).Set(float64(d.Revision))
+	for _, r := range drillResults {
+		v := 0.0
+		if d.Result == r {
+			v = 1
+		}
+		m.drillResult.WithLabelValues(namespace, name, string(r)).Set(v)
+	}
+	passed := d.LastPassed()
+	if passed == nil {
+		m.drillPassed.DeleteLabelValues(namespace, name)
+		return
+	}
+	m.drillPassed.WithLabelValues(namespace, name).Set(float64(passed.Unix()))
+}
+
 // archiveStopped drops the series of an archive that no longer runs, so that
 // an alert on its lag does not fire on a value nothing updates.
 func (m *Metrics) archiveStopped(namespace, name string) {
@@ -191,4 +252,5 @@ func (m *Metrics) forget(namespace, name string) {
 	m.mu.Unlock()
 	m.interval.DeleteLabelValues(namespace, name)
 	m.archiveStopped(namespace, name)
+	m.drillsExpected(namespace, name, 0)
 }

@@ -23,6 +23,9 @@ const (
 	// BackupArchiveNeedsPeriodicMessage refuses an archive of a one-shot backup:
 	// the archive continues snapshots that keep coming.
 	BackupArchiveNeedsPeriodicMessage = "archive needs a periodic backup: set schedule or backupIntervalInSecond"
+	// MaxArchiveDrillIntervalInSecond is the longest period a periodic
+	// backup may have: drills come with its snapshots.
+	MaxArchiveDrillIntervalInSecond = MaxBackupIntervalInSecond
 )
 
 // BackupArchive asks for the continuous archive: besides the periodic
@@ -33,6 +36,23 @@ type BackupArchive struct {
 	// holds it is stored: about what a total loss of the cluster loses. 0
 	// means DefaultArchiveIntervalInSecond.
 	IntervalInSecond int64 `json:"intervalInSecond,omitempty"`
+	// Drill says when the archive's recovery point is restored and compared
+	// with the live cluster; without it, before each verified snapshot.
+	Drill *BackupArchiveDrillPolicy `json:"drill,omitempty"`
+}
+
+// BackupArchiveDrillPolicy says when the archive is drilled. A drill runs
+// before a periodic snapshot, when the recovery point replays the most
+// chunks it ever does.
+type BackupArchiveDrillPolicy struct {
+	// Enabled defaults to true; false drills nothing.
+	Enabled *bool `json:"enabled,omitempty"`
+	// IntervalInSecond: 0 drills before each verified snapshot (spec.verify's
+	// cadence; no drill when verification is off). N drills before the first
+	// periodic snapshot N seconds or more after the previous drill, verified
+	// or not: drills then keep a clock of their own, rounded up to whole
+	// periods of the backup.
+	IntervalInSecond int64 `json:"intervalInSecond,omitempty"`
 }
 
 // Interval is IntervalInSecond with its default.
@@ -41,6 +61,23 @@ func (a *BackupArchive) Interval() time.Duration {
 		return DefaultArchiveIntervalInSecond * time.Second
 	}
 	return time.Duration(a.IntervalInSecond) * time.Second
+}
+
+// Drills says whether the archive is drilled, and how long apart: 0 with
+// the verified snapshots, which VerifyEvery says how often come. A nil
+// archive is not drilled.
+func (a *BackupArchive) Drills() (interval time.Duration, enabled bool) {
+	if a == nil {
+		return 0, false
+	}
+	d := a.Drill
+	if d == nil {
+		return 0, true
+	}
+	if d.Enabled != nil && !*d.Enabled {
+		return 0, false
+	}
+	return time.Duration(max(d.IntervalInSecond, 0)) * time.Second, true
 }
 
 // BackupArchiveStatus is how far the continuous archive is.
@@ -63,7 +100,8 @@ type BackupArchiveStatus struct {
 	// hole. Absent while no snapshot under the backup's path is known.
 	RecoveryPoint *BackupRecoveryPoint `json:"recoveryPoint,omitempty"`
 	// Drill is the latest drill of the archive: the recovery point restored
-	// and compared with the live cluster, before each verified snapshot.
+	// and compared with the live cluster, before a periodic snapshot as
+	// spec.backupPolicy.archive.drill says.
 	Drill *BackupArchiveDrill `json:"drill,omitempty"`
 }
 
@@ -100,6 +138,24 @@ type BackupArchiveDrill struct {
 	Revisions int64 `json:"revisions,omitempty"`
 	// Keys is how many keys the cluster held at the point, each compared.
 	Keys int64 `json:"keys,omitempty"`
+	// LastPassedTime is when the latest drill that passed ended, this one or
+	// an earlier one; absent while none has. It is what the alert on drills
+	// that stopped passing reads, after a restart of the operator too.
+	LastPassedTime *metav1.Time `json:"lastPassedTime,omitempty"`
+}
+
+// LastPassed is LastPassedTime, or, in a status written before that field
+// was, the drill's own time when it passed; nil while none is known.
+func (d *BackupArchiveDrill) LastPassed() *metav1.Time {
+	switch {
+	case d == nil:
+		return nil
+	case d.LastPassedTime != nil:
+		return d.LastPassedTime
+	case d.Result == BackupArchiveDrillPassed:
+		return &d.Time
+	}
+	return nil
 }
 
 // BackupRecoveryPoint is a point of the source cluster's history a restore
@@ -145,6 +201,10 @@ func (pol *BackupPolicy) validateArchive(pp *field.Path, periodic bool) field.Er
 	if a.IntervalInSecond < 0 || a.IntervalInSecond > MaxArchiveIntervalInSecond {
 		errs = append(errs, field.Invalid(ap.Child("intervalInSecond"), a.IntervalInSecond,
 			fmt.Sprintf("must be between 0 and %d (an hour)", MaxArchiveIntervalInSecond)))
+	}
+	if d := a.Drill; d != nil && (d.IntervalInSecond < 0 || d.IntervalInSecond > MaxArchiveDrillIntervalInSecond) {
+		errs = append(errs, field.Invalid(ap.Child("drill", "intervalInSecond"), d.IntervalInSecond,
+			fmt.Sprintf("must be between 0 (before each verified snapshot) and %d (a year)", MaxArchiveDrillIntervalInSecond)))
 	}
 	return errs
 }
