@@ -92,6 +92,20 @@ func (l *LoopbackForward) untrack(conns ...net.Conn) {
 	}
 }
 
+// DropConnections ends every connection the forward carries, and returns how
+// many, and goes on accepting new ones: its clients must dial again, and each
+// new connection makes a new TLS handshake with whatever the target serves by
+// then.
+func (l *LoopbackForward) DropConnections() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		_ = c.Close()
+	}
+	// Each forwarded connection is tracked with its two ends.
+	return len(l.conns) / 2
+}
+
 // Close stops listening and ends every forwarded connection.
 func (l *LoopbackForward) Close() {
 	l.mu.Lock()
