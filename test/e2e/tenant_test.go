@@ -45,13 +45,23 @@ func startTenant(t *testing.T, name string, s framework.TenantAPIServer) *framew
 // startTenantIn is startTenant for the cluster name in namespace ns.
 func startTenantIn(t *testing.T, ns, name string, s framework.TenantAPIServer) *framework.Tenant {
 	t.Helper()
+	tenant, _ := startTenantForwarded(t, ns, name, s)
+	return tenant
+}
+
+// startTenantForwarded is startTenantIn that also returns the loopback
+// forward a tenant with client TLS reaches the cluster through (nil without
+// TLS), so that a test can end the tenant's connections.
+func startTenantForwarded(t *testing.T, ns, name string, s framework.TenantAPIServer) (*framework.Tenant, *framework.LoopbackForward) {
+	t.Helper()
+	var fwd *framework.LoopbackForward
 	secure := len(s.CA) > 0
 	endpoint, err := f.ClientServiceURL(t.Context(), ns, name, secure)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if secure {
-		fwd, err := framework.ForwardLoopback(strings.TrimPrefix(endpoint, "https://"))
+		fwd, err = framework.ForwardLoopback(strings.TrimPrefix(endpoint, "https://"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +80,7 @@ func startTenantIn(t *testing.T, ns, name string, s framework.TenantAPIServer) *
 			t.Logf("tenant kube-apiserver log (tail):\n%s", tail)
 		}
 	})
-	return tenant
+	return tenant, fwd
 }
 
 // startTenantLoad runs the workload l on tenant in the background.
