@@ -26,4 +26,4 @@ go test -run '^$' -bench . -benchmem -count "${COUNT:-3}" "$@" ./pkg/... | tee "
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- . ':(exclude)docs/results' || commit+="-dirty"
 go run ./hack/gen-docs backup-restore -in "$out" -since "$report" -commit "$commit" -o docs/results/backup-restore.md &&
-	echo "bench-go: docs/results/backup-restore.md and docs/results/data/backup-restore-go-benchmarks.json written"
+	echo "bench-go: docs/results/backup-restore.md and the data of the sections this run measured (docs/results/data/backup-restore-*.json) written"
