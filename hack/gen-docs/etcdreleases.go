@@ -36,7 +36,7 @@ type etcdReleasesFigure struct {
 const etcdReleasesAbout = "What etcd 3.7 changes for the operator, and why it changes nothing in it, is in " +
 	"[etcd versions](../user-guide/versions.md#what-37-changes-for-the-operator). " +
 	"`BenchmarkLearnerPromotion`: the time from etcd accepting a new member as a learner into a cluster of three " +
-	"holding 47 MiB (12 000 values of 4 KiB, past the snapshot count, so the learner gets a snapshot) until it " +
+	"holding 47 MiB (12 000 values of 4 KiB, which the learner gets as a snapshot) until it " +
 	"accepts the learner's promotion, asked every 50 ms; refusals are the times it said the learner was not ready. " +
 	"`BenchmarkLeaseKeepAliveUnderWrites`: one lease keep-alive's round trip, sent to the leader and to a " +
 	"follower, while the cluster takes 500 writes of 1 KiB a second, or as many as 64 writers in flight get " +
