@@ -39,9 +39,10 @@ const etcdReleasesAbout = "What etcd 3.7 changes for the operator, and why it ch
 	"holding 47 MiB (12 000 values of 4 KiB, which the learner gets as a snapshot) until it " +
 	"accepts the learner's promotion, asked every 50 ms; refusals are the times it said the learner was not ready. " +
 	"`BenchmarkLeaseKeepAliveUnderWrites`: one lease keep-alive's round trip, sent to the leader and to a " +
-	"follower, while the cluster takes 500 writes of 1 KiB a second, or as many as 64 writers in flight get " +
-	"through; the largest gap seen between the leader's committed and applied index is the wait 3.7 skips on the " +
-	"leader. Members sync their writes to disk."
+	"follower, while clients offer 500 writes of 1 KiB a second, or as many as 64 writers in flight get " +
+	"through (writes/s is what the cluster took); the largest gap seen between the leader's committed and applied " +
+	"index is the wait 3.7 skips on the leader. Members sync their writes to disk. On a shared machine the figures " +
+	"move more from run to run than between the releases: compare ranges, not single figures."
 
 // etcdReleasesSection is the data of the etcd release benchmarks in go test
 // output; ok is false when the output has none.

@@ -255,10 +255,10 @@ func promoteAsked(b *testing.B, cfg ClientConfig, l *processMember, id uint64) i
 }
 
 // writeLoads are the write loads the keep-alives are timed under, 1 KiB
-// values from up to keepAliveWriters requests in flight: a steady rate a
-// three-member cluster that syncs its writes keeps up with on a busy
-// machine, and as many writes as it takes, where its apply loop trails
-// its commits.
+// values from up to keepAliveWriters requests in flight: a steady rate
+// offered, about what a three-member cluster that syncs its writes takes on
+// two shared cores (the writes/s figure says what it took), and as many
+// writes as it takes, where its apply loop trails its commits most.
 var writeLoads = []struct {
 	name      string
 	perSecond int // 0: as many as the cluster takes
