@@ -121,7 +121,7 @@ chaos:
 bench:
 	bash hack/bench/run.sh
 
-## bench-go: the Go benchmarks, COUNT=3 runs each (hack/bench/go.sh); the idle cluster's go to docs/results/backup-restore.md
+## bench-go: the Go benchmarks, COUNT=3 runs each (hack/bench/go.sh); the idle cluster's and etcd 3.6 beside 3.7 go to docs/results/backup-restore.md
 bench-go:
 	bash hack/bench/go.sh
 

@@ -30,7 +30,8 @@ Each command writes its section's data and this page. Earlier runs are in this p
 //	backups-<size>-<time>.json            hack/bench/backup, one per database size
 //	restore-data-path-<time>.json         hack/bench/restore
 //	restore-on-cluster-<time>.json        test/e2e TestMeasureRestore
-//	go-benchmarks-<time>.txt              `make bench-go`, go test's output
+//	go-benchmarks-<time>.txt              `make bench-go`, go test's output: the
+//	                                      idle cluster's and the etcd releases' sections
 const (
 	backupsReport          = "backups"
 	restoreDataPathReport  = "restore-data-path"
@@ -367,11 +368,19 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 				return nil, err
 			}
 		}
-		d, err := goBenchmarksSection(run, goBench, last)
-		if err != nil {
-			return nil, err
+		if parsed := parseGoBench(goBench, goBenchmarksPackage); len(parsed) > 0 {
+			d, err := goBenchmarksSection(run, goBench, last)
+			if err != nil {
+				return nil, err
+			}
+			out["go-benchmarks"] = d
 		}
-		out["go-benchmarks"] = d
+		if d, ok := etcdReleasesSection(run, goBench); ok {
+			out["etcd-releases"] = d
+		}
+		if out["go-benchmarks"] == nil && out["etcd-releases"] == nil {
+			return nil, fmt.Errorf("no benchmark of %s or %s in the Go benchmark output", goBenchmarksPackage, etcdReleasesPackage)
+		}
 	}
 	return out, nil
 }

@@ -56,6 +56,7 @@ var resultsPages = []resultsPage{
 		{"restore-data-path", "Restore data path", restoreDataPathBody},
 		{"restore-on-cluster", "A whole restore on the local cluster", restoreOnClusterBody},
 		{"go-benchmarks", "Go benchmarks of an idle cluster", goBenchmarksBody},
+		{"etcd-releases", "etcd 3.6 and 3.7 side by side", etcdReleasesBody},
 	}},
 }
 

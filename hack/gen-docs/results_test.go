@@ -1,8 +1,10 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -380,5 +382,55 @@ func TestGoBenchmarksFromGoTestOutput(t *testing.T) {
 		"| `BenchmarkCachedClientMemory` | 89.0–103 KB | – |\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+const etcdReleasesOutput = `goos: linux
+goarch: amd64
+pkg: github.com/openetcd/etcd-operator/pkg/util/etcdutil
+cpu: AMD EPYC
+BenchmarkLearnerPromotion/etcd-3.6.16-2         	       4	 275028307 ns/op	         4.250 refusals/op	  587974 B/op	    8049 allocs/op
+BenchmarkLearnerPromotion/etcd-3.7.3-2          	       5	 242785697 ns/op	         4.200 refusals/op	  585246 B/op	    8220 allocs/op
+BenchmarkLeaseKeepAliveUnderWrites/etcd-3.6.16/saturating/to-leader-2         	    1058	    995798 ns/op	        52.00 max-apply-lag-entries	         0.2142 p50-ms	  34253 B/op	     390 allocs/op
+BenchmarkLeaseKeepAliveUnderWrites/etcd-3.7.3/saturating/to-leader-2          	    3496	    293059 ns/op	        43.00 max-apply-lag-entries	         0.1645 p50-ms	  10746 B/op	     146 allocs/op
+BenchmarkLearnerPromotion/etcd-3.6.16-2         	       4	 266298464 ns/op	         4.500 refusals/op	  608464 B/op	    8513 allocs/op
+BenchmarkLearnerPromotion/etcd-3.7.3-2          	       4	 280817375 ns/op	         4.750 refusals/op	  638752 B/op	    9048 allocs/op
+BenchmarkLeaseKeepAliveUnderWrites/etcd-3.6.16/saturating/to-leader-2         	    1058	    521010 ns/op	        4.000 max-apply-lag-entries	         0.2882 p50-ms	  34253 B/op	     390 allocs/op
+PASS
+ok  	github.com/openetcd/etcd-operator/pkg/util/etcdutil	71.117s
+`
+
+func TestEtcdReleasesSideBySideFromGoTestOutput(t *testing.T) {
+	d, ok := etcdReleasesSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, etcdReleasesOutput)
+	if !ok {
+		t.Fatal("no etcd release benchmark found in the output")
+	}
+	got, err := etcdReleasesBody(marshalData(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "| benchmark | figure | etcd 3.6.16 | etcd 3.7.3 |\n|---|---|---|---|\n" +
+		"| `BenchmarkLearnerPromotion` | per op | 266–275 ms | 243–281 ms |\n" +
+		"| | refusals/op | 4.2–4.5 | 4.2–4.8 |\n" +
+		"| `BenchmarkLeaseKeepAliveUnderWrites/saturating/to-leader` | per op | 521–996 µs | 293 µs |\n" +
+		"| | max-apply-lag-entries | 4.0–52 | 43 |\n" +
+		"| | p50-ms | 0.21–0.29 | 0.16 |\n"
+	if !strings.HasPrefix(got, "Last run: 2026-11-29, commit abc1234, 2 cores; `make bench-go` (`pkg/util/etcdutil/releases_bench_test.go`, the range of two runs;") {
+		t.Errorf("provenance line:\n%s", got)
+	}
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("got\n%s\nwant the table\n%s", got, want)
+	}
+}
+
+func TestGoBenchmarkOutputOfOnlyTheEtcdReleasesWritesOnlyTheirSection(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "go-benchmarks-20261129-120000.txt"), etcdReleasesOutput)
+	got, err := backupRestoreSections(dir, "", runInfo{Machine: "2 cores"}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["etcd-releases"]; !ok || len(got) != 1 {
+		t.Errorf("sections written = %v, want etcd-releases alone", slices.Collect(maps.Keys(got)))
 	}
 }

@@ -261,7 +261,7 @@ func (c *testCluster) waitLeader() {
 
 // poll calls cond until it returns true or timeout passes; tests wait for
 // state this way instead of sleeping a fixed time.
-func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func poll(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -279,7 +279,7 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, s
 // freePorts returns n distinct loopback ports that were free a moment ago.
 // All listeners are held until every port is chosen so that the ports are
 // distinct from each other.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	return etcdtest.FreePorts(t, n)
 }

@@ -24,9 +24,13 @@ type processMember struct {
 
 // processCluster is an etcd cluster of child processes on loopback ports.
 type processCluster struct {
-	t       *testing.T
-	bin     string
-	env     []string
+	t   testing.TB
+	bin string
+	env []string
+	// fsync: the members sync their writes to disk, as in production; the
+	// tests leave it off, a benchmark whose figures depend on the disk
+	// turns it on.
+	fsync   bool
 	members []*processMember
 	// tlsDir, when set, holds the server.crt, server.key and ca.crt the
 	// members serve clients with over https, requiring client certificates
@@ -38,7 +42,7 @@ type processCluster struct {
 // startProcessCluster starts n members of the etcd binary bin, all at once,
 // and waits until each one serves. env ("ETCD_MAX_LEARNERS=2") is added to
 // the environment of every member, those that join later included.
-func startProcessCluster(t *testing.T, bin string, n int, env ...string) *processCluster {
+func startProcessCluster(t testing.TB, bin string, n int, env ...string) *processCluster {
 	t.Helper()
 	return (&processCluster{t: t, bin: bin, env: env}).startAll(n)
 }
@@ -99,10 +103,12 @@ func (c *processCluster) start(m *processMember, initialCluster, state string) {
 		"--listen-client-urls="+m.clientURL, "--advertise-client-urls="+m.clientURL,
 		"--initial-cluster="+initialCluster, "--initial-cluster-state="+state,
 		"--initial-cluster-token=etcdutil-process-test", "--log-level=warn",
+	)
+	if !c.fsync {
 		// As in the embedded tests: durability does not matter here, and
 		// fsync dominates raft on a loaded machine.
-		"--unsafe-no-fsync=true",
-	)
+		m.cmd.Args = append(m.cmd.Args, "--unsafe-no-fsync=true")
+	}
 	if c.tlsDir != "" {
 		m.cmd.Args = append(m.cmd.Args, "--client-cert-auth=true", "--trusted-ca-file="+filepath.Join(c.tlsDir, "ca.crt"),
 			"--cert-file="+filepath.Join(c.tlsDir, "server.crt"), "--key-file="+filepath.Join(c.tlsDir, "server.key"))

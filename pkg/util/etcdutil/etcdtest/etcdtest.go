@@ -29,6 +29,11 @@ const Version35 = "3.5.21"
 // supported minor version does.
 const Version37 = "3.7.3"
 
+// VersionLatest36 is the newest etcd 3.6 release the local cluster builds
+// (ETCD_LATEST_36 of hack/local-cluster/lib.sh), the one a new cluster gets
+// by default: the benchmarks that set 3.6 beside 3.7 run it.
+const VersionLatest36 = "3.6.16"
+
 // BinDir36 is the directory holding etcd 3.6's tools: $ETCD_BIN_DIR_3_6 (make
 // unit and the local cluster's env file set it), else the local cluster's
 // binary cache. A tool missing there fails the test, saying what needed it
@@ -48,6 +53,13 @@ func BinDir35(t testing.TB, why string, tools ...string) string {
 func BinDir37(t testing.TB, why string, tools ...string) string {
 	t.Helper()
 	return binDir(t, "ETCD_BIN_DIR_3_7", Version37, why, tools)
+}
+
+// BinDirLatest36 is BinDir36 for VersionLatest36: $ETCD_BIN_DIR_LATEST_3_6,
+// else the cache.
+func BinDirLatest36(t testing.TB, why string, tools ...string) string {
+	t.Helper()
+	return binDir(t, "ETCD_BIN_DIR_LATEST_3_6", VersionLatest36, why, tools)
 }
 
 func binDir(t testing.TB, env, version, why string, tools []string) string {
