@@ -44,27 +44,36 @@ const (
 	floor1   = "floor: 1 etcd pod alone"
 	floor3   = "floor: 3 etcd pods, static initial cluster, created together"
 	floor5   = "floor: 5 etcd pods, static initial cluster, created together"
-	boot3    = "bootstrap 3 × 3.5.21 (to status 3 ready, 3 pods Ready)"
+	boot3    = "bootstrap 3 × " + version35 + " (to status 3 ready, 3 pods Ready)"
 	boot3v36 = "bootstrap 3 × " + version36 + " (to status 3 ready, 3 pods Ready)"
+	boot3v37 = "bootstrap 3 × " + version37 + " (to status 3 ready, 3 pods Ready)"
 	boot3v34 = "bootstrap 3 × 3.4.23 (to status 3 ready)"
-	boot5    = "bootstrap 5 × 3.5.21"
+	boot5    = "bootstrap 5 × " + version35
 	// The bootstraps above start their members as the spec's default does;
 	// the bootstrap part (TestMeasureBootstrap) measures both modes on every
 	// version a new cluster may be made on.
-	replEmptyDir = "replacement, emptyDir (member pod killed → 3 ready)"
-	replPVC      = "replacement, PVC: restart in place (member pod killed → 3 ready)"
-	restartPVC   = "whole-cluster restart, PVC (all 3 pods killed → 3 ready)"
-	scaleUp      = "scale 3 → 5"
-	scaleUpV36   = "scale 3 → 5 on " + version36
-	scaleDown    = "scale 5 → 3"
-	upgrade      = "upgrade 3.4.23 → 3.5.21 (to status.currentVersion, 3 ready)"
-	restoreGiB   = "restore (EtcdRestore created → Completed)"
+	replEmptyDir    = "replacement, emptyDir (member pod killed → 3 ready)"
+	replEmptyDirV36 = "replacement, emptyDir, on " + version36
+	replEmptyDirV37 = "replacement, emptyDir, on " + version37
+	replPVC         = "replacement, PVC: restart in place (member pod killed → 3 ready)"
+	restartPVC      = "whole-cluster restart, PVC (all 3 pods killed → 3 ready)"
+	scaleUp         = "scale 3 → 5"
+	scaleUpV36      = "scale 3 → 5 on " + version36
+	scaleUpV37      = "scale 3 → 5 on " + version37
+	scaleDown       = "scale 5 → 3"
+	upgrade         = "upgrade 3.4.23 → 3.5.21 (to status.currentVersion, 3 ready)"
+	restoreGiB      = "restore (EtcdRestore created → Completed)"
 )
 
-// version36 is the etcd 3.6 release of the local cluster's images. On 3.6 the
-// operator may have two learners in flight (--max-learners), which 3.5 does
-// not allow, so its joins are measured on both.
-const version36 = "3.6.6"
+// The newest patch release of each minor version a new cluster may be made
+// on, among the local cluster's images: the lifecycle is measured on each.
+// From 3.6 on the operator may have two learners in flight
+// (--max-learners), which 3.5 does not allow.
+const (
+	version35 = "3.5.35"
+	version36 = "3.6.16"
+	version37 = "3.7.3"
+)
 
 // emptyDirRows names the rows one benchEmptyDir run fills, on its version; a
 // step whose row is "" is left out.
@@ -73,8 +82,9 @@ type emptyDirRows struct {
 }
 
 var (
-	emptyDir35 = emptyDirRows{version: "3.5.21", boot: boot3, replace: replEmptyDir, up: scaleUp, down: scaleDown}
-	emptyDir36 = emptyDirRows{version: version36, boot: boot3v36, up: scaleUpV36}
+	emptyDir35 = emptyDirRows{version: version35, boot: boot3, replace: replEmptyDir, up: scaleUp, down: scaleDown}
+	emptyDir36 = emptyDirRows{version: version36, boot: boot3v36, replace: replEmptyDirV36, up: scaleUpV36}
+	emptyDir37 = emptyDirRows{version: version37, boot: boot3v37, replace: replEmptyDirV37, up: scaleUpV37}
 )
 
 // floorOf compares each operator scenario with the physical floor of the same
@@ -85,31 +95,39 @@ var floorOf = map[string]struct {
 	floor  string
 	factor float64
 }{
-	boot3:        {floor3, 1},
-	boot3v34:     {floor3, 1},
-	boot3v36:     {floor3, 1},
-	boot5:        {floor5, 1},
-	replEmptyDir: {floor1, 1},
-	replPVC:      {floor1, 1},
-	restartPVC:   {floor3, 1},
-	scaleUp:      {floor1, 2},
-	scaleUpV36:   {floor1, 2},
-	upgrade:      {floor1, 3},
+	boot3:           {floor3, 1},
+	boot3v34:        {floor3, 1},
+	boot3v36:        {floor3, 1},
+	boot3v37:        {floor3, 1},
+	boot5:           {floor5, 1},
+	replEmptyDir:    {floor1, 1},
+	replEmptyDirV36: {floor1, 1},
+	replEmptyDirV37: {floor1, 1},
+	replPVC:         {floor1, 1},
+	restartPVC:      {floor3, 1},
+	scaleUp:         {floor1, 2},
+	scaleUpV36:      {floor1, 2},
+	scaleUpV37:      {floor1, 2},
+	upgrade:         {floor1, 3},
 }
 
 // originalOf is the original's median from original-measured.md (its bootstrap
 // was of 3.4.23, and every figure is of the versions it ran; it replaced a
 // killed member with an empty one whatever the volume).
 var originalOf = map[string]float64{
-	boot3:        32.5,
-	boot3v34:     32.5,
-	boot3v36:     32.5,
-	replEmptyDir: 21.8,
-	replPVC:      21.8,
-	scaleUp:      32.5,
-	scaleUpV36:   32.5,
-	scaleDown:    24.7,
-	upgrade:      32.4,
+	boot3:           32.5,
+	boot3v34:        32.5,
+	boot3v36:        32.5,
+	boot3v37:        32.5,
+	replEmptyDir:    21.8,
+	replEmptyDirV36: 21.8,
+	replEmptyDirV37: 21.8,
+	replPVC:         21.8,
+	scaleUp:         32.5,
+	scaleUpV36:      32.5,
+	scaleUpV37:      32.5,
+	scaleDown:       24.7,
+	upgrade:         32.4,
 }
 
 // benchRow is one line of a bench table.
@@ -160,12 +178,13 @@ func TestMeasureSpeed(t *testing.T) {
 	// Each scenario is a subtest: one that fails leaves the others' figures.
 	for i := range runs {
 		t.Run(fmt.Sprintf("floor-%d", i), func(t *testing.T) {
-			results[floor1] = append(results[floor1], measureFloor(t, floorNS, 1, "3.5.21"))
-			results[floor3] = append(results[floor3], measureFloor(t, floorNS, 3, "3.5.21"))
-			results[floor5] = append(results[floor5], measureFloor(t, floorNS, 5, "3.5.21"))
+			results[floor1] = append(results[floor1], measureFloor(t, floorNS, 1, version35))
+			results[floor3] = append(results[floor3], measureFloor(t, floorNS, 3, version35))
+			results[floor5] = append(results[floor5], measureFloor(t, floorNS, 5, version35))
 		})
 		t.Run(fmt.Sprintf("emptydir-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir35) })
 		t.Run(fmt.Sprintf("emptydir-3.6-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir36) })
+		t.Run(fmt.Sprintf("emptydir-3.7-%d", i), func(t *testing.T) { benchEmptyDir(t, results, emptyDir37) })
 		t.Run(fmt.Sprintf("bootstrap5-%d", i), func(t *testing.T) { benchBootstrap5(t, results) })
 		t.Run(fmt.Sprintf("pvc-%d", i), func(t *testing.T) { benchPVC(t, results) })
 		t.Run(fmt.Sprintf("upgrade-%d", i), func(t *testing.T) {
@@ -191,7 +210,7 @@ func TestMeasureSpeed(t *testing.T) {
 
 // writeSpeed writes the speed report of the runs done so far.
 func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, done, runs int, notes []string) {
-	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot3v36, boot5, replEmptyDir, replPVC, restartPVC, scaleUp, scaleUpV36, scaleDown, upgrade}
+	order := []string{floor1, floor3, floor5, boot3, boot3v34, boot3v36, boot3v37, boot5, replEmptyDir, replEmptyDirV36, replEmptyDirV37, replPVC, restartPVC, scaleUp, scaleUpV36, scaleUpV37, scaleDown, upgrade}
 	for k := range results {
 		if !slices.Contains(order, k) {
 			order = append(order, k)
@@ -356,7 +375,7 @@ func newPods(pods []corev1.Pod, old ...corev1.Pod) bool {
 func benchBootstrap5(t *testing.T, results map[string][]float64) {
 	name := framework.UniqueName("bench5")
 	start := time.Now()
-	createCluster(t, framework.NewCluster(name, 5, "3.5.21"))
+	createCluster(t, framework.NewCluster(name, 5, version35))
 	record(results, measure(t, name, start, nil, probe{boot5, func(cl *api.EtcdCluster, pods []corev1.Pod) bool {
 		return statusReady(5)(cl, pods) && podsReady(5)(cl, pods)
 	}}))
@@ -369,7 +388,7 @@ func benchPVC(t *testing.T, results map[string][]float64) {
 	name := framework.UniqueName("benchpv")
 	group := "e2e-" + name
 	createHostPathPVs(t, group, 4)
-	cl := framework.NewCluster(name, 3, "3.5.21")
+	cl := framework.NewCluster(name, 3, version35)
 	cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: claimSpec(group)}
 	createCluster(t, cl)
 	logVolumesOnFailure(t, group)
