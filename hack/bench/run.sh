@@ -28,7 +28,8 @@
 #   BENCH_SCALE        numbers of idle one-member clusters (default "10 50 100")
 #   BENCH_BURST        clusters created at once among them (default 20)
 #   BENCH_WINDOW       seconds of each idle window (default 60)
-#   BENCH_ONLY         speed, bootstrap, scale or etcd: run only that part
+#   BENCH_ONLY         speed, bootstrap, scale or etcd: run only that part (or
+#                      several, separated by commas: BENCH_ONLY=speed,bootstrap)
 #   BENCH_PROFILE      seconds of a CPU profile of the operator taken after the
 #                      last idle window (default: none), left under _output/bench/
 # and hack/e2e.sh's (E2E_SKIP_BUILD=1, LOCAL_CLUSTER_STATE_DIR, E2E_TIMEOUT).
@@ -44,17 +45,20 @@ export E2E_BENCH_BURST=${BENCH_BURST:-20}
 export E2E_BENCH_WINDOW=${BENCH_WINDOW:-60}
 export E2E_BENCH_PROFILE=${BENCH_PROFILE:-}
 export E2E_TIMEOUT=${E2E_TIMEOUT:-150m}
-case ${BENCH_ONLY:-} in
-'') run='^TestMeasure(Speed|Bootstrap|Scale|EtcdBenchmark)$' ;;
-speed) run='^TestMeasureSpeed$' ;;
-bootstrap) run='^TestMeasureBootstrap$' ;;
-scale) run='^TestMeasureScale$' ;;
-etcd) run='^TestMeasureEtcdBenchmark$' ;;
-*)
-	echo "BENCH_ONLY=${BENCH_ONLY}: want speed, bootstrap, scale or etcd" >&2
-	exit 2
-	;;
-esac
+# BENCH_ONLY names one part or several, separated by commas.
+declare -A tests=([speed]=Speed [bootstrap]=Bootstrap [scale]=Scale [etcd]=EtcdBenchmark)
+parts=()
+only=${BENCH_ONLY:-speed,bootstrap,scale,etcd}
+IFS=, read -r -a asked <<<"$only"
+for part in "${asked[@]}"; do
+	# read drops a last empty field: "speed," is refused as "speed,,".
+	if [[ -z ${tests[$part]:-} || $only == *, ]]; then
+		echo "BENCH_ONLY=${BENCH_ONLY}: want speed, bootstrap, scale or etcd, or several of them separated by commas" >&2
+		exit 2
+	fi
+	parts+=("${tests[$part]}")
+done
+run="^TestMeasure($(IFS='|'; echo "${parts[*]}"))\$"
 if [[ $run == *EtcdBenchmark* ]]; then
 	ETCD_BENCHMARK=$(bash hack/tools.sh benchmark)
 	export ETCD_BENCHMARK

@@ -13,10 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
-	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
@@ -251,50 +249,12 @@ func ms(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// startFloorCluster creates n etcd pods of version at once in ns, no operator
-// watching, as measureFloor does (the operator's pod builder, a static
-// initial cluster, the peer Service their names need), waits until all are
-// Ready and returns their client URLs by pod IP. The namespace's deletion
-// removes them.
+// startFloorCluster starts the floor's n etcd pods of version in ns
+// (startFloor) and returns their client URLs by pod IP. The namespace's
+// deletion removes them.
 func startFloorCluster(t *testing.T, ns string, n int, version string) []string {
 	t.Helper()
-	ctx := t.Context()
-	name := framework.UniqueName("floor")
-	cl := framework.NewCluster(name, n, version)
-	cl.Namespace = ns
-	cl = cl.WithDefaults()
-	svc := k8sutil.NewPeerService(cl)
-	svc.OwnerReferences = nil
-	if _, err := f.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var members []*etcdutil.Member
-	for i := range n {
-		members = append(members, &etcdutil.Member{Name: fmt.Sprintf("%s-%04d", name, i), Namespace: ns, ClusterName: name})
-	}
-	initial := etcdutil.NewMemberSet(members...).PeerURLPairs()
-	for _, m := range members {
-		p := k8sutil.NewEtcdPod(cl, m, version, initial, k8sutil.ClusterStateNew, name)
-		// No EtcdCluster owns them: with an owner that does not exist the
-		// garbage collector would delete them.
-		p.OwnerReferences = nil
-		if _, err := f.Kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var ready []corev1.Pod
-	err := framework.WaitFor(ctx, changeTimeout, framework.Poll, fmt.Sprintf("%d floor pods Ready", n), func(ctx context.Context) (bool, string, error) {
-		got, err := f.ClusterPods(ctx, ns, name)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		ready = framework.ReadyPods(got)
-		return len(ready) == n, framework.DescribePods(got), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clientEndpoints(ready)
+	return clientEndpoints(startFloor(t, ns, n, version).pods)
 }
 
 // clientEndpoints are the pods' etcd client URLs by pod IP, plain http as

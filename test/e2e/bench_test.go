@@ -230,11 +230,47 @@ func writeSpeed(t *testing.T, started time.Time, results map[string][]float64, d
 	writeBench(t, &rep)
 }
 
-// measureFloor creates n etcd pods of version at once, built by the operator's own pod
-// builder (check-dns init container, probes, image) with a static initial
-// cluster, in a namespace no operator watches, and returns the seconds until
-// all are Ready: what any pod-based etcd needs on this node.
+// measureFloor creates n etcd pods of version at once (startFloor), in a
+// namespace no operator watches, and returns the seconds until all are
+// Ready: what any pod-based etcd needs on this node. The pods and their
+// Service are deleted before it returns.
 func measureFloor(t *testing.T, ns string, n int, version string) float64 {
+	t.Helper()
+	ctx := t.Context()
+	fl := startFloor(t, ns, n, version)
+	t.Logf("floor of %d pod(s): %.1fs", n, fl.took)
+	for _, p := range fl.pods {
+		if err := f.KillPod(ctx, ns, p.Name); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := f.Kube.CoreV1().Services(ns).Delete(ctx, fl.service, metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	if err := framework.WaitFor(ctx, cleanupTimeout, framework.Poll, "floor pods gone", func(ctx context.Context) (bool, string, error) {
+		got, err := f.ClusterPods(ctx, ns, fl.name)
+		return err == nil && len(got) == 0, fmt.Sprintf("%d pods", len(got)), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return fl.took
+}
+
+// floor is n etcd pods started without an operator.
+type floor struct {
+	// name is the cluster name their labels carry; service the peer
+	// Service their names need.
+	name, service string
+	// pods are the pods as they were when all were Ready.
+	pods []corev1.Pod
+	// took is the seconds from their creation until all were Ready.
+	took float64
+}
+
+// startFloor creates n etcd pods of version at once in ns, built by the
+// operator's own pod builder (check-dns init container, probes, image) with
+// a static initial cluster, and waits until all are Ready.
+func startFloor(t *testing.T, ns string, n int, version string) floor {
 	t.Helper()
 	ctx := t.Context()
 	name := framework.UniqueName("floor")
@@ -265,34 +301,20 @@ func measureFloor(t *testing.T, ns string, n int, version string) float64 {
 			t.Fatal(err)
 		}
 	}
-	var took float64
+	fl := floor{name: name, service: svc.Name}
 	err := framework.WaitFor(ctx, changeTimeout, measurePoll, fmt.Sprintf("%d floor pods Ready", n), func(ctx context.Context) (bool, string, error) {
 		got, err := f.ClusterPods(ctx, ns, name)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		took = time.Since(start).Seconds()
-		return len(framework.ReadyPods(got)) == n, framework.DescribePods(got), nil
+		fl.took = time.Since(start).Seconds()
+		fl.pods = framework.ReadyPods(got)
+		return len(fl.pods) == n, framework.DescribePods(got), nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("floor of %d pod(s): %.1fs", n, took)
-	for _, p := range pods {
-		if err := f.KillPod(ctx, ns, p.Name); err != nil {
-			t.Error(err)
-		}
-	}
-	if err := f.Kube.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
-		t.Error(err)
-	}
-	if err := framework.WaitFor(ctx, cleanupTimeout, framework.Poll, "floor pods gone", func(ctx context.Context) (bool, string, error) {
-		got, err := f.ClusterPods(ctx, ns, name)
-		return err == nil && len(got) == 0, fmt.Sprintf("%d pods", len(got)), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return took
+	return fl
 }
 
 // benchEmptyDir: bootstrap of 3 members of rows.version, replacement of a
