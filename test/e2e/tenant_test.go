@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +30,10 @@ import (
 
 // tenantLoadRun is a tenant workload running in the background.
 type tenantLoadRun struct {
-	done chan struct{}
-	res  framework.TenantResult
-	err  error
+	scenario string
+	done     chan struct{}
+	res      framework.TenantResult
+	err      error
 }
 
 // startTenant starts a tenant apiserver on the cluster name in opNS, stopped
@@ -86,7 +90,7 @@ func startTenantForwarded(t *testing.T, ns, name string, s framework.TenantAPISe
 // startTenantLoad runs the workload l on tenant in the background.
 func startTenantLoad(t *testing.T, tenant *framework.Tenant, l framework.TenantLoad) *tenantLoadRun {
 	t.Helper()
-	run := &tenantLoadRun{done: make(chan struct{})}
+	run := &tenantLoadRun{scenario: l.Scenario, done: make(chan struct{})}
 	go func() {
 		defer close(run.done)
 		run.res, run.err = framework.RunTenantLoad(t.Context(), tenant.Config, l)
@@ -94,21 +98,31 @@ func startTenantLoad(t *testing.T, tenant *framework.Tenant, l framework.TenantL
 	return run
 }
 
-// judgeTenantLoad waits for the workload, logs its figures, and fails the test
-// unless every acknowledged change reached the informer in order.
+// judgeTenantLoad waits for the workload, logs its figures, keeps them for
+// make chaos (writeTenantResult), and fails the test unless every
+// acknowledged change reached the informer in order. A workload that did not
+// finish or failed is kept as a failed scenario, so that the results list it.
 func judgeTenantLoad(t *testing.T, run *tenantLoadRun, timeout time.Duration) framework.TenantResult {
 	t.Helper()
+	unfinished := tenantResult{TenantResult: framework.TenantResult{Scenario: run.scenario}, Test: t.Name()}
 	select {
 	case <-run.done:
 	case <-t.Context().Done():
+		writeTenantResult(t, unfinished)
 		t.Fatal(t.Context().Err())
 	case <-time.After(timeout):
+		writeTenantResult(t, unfinished)
 		t.Fatalf("the tenant workload did not finish within %s", timeout)
 	}
+	r := run.res
+	if r.Scenario == "" {
+		r.Scenario = run.scenario
+	}
 	if run.err != nil {
+		writeTenantResult(t, tenantResult{TenantResult: r, Test: t.Name()})
 		t.Fatalf("tenant workload: %v", run.err)
 	}
-	r := run.res
+	writeTenantResult(t, tenantResult{TenantResult: r, Test: t.Name(), Passed: r.Passed() && r.Acked > 0})
 	t.Logf("TENANT %s: %s", r.Scenario, r)
 	if !r.Passed() {
 		t.Errorf("%s: the tenant's informer does not show what its apiserver acknowledged: %s\n%s", r.Scenario, r, strings.Join(r.Examples, "\n"))
@@ -117,6 +131,29 @@ func judgeTenantLoad(t *testing.T, run *tenantLoadRun, timeout time.Duration) fr
 		t.Errorf("%s: the tenant acknowledged no write", r.Scenario)
 	}
 	return r
+}
+
+// tenantResult is one line of _output/chaos/tenant.json: a tenant
+// scenario's figures and its verdict, as judgeTenantLoad gives it.
+type tenantResult struct {
+	framework.TenantResult
+	Test   string `json:"test"`
+	Passed bool   `json:"passed"`
+}
+
+// writeTenantResult keeps the result for hack/chaos.sh, which gathers them
+// into _output/chaos/tenant.json. They go to the tenant folder of the fault
+// scenarios' results: their figures are not the checker's, and a tenant
+// scenario may share its name with a fault scenario (leader-cut-off-30s).
+func writeTenantResult(t *testing.T, r tenantResult) {
+	dir := filepath.Join(f.ChaosResultsDir(), "tenant")
+	out, _ := json.Marshal(r)
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		err = os.WriteFile(filepath.Join(dir, r.Scenario+".json"), append(out, '\n'), 0o644)
+		if err != nil {
+			t.Logf("keep the result: %v", err)
+		}
+	}
 }
 
 // killFollowerThenLeader kills a follower's pod and waits until the cluster
