@@ -59,6 +59,25 @@ func TestChaosTable(t *testing.T) {
 	}
 }
 
+func TestTenantTable(t *testing.T) {
+	got := tenantTable([]tenantRow{
+		{Scenario: "member-and-leader-kill", Ops: 900, Acked: 880, LongestUnavailableSeconds: 3.04, ReadyzFailures: 2, LongestNotReadySeconds: 4.1, LongestSilentWatchSeconds: 2.96, Passed: true},
+		{Scenario: "after-the-restore", Ops: 300, Acked: 300, Missing: 1, OutOfOrder: 2},
+	})
+	for _, want := range []string{
+		"| scenario | ops | acked | missing | out of order | longest unavailable | /readyz failures | longest not ready | longest silent watch | passed |",
+		"| member-and-leader-kill | 900 | 880 | 0 | 0 | 3.0 s | 2 | 4.1 s | 3.0 s | yes |",
+		"| after-the-restore | 300 | 300 | 1 | 2 | 0.0 s | 0 | 0.0 s | 0.0 s | no |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Index(got, "member-and-leader-kill") < strings.Index(got, "after-the-restore") {
+		t.Errorf("rows are not in scenario order:\n%s", got)
+	}
+}
+
 func TestHeadingAnchorsAreGitHubs(t *testing.T) {
 	a := headingAnchors("# Install\n## `kubectl etcd`: the plugin\n## Install\n```\n# not a heading\n```\n## What kubectl shows?\n")
 	for _, want := range []string{"install", "kubectl-etcd-the-plugin", "install-1", "what-kubectl-shows"} {

@@ -14,9 +14,10 @@
 //	gen-docs bench -in _output/bench -since FILE -commit SHA
 //	    the latest `make bench` run's tables into the data of bench.md, then
 //	    the page (hack/bench/run.sh calls it).
-//	gen-docs chaos -in _output/chaos/results.json -commit SHA
-//	    the latest `make chaos` run's table into the data of chaos.md, then
-//	    the page (hack/chaos.sh calls it).
+//	gen-docs chaos -in _output/chaos/results.json -tenant _output/chaos/tenant.json -commit SHA
+//	    the latest `make chaos` run's tables (the matrix, the tenant control
+//	    plane's scenarios; either may be left out with an empty flag) into the
+//	    data of chaos.md, then the page (hack/chaos.sh calls it).
 //	gen-docs backup-restore -in _output/bench/backup-restore -since FILE -commit SHA
 //	    the reports of a run of hack/bench/backup or hack/bench/restore (or
 //	    TestMeasureRestore) into the data of backup-restore.md, then the page

@@ -50,6 +50,7 @@ var resultsPages = []resultsPage{
 	}},
 	{name: "chaos", intro: chaosIntro, sections: []resultsSection{
 		{"matrix", "The matrix", chaosBody},
+		{"tenant", "A Kubernetes control plane as the client", tenantBody},
 	}},
 	{name: "backup-restore", intro: backupRestoreIntro, sections: []resultsSection{
 		{"backups", "Backups", backupsBody},
@@ -84,7 +85,11 @@ checker (` + "`etcd-checker`" + `). What each scenario does and what the checker
 linearizable with no acknowledged write lost and none missed by the watch; the disaster
 recovery from a backup goes back to the backup's revision, so its history cannot be
 linearizable, and it passes when no write acknowledged before the backup is lost.
-Earlier runs are in this page's git history.
+The second table puts etcd's most demanding client under faults: a real kube-apiserver
+on a cluster of the operator's, with writers and an informer on it (the
+` + "`TestTenantControlPlane`" + ` scenarios); a scenario passes when every change the apiserver
+acknowledged reached the informer, in order. ` + "`CHAOS_ONLY=tenant make chaos`" + ` runs that part
+alone. A part not run keeps its last run; earlier runs are in this page's git history.
 `
 
 // dataPath is where a section's data lives.
@@ -425,27 +430,53 @@ func chaosBody(raw []byte) (string, error) {
 	return d.provenance() + "\n" + chaosTable(d.Scenarios), nil
 }
 
+// tenantRow is one line of _output/chaos/tenant.json (test/e2e's
+// judgeTenantLoad): a tenant control plane's figures in one scenario.
+type tenantRow struct {
+	Scenario                  string  `json:"scenario"`
+	Ops                       int     `json:"ops"`
+	Acked                     int     `json:"acked"`
+	Missing                   int     `json:"missing"`
+	OutOfOrder                int     `json:"outOfOrder"`
+	LongestUnavailableSeconds float64 `json:"longestUnavailableSeconds"`
+	ReadyzFailures            int     `json:"readyzFailures"`
+	LongestNotReadySeconds    float64 `json:"longestNotReadySeconds"`
+	LongestSilentWatchSeconds float64 `json:"longestSilentWatchSeconds"`
+	Passed                    bool    `json:"passed"`
+}
+
+// tenantData is the data of chaos.md's tenant section: one row per scenario.
+type tenantData struct {
+	runInfo
+	Scenarios []tenantRow `json:"scenarios"`
+}
+
+func tenantBody(raw []byte) (string, error) {
+	var d tenantData
+	if err := strictUnmarshal(raw, &d); err != nil {
+		return "", err
+	}
+	return d.provenance() + "\n" + tenantTable(d.Scenarios), nil
+}
+
+// runChaos writes the data of the parts the run made, the matrix (-in) and
+// the tenant scenarios (-tenant), then the page; a part left out (its flag
+// empty) keeps its last run.
 func runChaos(args []string) error {
 	fs := flag.NewFlagSet("chaos", flag.ExitOnError)
-	in := fs.String("in", "_output/chaos/results.json", "results of the run (hack/chaos.sh)")
+	in := fs.String("in", "_output/chaos/results.json", "results of the matrix (hack/chaos.sh); empty when the run left it out")
+	tenantIn := fs.String("tenant", "", "results of the tenant control plane's scenarios (hack/chaos.sh's _output/chaos/tenant.json); empty when the run left them out")
 	commit := fs.String("commit", "", "commit the run tested")
 	date := fs.String("date", time.Now().UTC().Format("2006-01-02"), "date of the run")
 	machine := fs.String("machine", "", "what it ran on (default: this machine, with -kubernetes)")
 	kube := fs.String("kubernetes", "", "Kubernetes version of the local cluster")
-	extra := fs.String("run", "", "how the run went, e.g. \"26 scenarios in 1075 s, 6 at a time\"")
-	data := fs.String("data", "docs/results/data", "directory of the pages' data, where the run's matrix is written")
+	extra := fs.String("run", "", "how the matrix's run went, e.g. \"26 scenarios in 1075 s, 6 at a time\"")
+	tenantExtra := fs.String("tenant-run", "", "how the tenant scenarios' run went, e.g. \"11 scenarios in 600 s, 6 at a time\"")
+	data := fs.String("data", "docs/results/data", "directory of the pages' data, where the run's parts are written")
 	out := fs.String("o", "docs/results/chaos.md", "page to write")
 	_ = fs.Parse(args)
-	raw, err := os.ReadFile(*in)
-	if err != nil {
-		return err
-	}
-	var rows []chaosRow
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
-	}
-	if len(rows) == 0 {
-		return errors.New("no scenario in " + *in)
+	if *in == "" && *tenantIn == "" {
+		return errors.New("no results: give -in, -tenant or both")
 	}
 	m := *machine
 	if m == "" {
@@ -454,12 +485,68 @@ func runChaos(args []string) error {
 			m += ", Kubernetes " + *kube
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Scenario < rows[j].Scenario })
-	d := chaosData{runInfo: runInfo{Date: *date, Commit: *commit, Machine: m, Run: *extra}, Scenarios: rows}
-	if err := writeData(dataPath(*data, "chaos", "matrix"), d); err != nil {
-		return err
+	// Both parts are read before either is written, so that a bad file
+	// leaves the data as it was.
+	var matrix []chaosRow
+	if *in != "" {
+		if err := readRows(*in, &matrix); err != nil {
+			return err
+		}
+	}
+	var tenant []tenantRow
+	if *tenantIn != "" {
+		if err := readRows(*tenantIn, &tenant); err != nil {
+			return err
+		}
+	}
+	if *in != "" {
+		sort.Slice(matrix, func(i, j int) bool { return matrix[i].Scenario < matrix[j].Scenario })
+		d := chaosData{runInfo: runInfo{Date: *date, Commit: *commit, Machine: m, Run: *extra}, Scenarios: matrix}
+		if err := writeData(dataPath(*data, "chaos", "matrix"), d); err != nil {
+			return err
+		}
+	}
+	if *tenantIn != "" {
+		sort.Slice(tenant, func(i, j int) bool { return tenant[i].Scenario < tenant[j].Scenario })
+		d := tenantData{runInfo: runInfo{Date: *date, Commit: *commit, Machine: m, Run: *tenantExtra}, Scenarios: tenant}
+		if err := writeData(dataPath(*data, "chaos", "tenant"), d); err != nil {
+			return err
+		}
 	}
 	return writePage("chaos", *data, *out)
+}
+
+// readRows reads a JSON array of result lines from path into rows, which
+// must not come out empty: a run that made no line has nothing to publish.
+func readRows[T any](path string, rows *[]T) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, rows); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(*rows) == 0 {
+		return errors.New("no scenario in " + path)
+	}
+	return nil
+}
+
+func tenantTable(rows []tenantRow) string {
+	rows = append([]tenantRow(nil), rows...)
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Scenario < rows[j].Scenario })
+	var b strings.Builder
+	b.WriteString("| scenario | ops | acked | missing | out of order | longest unavailable | /readyz failures | longest not ready | longest silent watch | passed |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		passed := "no"
+		if r.Passed {
+			passed = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %.1f s | %d | %.1f s | %.1f s | %s |\n", r.Scenario, r.Ops, r.Acked, r.Missing,
+			r.OutOfOrder, r.LongestUnavailableSeconds, r.ReadyzFailures, r.LongestNotReadySeconds, r.LongestSilentWatchSeconds, passed)
+	}
+	return b.String()
 }
 
 func chaosTable(rows []chaosRow) string {

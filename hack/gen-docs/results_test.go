@@ -164,6 +164,84 @@ func TestChaosPageFromResults(t *testing.T) {
 	}
 }
 
+// make chaos runs the matrix, the tenant control plane's scenarios, or both
+// (CHAOS_ONLY): each part it ran replaces its section, a part it left out
+// keeps its last run, and a part whose results hold no line changes nothing.
+func TestChaosPageKeepsThePartsARunLeftOut(t *testing.T) {
+	const (
+		matrix = `[{"scenario":"leader-kill","ops":10,"acked":9,"failed":0,"indeterminate":1,"linearizable":"yes","ackedLost":0,"longestUnavailableSeconds":1.2,"recoverySeconds":16.9,"passed":true,"test":"TestChaosLeaderKill"}]`
+		// As judgeTenantLoad writes it, with the fields the page leaves out.
+		tenant     = `[{"scenario":"member-and-leader-kill","ops":900,"acked":880,"missing":0,"outOfOrder":0,"longestUnavailableSeconds":3.1,"readyzFailures":2,"longestNotReadySeconds":4.2,"longestSilentWatchSeconds":2.5,"watchErrors":1,"errors":[{"message":"etcdserver: leader changed","count":3}],"test":"TestTenantControlPlaneThroughMemberAndLeaderKill","passed":true}]`
+		lastMatrix = "| old-matrix-row |"
+		lastTenant = "| old-tenant-row |"
+		matrixRow  = "| leader-kill | 10 | 9 | 0 | 1 | yes | 0 | 0 | 1.2 s | 16.9 s | yes |"
+		tenantLine = "| member-and-leader-kill | 900 | 880 | 0 | 0 | 3.1 s | 2 | 4.2 s | 2.5 s | yes |"
+	)
+	for _, tc := range []struct {
+		name           string
+		matrix, tenant string // the run's results; "" for a part it left out
+		want, lacks    []string
+		refused        string
+	}{
+		{name: "a run of both parts replaces both sections", matrix: matrix, tenant: tenant,
+			want:  []string{"## The matrix\n\nLast run: 2026-11-29, commit abc1234, single node, 2 cores; 1 scenarios in 60 s, 6 at a time.\n", matrixRow, "## A Kubernetes control plane as the client\n\nLast run: 2026-11-29, commit abc1234, single node, 2 cores; 1 scenarios alongside the matrix's, in 60 s, 6 at a time.\n", tenantLine},
+			lacks: []string{lastMatrix, lastTenant}},
+		{name: "a tenant-only run keeps the matrix's last run", tenant: tenant,
+			want: []string{lastMatrix, tenantLine}, lacks: []string{lastTenant}},
+		{name: "a matrix-only run keeps the tenant scenarios' last run", matrix: matrix,
+			want: []string{matrixRow, lastTenant}, lacks: []string{lastMatrix}},
+		{name: "tenant results without a line change nothing", matrix: matrix, tenant: "[]",
+			refused: "no scenario in", want: []string{lastMatrix, lastTenant}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data, out := filepath.Join(dir, "data"), filepath.Join(dir, "chaos.md")
+			if err := writeData(dataPath(data, "chaos", "matrix"), chaosData{runInfo: runInfo{Date: "2026-11-01", Machine: "2 cores"},
+				Scenarios: []chaosRow{{Scenario: "old-matrix-row"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeData(dataPath(data, "chaos", "tenant"), tenantData{runInfo: runInfo{Date: "2026-11-01", Machine: "2 cores"},
+				Scenarios: []tenantRow{{Scenario: "old-tenant-row"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := writePage("chaos", data, out); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"-data", data, "-o", out, "-commit", "abc1234", "-date", "2026-11-29", "-machine", "single node, 2 cores",
+				"-run", "1 scenarios in 60 s, 6 at a time", "-tenant-run", "1 scenarios alongside the matrix's, in 60 s, 6 at a time", "-in", ""}
+			if tc.matrix != "" {
+				args[len(args)-1] = filepath.Join(dir, "results.json")
+				writeFile(t, args[len(args)-1], tc.matrix)
+			}
+			if tc.tenant != "" {
+				args = append(args, "-tenant", filepath.Join(dir, "tenant.json"))
+				writeFile(t, filepath.Join(dir, "tenant.json"), tc.tenant)
+			}
+			err := runChaos(args)
+			if tc.refused == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
+				t.Errorf("runChaos returned %v, want an error saying %q", err, tc.refused)
+			}
+			page := readFile(t, out)
+			for _, want := range tc.want {
+				if !strings.Contains(page, want) {
+					t.Errorf("chaos.md lacks %q:\n%s", want, page)
+				}
+			}
+			for _, lack := range tc.lacks {
+				if strings.Contains(page, lack) {
+					t.Errorf("chaos.md still has %q:\n%s", lack, page)
+				}
+			}
+			if problems := checkResults(data, dir); len(problems) != 2 { // bench.md and backup-restore.md are absent here
+				t.Errorf("problems: %v", problems)
+			}
+		})
+	}
+}
+
 func TestBackupsTablePutsTheSizesSideBySide(t *testing.T) {
 	got := backupsTable([]benchreport.Backups{
 		{SizeMiB: 256, EtcdctlMiBPerSecond: 198, Rows: []benchreport.BackupRow{
@@ -259,7 +337,7 @@ func TestCheckResultsCatchesAPageThatIsNotItsData(t *testing.T) {
 		{"a figure edited on the page is caught", func(t *testing.T, _, pages string) {
 			p := filepath.Join(pages, "chaos.md")
 			writeFile(t, p, strings.Replace(readFile(t, p), "| leader-kill | 10 |", "| leader-kill | 11 |", 1))
-		}, []string{"chaos.md is not what its data", "chaos-*.json", "line 19", "make docs"}},
+		}, []string{"chaos.md is not what its data", "chaos-*.json", "line 23", "make docs"}},
 		{"a line added to the page is caught", func(t *testing.T, _, pages string) {
 			p := filepath.Join(pages, "backup-restore.md")
 			writeFile(t, p, readFile(t, p)+"\nA hand-written remark.\n")
