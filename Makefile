@@ -112,7 +112,8 @@ e2e-nodes:
 	NODES=3 bash hack/local-cluster/up.sh
 	bash hack/e2e.sh
 
-## chaos: the whole fault matrix, each scenario with the linearizability checker (root; _output/chaos/results.json)
+## chaos: the whole fault matrix, each scenario with the linearizability checker, and the tenant control plane's
+## scenarios (root; CHAOS_ONLY=matrix|tenant; _output/chaos/results.json, tenant.json; docs/results/chaos.md)
 chaos:
 	bash hack/chaos.sh
 
