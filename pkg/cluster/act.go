@@ -53,10 +53,12 @@ type outcome struct {
 	// phase, when set, is the cluster's new phase.
 	phase api.ClusterPhase
 	// Records of maintenance for the status: the revision compacted to,
-	// the member defragmented; and of a disaster recovery.
-	compacted    int64
-	defragmented string
-	recovery     *api.RecoveryStatus
+	// the member defragmented, the NOSPACE alarm disarmed; and of a
+	// disaster recovery.
+	compacted       int64
+	defragmented    string
+	disarmedNoSpace bool
+	recovery        *api.RecoveryStatus
 	// downed is a member the action took down on purpose (a patch): the
 	// status counts it as not ready already.
 	downed string

@@ -146,6 +146,15 @@ func notReady(p *corev1.Pod) {
 	}
 }
 
+// readyAgain marks a pod Ready, as after notReady.
+func readyAgain(p *corev1.Pod) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			p.Status.Conditions[i].Status = corev1.ConditionTrue
+		}
+	}
+}
+
 func pendingFor(d time.Duration) podOpt {
 	return func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodPending

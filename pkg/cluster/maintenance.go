@@ -157,5 +157,5 @@ func (c *Cluster) disarmNoSpace(ctx context.Context, s *snapshot, a action) outc
 		return outcome{err: etcdError("disarm the NOSPACE alarm", err)}
 	}
 	c.tell(corev1.EventTypeNormal, eventNoSpaceDisarmed, "NOSPACE alarm disarmed: "+a.reason)
-	return outcome{requeue: c.cfg.MinPassInterval}
+	return outcome{disarmedNoSpace: true, requeue: c.cfg.MinPassInterval}
 }

@@ -49,6 +49,32 @@ func TestDayTwoCare(t *testing.T) {
 			t.Errorf("maintenance status %+v", s.Maintenance)
 		}
 	})
+	t.Run("the NoSpace condition goes with the disarm, not with the next look at etcd a minute later", func(t *testing.T) {
+		f := healthyFixture(t)
+		f.etcd.revision = 900
+		f.etcd.alarms = []etcdutil.Alarm{{MemberID: memberID(memberB), Type: etcdutil.AlarmNoSpace}}
+		for _, n := range []string{memberA, memberB, memberC} {
+			f.setPodStatus(n, notReady) // etcd's /health fails with an alarm
+		}
+		for i := 0; i < 12 && !slices.Contains(f.etcdWrites(), "disarm"); i++ {
+			f.mustPass()
+		}
+		if !slices.Contains(f.etcdWrites(), "disarm") {
+			t.Fatalf("etcd writes %v: the alarm was never disarmed", f.etcdWrites())
+		}
+		if s := f.mustStatus(); condition(s, api.ClusterConditionNoSpace) != nil {
+			t.Errorf("the pass that disarmed the alarm left NoSpace set: %+v", s.Conditions)
+		}
+		// With the alarm gone the members are ready again, and the next
+		// look at etcd is a minute away.
+		for _, n := range []string{memberA, memberB, memberC} {
+			f.setPodStatus(n, readyAgain)
+		}
+		f.mustPass()
+		if s := f.mustStatus(); condition(s, api.ClusterConditionNoSpace) != nil {
+			t.Errorf("NoSpace still set after the alarm was disarmed: %+v", s.Conditions)
+		}
+	})
 	t.Run("the status names the leader and each member's role, version and database", func(t *testing.T) {
 		f := healthyFixture(t)
 		f.etcd.dbSize[memberID(memberA)], f.etcd.dbSizeInUse[memberID(memberA)] = 30<<20, 25<<20

@@ -253,6 +253,12 @@ func setMaintenanceStatus(st *api.ClusterStatus, s *snapshot, out outcome, now s
 			}
 		}
 	}
+	if out.disarmedNoSpace {
+		// etcd's view read before the disarm still shows the alarm, and the
+		// next look may be a minute away: the disarm etcd accepted is the
+		// evidence that writes are taken again.
+		removeCondition(st, api.ClusterConditionNoSpace)
+	}
 	if m != (api.MaintenanceStatus{}) {
 		st.Maintenance = &m
 	}
