@@ -194,6 +194,12 @@ func placementProblem(s *snapshot) (problem, bool) {
 			places = append(places, memberPlace{member: p.Name, node: p.Spec.NodeName, zone: s.nodeZones[p.Spec.NodeName]})
 		}
 	}
+	// Members started together are voters before their pods run: while one
+	// is not running yet, where it lands is not known, and the arrangement
+	// told would be a passing one too.
+	if len(places) < s.spec.Spec.Size {
+		return problem{}, false
+	}
 	msg := notSpread(places, s.spec.Spec.Size, s.zonesUnknown)
 	if msg == "" {
 		return problem{}, false
