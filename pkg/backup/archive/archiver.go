@@ -307,6 +307,11 @@ func (w *watchLoop) receive(ctx context.Context, wch clientv3.WatchChan, progres
 			_ = a.cfg.Client.RequestProgress(clientv3.WithRequireLeader(ctx))
 		case resp, ok := <-wch:
 			if !ok {
+				// A stop cancels the watch as well: its channel may close
+				// before the loop sees the stop itself.
+				if err := ctx.Err(); err != nil {
+					return delivered, err
+				}
 				return delivered, errors.New("the watch channel closed")
 			}
 			if resp.CompactRevision != 0 {

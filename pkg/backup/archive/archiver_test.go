@@ -249,3 +249,19 @@ func TestArchiveStopsWhenItsBacklogPassesItsBound(t *testing.T) {
 		t.Fatalf("the archiver holds %d bytes and goes on", r.a.Progress().PendingBytes)
 	}
 }
+
+// Stopping the archiver cancels its watch too, so the watch's channel closes
+// at the same moment: which of the two the loop sees first is chance, and a
+// stop must be told as a stop either way, not as a broken watch.
+func TestAStoppedArchiveSaysItWasStoppedWhateverItSeesFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan clientv3.WatchResponse)
+	close(closed)
+	for range 200 {
+		_, err := (&watchLoop{}).receive(ctx, closed, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("a stopped archive reported %v, want %v", err, context.Canceled)
+		}
+	}
+}
