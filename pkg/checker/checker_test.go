@@ -385,7 +385,7 @@ func TestWatchCountsAMissedKey(t *testing.T) {
 	if _, err := cli.Put(t.Context(), "/w/a/before", "1"); err != nil {
 		t.Fatal(err)
 	}
-	w := newWatcher(t.Context(), cli, "/w/a/", nil)
+	w := newWatcher(t.Context(), cli, "/w/a/", nil, nil)
 	for _, k := range []string{"/w/a/1", "/w/a/2"} {
 		if _, err := cli.Put(t.Context(), k, "1"); err != nil {
 			t.Fatal(err)

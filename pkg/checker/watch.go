@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -34,13 +35,14 @@ type watcher struct {
 	lastEvent time.Time
 	restarts  int
 	log       *logrus.Entry
+	answers   *answers
 	done      chan struct{}
 	cancel    context.CancelFunc
 }
 
-func newWatcher(ctx context.Context, cli *clientv3.Client, prefix string, log *logrus.Entry) *watcher {
+func newWatcher(ctx context.Context, cli *clientv3.Client, prefix string, log *logrus.Entry, ans *answers) *watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{seen: map[string]bool{}, done: make(chan struct{}), cancel: cancel, log: log}
+	w := &watcher{seen: map[string]bool{}, done: make(chan struct{}), cancel: cancel, log: log, answers: ans}
 	// Start from the revision now, so that keys of an earlier run with the same
 	// prefix are not counted (it is retried until the cluster answers).
 	var start int64
@@ -78,9 +80,10 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 				break
 			}
 			if err := resp.Err(); err != nil {
-				w.logf("the watch from revision %d ended: %v", from, err)
+				w.ended(ctx, cli, from, err)
 				break
 			}
+			w.answers.answered(ctx, "watch", cli, &resp.Header)
 			w.mu.Lock()
 			for _, ev := range resp.Events {
 				if ev.Kv.ModRevision <= w.lastRev {
@@ -100,6 +103,21 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// ended logs why the watch from revision from ended, and what a read on the
+// same connection gets: the watch's error says nothing of where its requests
+// went. Both go through answers, which logs a run of the same outcome once.
+func (w *watcher) ended(ctx context.Context, cli *clientv3.Client, from int64, err error) {
+	w.answers.failed("watch", fmt.Errorf("the watch from revision %d ended: %w", from, err))
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, rerr := cli.Get(rctx, "\x00", clientv3.WithSerializable(), clientv3.WithCountOnly())
+	if rerr != nil {
+		w.answers.failed("watch's connection, a serializable read", rerr)
+		return
+	}
+	w.answers.answered(ctx, "watch's connection, a serializable read", cli, resp.Header)
 }
 
 // unstick ends the watch made from revision from (stop) once it stalls, so

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -126,13 +127,16 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	if err := checkPrefixUnused(ctx, clients[cfg.Clients], cfg.Prefix, cfg.Settle); err != nil {
 		return nil, err
 	}
+	ans := newAnswers(cfg.Log)
+	ans.learn(ctx, clients[cfg.Clients])
+	defer ans.flush()
 	begin := time.Now()
 	now := func() int64 { return int64(time.Since(begin)) }
 	h := &History{Start: now()}
 
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	watch := newWatcher(wctx, clients[cfg.Clients+1], cfg.Prefix+"a/", cfg.Log)
+	watch := newWatcher(wctx, clients[cfg.Clients+1], cfg.Prefix+"a/", cfg.Log, ans)
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -142,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{id: c, cli: clients[c], cfg: &cfg, now: now, watch: watch,
+			w := worker{id: c, cli: clients[c], cfg: &cfg, now: now, watch: watch, answers: ans,
 				rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(c)))}
 			w.loop(runCtx)
 			mu.Lock()
@@ -166,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 
 	// The read-back is part of the history: a final read of every register key
 	// that misses an acknowledged write makes the history non-linearizable.
-	rb := worker{id: cfg.Clients, cli: clients[cfg.Clients], cfg: &cfg, now: now}
+	rb := worker{id: cfg.Clients, cli: clients[cfg.Clients], cfg: &cfg, now: now, answers: ans}
 	if err := rb.readBack(ctx, h); err != nil {
 		h.ReadBackErr = err.Error()
 	}
@@ -249,6 +253,27 @@ type worker struct {
 	lastRead map[string]string
 	// errs counts the errors of the workload's operations by message.
 	errs map[string]int
+	// answers is told which member answered each operation; lastErr is the
+	// newest error, which a read-back that never succeeds reports.
+	answers *answers
+	lastErr error
+}
+
+// conn names the worker's connection in the log.
+func (w *worker) conn() string {
+	if w.id >= w.cfg.Clients {
+		return "read-back"
+	}
+	return fmt.Sprintf("client %d", w.id)
+}
+
+// answered records the member behind an operation's answer, or its error.
+func (w *worker) answered(ctx context.Context, h *etcdserverpb.ResponseHeader, err error) {
+	if err != nil {
+		w.lastErr = err
+		return
+	}
+	w.answers.answered(ctx, w.conn(), w.cli, h)
 }
 
 // noteErr counts err by its message; the read-back's retries are not counted.
@@ -315,8 +340,10 @@ func (w *worker) get(run context.Context, key string) bool {
 	op.Return = w.now()
 	w.noteErr(err)
 	if err != nil {
+		w.answered(ctx, nil, err)
 		op.Result = Failed
 	} else {
+		w.answered(ctx, resp.Header, nil)
 		op.Result = OK
 		if len(resp.Kvs) > 0 {
 			op.Found, op.Value = true, string(resp.Kvs[0].Value)
@@ -342,13 +369,15 @@ func (w *worker) put(run context.Context, key, value string) {
 	ctx, cancel := w.opCtx(run)
 	defer cancel()
 	op := Op{Client: w.id, Kind: Put, Key: key, Value: value, Call: w.now()}
-	_, err := w.cli.Put(ctx, key, value)
+	resp, err := w.cli.Put(ctx, key, value)
 	op.Return = w.now()
 	w.noteErr(err)
 	op.Result = OK
 	if err != nil {
+		w.answered(ctx, nil, err)
 		op.Result = writeFailed(err)
 	} else {
+		w.answered(ctx, resp.Header, nil)
 		w.lastRead[key] = value
 	}
 	w.ops = append(w.ops, op)
@@ -366,8 +395,10 @@ func (w *worker) cas(run context.Context, key, expect, value string) {
 	w.noteErr(err)
 	switch {
 	case err != nil:
+		w.answered(ctx, nil, err)
 		op.Result = writeFailed(err)
 	default:
+		w.answered(ctx, resp.Header, nil)
 		op.Result, op.OK = OK, resp.Succeeded
 		if resp.Succeeded {
 			w.lastRead[key] = value
@@ -382,6 +413,7 @@ func (w *worker) append(run context.Context, key string) {
 	resp, err := w.cli.Put(ctx, key, "1")
 	w.noteErr(err)
 	if err != nil {
+		w.answered(ctx, nil, err)
 		if writeFailed(err) == Failed {
 			w.appendsFailed++
 		} else {
@@ -389,6 +421,7 @@ func (w *worker) append(run context.Context, key string) {
 		}
 		return
 	}
+	w.answered(ctx, resp.Header, nil)
 	w.appended = append(w.appended, key)
 	w.appendedRevs = append(w.appendedRevs, resp.Header.Revision)
 	if w.watch != nil {
@@ -405,7 +438,7 @@ func (w *worker) readBack(ctx context.Context, h *History) error {
 		for !f() {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("the cluster did not answer %s within %s", what, w.cfg.Settle)
+				return fmt.Errorf("the cluster did not answer %s within %s (its last error: %v)", what, w.cfg.Settle, w.lastErr)
 			case <-time.After(500 * time.Millisecond):
 			}
 		}
@@ -423,8 +456,10 @@ func (w *worker) readBack(ctx context.Context, h *History) error {
 		defer ocancel()
 		resp, err := w.cli.Get(octx, w.appendPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
+			w.answered(ctx, nil, err)
 			return false
 		}
+		w.answered(ctx, resp.Header, nil)
 		h.Present = h.Present[:0]
 		for _, kv := range resp.Kvs {
 			h.Present = append(h.Present, strings.Clone(string(kv.Key)))
