@@ -73,10 +73,10 @@ func underLoadPod(t *testing.T, p framework.CheckerPod, fault func(ctx context.C
 	writeChaosResult(t, res)
 	t.Logf("CHAOS %s: %s recovery=%.1fs", scenario, r, recovery.Seconds())
 	if err != nil {
-		t.Fatalf("%v\nchecker log:\n%s", err, lastLines(log, 40))
+		t.Fatalf("%v\nchecker log:\n%s", err, checkerLog(t, scenario, log))
 	}
 	if !r.Passed() {
-		t.Errorf("%s: the clients' history fails: %s (read-back error %q)\nchecker log:\n%s", scenario, r, r.ReadBackErr, lastLines(log, 40))
+		t.Errorf("%s: the clients' history fails: %s (read-back error %q)\nchecker log:\n%s", scenario, r, r.ReadBackErr, checkerLog(t, scenario, log))
 	}
 	if r.Acked == 0 {
 		t.Errorf("%s: no operation was acknowledged", scenario)

@@ -55,13 +55,13 @@ func judged(t *testing.T, scenario string, c checkerRun, wait, recovery time.Dur
 	}
 	switch {
 	case err != nil:
-		t.Fatalf("%s: %v\nchecker log:\n%s", scenario, err, lastLines(log, 40))
+		t.Fatalf("%s: %v\nchecker log:\n%s", scenario, err, checkerLog(t, scenario, log))
 	case r.Acked == 0:
 		t.Errorf("%s: no operation was acknowledged", scenario)
 	case bound != nil && !passed:
-		t.Errorf("%s: %v (read-back error %q)\nchecker log:\n%s", scenario, boundErr, r.ReadBackErr, lastLines(log, 40))
+		t.Errorf("%s: %v (read-back error %q)\nchecker log:\n%s", scenario, boundErr, r.ReadBackErr, checkerLog(t, scenario, log))
 	case bound == nil && !passed:
-		t.Errorf("%s: the clients' history fails: %s (read-back error %q)\nchecker log:\n%s", scenario, r, r.ReadBackErr, lastLines(log, 40))
+		t.Errorf("%s: the clients' history fails: %s (read-back error %q)\nchecker log:\n%s", scenario, r, r.ReadBackErr, checkerLog(t, scenario, log))
 	}
 	return r
 }

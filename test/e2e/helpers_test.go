@@ -114,6 +114,18 @@ func lastLines(s string, n int) string {
 	return fmt.Sprintf("(%d lines cut, see the file)\n%s", len(lines)-n, strings.Join(lines[len(lines)-n:], "\n"))
 }
 
+// checkerLog keeps a failed run's whole checker log with the test's
+// artifacts and returns its last lines, with where the rest is: the lines
+// that say where each connection's requests went are early in a long log.
+func checkerLog(t *testing.T, scenario, log string) string {
+	t.Helper()
+	path, err := f.WriteDump(t.Name(), "checker-"+scenario, []framework.Section{{Title: "checker log of " + scenario, Body: log}})
+	if err != nil {
+		return fmt.Sprintf("(keep the checker log: %v)\n%s", err, lastLines(log, 40))
+	}
+	return fmt.Sprintf("(whole checker log: %s)\n%s", path, lastLines(log, 40))
+}
+
 // withoutArtifacts is a checker's log without the lines that carry its
 // history (checker.ArtifactLinePrefix), which the checker run saves apart.
 func withoutArtifacts(log string) string {

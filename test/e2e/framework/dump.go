@@ -73,6 +73,12 @@ func (f *Framework) Dump(ctx context.Context, t DumpTarget) []Section {
 	add("EtcdCluster "+t.Cluster, cr, err)
 	other, err := f.Kubectl(ctx, "get", "services,persistentvolumeclaims", "-n", t.Namespace, "-l", ClusterSelector(t.Cluster), "-o", "wide")
 	add("services and PVCs", other, err)
+	slices, err := f.Kubectl(ctx, "get", "endpointslices", "-n", t.Namespace, "-l", "kubernetes.io/service-name="+t.Cluster+"-client", "-o", "yaml")
+	add("endpoints of the client Service", slices, err)
+	// A client's requests can reach an address another pod now holds: who
+	// holds each address says where they went.
+	everyPod, err := f.Kubectl(ctx, "get", "pods", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,IP:.status.podIP,PHASE:.status.phase,DELETING:.metadata.deletionTimestamp")
+	add("every pod's address", everyPod, err)
 	add("etcdctl member list / endpoint status", f.etcdView(ctx, t), nil)
 	return out
 }
