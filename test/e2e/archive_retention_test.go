@@ -27,7 +27,7 @@ import (
 func TestBackupArchiveChunksArePrunedWithTheSnapshots(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bed := newArchiveBed(t, "archive-retention", false)
+	bed := newBackupBed(t, "archive-retention", false)
 	ns, bucket, srv := bed.ns, bed.bucket, bed.srv
 
 	name := framework.UniqueName("archret")

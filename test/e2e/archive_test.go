@@ -27,7 +27,7 @@ import (
 func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bed := newArchiveBed(t, "archive", false)
+	bed := newBackupBed(t, "archive", false)
 	ns, bucket, srv := bed.ns, bed.bucket, bed.srv
 
 	name := framework.UniqueName("archive")
@@ -102,34 +102,9 @@ func TestBackupArchiveShipsChangesToAnS3CompatibleStore(t *testing.T) {
 	t.Logf("%d chunks, revisions %d to %d", len(chunks), chunks[0].First, chunks[len(chunks)-1].Last)
 }
 
-// archiveBed is what the archive's and the backups' disaster recovery tests
-// run in: a namespace with an operator and the backup operator of its own
-// (and the restore operator, when asked), and an S3-compatible server with a
-// bucket and its Secret.
-type archiveBed struct {
-	ns, bucket, secret string
-	srv                *framework.S3Server
-}
-
-func newArchiveBed(t *testing.T, base string, withRestore bool) archiveBed {
-	t.Helper()
-	b := archiveBed{ns: newNamespace(t, base), bucket: "e2e-" + base}
-	installOperator(t, b.ns, framework.Install{})
-	if withRestore {
-		t.Cleanup(func() { releaseRestores(t, b.ns) })
-	}
-	b.srv = startS3Server(t, b.bucket)
-	b.secret = createS3Secret(t, b.ns, b.srv)
-	deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	if withRestore {
-		deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
-	}
-	return b
-}
-
 // createBackup creates an EtcdBackup, named like the cluster, of the
 // cluster's members into the bed's bucket under path, with policy.
-func (b archiveBed) createBackup(t *testing.T, cluster, path string, policy *api.BackupPolicy) *api.EtcdBackup {
+func (b backupBed) createBackup(t *testing.T, cluster, path string, policy *api.BackupPolicy) *api.EtcdBackup {
 	t.Helper()
 	return createBackupIn(t, b.ns, &api.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: cluster},

@@ -30,12 +30,8 @@ import (
 func TestEncryptedBackupByNameRestores(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "backupcrypt")
-	installOperator(t, ns, framework.Install{})
-	t.Cleanup(func() { releaseRestores(t, ns) })
-	bucket := "e2e-backupcrypt"
-	srv := startS3Server(t, bucket)
-	s3Secret := createS3Secret(t, ns, srv)
+	bed := newBackupBed(t, "backupcrypt", true)
+	ns, srv, bucket, s3Secret := bed.ns, bed.srv, bed.bucket, bed.secret
 	key := make([]byte, backup.KeySize)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
@@ -45,8 +41,6 @@ func TestEncryptedBackupByNameRestores(t *testing.T) {
 	if _, err := f.Kube.CoreV1().Secrets(ns).Create(ctx, keySecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
 
 	name := framework.UniqueName("crypt")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 1, "3.5.21"))

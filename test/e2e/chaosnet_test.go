@@ -394,14 +394,8 @@ func logOperatorRestarts(t *testing.T, ns string) {
 func TestChaosLongOperatorKillDuringRestore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "chaos-restore")
-	installOperator(t, ns, framework.Install{})
-	t.Cleanup(func() { releaseRestores(t, ns) })
-	bucket := "e2e-chaos-restore"
-	srv := startS3Server(t, bucket)
-	secretName := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	bed := newBackupBed(t, "chaos-restore", true)
+	ns, srv, bucket, secretName := bed.ns, bed.srv, bed.bucket, bed.secret
 
 	name := framework.UniqueName("chaos-restore")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))

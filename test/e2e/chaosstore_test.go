@@ -165,14 +165,8 @@ const (
 func TestChaosLongS3Outage(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "chaos-s3")
-	installOperator(t, ns, framework.Install{})
-	t.Cleanup(func() { releaseRestores(t, ns) })
-	bucket := "e2e-chaos-s3"
-	srv := startS3Server(t, bucket)
-	secret := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	bed := newBackupBed(t, "chaos-s3", true)
+	ns, srv, bucket, secret := bed.ns, bed.srv, bed.bucket, bed.secret
 
 	name := framework.UniqueName("chaos-s3")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))

@@ -30,7 +30,7 @@ import (
 func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bed := newArchiveBed(t, "drarchive", true)
+	bed := newBackupBed(t, "drarchive", true)
 	ns := bed.ns
 
 	name, pods := recoverableFromBackup(t, ns, "dra")
@@ -82,7 +82,7 @@ func TestChaosDisasterRecoveryFromTheArchive(t *testing.T) {
 func TestChaosLongArchiveThroughFaultsThenDisasterRecovery(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bed := newArchiveBed(t, "archfaults", true)
+	bed := newBackupBed(t, "archfaults", true)
 	ns := bed.ns
 
 	name, _ := recoverableFromBackup(t, ns, "arf")

@@ -32,7 +32,7 @@ import (
 func TestChaosDisasterRecoveryFromTheNewestBackup(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bed := newArchiveBed(t, "drbackup", true)
+	bed := newBackupBed(t, "drbackup", true)
 	ns, bucket, srv, secret := bed.ns, bed.bucket, bed.srv, bed.secret
 
 	name, pods := recoverableFromBackup(t, ns, "drb")

@@ -216,6 +216,33 @@ func (e errs) report(t *testing.T) {
 	}
 }
 
+// backupBed is what the tests of backups and restores run in: a namespace
+// with an operator and the backup operator of its own (and the restore
+// operator, when asked), and an S3-compatible server with a bucket named
+// after the namespace's purpose, and its Secret.
+type backupBed struct {
+	ns, bucket, secret string
+	srv                *framework.S3Server
+}
+
+func newBackupBed(t *testing.T, base string, withRestore bool) backupBed {
+	t.Helper()
+	b := backupBed{ns: newNamespace(t, base), bucket: "e2e-" + base}
+	installOperator(t, b.ns, framework.Install{})
+	if withRestore {
+		// Runs before the namespace goes: a restore interrupted by a failed
+		// test must not hold the namespace's deletion with its finalizer.
+		t.Cleanup(func() { releaseRestores(t, b.ns) })
+	}
+	b.srv = startS3Server(t, b.bucket)
+	b.secret = createS3Secret(t, b.ns, b.srv)
+	deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	if withRestore {
+		deployExampleOperator(t, b.ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	}
+	return b
+}
+
 // startS3Server starts the S3-compatible server for a test on the host, where
 // pods reach it through the node address, with bucket created; it is stopped,
 // and its log shown if the test failed, when the test ends.

@@ -26,7 +26,7 @@ import (
 func TestRestoreToAPointInTimeFromTheArchive(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bed := newArchiveBed(t, "restore-point", true)
+	bed := newBackupBed(t, "restore-point", true)
 	ns, bucket, srv, secretName := bed.ns, bed.bucket, bed.srv, bed.secret
 
 	name := framework.UniqueName("point")

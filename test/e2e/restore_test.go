@@ -60,17 +60,8 @@ func TestRestoreAfterQuorumLoss(t *testing.T) {
 	if _, err := os.Stat(f.Env.Path("cmd", "restore-operator")); err != nil {
 		t.Fatalf("cmd/restore-operator is missing from the tree: %v", err)
 	}
-	ns := newNamespace(t, "restore")
-	installOperator(t, ns, framework.Install{})
-	// Runs before the namespace goes: a restore interrupted by a failed test must
-	// not hold the namespace's deletion with its finalizer.
-	t.Cleanup(func() { releaseRestores(t, ns) })
-
-	bucket := "e2e-restore"
-	srv := startS3Server(t, bucket)
-	secretName := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	bed := newBackupBed(t, "restore", true)
+	ns, srv, bucket, secretName := bed.ns, bed.srv, bed.bucket, bed.secret
 
 	// The cluster, its data, its backup, more data.
 	name := framework.UniqueName("restore")

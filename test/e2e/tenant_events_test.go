@@ -94,12 +94,8 @@ func TestTenantControlPlaneThroughAnOperatorRestart(t *testing.T) {
 func TestTenantControlPlaneThroughBackups(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "tenant-backup")
-	installOperator(t, ns, framework.Install{})
-	bucket := "e2e-tenant-backup"
-	srv := startS3Server(t, bucket)
-	secretName := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
+	bed := newBackupBed(t, "tenant-backup", false)
+	ns, srv, bucket, secretName := bed.ns, bed.srv, bed.bucket, bed.secret
 
 	name := framework.UniqueName("tenant-backup")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, api.DefaultEtcdVersion))

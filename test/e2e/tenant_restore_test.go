@@ -36,14 +36,8 @@ const tenantRestoreNoticedWithin = 2 * time.Minute
 func TestTenantControlPlaneThroughARestore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns := newNamespace(t, "tenant-restore")
-	installOperator(t, ns, framework.Install{})
-	t.Cleanup(func() { releaseRestores(t, ns) })
-	bucket := "e2e-tenant-restore"
-	srv := startS3Server(t, bucket)
-	secretName := createS3Secret(t, ns, srv)
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-backup-operator", "deployment.yaml"))
-	deployExampleOperator(t, ns, f.Env.Path("example", "etcd-restore-operator", "deployment.yaml"))
+	bed := newBackupBed(t, "tenant-restore", true)
+	ns, srv, bucket, secretName := bed.ns, bed.srv, bed.bucket, bed.secret
 
 	name := framework.UniqueName("tenant-restore")
 	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, api.DefaultEtcdVersion))
