@@ -89,6 +89,15 @@ func cutOffTheLeader(t *testing.T, name string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cutOffMember(t, name, leader, members, d)
+}
+
+// cutOffMember cuts leader, one of members of cluster name, off from its
+// peers for d (its clients still reach it), waits for the others to elect
+// another leader, and heals it.
+func cutOffMember(t *testing.T, name string, leader framework.Member, members []framework.Member, d time.Duration) {
+	t.Helper()
+	ctx := t.Context()
 	isolate(t, "cut", opNS, leader.Name)
 	healed := false
 	t.Cleanup(func() {

@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -284,20 +287,64 @@ func TestTenantControlPlaneThroughScaleUpgradeAndDefrag(t *testing.T) {
 
 // TestTenantControlPlaneThroughALeaderCutOff: the leader is cut off from its
 // peers for 30 s (its clients still reach it), as a network partition does.
-// A tenant apiserver whose connection lands on the old leader must move on:
-// the majority elects a new leader, and the tenant's informer must still
-// show every change its apiserver acknowledged, in order.
+// Two tenant apiservers share the cluster through the cut: one whose only
+// address is the leader's (what the client Service gives a client whose one
+// connection lands on the leader: an open connection never moves), one given
+// every member's address. Both must keep every change they acknowledged, in
+// order; how long each could not serve is what tells a user which addresses
+// to give kube-apiserver (docs/user-guide/clients.md).
 func TestTenantControlPlaneThroughALeaderCutOff(t *testing.T) {
 	t.Parallel()
+	ctx := t.Context()
 	name := framework.UniqueName("tenant-cutoff")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	tenant := startTenant(t, name, framework.TenantAPIServer{})
+	leader, err := f.Leader(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := f.MemberList(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string]string{}
+	for _, m := range members {
+		pod, err := f.Kube.CoreV1().Pods(opNS).Get(ctx, m.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[m.Name] = fmt.Sprintf("http://%s:2379", pod.Status.PodIP)
+	}
+	onTheLeader := startTenantOn(t, []string{addrs[leader.Name]})
+	onEveryMember := startTenantOn(t, slices.Sorted(maps.Values(addrs)))
 
 	const d = 90 * time.Second
-	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "leader-cut-off-30s", Duration: d})
+	loads := []*tenantLoadRun{
+		startTenantLoad(t, onTheLeader, framework.TenantLoad{Scenario: "leader-cut-off-30s-on-the-leader", Duration: d}),
+		startTenantLoad(t, onEveryMember, framework.TenantLoad{Scenario: "leader-cut-off-30s-on-every-member", Duration: d}),
+	}
 	pause(t, loadLead)
-	cutOffTheLeader(t, name, 30*time.Second)
+	cutOffMember(t, name, leader, members, 30*time.Second)
 	waitReady(t, opNS, name, 3, changeTimeout)
-	judgeTenantLoad(t, load, d+3*time.Minute)
+	for _, load := range loads {
+		judgeTenantLoad(t, load, d+3*time.Minute)
+	}
+}
+
+// startTenantOn starts a tenant apiserver on the plain http etcd addresses
+// endpoints, stopped when the test ends.
+func startTenantOn(t *testing.T, endpoints []string) *framework.Tenant {
+	t.Helper()
+	tenant, err := framework.StartTenantAPIServer(t.Context(), framework.TenantAPIServer{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tenant apiserver at %s on %v, etcd prefix %s", tenant.Config.Host, endpoints, tenant.Prefix)
+	t.Cleanup(func() {
+		tail := tenant.Stop()
+		if t.Failed() {
+			t.Logf("tenant kube-apiserver log (tail):\n%s", tail)
+		}
+	})
+	return tenant
 }
