@@ -80,16 +80,22 @@ func TestChaosMemberCutOff(t *testing.T) {
 // leader, and heals it.
 func cutOffTheLeader(t *testing.T, name string, d time.Duration) {
 	t.Helper()
-	ctx := t.Context()
-	leader, err := f.Leader(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	members, err := f.MemberList(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader, members := leaderAndMembers(t, name, false)
 	cutOffMember(t, name, leader, members, d)
+}
+
+// leaderAndMembers reads the leader and the members of cluster name.
+func leaderAndMembers(t *testing.T, name string, secure bool) (framework.Member, []framework.Member) {
+	t.Helper()
+	leader, err := f.Leader(t.Context(), opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := f.MemberList(t.Context(), opNS, name, secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leader, members
 }
 
 // cutOffMember cuts leader, one of members of cluster name, off from its

@@ -76,6 +76,13 @@ func startTenantForwarded(t *testing.T, ns, name string, s framework.TenantAPISe
 		endpoint = "https://" + fwd.Addr
 	}
 	s.Endpoints = []string{endpoint}
+	return runTenant(t, ns, name, s), fwd
+}
+
+// runTenant starts the tenant apiserver s on cluster name in ns, stopped
+// when the test ends; its log is kept in the test's output if the test fails.
+func runTenant(t *testing.T, ns, name string, s framework.TenantAPIServer) *framework.Tenant {
+	t.Helper()
 	tenant, err := framework.StartTenantAPIServer(t.Context(), s)
 	if err != nil {
 		// A kube-apiserver has been seen writing to the cluster at once yet
@@ -83,20 +90,20 @@ func startTenantForwarded(t *testing.T, ns, name string, s framework.TenantAPISe
 		// answered then tells the cluster's fault from the apiserver's: it is
 		// logged, and a second apiserver is started; a cluster that does not
 		// serve fails that one too.
-		health, herr := f.Etcdctl(t.Context(), ns, name, secure, "endpoint", "health", "--cluster")
+		health, herr := f.Etcdctl(t.Context(), ns, name, len(s.CA) > 0, "endpoint", "health", "--cluster")
 		t.Logf("the tenant apiserver did not become ready: %v\netcd's own health then (err %v):\n%s\nstarting another", err, herr, health)
 		if tenant, err = framework.StartTenantAPIServer(t.Context(), s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("tenant apiserver at %s on %s, etcd prefix %s", tenant.Config.Host, endpoint, tenant.Prefix)
+	t.Logf("tenant apiserver at %s on %v, etcd prefix %s", tenant.Config.Host, s.Endpoints, tenant.Prefix)
 	t.Cleanup(func() {
 		tail := tenant.Stop()
 		if t.Failed() {
 			t.Logf("tenant kube-apiserver log (tail):\n%s", tail)
 		}
 	})
-	return tenant, fwd
+	return tenant
 }
 
 // startTenantLoad runs the workload l on tenant in the background.
@@ -174,14 +181,7 @@ func writeTenantResult(t *testing.T, r tenantResult) {
 func killFollowerThenLeader(t *testing.T, name string, secure bool) {
 	t.Helper()
 	ctx := t.Context()
-	leader, err := f.Leader(ctx, opNS, name, secure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	members, err := f.MemberList(ctx, opNS, name, secure)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader, members := leaderAndMembers(t, name, secure)
 	follower := ""
 	for _, m := range members {
 		if m.ID != leader.ID && !m.IsLearner {
@@ -299,14 +299,7 @@ func TestTenantControlPlaneThroughALeaderCutOff(t *testing.T) {
 	name := framework.UniqueName("tenant-cutoff")
 	createCluster(t, framework.NewCluster(name, 3, "3.5.21"))
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
-	leader, err := f.Leader(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	members, err := f.MemberList(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader, members := leaderAndMembers(t, name, false)
 	addrs := map[string]string{}
 	for _, m := range members {
 		pod, err := f.Kube.CoreV1().Pods(opNS).Get(ctx, m.Name, metav1.GetOptions{})
@@ -315,8 +308,8 @@ func TestTenantControlPlaneThroughALeaderCutOff(t *testing.T) {
 		}
 		addrs[m.Name] = fmt.Sprintf("http://%s:2379", pod.Status.PodIP)
 	}
-	onTheLeader := startTenantOn(t, []string{addrs[leader.Name]})
-	onEveryMember := startTenantOn(t, slices.Sorted(maps.Values(addrs)))
+	onTheLeader := runTenant(t, opNS, name, framework.TenantAPIServer{Endpoints: []string{addrs[leader.Name]}})
+	onEveryMember := runTenant(t, opNS, name, framework.TenantAPIServer{Endpoints: slices.Sorted(maps.Values(addrs))})
 
 	const d = 90 * time.Second
 	loads := []*tenantLoadRun{
@@ -329,22 +322,4 @@ func TestTenantControlPlaneThroughALeaderCutOff(t *testing.T) {
 	for _, load := range loads {
 		judgeTenantLoad(t, load, d+3*time.Minute)
 	}
-}
-
-// startTenantOn starts a tenant apiserver on the plain http etcd addresses
-// endpoints, stopped when the test ends.
-func startTenantOn(t *testing.T, endpoints []string) *framework.Tenant {
-	t.Helper()
-	tenant, err := framework.StartTenantAPIServer(t.Context(), framework.TenantAPIServer{Endpoints: endpoints})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("tenant apiserver at %s on %v, etcd prefix %s", tenant.Config.Host, endpoints, tenant.Prefix)
-	t.Cleanup(func() {
-		tail := tenant.Stop()
-		if t.Failed() {
-			t.Logf("tenant kube-apiserver log (tail):\n%s", tail)
-		}
-	})
-	return tenant
 }
