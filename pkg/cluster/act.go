@@ -77,9 +77,9 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		}
 		return out
 	case actCreateServices:
-		return outcome{err: c.createServices(ctx, s), requeue: c.cfg.MinPassInterval}
+		return c.createServices(ctx, s)
 	case actSyncBudget:
-		return outcome{err: c.syncBudget(ctx, s), requeue: c.cfg.MinPassInterval}
+		return c.syncBudget(ctx, s)
 	case actIssueCertificates:
 		return outcome{err: c.makeIssuedSecrets(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actRenewCertificate:

@@ -159,7 +159,7 @@ func neverServed(pod *corev1.Pod) bool {
 // the next pass starts from the phase the restore operator set.
 func (c *Cluster) recordCreating(s *snapshot) outcome {
 	c.log.Infof("creating cluster: size %d, version %s", s.spec.Spec.Size, s.spec.Spec.Version)
-	return outcome{phase: api.ClusterPhaseCreating, requeue: c.cfg.MinPassInterval}
+	return outcome{phase: api.ClusterPhaseCreating, requeue: c.followUp(true)}
 }
 
 // seed creates the first member of a new cluster, once its phase says

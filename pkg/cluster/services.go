@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +33,8 @@ func budgetOutOfDate(s *snapshot) string {
 	return ""
 }
 
-func (c *Cluster) createServices(ctx context.Context, s *snapshot) error {
+func (c *Cluster) createServices(ctx context.Context, s *snapshot) outcome {
+	created := false
 	for _, svc := range []*corev1.Service{k8sutil.NewPeerService(s.spec), k8sutil.NewClientService(s.spec)} {
 		missing := false
 		for _, name := range s.missingServices {
@@ -44,37 +46,58 @@ func (c *Cluster) createServices(ctx context.Context, s *snapshot) error {
 		_, err := c.cfg.KubeClient.CoreV1().Services(c.namespace).Create(ctx, svc, metav1.CreateOptions{})
 		switch {
 		case err == nil:
+			created = true
 			c.log.Infof("created service %s", svc.Name)
 		case apierrors.IsAlreadyExists(err):
 		default:
-			return kubeError("create service "+svc.Name, err)
+			return outcome{err: kubeError("create service "+svc.Name, err)}
 		}
 	}
-	return nil
+	return outcome{requeue: c.followUp(created)}
 }
 
 // syncBudget makes the cluster's PodDisruptionBudget what spec.size calls for.
-func (c *Cluster) syncBudget(ctx context.Context, s *snapshot) error {
+func (c *Cluster) syncBudget(ctx context.Context, s *snapshot) outcome {
 	budgets := c.cfg.KubeClient.PolicyV1().PodDisruptionBudgets(c.namespace)
 	want := k8sutil.NewDisruptionBudget(s.spec)
 	switch {
 	case want == nil:
 		err := budgets.Delete(ctx, s.budget.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return kubeError("delete the PodDisruptionBudget", err)
+			return outcome{err: kubeError("delete the PodDisruptionBudget", err)}
 		}
 	case s.budget == nil:
 		_, err := budgets.Create(ctx, want, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return kubeError("create the PodDisruptionBudget", err)
+			return outcome{err: kubeError("create the PodDisruptionBudget", err)}
 		}
-		c.log.Infof("created PodDisruptionBudget %s: minAvailable %s", want.Name, want.Spec.MinAvailable)
+		if err == nil {
+			c.log.Infof("created PodDisruptionBudget %s: minAvailable %s", want.Name, want.Spec.MinAvailable)
+			return outcome{requeue: c.followUp(true)}
+		}
 	default:
 		pdb := s.budget.DeepCopy()
 		pdb.Spec.MinAvailable = want.Spec.MinAvailable
 		if _, err := budgets.Update(ctx, pdb, metav1.UpdateOptions{}); err != nil {
-			return kubeError("update the PodDisruptionBudget", err)
+			return outcome{err: kubeError("update the PodDisruptionBudget", err)}
 		}
 	}
-	return nil
+	return outcome{requeue: c.followUp(false)}
 }
+
+// followUp is when the pass after a step of the cluster's own setup runs:
+// at once after the step wrote something the next pass reads from the
+// informers, which have it within milliseconds, since every pause before a
+// new cluster's members start adds to how long it takes to start; paced as
+// any pass otherwise (the informer is behind and the step found its object
+// there already), so that an informer that lags cannot spin the loop.
+func (c *Cluster) followUp(wrote bool) time.Duration {
+	if wrote {
+		return setupFollowUp
+	}
+	return c.cfg.MinPassInterval
+}
+
+// setupFollowUp is the wait before the pass after a setup step that wrote
+// something: only long enough for the informer to deliver it.
+const setupFollowUp = 20 * time.Millisecond

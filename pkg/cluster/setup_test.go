@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -113,6 +114,57 @@ func TestSetup(t *testing.T) {
 				if s := f.mustStatus(); s.ServiceName != "example-client" || s.ClientPort != 2379 {
 					t.Errorf("status = %+v", s)
 				}
+			},
+		},
+		{
+			name:    "a new cluster's setup steps before its members start (services, budget, the phase Creating) are not paced",
+			cluster: newTestCluster(withPhase("")),
+			run: func(t *testing.T, f *fixture) {
+				f.withoutServices()
+				var paced time.Duration
+				for range 10 {
+					requeue, err := f.c.pass(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(f.podActions()) > 0 {
+						break
+					}
+					paced += requeue
+				}
+				if len(f.podActions()) == 0 {
+					t.Fatal("no member started within 10 passes")
+				}
+				// The floor of a new cluster is its pods starting: every
+				// pass before them is time added to it.
+				if paced >= f.c.cfg.MinPassInterval {
+					t.Errorf("the passes before the members asked to wait %v in all, want less than one pacing interval (%v)", paced, f.c.cfg.MinPassInterval)
+				}
+			},
+		},
+		{
+			name:    "a budget the informer does not show yet is made and followed at once; one the API has already is paced, so that a lagging informer cannot spin the loop",
+			cluster: newTestCluster(withPhase("")),
+			run: func(t *testing.T, f *fixture) {
+				lister := policylisters.NewPodDisruptionBudgetLister(newIndexer())
+				f.c.cfg.Budgets = func() policylisters.PodDisruptionBudgetLister { return lister }
+				requeue, err := f.c.pass(t.Context())
+				if err != nil || requeue != setupFollowUp {
+					t.Errorf("made: pass = %v, %v; want the next pass at once (%v)", requeue, err, setupFollowUp)
+				}
+				// The informer still shows no budget: the next pass finds
+				// the one it made.
+				requeue, err = f.c.pass(t.Context())
+				if err != nil || requeue != f.c.cfg.MinPassInterval {
+					t.Errorf("found: pass = %v, %v; want the next pass paced (%v)", requeue, err, f.c.cfg.MinPassInterval)
+				}
+				var made []string
+				for _, a := range f.kube.Actions() {
+					if a.GetResource().Resource == "poddisruptionbudgets" {
+						made = append(made, a.GetVerb())
+					}
+				}
+				expect(t, "budget calls", made, []string{"create", "create"})
 			},
 		},
 		{
