@@ -14,7 +14,7 @@ import (
 )
 
 // answers tells which member of which cluster answers each of the run's
-// connections, and logs when that changes. A client reaches its cluster
+// connections, and logs each new one and each run of errors. A client reaches its cluster
 // through one address (a Service), so which member is behind a connection
 // shows only in the answers' headers; a connection that goes on failing, or
 // answers for another cluster (a pod's address reused while a proxy still
@@ -105,6 +105,11 @@ func (a *answers) answered(ctx context.Context, conn string, cli *clientv3.Clien
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.cluster == 0 {
+		// The member list could not be read at the start: the first answer
+		// says which cluster the run is on.
+		a.cluster = h.ClusterId
+	}
 	text := fmt.Sprintf("answered by member %x", h.MemberId)
 	if name, ok := a.members[h.MemberId]; ok && h.ClusterId == a.cluster {
 		text = fmt.Sprintf("answered by member %s (%x)", name, h.MemberId)

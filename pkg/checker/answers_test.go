@@ -96,3 +96,18 @@ func TestAnswersLogWhereEachConnectionsRequestsWent(t *testing.T) {
 		})
 	}
 }
+
+func TestAnswersTakeTheFirstAnswersClusterWhenTheMemberListWasNotRead(t *testing.T) {
+	log, hook := test.NewNullLogger()
+	a := newAnswers(logrus.NewEntry(log))
+	a.answered(t.Context(), "client 0", nil, &etcdserverpb.ResponseHeader{ClusterId: 0xa, MemberId: 1})
+	a.answered(t.Context(), "client 1", nil, &etcdserverpb.ResponseHeader{ClusterId: 0xa, MemberId: 2})
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			t.Errorf("warned of the run's own cluster: %s", e.Message)
+		}
+	}
+	if len(hook.AllEntries()) != 2 {
+		t.Errorf("%d lines logged, want one per connection", len(hook.AllEntries()))
+	}
+}
