@@ -252,6 +252,11 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 		c.watchBudgets()
 	}
 	c.members.Start(ctx.Done())
+	defer c.members.Shutdown()
+	// Cluster goroutines start as the EtcdCluster informer delivers, which
+	// can be before its cache is seen synced: a stop then must end them too,
+	// so every way out of Run stops them and waits until they have exited.
+	defer c.stopClusters()
 	for typ, ok := range c.members.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("the %v informer cache did not sync: %w", typ, ctx.Err())
@@ -275,6 +280,15 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 		go c.recheckBudgets(ctx, rechecked)
 	}
 	<-ctx.Done()
+	c.stopClusters()
+	<-rechecked
+	return nil
+}
+
+// stopClusters stops every cluster goroutine and waits until each has
+// exited. It runs once Run's context has ended, after which sync starts no
+// goroutine (it checks the context under the same lock).
+func (c *Controller) stopClusters() {
 	c.mu.Lock()
 	for key, cl := range c.clusters {
 		c.stopLocked(key, cl)
@@ -285,9 +299,6 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 	for _, cl := range stopped {
 		<-cl.Done()
 	}
-	<-rechecked
-	c.members.Shutdown()
-	return nil
 }
 
 // mayManageBudgets asks the API server whether the operator may list, watch,
@@ -410,6 +421,10 @@ func (c *Controller) sync(obj interface{}) {
 	if known {
 		running.Update(cl)
 		c.metrics.changed.Inc()
+		return
+	}
+	if c.runCtx.Err() != nil {
+		// Run is stopping its clusters: one started now would outlive it.
 		return
 	}
 	c.reapLocked()

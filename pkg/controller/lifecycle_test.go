@@ -150,6 +150,20 @@ func TestRunWaitsForTheClusterGoroutines(t *testing.T) {
 	}
 }
 
+// A cluster the informer delivers once Run is stopping is not started: its
+// goroutine would outlive Run, which has stopped and waited for the others.
+func TestAClusterDeliveredWhileRunStopsIsNotStarted(t *testing.T) {
+	cl := runningCluster()
+	ctrl := testController(t, kubefake.NewSimpleClientset(), etcdfake.NewSimpleClientset(cl), &slowEtcd{entered: make(chan struct{}, 1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ctrl.runCtx = ctx
+	ctrl.sync(cl)
+	if n := len(ctrl.clusters); n != 0 {
+		t.Errorf("%d cluster goroutines started after Run's context ended", n)
+	}
+}
+
 var _ = metav1.Now
 
 // With the rights to manage PodDisruptionBudgets, every cluster of several
