@@ -68,6 +68,7 @@ func underLoadPod(t *testing.T, p framework.CheckerPod, fault func(ctx context.C
 		return
 	}
 	r, log, err := c.Wait(ctx, d+6*time.Minute)
+	keepCheckerLog(t, scenario, withoutArtifacts(log))
 	res := chaosResult{Result: r, Test: t.Name(), RecoverySeconds: recovery.Seconds(), Passed: err == nil && r.Passed()}
 	res.Scenario = scenario
 	writeChaosResult(t, res)
@@ -80,6 +81,20 @@ func underLoadPod(t *testing.T, p framework.CheckerPod, fault func(ctx context.C
 	}
 	if r.Acked == 0 {
 		t.Errorf("%s: no operation was acknowledged", scenario)
+	}
+}
+
+// keepCheckerLog keeps a checker run's whole log beside its result, passed
+// or not: a run that passed can still have met errors worth reading (which
+// member each connection reached, and what failed), and the test's output
+// has only a failed run's last lines.
+func keepCheckerLog(t *testing.T, scenario, log string) {
+	dir := f.ChaosResultsDir()
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		err = os.WriteFile(filepath.Join(dir, scenario+".log"), []byte(log), 0o644)
+		if err != nil {
+			t.Logf("keep the checker log: %v", err)
+		}
 	}
 }
 

@@ -38,6 +38,7 @@ func judged(t *testing.T, scenario string, c checkerRun, wait, recovery time.Dur
 	r, log, err := c.Wait(t.Context(), wait)
 	// The history the checker prints for its visualization is no reading.
 	log = withoutArtifacts(log)
+	keepCheckerLog(t, scenario, log)
 	passed := err == nil && r.Passed()
 	var boundErr error
 	if bound != nil && err == nil {
