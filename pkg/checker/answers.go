@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,14 +73,11 @@ func (a *answers) learn(ctx context.Context, cli *clientv3.Client) {
 }
 
 func (a *answers) names(ms []*etcdserverpb.Member) string {
-	s := ""
+	names := make([]string, len(ms))
 	for i, m := range ms {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s=%x", m.Name, m.ID)
+		names[i] = fmt.Sprintf("%s=%x", m.Name, m.ID)
 	}
-	return s
+	return strings.Join(names, ", ")
 }
 
 // unknownMember tells whether h comes from a member of the run's cluster
@@ -149,10 +147,7 @@ func (a *answers) recordAnswer(name, text string, level logrus.Level) {
 	c := a.conn(name)
 	recovered := c.failing != ""
 	a.endFailures(name, c)
-	switch {
-	case recovered:
-		a.logf(level, "connection %s: %s", name, text)
-	case !c.seen[text]:
+	if recovered || !c.seen[text] {
 		a.logf(level, "connection %s: %s", name, text)
 	}
 	c.seen[text] = true

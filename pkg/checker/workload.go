@@ -254,7 +254,7 @@ type worker struct {
 	// errs counts the errors of the workload's operations by message.
 	errs map[string]int
 	// answers is told which member answered each operation; lastErr is the
-	// newest error, which a read-back that never succeeds reports.
+	// newest error (noteErr), which a read-back that never succeeds reports.
 	answers *answers
 	lastErr error
 }
@@ -267,18 +267,19 @@ func (w *worker) conn() string {
 	return fmt.Sprintf("client %d", w.id)
 }
 
-// answered records the member behind an operation's answer, or its error.
-func (w *worker) answered(ctx context.Context, h *etcdserverpb.ResponseHeader, err error) {
-	if err != nil {
-		w.lastErr = err
-		return
-	}
+// answered records the member behind an operation's answer.
+func (w *worker) answered(ctx context.Context, h *etcdserverpb.ResponseHeader) {
 	w.answers.answered(ctx, w.conn(), w.cli, h)
 }
 
-// noteErr counts err by its message; the read-back's retries are not counted.
+// noteErr keeps err as the worker's last error and counts it by its message;
+// the read-back's retries are not counted.
 func (w *worker) noteErr(err error) {
-	if err == nil || w.id >= w.cfg.Clients {
+	if err == nil {
+		return
+	}
+	w.lastErr = err
+	if w.id >= w.cfg.Clients {
 		return
 	}
 	if w.errs == nil {
@@ -340,10 +341,9 @@ func (w *worker) get(run context.Context, key string) bool {
 	op.Return = w.now()
 	w.noteErr(err)
 	if err != nil {
-		w.answered(ctx, nil, err)
 		op.Result = Failed
 	} else {
-		w.answered(ctx, resp.Header, nil)
+		w.answered(ctx, resp.Header)
 		op.Result = OK
 		if len(resp.Kvs) > 0 {
 			op.Found, op.Value = true, string(resp.Kvs[0].Value)
@@ -374,10 +374,9 @@ func (w *worker) put(run context.Context, key, value string) {
 	w.noteErr(err)
 	op.Result = OK
 	if err != nil {
-		w.answered(ctx, nil, err)
 		op.Result = writeFailed(err)
 	} else {
-		w.answered(ctx, resp.Header, nil)
+		w.answered(ctx, resp.Header)
 		w.lastRead[key] = value
 	}
 	w.ops = append(w.ops, op)
@@ -395,10 +394,9 @@ func (w *worker) cas(run context.Context, key, expect, value string) {
 	w.noteErr(err)
 	switch {
 	case err != nil:
-		w.answered(ctx, nil, err)
 		op.Result = writeFailed(err)
 	default:
-		w.answered(ctx, resp.Header, nil)
+		w.answered(ctx, resp.Header)
 		op.Result, op.OK = OK, resp.Succeeded
 		if resp.Succeeded {
 			w.lastRead[key] = value
@@ -413,7 +411,6 @@ func (w *worker) append(run context.Context, key string) {
 	resp, err := w.cli.Put(ctx, key, "1")
 	w.noteErr(err)
 	if err != nil {
-		w.answered(ctx, nil, err)
 		if writeFailed(err) == Failed {
 			w.appendsFailed++
 		} else {
@@ -421,7 +418,7 @@ func (w *worker) append(run context.Context, key string) {
 		}
 		return
 	}
-	w.answered(ctx, resp.Header, nil)
+	w.answered(ctx, resp.Header)
 	w.appended = append(w.appended, key)
 	w.appendedRevs = append(w.appendedRevs, resp.Header.Revision)
 	if w.watch != nil {
@@ -455,11 +452,11 @@ func (w *worker) readBack(ctx context.Context, h *History) error {
 		octx, ocancel := w.opCtx(ctx)
 		defer ocancel()
 		resp, err := w.cli.Get(octx, w.appendPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		w.noteErr(err)
 		if err != nil {
-			w.answered(ctx, nil, err)
 			return false
 		}
-		w.answered(ctx, resp.Header, nil)
+		w.answered(ctx, resp.Header)
 		h.Present = h.Present[:0]
 		for _, kv := range resp.Kvs {
 			h.Present = append(h.Present, strings.Clone(string(kv.Key)))
