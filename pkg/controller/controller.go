@@ -255,7 +255,8 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 	defer c.members.Shutdown()
 	// Cluster goroutines start as the EtcdCluster informer delivers, which
 	// can be before its cache is seen synced: a stop then must end them too,
-	// so every way out of Run stops them and waits until they have exited.
+	// so every way out of Run stops them and waits until they have exited
+	// (before the informers are shut down).
 	defer c.stopClusters()
 	for typ, ok := range c.members.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -280,7 +281,6 @@ func (c *Controller) Run(ctx context.Context, synced func()) error {
 		go c.recheckBudgets(ctx, rechecked)
 	}
 	<-ctx.Done()
-	c.stopClusters()
 	<-rechecked
 	return nil
 }
