@@ -33,6 +33,8 @@ type answers struct {
 	// for, once each.
 	asked map[uint64]bool
 	conns map[string]*connection
+	// remotes name the address behind each client's answers and errors.
+	remotes *remotes
 }
 
 // connection is what one of the run's connections was answered: the members
@@ -46,8 +48,8 @@ type connection struct {
 	failSince time.Time
 }
 
-func newAnswers(log *logrus.Entry) *answers {
-	return &answers{log: log, members: map[uint64]string{}, asked: map[uint64]bool{}, conns: map[string]*connection{}}
+func newAnswers(log *logrus.Entry, rem *remotes) *answers {
+	return &answers{log: log, members: map[uint64]string{}, asked: map[uint64]bool{}, conns: map[string]*connection{}, remotes: rem}
 }
 
 // learn reads the cluster's members through cli, to name them in the log.
@@ -118,17 +120,26 @@ func (a *answers) answered(ctx context.Context, conn string, cli *clientv3.Clien
 		text += fmt.Sprintf(" of cluster %x, not the cluster the run began on (%x)", h.ClusterId, a.cluster)
 		level = logrus.WarnLevel
 	}
-	a.recordAnswer(conn, text, level)
+	a.recordAnswer(conn, text+a.at(cli), level)
 }
 
-// failed records an error on conn.
-func (a *answers) failed(conn string, err error) {
+// failed records an error on conn, made through cli.
+func (a *answers) failed(conn string, cli *clientv3.Client, err error) {
 	if err == nil || a == nil {
 		return
 	}
+	at := a.at(cli)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.recordFailure(conn, err.Error())
+	a.recordFailure(conn, at+": "+err.Error())
+}
+
+// at says where cli's last request went, when that is known.
+func (a *answers) at(cli *clientv3.Client) string {
+	if addr := a.remotes.of(cli); addr != "" {
+		return " at " + addr
+	}
+	return ""
 }
 
 // conn is the state of the connection named name; a.mu is held.
@@ -153,8 +164,9 @@ func (a *answers) recordAnswer(name, text string, level logrus.Level) {
 	c.seen[text] = true
 }
 
-// recordFailure logs an error on conn unless it is the error conn already
-// failed with, which is only counted; a.mu is held.
+// recordFailure logs an error on conn (text: where it was made, if known,
+// then ": " and what it says) unless it is the error conn already failed
+// with, which is only counted; a.mu is held.
 func (a *answers) recordFailure(name, text string) {
 	c := a.conn(name)
 	if c.failing == text {
@@ -163,7 +175,7 @@ func (a *answers) recordFailure(name, text string) {
 	}
 	a.endFailures(name, c)
 	c.failing, c.failSince = text, time.Now()
-	a.logf(logrus.InfoLevel, "connection %s: failed: %s", name, text)
+	a.logf(logrus.InfoLevel, "connection %s: failed%s", name, text)
 }
 
 // endFailures logs how often conn failed again the same way, if it did.

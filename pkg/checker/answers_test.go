@@ -63,11 +63,11 @@ func TestAnswersLogWhereEachConnectionsRequestsWent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log, hook := test.NewNullLogger()
-			a := newAnswers(logrus.NewEntry(log))
+			a := newAnswers(logrus.NewEntry(log), nil)
 			a.cluster, a.members = ours, map[uint64]string{1: "m1", 2: "m2"}
 			for _, s := range tc.steps {
 				if s.err != nil {
-					a.failed(s.conn, s.err)
+					a.failed(s.conn, nil, s.err)
 				} else {
 					a.answered(t.Context(), s.conn, nil, s.header)
 				}
@@ -99,7 +99,7 @@ func TestAnswersLogWhereEachConnectionsRequestsWent(t *testing.T) {
 
 func TestAnswersTakeTheFirstAnswersClusterWhenTheMemberListWasNotRead(t *testing.T) {
 	log, hook := test.NewNullLogger()
-	a := newAnswers(logrus.NewEntry(log))
+	a := newAnswers(logrus.NewEntry(log), nil)
 	a.answered(t.Context(), "client 0", nil, &etcdserverpb.ResponseHeader{ClusterId: 0xa, MemberId: 1})
 	a.answered(t.Context(), "client 1", nil, &etcdserverpb.ResponseHeader{ClusterId: 0xa, MemberId: 2})
 	for _, e := range hook.AllEntries() {

@@ -25,7 +25,7 @@ func TestAWatchFindsTheClusterBackWithinItsStallLimitAfterALongOutage(t *testing
 	t.Parallel()
 	c := startEtcd(t, 1)
 	cfg := Config{Endpoints: c.endpoints()}
-	watching, err := newClient(cfg)
+	watching, err := newClient(cfg, newRemotes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,12 +109,12 @@ func (w *watcher) run(ctx context.Context, cli *clientv3.Client, prefix string) 
 // same connection gets: the watch's error says nothing of where its requests
 // went. Both go through answers, which logs a run of the same outcome once.
 func (w *watcher) ended(ctx context.Context, cli *clientv3.Client, from int64, err error) {
-	w.answers.failed("watch", fmt.Errorf("the watch from revision %d ended: %w", from, err))
+	w.answers.failed("watch", cli, fmt.Errorf("the watch from revision %d ended: %w", from, err))
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	resp, rerr := cli.Get(rctx, "\x00", clientv3.WithSerializable(), clientv3.WithCountOnly())
 	if rerr != nil {
-		w.answers.failed("watch's connection, a serializable read", rerr)
+		w.answers.failed("watch's connection, a serializable read", cli, rerr)
 		return
 	}
 	w.answers.answered(ctx, "watch's connection, a serializable read", cli, resp.Header)

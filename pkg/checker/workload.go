@@ -116,8 +116,9 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	cfg.defaults()
 	// One connection per client, one for the read-back, one for the watch.
 	clients := make([]*clientv3.Client, cfg.Clients+2)
+	rem := newRemotes()
 	for i := range clients {
-		cli, err := newClient(cfg)
+		cli, err := newClient(cfg, rem)
 		if err != nil {
 			return nil, fmt.Errorf("etcd client for %v: %w", cfg.Endpoints, err)
 		}
@@ -127,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	if err := checkPrefixUnused(ctx, clients[cfg.Clients], cfg.Prefix, cfg.Settle); err != nil {
 		return nil, err
 	}
-	ans := newAnswers(cfg.Log)
+	ans := newAnswers(cfg.Log, rem)
 	ans.learn(ctx, clients[cfg.Clients])
 	defer ans.flush()
 	begin := time.Now()
@@ -272,13 +273,14 @@ func (w *worker) answered(ctx context.Context, h *etcdserverpb.ResponseHeader) {
 	w.answers.answered(ctx, w.conn(), w.cli, h)
 }
 
-// noteErr keeps err as the worker's last error and counts it by its message;
-// the read-back's retries are not counted.
+// noteErr keeps err as the worker's last error, logs where it was made and
+// counts it by its message; the read-back's retries are not counted.
 func (w *worker) noteErr(err error) {
 	if err == nil {
 		return
 	}
 	w.lastErr = err
+	w.answers.failed(w.conn(), w.cli, err)
 	if w.id >= w.cfg.Clients {
 		return
 	}
@@ -465,8 +467,9 @@ func (w *worker) readBack(ctx context.Context, h *History) error {
 	})
 }
 
-// newClient is one connection of the workload to cfg.Endpoints.
-func newClient(cfg Config) (*clientv3.Client, error) {
+// newClient is one connection of the workload to cfg.Endpoints, whose
+// requests' addresses rem records.
+func newClient(cfg Config, rem *remotes) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		TLS:         cfg.TLS,
@@ -477,7 +480,7 @@ func newClient(cfg Config) (*clientv3.Client, error) {
 		// --grpc-keepalive-min-time, below which it closes the connection.
 		DialKeepAliveTime:    6 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
-		DialOptions:          []grpc.DialOption{grpc.WithConnectParams(reconnectParams)},
+		DialOptions:          append(rem.dialOptions(), grpc.WithConnectParams(reconnectParams)),
 	})
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -333,3 +336,46 @@ func checkerPrefix(name string) string { return "/etcd-checker/" + name + "/" }
 // Appends is where the checker writes its unique keys: never overwritten, so
 // each one acknowledged must remain.
 func (c *Checker) Appends() string { return checkerPrefix(c.Name) + "a/" }
+
+// checkerAddress is how the checker's log names the address a connection
+// reached (pkg/checker): " at <ip>:<port>" after an answer or before an error.
+var checkerAddress = regexp.MustCompile(` at ([0-9a-fA-F.:\[\]]+):(\d+)\b`)
+
+// AddressesReached are the IP addresses the checker's log says its
+// connections reached, sorted, each once.
+func AddressesReached(checkerLog string) []string {
+	seen := map[string]bool{}
+	for _, m := range checkerAddress.FindAllStringSubmatch(checkerLog, -1) {
+		seen[strings.Trim(m[1], "[]")] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// PodsAt says which pods, in any namespace, hold each of addrs now: a
+// checker connection that met something other than its cluster's members
+// is told by the address, and the pod that holds it names the stranger.
+func (f *Framework) PodsAt(ctx context.Context, addrs []string) string {
+	if len(addrs) == 0 {
+		return ""
+	}
+	pods, err := f.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("pods at the addresses reached: list pods: %v\n", err)
+	}
+	holders := map[string][]string{}
+	for _, p := range pods.Items {
+		for _, ip := range p.Status.PodIPs {
+			holders[ip.IP] = append(holders[ip.IP], fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, p.Status.Phase))
+		}
+	}
+	var b strings.Builder
+	b.WriteString("pods at the addresses the connections reached, at the end of the run:\n")
+	for _, addr := range addrs {
+		held := strings.Join(holders[addr], ", ")
+		if held == "" {
+			held = "no pod now"
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", addr, held)
+	}
+	return b.String()
+}

@@ -65,3 +65,22 @@ func TestCheckerSavesTheVisualization(t *testing.T) {
 		t.Errorf("the result line does not name the visualization: %s", r)
 	}
 }
+
+func TestAddressesReached(t *testing.T) {
+	log := strings.Join([]string{
+		`level=info msg="connection client 0: answered by member m0 (a355b98adf988e7e) at 10.88.0.12:2379"`,
+		`level=info msg="connection client 1: failed at 10.88.0.40:2379: rpc error: code = Unimplemented desc = 404"`,
+		`level=info msg="connection client 2: answered by member m0 (a355b98adf988e7e) at 10.88.0.12:2379"`,
+		`level=info msg="connection watch: failed at [fd00::7]:2379: no leader"`,
+		`level=info msg="connection read-back: failed: context deadline exceeded"`,
+		`level=info msg="the run begins on cluster 16380c5a6a2b5e4f, members m0=a355b98adf988e7e"`,
+	}, "\n")
+	got := AddressesReached(log)
+	want := []string{"10.88.0.12", "10.88.0.40", "fd00::7"}
+	if !slices.Equal(got, want) {
+		t.Errorf("AddressesReached = %q, want %q", got, want)
+	}
+	if got := AddressesReached("workload done, reading back"); len(got) != 0 {
+		t.Errorf("a log naming no address gave %q", got)
+	}
+}
