@@ -87,10 +87,10 @@ func underLoadPod(t *testing.T, p framework.CheckerPod, fault func(ctx context.C
 // keepCheckerLog keeps a checker run's whole log beside its result, passed
 // or not: a run that passed can still have met errors worth reading (which
 // member each connection reached, and what failed), and the test's output
-// has only a failed run's last lines. The pods that hold the addresses the
-// connections reached are listed after it, to name any that was not a member.
+// has only a failed run's last lines. What holds the addresses the
+// connections reached (the client Service, pods) is listed after it.
 func keepCheckerLog(t *testing.T, scenario, log string) {
-	log += f.PodsAt(t.Context(), framework.AddressesReached(log))
+	log += f.WhatHolds(t.Context(), framework.AddressesReached(log))
 	dir := f.ChaosResultsDir()
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		err = os.WriteFile(filepath.Join(dir, scenario+".log"), []byte(log), 0o644)

@@ -351,29 +351,40 @@ func AddressesReached(checkerLog string) []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// PodsAt says which pods, in any namespace, hold each of addrs now: a
-// checker connection that met something other than its cluster's members
-// is told by the address, and the pod that holds it names the stranger.
-func (f *Framework) PodsAt(ctx context.Context, addrs []string) string {
+// WhatHolds says what holds each of addrs now, in any namespace: a Service
+// (its cluster IP: a client of a Service sees only that address, whichever
+// pod the proxy sent its connection to) or a pod (a client given members'
+// addresses). A checker connection that met something other than its
+// cluster's members is told by the address, and what holds it names it.
+func (f *Framework) WhatHolds(ctx context.Context, addrs []string) string {
 	if len(addrs) == 0 {
 		return ""
 	}
+	holders := map[string][]string{}
 	pods, err := f.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Sprintf("pods at the addresses reached: list pods: %v\n", err)
+		return fmt.Sprintf("what holds the addresses reached: list pods: %v\n", err)
 	}
-	holders := map[string][]string{}
 	for _, p := range pods.Items {
 		for _, ip := range p.Status.PodIPs {
-			holders[ip.IP] = append(holders[ip.IP], fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, p.Status.Phase))
+			holders[ip.IP] = append(holders[ip.IP], fmt.Sprintf("pod %s/%s (%s)", p.Namespace, p.Name, p.Status.Phase))
+		}
+	}
+	svcs, err := f.Kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("what holds the addresses reached: list services: %v\n", err)
+	}
+	for _, svc := range svcs.Items {
+		for _, ip := range svc.Spec.ClusterIPs {
+			holders[ip] = append(holders[ip], fmt.Sprintf("service %s/%s", svc.Namespace, svc.Name))
 		}
 	}
 	var b strings.Builder
-	b.WriteString("pods at the addresses the connections reached, at the end of the run:\n")
+	b.WriteString("what holds the addresses the connections reached, at the end of the run:\n")
 	for _, addr := range addrs {
 		held := strings.Join(holders[addr], ", ")
 		if held == "" {
-			held = "no pod now"
+			held = "nothing now"
 		}
 		fmt.Fprintf(&b, "  %s: %s\n", addr, held)
 	}
