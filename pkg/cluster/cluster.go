@@ -238,6 +238,9 @@ type Cluster struct {
 	// atRest tells whether the last pass found nothing to do: the loop then
 	// ticks less often.
 	atRest bool
+	// eventPace is the least time the last pass asks before the next one
+	// that a pod event or tick brings (eventPace).
+	eventPace time.Duration
 
 	// Records of the goroutine's own recent actions that no observation
 	// can tell (see expect.go).

@@ -144,6 +144,9 @@ func (c *Cluster) due(ctx context.Context, l *loopState) (stopped bool) {
 	}
 	now := c.now()
 	l.lastPass = now
+	if c.eventPace > 0 {
+		l.minInterval = c.eventPace
+	}
 	if err != nil {
 		l.busy(&c.cfg)
 		l.backoffUntil = now.Add(c.errBackoff.Next())

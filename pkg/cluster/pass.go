@@ -49,6 +49,7 @@ func (c *Cluster) pass(ctx context.Context) (time.Duration, error) {
 // records metrics; the snapshot is read, never changed.
 func (c *Cluster) finish(ctx context.Context, start time.Time, s *snapshot, observed []problem, a action, out outcome) (time.Duration, error) {
 	c.atRest = a.kind == actIdle && out.err == nil
+	c.eventPace = eventPace(s, c.cfg.MinPassInterval)
 	if c.atRest {
 		// A kept client costs more memory than the rest of an idle cluster
 		// (BenchmarkCachedClientMemory). It serves the passes of a cluster
@@ -171,4 +172,24 @@ func (c *Cluster) mayAct() error {
 		return err
 	}
 	return nil
+}
+
+// startingPace is the least time between passes while a new cluster's
+// members start. Each member's pod becoming Ready is what the status (and
+// the user waiting on it) waits for, and MinPassInterval would hold the
+// pass that sees the last one back by up to its whole length. A cluster
+// being born sees a handful of events per pod, its passes read the caches,
+// and a pod that fails and restarts is slowed by the kubelet's own backoff,
+// so the loop cannot spin.
+const startingPace = 50 * time.Millisecond
+
+// eventPace is the least time between the pass that observed s and the
+// next one a pod event or tick asks for: startingPace while the voting
+// members of a cluster never available yet are not all ready, paced
+// otherwise.
+func eventPace(s *snapshot, paced time.Duration) time.Duration {
+	if !s.everAvailable && s.quorum.voters > 0 && s.quorum.ready < s.quorum.voters {
+		return min(startingPace, paced)
+	}
+	return paced
 }

@@ -316,3 +316,56 @@ func TestAPanicOutsideAPassRestartsTheLoop(t *testing.T) {
 	default:
 	}
 }
+
+// TestANewClustersMembersBecomingReadyAreFollowedWithoutPacing starts a
+// cluster whose three members were made together and become Ready one after
+// the other: each Ready pod's event must bring a pass at once, so that the
+// status says 3 ready as soon as the pods are, however long the pacing
+// between other passes.
+func TestANewClustersMembersBecomingReadyAreFollowedWithoutPacing(t *testing.T) {
+	names := []string{"example-a", "example-b", "example-c"}
+	f := newFixture(t, newTestCluster(withSize(3), neverAvailable))
+	f.withMembers(names...)
+	for _, n := range names {
+		f.pod(n, notReady)
+	}
+	reg := prometheus.NewRegistry()
+	cfg := f.c.cfg
+	cfg.Metrics = NewMetrics(reg)
+	cfg.ReconcileInterval = time.Hour
+	cfg.MinPassInterval = time.Hour // only an unpaced pass can follow an event here
+	c := New(t.Context(), cfg, f.cl)
+	t.Cleanup(c.Stop)
+	waitFor(t, "the first pass", func() bool { return passCount(t, reg) == 1 })
+
+	for i, n := range names {
+		f.setReady(n, true)
+		c.Poke()
+		waitFor(t, fmt.Sprintf("the status to say %d ready", i+1), func() bool {
+			s := f.writtenStatus()
+			return s != nil && len(s.Members.Ready) == i+1
+		})
+	}
+}
+
+func TestEventPace(t *testing.T) {
+	const paced = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		mods []snapMod
+		want time.Duration
+	}{
+		{name: "a new cluster whose members start is followed at once", mods: mods(notYetAvailable, podIs(memberB, notReady), podIs(memberC, notReady)), want: startingPace},
+		{name: "a new cluster with one member left to be ready is followed at once", mods: mods(notYetAvailable, podIs(memberC, notReady)), want: startingPace},
+		{name: "a new cluster whose members are all ready is paced", mods: mods(notYetAvailable), want: paced},
+		{name: "a new cluster whose membership is not known yet is paced", mods: mods(notYetAvailable, noMembership, podIs(memberA, notReady)), want: paced},
+		{name: "a cluster that was available is paced while a member starts again", mods: mods(podIs(memberC, notReady)), want: paced},
+		{name: "a cluster at rest is paced", want: paced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := eventPace(testSnapshot(tc.mods...), paced); got != tc.want {
+				t.Errorf("eventPace = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
