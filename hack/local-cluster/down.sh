@@ -121,6 +121,7 @@ host_cleanup() {
 		ip link delete "$CNI_BRIDGE" && log "deleted bridge $CNI_BRIDGE"
 	fi
 	cleanup_iptables
+	remove_unrouted_ranges
 	# IP allocations and CNI results of the pods just removed.
 	rm -rf "${CNI_IPAM_DIR:?}"/* /var/lib/cni/results/"$CNI_NETWORK_NAME"-* 2>/dev/null || true
 }

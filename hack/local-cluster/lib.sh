@@ -301,6 +301,40 @@ source "$LC_DIR/nodes.sh"
 # the remote address against the peer certificate's names, refuse members on
 # other nodes). PREFIX runs iptables elsewhere (in_node, for a node's network
 # namespace).
+# The bridge the Service range is routed to (setup_unrouted_ranges). This
+# machine's kernel has no dummy device.
+UNROUTED_SERVICES_DEV=eol-services
+
+# setup_unrouted_ranges keeps a packet for a pod or Service address that
+# nothing serves on this host. Without it such a packet follows the host's
+# default route out of the machine, where this sandbox's egress proxy
+# answers HTTP/2 404 to any address: an etcd client whose connection landed
+# there keeps it (the proxy answers its keep-alives) and takes "404 (Not
+# Found)" for its cluster's answer, for minutes. A cluster's own network
+# drops such packets.
+#
+# Pod addresses no node routes (each node's range, and the host's on cni0,
+# is more specific) are unreachable. The Service range cannot be: the host's
+# own connections to a Service are routed before kube-proxy's DNAT turns the
+# Service address into a pod's, so an unreachable route would fail them. It
+# goes to a bridge with no port instead, where nothing answers: a connection
+# that reaches it fails as one to a dead machine does (no route to host, once
+# address resolution gives up). Only a packet kube-proxy neither translated
+# nor rejected (a Service between its rules) gets there.
+setup_unrouted_ranges() {
+	ip route replace unreachable "$CLUSTER_CIDR"
+	if ! ip link show "$UNROUTED_SERVICES_DEV" >/dev/null 2>&1; then
+		ip link add "$UNROUTED_SERVICES_DEV" type bridge
+	fi
+	ip link set "$UNROUTED_SERVICES_DEV" up
+	ip route replace "$SERVICE_CIDR" dev "$UNROUTED_SERVICES_DEV"
+}
+
+remove_unrouted_ranges() {
+	ip route del unreachable "$CLUSTER_CIDR" 2>/dev/null || true
+	ip link delete "$UNROUTED_SERVICES_DEV" 2>/dev/null || true
+}
+
 setup_pod_masquerade() {
 	local subnet=$1
 	shift

@@ -117,13 +117,10 @@ setup_nodes_bridge() {
 		ip addr add "$NODES_BRIDGE_IP/24" dev "$NODES_BRIDGE"
 	fi
 	ip link set "$NODES_BRIDGE" up
-	# Pod addresses no node routes (a node lost for good takes its range's
-	# route with it) are unreachable, as on a cluster's own network; without
-	# this they would follow the host's default route out of the machine, and
-	# whatever answers there (an egress proxy answers HTTP/2 404 to any
-	# address) would look like a member that answers wrongly. Each node's
-	# range, and the host's on cni0, is more specific.
-	ip route replace unreachable "$CLUSTER_CIDR"
+	# A node lost for good takes its range's route with it: its pods'
+	# addresses are then unreachable (setup_unrouted_ranges, made again in
+	# case this cluster was brought up before it).
+	setup_unrouted_ranges
 	# What the nodes send elsewhere (CoreDNS's upstream) leaves with the host's
 	# address; between nodes and to the host it keeps its own.
 	iptables -t nat -C POSTROUTING -s "$NODES_NET.0/24" ! -d "$NODES_NET.0/24" ! -o "$NODES_BRIDGE" \
@@ -359,7 +356,6 @@ remove_extra_nodes() {
 		remove_extra_node "${1:-}"
 	done
 	ip link delete "$NODES_BRIDGE" 2>/dev/null || true
-	ip route del unreachable "$CLUSTER_CIDR" 2>/dev/null || true
 	while iptables -t nat -D POSTROUTING -s "$NODES_NET.0/24" ! -d "$NODES_NET.0/24" ! -o "$NODES_BRIDGE" \
 		-m comment --comment "$NODES_RULE_COMMENT" -j MASQUERADE 2>/dev/null; do :; done
 	if [[ ${1:-} == forget ]]; then rm -f "$NODES_FILE"; fi

@@ -293,6 +293,7 @@ host_setup() {
 	setup_pki
 	write_configs
 	setup_pod_masquerade "$POD_SUBNET"
+	setup_unrouted_ranges
 }
 
 # ---------------------------------------------------------------------------
