@@ -360,83 +360,11 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, "original-adopted")
 	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
-	// Deleted before undeploy.sh puts this tree's CRDs back.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if _, err := f.Kubectl(ctx, "-n", opNS, "delete", "etcdclusters.etcd.database.coreos.com", name, "--ignore-not-found", "--wait=true"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	membersBefore, podsBefore := originalRunsACluster(t, ns, name, keys)
 
-	cl := &api.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS,
-			Annotations: map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}},
-		Spec: api.ClusterSpec{Size: 3, Version: originalEtcdVersion},
-	}
-	if _, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Create(ctx, cl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Running and Ready members of the original's cluster",
-		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.ClusterPods(ctx, opNS, name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = framework.WaitFor(ctx, time.Minute, 5*time.Second, "the original's status: Running, size 3, 3 ready",
-		func(ctx context.Context) (bool, string, error) {
-			st, err := originalClusterStatus(ctx, opNS, name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			fields := strings.Fields(st)
-			return len(fields) >= 2 && fields[0] == "Running" && fields[1] == "3" && strings.Count(st, name+"-") == 3, st, nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	putKeys(t, opNS, name, "/e2e/original/", keys)
-	membersBefore, err := f.MemberList(ctx, opNS, name, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(membersBefore) != 3 {
-		t.Fatalf("etcd lists %d members, want 3: %+v", len(membersBefore), membersBefore)
-	}
-	podsBefore, err := memberPodsNow(ctx, opNS, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for pod, facts := range podsBefore {
-		if facts.restartPolicy != corev1.RestartPolicyNever {
-			t.Fatalf("pod %s has restartPolicy %s: not the original's layout", pod, facts.restartPolicy)
-		}
-	}
-
-	// The original stops.
-	if _, err := f.Kubectl(ctx, "-n", ns, "scale", "deployment/etcd-operator", "--replicas=0"); err != nil {
-		t.Fatal(err)
-	}
-	err = framework.WaitFor(ctx, 2*time.Minute, 2*time.Second, "the original's operator pod gone",
-		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "name=etcd-operator"})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The shared operator takes the cluster over.
-	if _, err := f.Kubectl(ctx, "-n", opNS, "annotate", "etcdclusters.etcd.database.coreos.com", name, api.ScopeAnnotation+"-"); err != nil {
-		t.Fatal(err)
-	}
+	// The original stops; the shared operator takes the cluster over.
+	stopTheOriginal(t, ns)
+	handOver(t, name)
 	msg := waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "AdoptedFromTheOriginal", 3*time.Minute)
 	t.Logf("AdoptedFromTheOriginal: %s", msg)
 	for _, m := range membersBefore {
@@ -445,27 +373,18 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 		}
 	}
 
-	err = framework.WaitFor(ctx, 2*time.Minute, 5*time.Second, "the status filled by this operator: Running, 3 ready members, current version "+originalEtcdVersion,
-		func(ctx context.Context) (bool, string, error) {
-			got, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			st := got.Status
-			desc := fmt.Sprintf("phase %q, ready %v, current version %q, reason %q", st.Phase, st.Members.Ready, st.CurrentVersion, st.Reason)
+	waitStatus(t, name, "the status filled by this operator: Running, 3 ready members, current version "+originalEtcdVersion,
+		func(st api.ClusterStatus) bool {
 			if st.Phase != api.ClusterPhaseRunning || len(st.Members.Ready) != 3 || st.CurrentVersion != originalEtcdVersion {
-				return false, desc, nil
+				return false
 			}
 			for _, m := range membersBefore {
 				if !slices.Contains(st.Members.Ready, m.Name) {
-					return false, desc, nil
+					return false
 				}
 			}
-			return true, desc, nil
+			return true
 		})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	if n := countKeys(t, opNS, name, "/e2e/original/"); n != keys {
 		t.Errorf("the adopted cluster has %d of the %d keys written under the original", n, keys)
@@ -477,31 +396,7 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 
 	// A minute of the operator's passes over the adopted cluster changes
 	// nothing: same members, same pods, no restart.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		membersNow, err := f.MemberList(ctx, opNS, name, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !sameMemberIDs(membersBefore, membersNow) {
-			t.Fatalf("the membership changed: before %+v, now %+v", membersBefore, membersNow)
-		}
-		podsNow, err := memberPodsNow(ctx, opNS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !maps.Equal(podsBefore, podsNow) {
-			t.Fatalf("the member pods changed (UID, restart count, restart policy): before %+v, now %+v", podsBefore, podsNow)
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(10 * time.Second):
-		}
-	}
+	heldUnchanged(t, name, membersBefore, podsBefore, time.Minute)
 	if n := countKeys(t, opNS, name, "/e2e/adopted/"); n != keys {
 		t.Errorf("the adopted cluster has %d of the %d keys written after the adoption", n, keys)
 	}
@@ -573,4 +468,205 @@ func sameMemberIDs(a, b []framework.Member) bool {
 		return out
 	}
 	return slices.Equal(key(a), key(b))
+}
+
+// originalRunsACluster has the original, deployed cluster-wide from ns,
+// make a cluster of 3 called name in the shared namespace (scope
+// annotation: the shared operator leaves it alone), holding keys keys under
+// /e2e/original/; it returns etcd's members and the facts of their pods.
+func originalRunsACluster(t *testing.T, ns, name string, keys int) ([]framework.Member, map[string]memberPodFacts) {
+	t.Helper()
+	ctx := t.Context()
+	// Deleted before undeploy.sh puts this tree's CRDs back.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := f.Kubectl(ctx, "-n", opNS, "delete", "etcdclusters.etcd.database.coreos.com", name, "--ignore-not-found", "--wait=true"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	cl := &api.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS,
+			Annotations: map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}},
+		Spec: api.ClusterSpec{Size: 3, Version: originalEtcdVersion},
+	}
+	if _, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Create(ctx, cl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Running and Ready members of the original's cluster",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, opNS, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, time.Minute, 5*time.Second, "the original's status: Running, size 3, 3 ready",
+		func(ctx context.Context) (bool, string, error) {
+			st, err := originalClusterStatus(ctx, opNS, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			fields := strings.Fields(st)
+			return len(fields) >= 2 && fields[0] == "Running" && fields[1] == "3" && strings.Count(st, name+"-") == 3, st, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, opNS, name, "/e2e/original/", keys)
+	membersBefore, err := f.MemberList(ctx, opNS, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(membersBefore) != 3 {
+		t.Fatalf("etcd lists %d members, want 3: %+v", len(membersBefore), membersBefore)
+	}
+	podsBefore, err := memberPodsNow(ctx, opNS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pod, facts := range podsBefore {
+		if facts.restartPolicy != corev1.RestartPolicyNever {
+			t.Fatalf("pod %s has restartPolicy %s: not the original's layout", pod, facts.restartPolicy)
+		}
+	}
+	return membersBefore, podsBefore
+}
+
+// stopTheOriginal scales the original's Deployment in ns to 0 and waits
+// until its pod is gone.
+func stopTheOriginal(t *testing.T, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := f.Kubectl(ctx, "-n", ns, "scale", "deployment/etcd-operator", "--replicas=0"); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.WaitFor(ctx, 2*time.Minute, 2*time.Second, "the original's operator pod gone",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "name=etcd-operator"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// handOver gives the original's cluster name to the shared operator, as
+// starting this operator in the original's place does for a user.
+func handOver(t *testing.T, name string) {
+	t.Helper()
+	if _, err := f.Kubectl(t.Context(), "-n", opNS, "annotate", "etcdclusters.etcd.database.coreos.com", name, api.ScopeAnnotation+"-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldUnchanged checks, every 10 s for d, that etcd lists exactly members
+// and the cluster's pods are exactly pods (UIDs, restart counts, layout).
+func heldUnchanged(t *testing.T, name string, members []framework.Member, pods map[string]memberPodFacts, d time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	deadline := time.Now().Add(d)
+	for {
+		membersNow, err := f.MemberList(ctx, opNS, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameMemberIDs(members, membersNow) {
+			t.Fatalf("the membership changed: before %+v, now %+v", members, membersNow)
+		}
+		podsNow, err := memberPodsNow(ctx, opNS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(pods, podsNow) {
+			t.Fatalf("the member pods changed (UID, restart count, restart policy): before %+v, now %+v", pods, podsNow)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+// TestOriginalItselfPausedWithAMemberLostIsNeverDamaged: the original runs
+// a 3-member cluster; the user pauses it (spec.paused, which the original
+// honours too), the original stops, and one member's pod is deleted: a
+// cluster this operator must not touch. Handed over while paused, it is
+// left as it is for a minute (no pod made or deleted, etcd still lists the
+// three members) and the status says it is paused. Unpaused, it is adopted
+// with the lost member reported, not removed or replaced; asked to convert,
+// the conversion holds for the lost member and says so, and still nothing
+// changes: the user decides what becomes of that member.
+//
+// Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use.
+func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
+	const name, keys = "paused-original", 20
+	ctx := t.Context()
+	ns := newNamespace(t, "original-paused")
+	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
+	members, pods := originalRunsACluster(t, ns, name, keys)
+
+	if _, err := f.Kubectl(ctx, "-n", opNS, "patch", "etcdclusters.etcd.database.coreos.com", name, "--type=merge", "-p", `{"spec":{"paused":true}}`); err != nil {
+		t.Fatal(err)
+	}
+	stopTheOriginal(t, ns)
+	lost := slices.Sorted(maps.Keys(pods))[0]
+	if _, err := f.Kubectl(ctx, "-n", opNS, "delete", "pod", lost, "--wait=true"); err != nil {
+		t.Fatal(err)
+	}
+	delete(pods, lost)
+	t.Logf("member %s lost: its pod deleted while the original was stopped", lost)
+
+	handOver(t, name)
+	waitStatus(t, name, "the status of a paused cluster", func(st api.ClusterStatus) bool { return st.ControlPaused })
+	heldUnchanged(t, name, members, pods, time.Minute)
+
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"paused": false}); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "AdoptedFromTheOriginal", 3*time.Minute)
+	t.Logf("AdoptedFromTheOriginal: %s", msg)
+	waitStatus(t, name, "the lost member reported, not replaced", func(st api.ClusterStatus) bool {
+		return strings.Contains(st.Reason, "member "+lost+" has no pod; it is not replaced")
+	})
+	heldUnchanged(t, name, members, pods, 30*time.Second)
+	if n := countKeys(t, opNS, name, "/e2e/original/"); n != keys {
+		t.Errorf("the adopted cluster has %d of the %d keys written under the original", n, keys)
+	}
+
+	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, name, "the conversion held for the lost member", func(st api.ClusterStatus) bool {
+		return strings.Contains(st.Reason, "not converted") && strings.Contains(st.Reason, lost)
+	})
+	heldUnchanged(t, name, members, pods, 30*time.Second)
+}
+
+// waitStatus waits up to 2 minutes until the status of the shared
+// namespace's cluster name satisfies ok; what describes the wait.
+func waitStatus(t *testing.T, name, what string, ok func(api.ClusterStatus) bool) {
+	t.Helper()
+	err := framework.WaitFor(t.Context(), 2*time.Minute, 2*time.Second, what, func(ctx context.Context) (bool, string, error) {
+		got, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		st := got.Status
+		return ok(st), fmt.Sprintf("phase %q, paused %v, ready %v, unready %v, current version %q, reason %q",
+			st.Phase, st.ControlPaused, st.Members.Ready, st.Members.Unready, st.CurrentVersion, st.Reason), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
