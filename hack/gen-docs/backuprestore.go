@@ -31,7 +31,8 @@ Each command writes its section's data and this page. Earlier runs are in this p
 //	restore-data-path-<time>.json         hack/bench/restore
 //	restore-on-cluster-<time>.json        test/e2e TestMeasureRestore
 //	go-benchmarks-<time>.txt              `make bench-go`, go test's output: the
-//	                                      idle cluster's and the etcd releases' sections
+//	                                      idle cluster's, the etcd releases' and the
+//	                                      continuous archive's sections
 const (
 	backupsReport          = "backups"
 	restoreDataPathReport  = "restore-data-path"
@@ -378,8 +379,11 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 		if d, ok := etcdReleasesSection(run, goBench); ok {
 			out["etcd-releases"] = d
 		}
-		if out["go-benchmarks"] == nil && out["etcd-releases"] == nil {
-			return nil, fmt.Errorf("no benchmark of %s or %s in the Go benchmark output", goBenchmarksPackage, etcdReleasesPackage)
+		if d, ok := archiveBenchSection(run, goBench); ok {
+			out["archive"] = d
+		}
+		if out["go-benchmarks"] == nil && out["etcd-releases"] == nil && out["archive"] == nil {
+			return nil, fmt.Errorf("no benchmark of %s, %s or %s in the Go benchmark output", goBenchmarksPackage, etcdReleasesPackage, archivePackage)
 		}
 	}
 	return out, nil

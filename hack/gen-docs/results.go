@@ -58,6 +58,7 @@ var resultsPages = []resultsPage{
 		{"restore-on-cluster", "A whole restore on the local cluster", restoreOnClusterBody},
 		{"go-benchmarks", "Go benchmarks of an idle cluster", goBenchmarksBody},
 		{"etcd-releases", "etcd 3.6 and 3.7 side by side", etcdReleasesBody},
+		{"archive", "The continuous archive: lag, and the replay of an hour of changes", archiveBenchBody},
 	}},
 }
 

@@ -512,3 +512,51 @@ func TestGoBenchmarkOutputOfOnlyTheEtcdReleasesWritesOnlyTheirSection(t *testing
 		t.Errorf("sections written = %v, want etcd-releases alone", slices.Collect(maps.Keys(got)))
 	}
 }
+
+const archiveBenchOutput = `goos: linux
+goarch: amd64
+pkg: github.com/openetcd/etcd-operator/pkg/backup/archive
+cpu: AMD EPYC
+BenchmarkArchiveUnderSteadyWrites-2   	   20000	    180000 ns/op	         0.4000 last-write-stored-after-s	         0.8100 max-lag-s	       900.0 max-lag-revisions	         0.3300 mean-lag-s	      1.000 interval-s	      5200 writes/s
+BenchmarkReplayAnHourOfChanges-2   	       1	12100000000 ns/op	      3035 revisions/s	        11.86 seconds-per-hour	        10.00 writes/s-in-the-hour
+BenchmarkArchiveUnderSteadyWrites-2   	   20000	    190000 ns/op	         0.5000 last-write-stored-after-s	         0.9100 max-lag-s	       950.0 max-lag-revisions	         0.3500 mean-lag-s	      1.000 interval-s	      5000 writes/s
+BenchmarkReplayAnHourOfChanges-2   	       1	13200000000 ns/op	      2800 revisions/s	        12.90 seconds-per-hour	        10.00 writes/s-in-the-hour
+PASS
+ok  	github.com/openetcd/etcd-operator/pkg/backup/archive	71.117s
+`
+
+func TestTheArchiveSectionFromGoTestOutput(t *testing.T) {
+	d, ok := archiveBenchSection(runInfo{Date: "2026-11-29", Commit: "abc1234", Machine: "2 cores"}, archiveBenchOutput)
+	if !ok {
+		t.Fatal("no archive benchmark found in the output")
+	}
+	got, err := archiveBenchBody(marshalData(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "| benchmark | figure | range over the runs |\n|---|---|---|\n" +
+		"| `BenchmarkArchiveUnderSteadyWrites` | interval-s | 1.0 |\n" +
+		"| | last-write-stored-after-s | 0.40–0.50 |\n" +
+		"| | max-lag-revisions | 900–950 |\n" +
+		"| | max-lag-s | 0.81–0.91 |\n" +
+		"| | mean-lag-s | 0.33–0.35 |\n" +
+		"| | writes/s | 5000–5200 |\n" +
+		"| `BenchmarkReplayAnHourOfChanges` | revisions/s | 2800–3035 |\n" +
+		"| | seconds-per-hour | 12–13 |\n" +
+		"| | writes/s-in-the-hour | 10 |\n"
+	if !strings.HasPrefix(got, "Last run: 2026-11-29, commit abc1234, 2 cores; `make bench-go` (`pkg/backup/archive/bench_test.go`, the range of two runs;") {
+		t.Errorf("provenance line:\n%s", got)
+	}
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("got\n%s\nwant the table\n%s", got, want)
+	}
+	dir, data := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "go-benchmarks-20261129-120000.txt"), archiveBenchOutput)
+	sections, err := backupRestoreSections(dir, "", runInfo{Machine: "2 cores"}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sections["archive"]; !ok || len(sections) != 1 {
+		t.Errorf("sections written = %v, want archive alone", slices.Collect(maps.Keys(sections)))
+	}
+}
