@@ -132,6 +132,11 @@ func significant(v float64, digits int) string {
 	decimals := 0
 	if v > 0 {
 		decimals = max(0, digits-1-int(math.Floor(math.Log10(v))))
+		// A rounding that carries into a new digit (0.9966 to "1.00") is
+		// counted from the rounded value: "1.0".
+		if r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', decimals, 64), 64); err == nil && r > 0 {
+			decimals = max(0, digits-1-int(math.Floor(math.Log10(r))))
+		}
 	}
 	return strconv.FormatFloat(v, 'f', decimals, 64)
 }

@@ -560,3 +560,21 @@ func TestTheArchiveSectionFromGoTestOutput(t *testing.T) {
 		t.Errorf("sections written = %v, want archive alone", slices.Collect(maps.Keys(sections)))
 	}
 }
+
+func TestSignificantDigitsOfAValueARoundingCarries(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{0.9966, "1.0"},
+		{0.9949, "0.99"},
+		{9.96, "10"},
+		{1.004, "1.0"},
+		{0.452, "0.45"},
+		{2965, "2965"},
+	} {
+		if got := significant(tc.v, 2); got != tc.want {
+			t.Errorf("significant(%v, 2) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
