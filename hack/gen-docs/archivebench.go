@@ -68,14 +68,8 @@ func archiveBenchBody(raw []byte) (string, error) {
 		return "", err
 	}
 	rows := [][]string{{"benchmark", "figure", "range over the runs"}}
-	last := ""
-	for _, f := range d.Rows {
-		name := ""
-		if f.Benchmark != last {
-			name = "`" + f.Benchmark + "`"
-			last = f.Benchmark
-		}
-		rows = append(rows, []string{name, f.Figure, strings.TrimSpace(f.Value)})
+	for i, f := range d.Rows {
+		rows = append(rows, []string{benchmarkCell(d.Rows, i, func(f archiveBenchFigure) string { return f.Benchmark }), f.Figure, strings.TrimSpace(f.Value)})
 	}
 	return d.provenance() + "\n" + archiveBenchAbout + "\n\n" + mdTable(rows), nil
 }

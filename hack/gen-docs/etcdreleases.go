@@ -135,14 +135,17 @@ func etcdReleasesBody(raw []byte) (string, error) {
 		header = append(header, "etcd "+v)
 	}
 	rows := [][]string{header}
-	last := ""
-	for _, f := range d.Rows {
-		name := ""
-		if f.Benchmark != last {
-			name = "`" + f.Benchmark + "`"
-			last = f.Benchmark
-		}
-		rows = append(rows, append([]string{name, f.Figure}, f.Values...))
+	for i, f := range d.Rows {
+		rows = append(rows, append([]string{benchmarkCell(d.Rows, i, func(f etcdReleasesFigure) string { return f.Benchmark }), f.Figure}, f.Values...))
 	}
 	return d.provenance() + "\n" + etcdReleasesAbout + "\n\n" + mdTable(rows), nil
+}
+
+// benchmarkCell is the benchmark column of row i of a table of figures,
+// several rows per benchmark: its name on its first row only.
+func benchmarkCell[R any](rows []R, i int, benchmark func(R) string) string {
+	if i > 0 && benchmark(rows[i-1]) == benchmark(rows[i]) {
+		return ""
+	}
+	return "`" + benchmark(rows[i]) + "`"
 }
