@@ -9,11 +9,13 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// remotes are the addresses the run's connections last reached. A client of
-// a Service dials one name; the pod behind the connection shows in an
-// answer's header only when a member of the cluster answers. When something
-// else answers (an HTTP server saying 404, an address that hangs), the
-// address it was reached at is the only thing that can name it.
+// remotes are the addresses the run's connections last reached. The member
+// behind a connection shows in an answer's header only when a member of the
+// cluster answers; when something else answers (an HTTP server saying 404,
+// an address that hangs), the address is all there is to name it. For a
+// client given members' addresses that is the member's; for a client of a
+// Service it is the Service's, since the proxy's choice of pod is invisible
+// to the client: it then tells a Service's connection from a member's.
 type remotes struct {
 	mu   sync.Mutex
 	last map[*grpc.ClientConn]string
