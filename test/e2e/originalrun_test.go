@@ -360,7 +360,7 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, "original-adopted")
 	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
-	membersBefore, podsBefore := originalRunsACluster(t, ns, name, keys)
+	membersBefore, podsBefore := originalRunsACluster(t, ns, name, keys, nil)
 
 	// The original stops; the shared operator takes the cluster over.
 	stopTheOriginal(t, ns)
@@ -396,7 +396,7 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 
 	// A minute of the operator's passes over the adopted cluster changes
 	// nothing: same members, same pods, no restart.
-	heldUnchanged(t, name, membersBefore, podsBefore, time.Minute)
+	heldUnchanged(t, name, false, membersBefore, podsBefore, time.Minute)
 	if n := countKeys(t, opNS, name, "/e2e/adopted/"); n != keys {
 		t.Errorf("the adopted cluster has %d of the %d keys written after the adoption", n, keys)
 	}
@@ -415,25 +415,7 @@ func TestOriginalItselfRunsAClusterThisOperatorAdopts(t *testing.T) {
 		if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		err := framework.WaitFor(ctx, 10*time.Minute, 5*time.Second, "3 Ready members, none of the original's layout",
-			func(ctx context.Context) (bool, string, error) {
-				pods, err := f.ClusterPods(ctx, opNS, name)
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				desc := framework.DescribePods(pods)
-				for _, p := range pods {
-					if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
-						return false, desc, nil
-					}
-				}
-				return len(pods) == 3 && len(framework.ReadyPods(pods)) == 3, desc, nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("converted in %.1fs", time.Since(start).Seconds())
+		waitConverted(ctx, t, name)
 	})
 	membersAfter, err := f.MemberList(ctx, opNS, name, false)
 	if err != nil {
@@ -474,7 +456,8 @@ func sameMemberIDs(a, b []framework.Member) bool {
 // make a cluster of 3 called name in the shared namespace (scope
 // annotation: the shared operator leaves it alone), holding keys keys under
 // /e2e/original/; it returns etcd's members and the facts of their pods.
-func originalRunsACluster(t *testing.T, ns, name string, keys int) ([]framework.Member, map[string]memberPodFacts) {
+// With tls, the cluster is the original's static TLS of those secrets.
+func originalRunsACluster(t *testing.T, ns, name string, keys int, tls *tlsSecretNames) ([]framework.Member, map[string]memberPodFacts) {
 	t.Helper()
 	ctx := t.Context()
 	// Deleted before undeploy.sh puts this tree's CRDs back.
@@ -489,6 +472,12 @@ func originalRunsACluster(t *testing.T, ns, name string, keys int) ([]framework.
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS,
 			Annotations: map[string]string{api.ScopeAnnotation: api.ScopeClusterWide}},
 		Spec: api.ClusterSpec{Size: 3, Version: originalEtcdVersion},
+	}
+	if tls != nil {
+		cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
+			Member:         &api.MemberSecret{PeerSecret: tls.peer, ServerSecret: tls.server},
+			OperatorSecret: tls.client,
+		}}
 	}
 	if _, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Create(ctx, cl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -516,8 +505,8 @@ func originalRunsACluster(t *testing.T, ns, name string, keys int) ([]framework.
 	if err != nil {
 		t.Fatal(err)
 	}
-	putKeys(t, opNS, name, "/e2e/original/", keys)
-	membersBefore, err := f.MemberList(ctx, opNS, name, false)
+	putKeysOver(t, opNS, name, tls != nil, "/e2e/original/", keys)
+	membersBefore, err := f.MemberList(ctx, opNS, name, tls != nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,13 +556,14 @@ func handOver(t *testing.T, name string) {
 }
 
 // heldUnchanged checks, every 10 s for d, that etcd lists exactly members
-// and the cluster's pods are exactly pods (UIDs, restart counts, layout).
-func heldUnchanged(t *testing.T, name string, members []framework.Member, pods map[string]memberPodFacts, d time.Duration) {
+// (asked over TLS when secure) and the cluster's pods are exactly pods
+// (UIDs, restart counts, layout).
+func heldUnchanged(t *testing.T, name string, secure bool, members []framework.Member, pods map[string]memberPodFacts, d time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	deadline := time.Now().Add(d)
 	for {
-		membersNow, err := f.MemberList(ctx, opNS, name, false)
+		membersNow, err := f.MemberList(ctx, opNS, name, secure)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,7 +604,7 @@ func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, "original-paused")
 	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
-	members, pods := originalRunsACluster(t, ns, name, keys)
+	members, pods := originalRunsACluster(t, ns, name, keys, nil)
 
 	if _, err := f.Kubectl(ctx, "-n", opNS, "patch", "etcdclusters.etcd.database.coreos.com", name, "--type=merge", "-p", `{"spec":{"paused":true}}`); err != nil {
 		t.Fatal(err)
@@ -629,7 +619,7 @@ func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
 
 	handOver(t, name)
 	waitStatus(t, name, "the status of a paused cluster", func(st api.ClusterStatus) bool { return st.ControlPaused })
-	heldUnchanged(t, name, members, pods, time.Minute)
+	heldUnchanged(t, name, false, members, pods, time.Minute)
 
 	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"paused": false}); err != nil {
 		t.Fatal(err)
@@ -639,7 +629,7 @@ func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
 	waitStatus(t, name, "the lost member reported, not replaced", func(st api.ClusterStatus) bool {
 		return strings.Contains(st.Reason, "member "+lost+" has no pod; it is not replaced")
 	})
-	heldUnchanged(t, name, members, pods, 30*time.Second)
+	heldUnchanged(t, name, false, members, pods, 30*time.Second)
 	if n := countKeys(t, opNS, name, "/e2e/original/"); n != keys {
 		t.Errorf("the adopted cluster has %d of the %d keys written under the original", n, keys)
 	}
@@ -650,7 +640,7 @@ func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
 	waitStatus(t, name, "the conversion held for the lost member", func(st api.ClusterStatus) bool {
 		return strings.Contains(st.Reason, "not converted") && strings.Contains(st.Reason, lost)
 	})
-	heldUnchanged(t, name, members, pods, 30*time.Second)
+	heldUnchanged(t, name, false, members, pods, 30*time.Second)
 }
 
 // waitStatus waits up to 2 minutes until the status of the shared
@@ -669,4 +659,73 @@ func waitStatus(t *testing.T, name, what string, ok func(api.ClusterStatus) bool
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestOriginalItselfRunsATLSClusterThisOperatorAdopts is the adoption of a
+// cluster the original runs with its static TLS (peer, server and operator
+// secrets, as its docs make them): handed over, its members are adopted as
+// they run, over TLS (same member IDs, same pods, no restart, for a minute),
+// and then converted one at a time under the checker, which talks https with
+// the operator's client certificate: linearizable, no acknowledged write
+// lost, every key kept, and no pod of the original's layout left.
+//
+// Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use.
+func TestOriginalItselfRunsATLSClusterThisOperatorAdopts(t *testing.T) {
+	const name, keys = "tls-original", 50
+	ns := newNamespace(t, "original-tls")
+	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
+	secrets := createTLSSecrets(t, opNS, name)
+	members, pods := originalRunsACluster(t, ns, name, keys, &secrets)
+	for _, m := range members {
+		for _, u := range append(slices.Clone(m.PeerURLs), m.ClientURLs...) {
+			if !strings.HasPrefix(u, "https://") {
+				t.Fatalf("member %s has URL %s: the original's cluster is not TLS", m.Name, u)
+			}
+		}
+	}
+
+	stopTheOriginal(t, ns)
+	handOver(t, name)
+	msg := waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "AdoptedFromTheOriginal", 3*time.Minute)
+	t.Logf("AdoptedFromTheOriginal: %s", msg)
+	waitStatus(t, name, "the status filled by this operator: Running, 3 ready members", func(st api.ClusterStatus) bool {
+		return st.Phase == api.ClusterPhaseRunning && len(st.Members.Ready) == 3
+	})
+	heldUnchanged(t, name, true, members, pods, time.Minute)
+
+	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "original-tls-converted", Duration: 3 * time.Minute, TLSSecret: secrets.client},
+		func(ctx context.Context) {
+			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
+				t.Fatal(err)
+			}
+			waitConverted(ctx, t, name)
+		})
+	if n := countKeysOver(t, opNS, name, true, "/e2e/original/"); n != keys {
+		t.Errorf("the converted cluster has %d of the %d keys written under the original", n, keys)
+	}
+}
+
+// waitConverted waits until the cluster name has 3 Ready members and no pod
+// of the original's layout, and logs how long that took.
+func waitConverted(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	start := time.Now()
+	err := framework.WaitFor(ctx, 10*time.Minute, 5*time.Second, "3 Ready members, none of the original's layout",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, opNS, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			desc := framework.DescribePods(pods)
+			for _, p := range pods {
+				if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+					return false, desc, nil
+				}
+			}
+			return len(pods) == 3 && len(framework.ReadyPods(pods)) == 3, desc, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("converted in %.1fs", time.Since(start).Seconds())
 }

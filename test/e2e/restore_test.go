@@ -265,6 +265,18 @@ func deployExampleOperator(t *testing.T, ns, file string, sed ...string) {
 // keys instead of per key).
 func putKeys(t *testing.T, ns, cluster, prefix string, n int) {
 	t.Helper()
+	putKeysOver(t, ns, cluster, false, prefix, n)
+}
+
+// putKeysOver is putKeys over TLS when secure (the member's server
+// certificate as client certificate, as framework.Etcdctl does).
+func putKeysOver(t *testing.T, ns, cluster string, secure bool, prefix string, n int) {
+	t.Helper()
+	args := []string{"exec", "-i", "-n", ns, "", "-c", "etcd", "--", framework.EtcdctlPath, "--endpoints=" + framework.ClientURL(cluster, secure)}
+	if secure {
+		args = append(args, framework.MemberTLSArgs...)
+	}
+	args = append(args, "txn")
 	for first := 0; first < n; first += putsPerTxn {
 		var txn strings.Builder
 		txn.WriteString("\n") // no compares
@@ -282,8 +294,9 @@ func putKeys(t *testing.T, ns, cluster, prefix string, n int) {
 				if len(ready) == 0 {
 					return false, framework.DescribePods(pods), nil
 				}
-				out, err := f.KubectlStdin(ctx, txn.String(), "exec", "-i", "-n", ns, ready[0].Name, "-c", "etcd", "--",
-					framework.EtcdctlPath, "--endpoints="+framework.ClientURL(cluster, false), "txn")
+				exec := slices.Clone(args)
+				exec[4] = ready[0].Name
+				out, err := f.KubectlStdin(ctx, txn.String(), exec...)
 				if err != nil {
 					return false, err.Error(), nil
 				}
@@ -301,12 +314,18 @@ var countRE = regexp.MustCompile(`"Count" : (\d+)`)
 // countKeys counts the keys under prefix with a linearizable read.
 func countKeys(t *testing.T, ns, cluster, prefix string) int {
 	t.Helper()
+	return countKeysOver(t, ns, cluster, false, prefix)
+}
+
+// countKeysOver is countKeys over TLS when secure.
+func countKeysOver(t *testing.T, ns, cluster string, secure bool, prefix string) int {
+	t.Helper()
 	var n int
 	err := framework.WaitFor(t.Context(), dataTimeout, time.Second, "the number of keys under "+prefix,
 		func(ctx context.Context) (bool, string, error) {
 			// --limit=1 rather than --count-only, which etcdctl 3.4 (the
 			// original's clusters) lacks: the header's Count is the total.
-			out, err := f.Etcdctl(ctx, ns, cluster, false, "get", prefix, "--prefix", "--limit=1", "-w", "fields")
+			out, err := f.Etcdctl(ctx, ns, cluster, secure, "get", prefix, "--prefix", "--limit=1", "-w", "fields")
 			if err != nil {
 				return false, err.Error(), nil
 			}
