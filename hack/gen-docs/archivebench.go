@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // archivePackage is the package whose benchmarks measure the continuous
@@ -47,7 +46,7 @@ func archiveBenchSection(run runInfo, out string) (d archiveBenchData, ok bool) 
 		var figures []string
 		for unit, vs := range r.metrics {
 			runs = max(runs, len(vs))
-			if unit != "ns/op" && unit != "B/op" && unit != "allocs/op" {
+			if ownFigure(unit) {
 				figures = append(figures, unit)
 			}
 		}
@@ -69,7 +68,7 @@ func archiveBenchBody(raw []byte) (string, error) {
 	}
 	rows := [][]string{{"benchmark", "figure", "range over the runs"}}
 	for i, f := range d.Rows {
-		rows = append(rows, []string{benchmarkCell(d.Rows, i, func(f archiveBenchFigure) string { return f.Benchmark }), f.Figure, strings.TrimSpace(f.Value)})
+		rows = append(rows, []string{benchmarkCell(d.Rows, i, func(f archiveBenchFigure) string { return f.Benchmark }), f.Figure, f.Value})
 	}
 	return d.provenance() + "\n" + archiveBenchAbout + "\n\n" + mdTable(rows), nil
 }

@@ -78,7 +78,7 @@ func etcdReleasesSection(run runInfo, out string) (d etcdReleasesData, ok bool) 
 		var figures []string
 		for _, v := range d.Versions {
 			for unit := range byKey[key{benchmark, v}].metrics {
-				if unit != "ns/op" && unit != "B/op" && unit != "allocs/op" && !slices.Contains(figures, unit) {
+				if ownFigure(unit) && !slices.Contains(figures, unit) {
 					figures = append(figures, unit)
 				}
 			}
@@ -96,6 +96,12 @@ func etcdReleasesSection(run runInfo, out string) (d etcdReleasesData, ok bool) 
 	d.Run = fmt.Sprintf("`make bench-go` (`pkg/util/etcdutil/releases_bench_test.go`, the range of %s runs; "+
 		"real etcd processes of each release on loopback, so the figures are as noisy as the machine)", count(runs))
 	return d, true
+}
+
+// ownFigure tells a figure a benchmark reported itself (b.ReportMetric)
+// from those go test reports of every benchmark.
+func ownFigure(unit string) bool {
+	return unit != "ns/op" && unit != "B/op" && unit != "allocs/op"
 }
 
 // splitRelease takes the release out of a benchmark's name:

@@ -272,11 +272,11 @@ func putKeys(t *testing.T, ns, cluster, prefix string, n int) {
 // certificate as client certificate, as framework.Etcdctl does).
 func putKeysOver(t *testing.T, ns, cluster string, secure bool, prefix string, n int) {
 	t.Helper()
-	args := []string{"exec", "-i", "-n", ns, "", "-c", "etcd", "--", framework.EtcdctlPath, "--endpoints=" + framework.ClientURL(cluster, secure)}
+	etcdctl := []string{framework.EtcdctlPath, "--endpoints=" + framework.ClientURL(cluster, secure)}
 	if secure {
-		args = append(args, framework.MemberTLSArgs...)
+		etcdctl = append(etcdctl, framework.MemberTLSArgs...)
 	}
-	args = append(args, "txn")
+	etcdctl = append(etcdctl, "txn")
 	for first := 0; first < n; first += putsPerTxn {
 		var txn strings.Builder
 		txn.WriteString("\n") // no compares
@@ -294,9 +294,7 @@ func putKeysOver(t *testing.T, ns, cluster string, secure bool, prefix string, n
 				if len(ready) == 0 {
 					return false, framework.DescribePods(pods), nil
 				}
-				exec := slices.Clone(args)
-				exec[4] = ready[0].Name
-				out, err := f.KubectlStdin(ctx, txn.String(), exec...)
+				out, err := f.KubectlStdin(ctx, txn.String(), append([]string{"exec", "-i", "-n", ns, ready[0].Name, "-c", "etcd", "--"}, etcdctl...)...)
 				if err != nil {
 					return false, err.Error(), nil
 				}
