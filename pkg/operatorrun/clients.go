@@ -3,6 +3,7 @@ package operatorrun
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	versioned "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned"
 	etcdscheme "github.com/openetcd/etcd-operator/pkg/generated/clientset/versioned/scheme"
@@ -83,10 +84,49 @@ func EventScheme() *runtime.Scheme {
 // NewEventRecorder returns a recorder whose events name the operator as their source,
 // and a function that stops the broadcaster.
 func NewEventRecorder(kube kubernetes.Interface, component, host string, log *logrus.Entry) (record.EventRecorder, func()) {
-	b := record.NewBroadcaster()
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(eventCorrelation()))
 	b.StartEventWatcher(func(e *corev1.Event) {
 		log.WithField("object", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name).Debugf("event %s: %s", e.Reason, e.Message)
 	})
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	return b.NewRecorder(EventScheme(), corev1.EventSource{Component: component, Host: host}), b.Shutdown
+}
+
+// A cluster's events tell the steps of its changes, one per pass: a CA
+// rotation or a rolling upgrade of five members tells dozens within minutes,
+// and a long-lived cluster hundreds over its life. client-go's defaults
+// (25 events about one object, then one every five minutes; a reason's
+// messages merged into one event after ten) would hide the last steps of such
+// a change from kubectl describe, where users follow it. So the bound is kept
+// per reason, so that one kind of news never silences another, and is wide
+// enough for the longest change; a reason told without end is still held to
+// it.
+const (
+	// EventBurstPerReason events of one reason about one object reach the
+	// API at once; past them, one every EventRefillSecondsPerReason.
+	EventBurstPerReason         = 60
+	EventRefillSecondsPerReason = 30
+	// EventsMergedAfter different messages of one reason within ten minutes,
+	// the next are merged into one event that shows the latest.
+	EventsMergedAfter = 60
+)
+
+func eventCorrelation() record.CorrelatorOptions {
+	return record.CorrelatorOptions{
+		BurstSize:   EventBurstPerReason,
+		QPS:         1. / EventRefillSecondsPerReason,
+		MaxEvents:   EventsMergedAfter,
+		SpamKeyFunc: eventSpamKeyByReason,
+	}
+}
+
+// eventSpamKeyByReason is client-go's key (source, object, type) with the
+// reason added.
+func eventSpamKeyByReason(e *corev1.Event) string {
+	return strings.Join([]string{
+		e.Source.Component, e.Source.Host,
+		e.InvolvedObject.Kind, e.InvolvedObject.Namespace, e.InvolvedObject.Name,
+		string(e.InvolvedObject.UID), e.InvolvedObject.APIVersion,
+		e.Type, e.Reason,
+	}, "/")
 }
