@@ -17,19 +17,22 @@
 # the latest run, with its date, commit and machine; commit them to publish the figures.
 # Environment: CHAOS_ONLY=matrix|tenant runs one part (the matrix is ^TestChaos and
 # ^TestNodes; tenant is ^TestTenantControlPlane, on one node) and rewrites only its
-# section of the page, the other keeping its last run; E2E_CHAOS_MINUTES (the
+# section of the page, the other keeping its last run; CHAOS_ONLY=nodes runs the
+# matrix's ^TestNodes scenarios alone, on three nodes, and replaces only their rows
+# (gen-docs chaos -merge: the line above the table names them and their run); E2E_CHAOS_MINUTES (the
 # -chaos-level 1 scenario, default 3), and whatever hack/e2e.sh reads (E2E_PARALLEL,
 # E2E_SKIP_BUILD, ...).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-matrix=1 tenant=1
+matrix=1 tenant=1 onenode=1 merge=()
 case ${CHAOS_ONLY:-} in
 '') ;;
 matrix) tenant=0 ;;
 tenant) matrix=0 ;;
+nodes) tenant=0 onenode=0 merge=(-merge -machine "three local nodes in zones a, b, c on this machine") ;;
 *)
-	echo "[chaos] CHAOS_ONLY=${CHAOS_ONLY}: want matrix or tenant" >&2
+	echo "[chaos] CHAOS_ONLY=${CHAOS_ONLY}: want matrix, tenant or nodes" >&2
 	exit 2
 	;;
 esac
@@ -37,23 +40,26 @@ run='^(TestChaos|TestTenantControlPlane)'
 ((tenant)) || run='^TestChaos'
 ((matrix)) || run='^TestTenantControlPlane'
 
-# The matrix's first part is written for one node: a scenario that restarts or
-# stops the host's node must find every member of its clusters there.
-bash hack/local-cluster/one-node.sh chaos "sudo make chaos"
-
 OUT=_output/chaos
 rm -rf "$OUT/scenarios"
 mkdir -p "$OUT/scenarios"
 start=$SECONDS
 rc=0
-# The tenant scenarios write theirs to $E2E_CHAOS_RESULTS/tenant (test/e2e's
-# writeTenantResult).
-E2E_CHAOS=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
-	bash hack/e2e.sh -run "$run" "$@" || rc=$?
+if ((onenode)); then
+	# The matrix's first part is written for one node: a scenario that restarts or
+	# stops the host's node must find every member of its clusters there.
+	bash hack/local-cluster/one-node.sh chaos "sudo make chaos"
+	# The tenant scenarios write theirs to $E2E_CHAOS_RESULTS/tenant (test/e2e's
+	# writeTenantResult).
+	E2E_CHAOS=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
+		bash hack/e2e.sh -run "$run" "$@" || rc=$?
+fi
 # Then the node events, on two more nodes (up.sh NODES=3), the long ones included.
 if ((matrix)); then
+	skip=(E2E_SKIP_BUILD=1)
+	((onenode)) || skip=()
 	if NODES=3 bash hack/local-cluster/up.sh; then
-		E2E_CHAOS=1 E2E_SKIP_BUILD=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
+		env "${skip[@]}" E2E_CHAOS=1 E2E_CHAOS_RESULTS=$PWD/$OUT/scenarios E2E_TIMEOUT=${E2E_TIMEOUT:-60m} \
 			bash hack/e2e.sh -run '^TestNodes' "$@" || rc=$?
 	else
 		rc=1
@@ -111,7 +117,7 @@ took=$((SECONDS - start))
 # other keeps its last run.
 parts=()
 if ((${#files[@]} > 0)); then
-	parts+=(-in "$OUT/results.json" -run "${#files[@]} scenarios in ${took} s, ${E2E_PARALLEL:-6} at a time")
+	parts+=("${merge[@]}" -in "$OUT/results.json" -run "${#files[@]} scenarios in ${took} s, ${E2E_PARALLEL:-6} at a time")
 else
 	parts+=(-in '')
 fi

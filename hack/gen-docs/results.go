@@ -473,6 +473,7 @@ func runChaos(args []string) error {
 	kube := fs.String("kubernetes", "", "Kubernetes version of the local cluster")
 	extra := fs.String("run", "", "how the matrix's run went, e.g. \"26 scenarios in 1075 s, 6 at a time\"")
 	tenantExtra := fs.String("tenant-run", "", "how the tenant scenarios' run went, e.g. \"11 scenarios in 600 s, 6 at a time\"")
+	merge := fs.Bool("merge", false, "a focused run of some scenarios: its rows replace those of the same scenarios in the matrix's data and the other rows stay, the provenance line keeping the last whole run's and naming the rows this run brought")
 	data := fs.String("data", "docs/results/data", "directory of the pages' data, where the run's parts are written")
 	out := fs.String("o", "docs/results/chaos.md", "page to write")
 	_ = fs.Parse(args)
@@ -501,8 +502,14 @@ func runChaos(args []string) error {
 		}
 	}
 	if *in != "" {
-		sort.Slice(matrix, func(i, j int) bool { return matrix[i].Scenario < matrix[j].Scenario })
 		d := chaosData{runInfo: runInfo{Date: *date, Commit: *commit, Machine: m, Run: *extra}, Scenarios: matrix}
+		if *merge {
+			var err error
+			if d, err = mergedMatrix(dataPath(*data, "chaos", "matrix"), d); err != nil {
+				return err
+			}
+		}
+		sort.Slice(d.Scenarios, func(i, j int) bool { return d.Scenarios[i].Scenario < d.Scenarios[j].Scenario })
 		if err := writeData(dataPath(*data, "chaos", "matrix"), d); err != nil {
 			return err
 		}
@@ -515,6 +522,50 @@ func runChaos(args []string) error {
 		}
 	}
 	return writePage("chaos", *data, *out)
+}
+
+// mergedMatrix is the matrix's data at path with the focused run's rows in
+// place of those of the same scenarios: the provenance stays the last whole
+// run's, and says which rows came from this run, when, at which commit and
+// how.
+func mergedMatrix(path string, run chaosData) (chaosData, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return chaosData{}, fmt.Errorf("-merge needs the matrix's data of a whole run: %w", err)
+	}
+	var d chaosData
+	if err := strictUnmarshal(raw, &d); err != nil {
+		return chaosData{}, fmt.Errorf("%s: %w", path, err)
+	}
+	fresh := map[string]bool{}
+	var names []string
+	for _, r := range run.Scenarios {
+		fresh[r.Scenario] = true
+		names = append(names, r.Scenario)
+	}
+	sort.Strings(names)
+	kept := run.Scenarios
+	for _, r := range d.Scenarios {
+		if !fresh[r.Scenario] {
+			kept = append(kept, r)
+		}
+	}
+	d.Scenarios = kept
+	note := fmt.Sprintf("the %s rows from a run on %s", strings.Join(names, ", "), run.Date)
+	if run.Commit != "" {
+		note += " at commit " + run.Commit
+	}
+	if run.Machine != d.Machine {
+		note += ", " + run.Machine
+	}
+	if run.Run != "" {
+		note += " (" + run.Run + ")"
+	}
+	if d.Run != "" {
+		d.Run += "; "
+	}
+	d.Run += note
+	return d, nil
 }
 
 // readRows reads a JSON array of result lines from path into rows, which

@@ -242,6 +242,37 @@ func TestChaosPageKeepsThePartsARunLeftOut(t *testing.T) {
 	}
 }
 
+// A focused run (some scenarios, -merge) replaces those rows alone; the
+// line above the table keeps the whole run's provenance and names the rows
+// the focused run brought.
+func TestAFocusedChaosRunReplacesItsRowsAlone(t *testing.T) {
+	dir := t.TempDir()
+	in, data, out := filepath.Join(dir, "results.json"), filepath.Join(dir, "data"), filepath.Join(dir, "chaos.md")
+	if err := writeData(dataPath(data, "chaos", "matrix"), chaosData{runInfo: runInfo{Date: "2026-11-01", Commit: "0ld0ld0", Machine: "2 cores", Run: "26 scenarios in 1075 s"},
+		Scenarios: []chaosRow{{Scenario: "leader-kill", Ops: 1}, {Scenario: "node-lost", Ops: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, in, `[{"scenario":"node-lost","ops":20,"acked":20,"failed":0,"indeterminate":0,"linearizable":"yes","ackedLost":0,"longestUnavailableSeconds":1.0,"recoverySeconds":60.0,"passed":true},
+		{"scenario":"node-cut-off","ops":30,"acked":30,"failed":0,"indeterminate":0,"linearizable":"yes","ackedLost":0,"longestUnavailableSeconds":2.0,"recoverySeconds":90.0,"passed":true}]`)
+	if err := runChaos([]string{"-merge", "-in", in, "-data", data, "-o", out, "-commit", "abc1234", "-date", "2026-11-29", "-machine", "three nodes", "-run", "2 scenarios in 600 s"}); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, out)
+	for _, want := range []string{
+		"Last run: 2026-11-01, commit 0ld0ld0, 2 cores; 26 scenarios in 1075 s; the node-cut-off, node-lost rows from a run on 2026-11-29 at commit abc1234, three nodes (2 scenarios in 600 s).\n",
+		"| leader-kill | 1 |",
+		"| node-lost | 20 | 20 |",
+		"| node-cut-off | 30 | 30 |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("chaos.md lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "| node-lost | 2 |") {
+		t.Errorf("the focused run's scenario keeps its old row:\n%s", page)
+	}
+}
+
 func TestBackupsTablePutsTheSizesSideBySide(t *testing.T) {
 	got := backupsTable([]benchreport.Backups{
 		{SizeMiB: 256, EtcdctlMiBPerSecond: 198, Rows: []benchreport.BackupRow{
