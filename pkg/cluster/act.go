@@ -120,6 +120,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.restoreFromBackup(ctx, s, a)
 	case actRestartMembers:
 		return c.restartMembers(ctx, s, a)
+	case actConvertInPlace:
+		return c.convertInPlace(ctx, s, a)
 	case actRemoveMember:
 		return c.removeOneMember(ctx, s, a)
 	case actPromoteLearner:

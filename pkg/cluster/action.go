@@ -79,6 +79,10 @@ const (
 	// that counts as lost (spec.pod.nodeLostAfterSeconds), whose member
 	// etcd's leader confirms does not answer.
 	actForceDeletePod
+	// actConvertInPlace deletes the pod of a running member the original
+	// made whose data is on a claim, so that restartInPlace gives it a pod
+	// of this operator's layout on that claim: the same member, no copy.
+	actConvertInPlace
 	// actRestartMembers creates new pods for members on their claims, with
 	// their names and data: the same etcd members, no membership change.
 	actRestartMembers
@@ -139,6 +143,7 @@ var actionNames = map[actionKind]string{
 	actDeleteFailedPod:   "delete failed pod",
 	actForceDeletePod:    "force-delete pod",
 	actRestartMembers:    "restart in place",
+	actConvertInPlace:    "convert in place",
 	actPromoteLearner:    "promote learner",
 	actCreateJoiner:      "create joiner",
 	actAddJoiner:         "add joiner",

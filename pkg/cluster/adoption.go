@@ -34,6 +34,9 @@ const (
 	// eventAdoptedFromTheOriginal names the members adopted, once per
 	// operator start.
 	eventAdoptedFromTheOriginal = "AdoptedFromTheOriginal"
+	// eventConvertedInPlace tells a member the original made on a claim
+	// restarted on it in this operator's layout.
+	eventConvertedInPlace = "ConvertedInPlace"
 )
 
 // adoptionView is what a pass sees of a cluster with pods of the original's

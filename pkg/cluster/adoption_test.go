@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
@@ -288,7 +289,6 @@ func TestAdoptedMembersAreConvertedOneAtATime(t *testing.T) {
 		mods []func(*api.EtcdCluster)
 	}{
 		{name: "on emptyDir", mods: []func(*api.EtcdCluster){converting}},
-		{name: "on claims", mods: []func(*api.EtcdCluster){converting, withPVC}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := originalFixture(t, tt.mods...)
@@ -333,6 +333,68 @@ func TestAdoptedMembersAreConvertedOneAtATime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdoptedMembersOnClaimsAreConvertedInPlace: members the original made
+// on claims are restarted on them in this operator's layout, one at a time,
+// the leader last after a hand-off: the same members (no MemberAdd, no
+// MemberRemove), the same claims, no pod of the original's layout left.
+func TestAdoptedMembersOnClaimsAreConvertedInPlace(t *testing.T) {
+	f := originalFixture(t, converting, withPVC)
+	var order []string
+	for range 60 {
+		_ = f.pass()
+		for _, a := range f.kube.Actions() {
+			if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
+				order = append(order, a.(clienttesting.DeleteAction).GetName())
+			}
+		}
+		f.showCreatedPods(resolvable)
+		f.startAddedMembers()
+		f.now = f.now.Add(70 * time.Second)
+	}
+	var kinds []string
+	for _, call := range f.etcd.Calls(true) {
+		kinds = append(kinds, strings.Fields(call)[0])
+	}
+	if got := strings.Join(kinds, " "); got != "move-leader" {
+		t.Errorf("etcd writes %q, want only the leader's hand-off: no member added or removed", got)
+	}
+	if want := []string{originalB, originalC, originalA}; !slices.Equal(order, want) {
+		t.Errorf("pods deleted in the order %v, want %v: followers first, the leader last", order, want)
+	}
+	pods := f.indexer.List()
+	if len(pods) != 3 {
+		t.Fatalf("%d pods after the conversion, want 3", len(pods))
+	}
+	for _, obj := range pods {
+		p := obj.(*corev1.Pod)
+		if k8sutil.IsOriginalPod(p) {
+			t.Errorf("pod %s still has the original's layout", p.Name)
+		}
+		if claim := podClaim(p); claim != p.Name {
+			t.Errorf("pod %s runs on claim %q, want its own", p.Name, claim)
+		}
+	}
+	for _, n := range []string{originalA, originalB, originalC} {
+		if _, exists, _ := f.claims.GetByKey(testNS + "/" + n); !exists {
+			t.Errorf("the claim of member %s, converted in place, is gone", n)
+		}
+	}
+	st := f.mustStatus()
+	if st.Phase != api.ClusterPhaseRunning || st.Size != 3 || st.Reason != "" {
+		t.Errorf("status phase %q size %d reason %q; want Running, 3, no reason", st.Phase, st.Size, st.Reason)
+	}
+}
+
+// podClaim is the claim pod p mounts, "" for none.
+func podClaim(p *corev1.Pod) string {
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	return ""
 }
 
 // startAddedMembers starts the etcd of every pod whose member etcd has

@@ -139,6 +139,9 @@ func (w *world) act(s *snapshot, a action) (api.ClusterPhase, error) {
 			}
 		}
 		w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
+	case actConvertInPlace:
+		w.downed = a.member
+		w.deletePod(a.member, time.Duration(podDeleteGracePeriod)*time.Second)
 	case actForceDeletePod:
 		// The pod object goes at once, whatever its node does; an etcd
 		// still running there runs on, in no pod (rule C7).

@@ -54,9 +54,28 @@ func TestContractAdoptedClusters(t *testing.T) {
 			size:  3,
 		},
 		{
-			name:  "an adopted cluster on claims is converted one member at a time, the leader last",
+			name:  "an adopted cluster on claims is converted in place one member at a time, the leader last",
 			start: adopted(3, true, true),
 			steps: calm(40),
+			size:  3,
+		},
+		{
+			name:      "an adopted member whose pod is deleted stays lost while the cluster is not converted",
+			start:     adopted(3, false, false),
+			steps:     slices.Concat([]step{deletePod(memberB)}, calm(10), []step{tick(time.Hour)}, calm(2)),
+			originals: []string{memberA, memberB, memberC},
+			size:      3,
+		},
+		{
+			name:  "an adopted member lost with its emptyDir is replaced first when the conversion is asked, then the others converted",
+			start: adopted(3, false, false),
+			steps: slices.Concat([]step{deletePod(memberB)}, calm(4), []step{{ev: evConvert, idx: -1}}, calm(40)),
+			size:  3,
+		},
+		{
+			name:  "an adopted member lost from its claim is restarted on it by the conversion, then the others converted in place",
+			start: adopted(3, true, false),
+			steps: slices.Concat([]step{deletePod(memberB)}, calm(4), []step{{ev: evConvert, idx: -1}}, calm(30)),
 			size:  3,
 		},
 		{

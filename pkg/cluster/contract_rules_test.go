@@ -113,7 +113,7 @@ func (r *run) checkDecision(s *snapshot, a action) []violation {
 	}
 	r.checkAdopted(a, bad)
 	switch a.kind {
-	case actDeleteFailedPod, actDeleteStrayPod, actDeleteJoiner, actForceNewCluster:
+	case actDeleteFailedPod, actDeleteStrayPod, actDeleteJoiner, actForceNewCluster, actConvertInPlace:
 		if p := w.pods[a.member]; p != nil && p.deleting() {
 			r.redeleted[string(p.obj.UID)]++
 			if n := r.redeleted[string(p.obj.UID)]; n >= 2 {
@@ -136,7 +136,7 @@ var keepsAdopted = map[actionKind]bool{
 // made and a pod of its layout is there, nothing changes the cluster unless
 // spec.adoption.convert asks for it; and a conversion adds a member of this
 // layout before it removes one of the original's, one replacement at a
-// time.
+// time, but for a member lost with its data, which is replaced first.
 func (r *run) checkAdopted(a action, bad func(rule, what, format string, args ...any)) {
 	w := r.w
 	// The cluster is adopted while a pod of the original's layout is
@@ -156,12 +156,41 @@ func (r *run) checkAdopted(a action, bad func(rule, what, format string, args ..
 	voters := w.voters()
 	switch a.kind {
 	case actRemoveMember, actRemoveDeadMember:
-		if m := w.members[a.member]; m != nil && m.original && len(voters) <= w.size {
+		// A member that cannot come back (no etcd runs it, its pod is gone,
+		// ended for good under restartPolicy Never, stuck terminating past
+		// its deadline or on a node that counts as lost, and no claim it
+		// can be restarted on holds its data) is replaced as this
+		// operator's own would be.
+		p, c := w.pods[a.member], w.claims[a.member]
+		ended := p == nil || p.phase == corev1.PodFailed || p.phase == corev1.PodSucceeded || w.claimNodeLost(a.member) ||
+			(p.deleting() && w.now.After(p.deadline.Add(terminatingGrace)))
+		usableClaim := w.onClaims && c != nil && c.data && !c.nodeGone && !w.claimNodeLost(a.member)
+		lost := !w.runsEtcd(a.member) && ended && !usableClaim
+		if m := w.members[a.member]; m != nil && (m.refused || m.corrupt) {
+			// etcd refuses its data: replaced as this operator's own.
+			lost = true
+		}
+		if m := w.members[a.member]; m != nil && m.original && len(voters) <= w.size && !lost {
 			bad("C10", "removes an original member before its replacement votes", "removes %s, a member coreos/etcd-operator made, while etcd has %d voting members %v and spec.size is %d: %s",
 				a.member, len(voters), voters, w.size, a)
 		}
 		if a.kind == actRemoveMember && w.members[a.member] != nil && w.members[a.member].original && w.leader == a.member {
 			bad("C10", "removes an original member that leads", "removes %s, a member coreos/etcd-operator made, while it leads: %s", a.member, a)
+		}
+	case actConvertInPlace:
+		// A restart in place takes the member down for a moment: only
+		// while every other voting member runs, and never the leader.
+		for _, name := range voters {
+			if name != a.member && !w.runsEtcd(name) {
+				bad("C10", "converts a member in place while another is down", "restarts %s in place while member %s does not run: %s", a.member, name, a)
+				break
+			}
+		}
+		if w.leader == a.member {
+			bad("C10", "converts the leader in place", "restarts %s in place while it leads: %s", a.member, a)
+		}
+		if len(voters) < 3 {
+			bad("C10", "converts in place a member the quorum needs", "restarts %s in place while etcd has %d voting members %v: %s", a.member, len(voters), voters, a)
 		}
 	case actAddJoiner:
 		if len(w.members) > w.size {

@@ -66,9 +66,15 @@ import (
 //	   status (keepsAdopted).
 //	C10 Under spec.adoption.convert, a member the original made (whose
 //	   pod is still of its layout) is removed only while etcd has more
-//	   voting members than spec.size, never while it leads; a member is
+//	   voting members than spec.size, or once it is lost (no etcd runs it,
+//	   its pod is gone or ended, and no claim holds its data), never while
+//	   it leads; a member is
 //	   added only while etcd has no more members than spec.size: one
-//	   replacement at a time, added first.
+//	   replacement at a time, added first. A member on a claim converted
+//	   in place (its pod deleted, restarted on the claim) is taken down
+//	   only while every other voting member runs, in a cluster of three
+//	   voting members or more, and never while it leads; a member etcd
+//	   refuses (its data, a CORRUPT alarm) is replaced as any other.
 //	L1 A pod being deleted is not deleted twice more; and while another
 //	   pod is stuck terminating (past its deletion deadline and
 //	   terminatingGrace), a member with no pod whose claim holds its data is

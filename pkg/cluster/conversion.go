@@ -1,8 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
@@ -25,16 +30,44 @@ import (
 // The original's members are removed followers first; the leader last,
 // after leadership moved to a member of this layout.
 //
+// A member whose data is on a claim (the original's persistentVolumeClaimSpec,
+// a claim named as the member, mounted where this layout mounts its own) is
+// not replaced but restarted on that claim: its pod is deleted and one of this
+// layout made on the same claim, under the same name, so etcd finds its data
+// and starts as the same member, with no copy. One member at a time, as an
+// upgrade patches them: every member ready, caught up with the leader, the
+// followers first and the leader last after a hand-off. A cluster of one or
+// two members would lose its quorum while one restarts: its members are
+// replaced instead.
+//
 // Conversion starts only from a cluster at rest: every member running and
 // ready, spec.size as etcd's membership (or one more while a replacement is
-// under way), spec.version as the members run, and no pod that is neither a
-// member nor one joining. Anything else is said and waited on, as for an
-// adopted cluster that is not converted.
+// under way, or one fewer after a lost member was removed), spec.version as
+// the members run, and no pod that is neither a member nor one joining.
+// Anything else is said and waited on, as for an adopted cluster that is not
+// converted. The exception is a member that cannot come back: it is
+// replaced first, as this operator replaces its own.
 
 // convertAdopted is what adoptedFromTheOriginal decides for an adopted
 // cluster whose spec asks for its conversion.
 func convertAdopted(s *snapshot) (action, bool) {
 	if a, ok := expectations(s); ok {
+		return a, true
+	}
+	// A member whose pod is gone or ended and whose data is on a claim is
+	// restarted on that claim, in this operator's layout: that is its
+	// conversion, and the one a running member on a claim gets too
+	// (convertOnClaims).
+	if a, ok := restartInPlace(s); ok {
+		return a, true
+	}
+	// A member that cannot come back (its pod gone with the emptyDir its
+	// data was on) is replaced first, as one of this operator's own would
+	// be, on the same proof: etcd's leader confirms in this pass that it
+	// does not answer, and the others keep a quorum. The conversion would
+	// replace it anyway, and nothing else can be converted while it is
+	// missing.
+	if a, ok := replaceDeadMembers(s); ok {
 		return a, true
 	}
 	if held := conversionHolds(s); len(held) > 0 {
@@ -43,13 +76,20 @@ func convertAdopted(s *snapshot) (action, bool) {
 	if len(s.membership.Learners()) > 0 {
 		return promoteLearners(s)
 	}
+	size := s.spec.Spec.Size
+	if len(s.views) == size-1 {
+		// A lost member was replaced: its successor, of this layout.
+		return nextAdd(s)
+	}
 	original := membersTheOriginalMade(s)
 	if len(original) == 0 {
 		// Every member is of this layout; the pods the original made
 		// still terminate (conversionHolds waits for them).
 		return action{kind: actIdle}, true
 	}
-	size := s.spec.Spec.Size
+	if a, ok := convertOnClaims(s, original); ok {
+		return a, true
+	}
 	if len(s.views) == size {
 		return nextAdd(grownByOne(s))
 	}
@@ -125,7 +165,7 @@ func conversionHolds(s *snapshot) []string {
 			held = append(held, fmt.Sprintf("pod %s is being deleted", name))
 		}
 	}
-	if n, size := len(s.views), s.spec.Spec.Size; n != size && n != size+1 {
+	if n, size := len(s.views), s.spec.Spec.Size; n < size-1 || n > size+1 {
 		held = append(held, fmt.Sprintf("spec.size is %d and etcd has %d members (resize after the conversion)", size, n))
 	}
 	if want, other := podsOffSpecVersion(s); len(other) > 0 {
@@ -133,4 +173,60 @@ func conversionHolds(s *snapshot) []string {
 			want, strings.Join(other, ", ")))
 	}
 	return held
+}
+
+// convertOnClaims is the conversion of a running member the original made
+// whose data is on a claim: a restart in place, in this operator's layout.
+// Nothing to decide while a replacement is half made (one member more than
+// spec.size): its removal comes first.
+func convertOnClaims(s *snapshot, original []string) (action, bool) {
+	if !s.usesClaims() || len(s.views) != s.spec.Spec.Size {
+		return action{}, false
+	}
+	var onClaims []string
+	for _, name := range original {
+		if s.claims[name] != nil {
+			onClaims = append(onClaims, name)
+		}
+	}
+	if len(onClaims) == 0 {
+		return action{}, false
+	}
+	if s.quorum.voters < 3 {
+		// Down for its restart, one of one or two members would take the
+		// quorum with it; a replacement keeps the cluster available.
+		return action{}, false
+	}
+	if a, ok := readyForUpgrade(s); ok {
+		return a, true
+	}
+	reason := fmt.Sprintf("converted in place: restarted on its claim in this operator's layout (%d of the original's members left)", len(original))
+	leader := s.etcd.health.LeaderID
+	for _, name := range onClaims {
+		if s.views[name].member.ID != leader {
+			return action{kind: actConvertInPlace, member: name, reason: reason}, true
+		}
+	}
+	if a, ok := handOff(s, leader); ok {
+		return a, true
+	}
+	return action{kind: actConvertInPlace, member: onClaims[0], reason: reason}, true
+}
+
+// convertInPlace deletes the pod of a member the original made, the one the
+// pass saw, so that the next pass restarts the member on its claim in this
+// operator's layout (restartInPlace): its data stays on the claim.
+func (c *Cluster) convertInPlace(ctx context.Context, s *snapshot, a action) outcome {
+	m := s.views[a.member]
+	if m == nil || m.pod == nil {
+		return outcome{}
+	}
+	c.log.WithFields(map[string]any{"member": a.member, "why": a.reason}).Info("deleting the pod the original made, for a restart on its claim")
+	uid := m.pod.UID
+	err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Delete(ctx, a.member, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return outcome{err: kubeError("delete pod "+a.member+" for its conversion in place", err)}
+	}
+	c.tell(corev1.EventTypeNormal, eventConvertedInPlace, fmt.Sprintf("Member %s, made by coreos/etcd-operator, is restarted on its claim in this operator's layout", a.member))
+	return outcome{requeue: c.cfg.MinPassInterval, downed: a.member}
 }

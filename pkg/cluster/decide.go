@@ -33,9 +33,10 @@ import (
 //     is read from etcd through the existing Services and told once; then
 //     nothing is changed (no member restarted, replaced, resized or
 //     upgraded) and what would have been done is said instead, unless
-//     spec.adoption.convert asks for its members to be replaced one at a
-//     time by members of this layout, each added before one of the
-//     original's is removed (conversion.go). Pods it cannot adopt safely
+//     spec.adoption.convert asks for its members to be moved to this
+//     layout one at a time (conversion.go): a member on a claim restarted
+//     on it, one on an emptyDir replaced by a member added before it is
+//     removed, a member lost meanwhile first. Pods it cannot adopt safely
 //     are refused and left as they are.
 //     Then (step 3c) bootstrapTogether (together.go), before a cluster
 //     whose members started together was ever available: those whose pods

@@ -94,6 +94,7 @@ func ActionEvents() []Event {
 		{"Normal", eventMemberRemoved, "Existing member <member> removed from the cluster", true},
 		{"Normal", eventReplacingDeadMember, "The dead member <member> is being replaced", true},
 		{"Normal", eventMemberUpgraded, "Member <member> upgraded from <old> to <new> ", true},
+		{"Normal", eventConvertedInPlace, "Member <member>, made by coreos/etcd-operator, is restarted on its claim in this operator's layout", false},
 		{"Normal", eventAdoptedFromTheOriginal, "Adopted <n> members coreos/etcd-operator made, as they run, without restarting any: <member> (ID <id>), ...; their pods are kept as they are", false},
 		{"Normal", eventMemberRestarted, "Member <member> restarted in place on its data", false},
 		{"Normal", eventLeaderMoved, "Leadership moved to <member>: <why>", false},

@@ -456,8 +456,9 @@ func sameMemberIDs(a, b []framework.Member) bool {
 // make a cluster of 3 called name in the shared namespace (scope
 // annotation: the shared operator leaves it alone), holding keys keys under
 // /e2e/original/; it returns etcd's members and the facts of their pods.
-// With tls, the cluster is the original's static TLS of those secrets.
-func originalRunsACluster(t *testing.T, ns, name string, keys int, tls *tlsSecretNames) ([]framework.Member, map[string]memberPodFacts) {
+// With tls, the cluster is the original's static TLS of those secrets; mods
+// change the spec the original is given.
+func originalRunsACluster(t *testing.T, ns, name string, keys int, tls *tlsSecretNames, mods ...func(*api.EtcdCluster)) ([]framework.Member, map[string]memberPodFacts) {
 	t.Helper()
 	ctx := t.Context()
 	// Deleted before undeploy.sh puts this tree's CRDs back.
@@ -478,6 +479,9 @@ func originalRunsACluster(t *testing.T, ns, name string, keys int, tls *tlsSecre
 			Member:         &api.MemberSecret{PeerSecret: tls.peer, ServerSecret: tls.server},
 			OperatorSecret: tls.client,
 		}}
+	}
+	for _, mod := range mods {
+		mod(cl)
 	}
 	if _, err := f.Etcd.EtcdV1beta2().EtcdClusters(opNS).Create(ctx, cl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -594,9 +598,11 @@ func heldUnchanged(t *testing.T, name string, secure bool, members []framework.M
 // cluster this operator must not touch. Handed over while paused, it is
 // left as it is for a minute (no pod made or deleted, etcd still lists the
 // three members) and the status says it is paused. Unpaused, it is adopted
-// with the lost member reported, not removed or replaced; asked to convert,
-// the conversion holds for the lost member and says so, and still nothing
-// changes: the user decides what becomes of that member.
+// with the lost member reported, not removed or replaced. Asked to convert,
+// under the checker, the lost member (its pod gone with its emptyDir data)
+// is replaced first, as this operator replaces its own, and then the other
+// two are converted: linearizable, no acknowledged write lost, every key
+// kept.
 //
 // Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use.
 func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
@@ -634,13 +640,85 @@ func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
 		t.Errorf("the adopted cluster has %d of the %d keys written under the original", n, keys)
 	}
 
-	if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
+	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "original-lost-member-converted", Duration: 3 * time.Minute},
+		func(ctx context.Context) {
+			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
+				t.Fatal(err)
+			}
+			waitConverted(ctx, t, name)
+		})
+	msg = waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "Replacing Dead Member", time.Minute)
+	t.Logf("Replacing Dead Member: %s", msg)
+	if !strings.Contains(msg, lost) {
+		t.Errorf("the replacement's event does not name the lost member %s: %s", lost, msg)
+	}
+	if n := countKeys(t, opNS, name, "/e2e/original/"); n != keys {
+		t.Errorf("the converted cluster has %d of the %d keys written under the original", n, keys)
+	}
+}
+
+// TestOriginalItselfOnClaimsIsConvertedInPlace: the original runs a 3-member
+// cluster with its persistentVolumeClaimSpec (a claim named as each member,
+// mounted where this operator mounts its own). Handed over and converted
+// under the checker, each member is restarted on its own claim in this
+// operator's layout, one at a time: the same member IDs before and after (no
+// member added or removed, no copy of the data), the same claims, no pod of
+// the original's layout left, every key kept, linearizable and no
+// acknowledged write lost.
+//
+// Not parallel: deploy.sh replaces the cluster-wide CRDs the other tests use.
+func TestOriginalItselfOnClaimsIsConvertedInPlace(t *testing.T) {
+	const name, keys = "claims-original", 30
+	ns := newNamespace(t, "original-claims")
+	deployOriginalItself(t, ns, "--only-etcd-operator", "--cluster-wide")
+	group := framework.UniqueName("original-pv")
+	createHostPathPVs(t, group, 3)
+	members, pods := originalRunsACluster(t, ns, name, keys, nil, func(cl *api.EtcdCluster) {
+		cl.Spec.Pod = &api.PodPolicy{PersistentVolumeClaimSpec: claimSpec(group)}
+	})
+	idsBefore := memberIDs(t, opNS, name)
+	claimsBefore := claimUIDs(t, name)
+	if len(claimsBefore) != 3 {
+		t.Fatalf("the original made %d claims, want 3: %v", len(claimsBefore), claimsBefore)
+	}
+
+	stopTheOriginal(t, ns)
+	handOver(t, name)
+	msg := waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "AdoptedFromTheOriginal", 3*time.Minute)
+	t.Logf("AdoptedFromTheOriginal: %s", msg)
+	heldUnchanged(t, name, false, members, pods, 30*time.Second)
+
+	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "original-claims-converted-in-place", Duration: 3 * time.Minute},
+		func(ctx context.Context) {
+			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
+				t.Fatal(err)
+			}
+			waitConverted(ctx, t, name)
+		})
+	msg = waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "ConvertedInPlace", time.Minute)
+	t.Logf("ConvertedInPlace: %s", msg)
+	sameMembers(t, idsBefore, memberIDs(t, opNS, name))
+	if after := claimUIDs(t, name); !maps.Equal(after, claimsBefore) {
+		t.Errorf("claims after the conversion %v, want the original's %v: each member on its own claim", after, claimsBefore)
+	}
+	if n := countKeys(t, opNS, name, "/e2e/original/"); n != keys {
+		t.Errorf("the converted cluster has %d of the %d keys written under the original", n, keys)
+	}
+}
+
+// claimUIDs are the UIDs of the claims of the shared namespace's cluster
+// name, by claim name.
+func claimUIDs(t *testing.T, name string) map[string]string {
+	t.Helper()
+	list, err := f.Kube.CoreV1().PersistentVolumeClaims(opNS).List(t.Context(), metav1.ListOptions{LabelSelector: "etcd_cluster=" + name})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, name, "the conversion held for the lost member", func(st api.ClusterStatus) bool {
-		return strings.Contains(st.Reason, "not converted") && strings.Contains(st.Reason, lost)
-	})
-	heldUnchanged(t, name, false, members, pods, 30*time.Second)
+	out := map[string]string{}
+	for _, c := range list.Items {
+		out[c.Name] = string(c.UID)
+	}
+	return out
 }
 
 // waitStatus waits up to 2 minutes until the status of the shared
