@@ -640,13 +640,7 @@ func TestOriginalItselfPausedWithAMemberLostIsNeverDamaged(t *testing.T) {
 		t.Errorf("the adopted cluster has %d of the %d keys written under the original", n, keys)
 	}
 
-	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "original-lost-member-converted", Duration: 3 * time.Minute},
-		func(ctx context.Context) {
-			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
-				t.Fatal(err)
-			}
-			waitConverted(ctx, t, name)
-		})
+	convertUnderTheChecker(t, name, "original-lost-member-converted", "")
 	msg = waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "Replacing Dead Member", time.Minute)
 	t.Logf("Replacing Dead Member: %s", msg)
 	if !strings.Contains(msg, lost) {
@@ -688,13 +682,7 @@ func TestOriginalItselfOnClaimsIsConvertedInPlace(t *testing.T) {
 	t.Logf("AdoptedFromTheOriginal: %s", msg)
 	heldUnchanged(t, name, false, members, pods, 30*time.Second)
 
-	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "original-claims-converted-in-place", Duration: 3 * time.Minute},
-		func(ctx context.Context) {
-			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
-				t.Fatal(err)
-			}
-			waitConverted(ctx, t, name)
-		})
+	convertUnderTheChecker(t, name, "original-claims-converted-in-place", "")
 	msg = waitClusterEvent(t, opNS, name, corev1.EventTypeNormal, "ConvertedInPlace", time.Minute)
 	t.Logf("ConvertedInPlace: %s", msg)
 	sameMembers(t, idsBefore, memberIDs(t, opNS, name))
@@ -771,16 +759,25 @@ func TestOriginalItselfRunsATLSClusterThisOperatorAdopts(t *testing.T) {
 	})
 	heldUnchanged(t, name, true, members, pods, time.Minute)
 
-	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "original-tls-converted", Duration: 3 * time.Minute, TLSSecret: secrets.client},
+	convertUnderTheChecker(t, name, "original-tls-converted", secrets.client)
+	if n := countKeysOver(t, opNS, name, true, "/e2e/original/"); n != keys {
+		t.Errorf("the converted cluster has %d of the %d keys written under the original", n, keys)
+	}
+}
+
+// convertUnderTheChecker asks for the conversion of the shared namespace's
+// cluster name while the checker writes and reads through it for 3 minutes,
+// and waits until it is converted; scenario names the checker's figures,
+// tlsSecret its client certificate ("" over http).
+func convertUnderTheChecker(t *testing.T, name, scenario, tlsSecret string) {
+	t.Helper()
+	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: scenario, Duration: 3 * time.Minute, TLSSecret: tlsSecret},
 		func(ctx context.Context) {
 			if _, err := f.PatchClusterSpec(ctx, opNS, name, map[string]any{"adoption": map[string]any{"convert": true}}); err != nil {
 				t.Fatal(err)
 			}
 			waitConverted(ctx, t, name)
 		})
-	if n := countKeysOver(t, opNS, name, true, "/e2e/original/"); n != keys {
-		t.Errorf("the converted cluster has %d of the %d keys written under the original", n, keys)
-	}
 }
 
 // waitConverted waits until the cluster name has 3 Ready members and no pod
