@@ -357,6 +357,9 @@ func backupRestoreSections(dir, since string, run runInfo, dataDir string) (map[
 		d := restoreDataPathData{runInfo: run, RestoreDataPath: *restorePath}
 		d.Run = fmt.Sprintf("`hack/bench/restore/run.sh`, a %d MiB database (%s values of %d KiB; a %.0f MiB snapshot), an in-process S3 server, etcd %s release binaries",
 			d.SizeMiB, thousands(d.Keys), d.ValueKiB, d.SnapshotMiB, d.EtcdVersion)
+		if d.HourWritesPerSecond > 0 {
+			d.Run += fmt.Sprintf("; then, as a restore to a point, an archived hour of %d writes/s (puts of 256 bytes, in chunks of a second, zstd) replayed from that store", d.HourWritesPerSecond)
+		}
 		out["restore-data-path"] = d
 	}
 	if onCluster != nil {

@@ -302,9 +302,11 @@ func TestBackupRestorePageFromTheBenchesReports(t *testing.T) {
 	writeFile(t, filepath.Join(in, "backups-1024-20261129-010500.json"),
 		`{"sizeMiB":1024,"runs":1,"etcdVersion":"3.5.21","etcdctlVersion":"3.6.6","etcdctlMiBPerSecond":344,"rows":[`+strings.Replace(row, "131.2", "524.4", 1)+`]}`)
 	writeFile(t, filepath.Join(in, "restore-data-path-20261129-020000.json"),
-		`{"sizeMiB":512,"valueKiB":256,"keys":2048,"snapshotMiB":520.3,"etcdVersion":"3.5.21","steps":[`+
+		`{"sizeMiB":512,"valueKiB":256,"keys":2048,"snapshotMiB":520.3,"etcdVersion":"3.5.21","hourWritesPerSecond":10,"steps":[`+
 			`{"step":"the operator reads the backup through and checks it","seconds":0.91,"miBPerSecond":580.2},`+
-			`{"step":"etcd starts on the restored data and serves all keys","seconds":1.04}]}`)
+			`{"step":"etcd starts on the restored data and serves all keys","seconds":1.04},`+
+			`{"step":"the archive's hour of changes (10 writes/s, 36000 revisions) read from the store and replayed","seconds":13.5},`+
+			`{"step":"the whole data path","seconds":15.45}]}`)
 	// The section no report of this run measured keeps its data.
 	kept := goBenchmarksData{runInfo: runInfo{Date: "2026-11-25", Machine: "a 2-core VM"}, Benchmarks: []goBenchmark{{Name: "BenchmarkIdlePass", PerOp: "26–32 µs", Allocated: "13.1 KB, 207 allocs"}}}
 	if err := writeData(dataPath(data, "backup-restore", "go-benchmarks"), kept); err != nil {
@@ -318,8 +320,8 @@ func TestBackupRestorePageFromTheBenchesReports(t *testing.T) {
 		"## Backups\n\nLast run: 2026-11-29, commit abc1234, 2 cores; `hack/bench/backup/run.sh`, etcd 3.5.21 serving, etcdctl 3.6.6; 256 MiB: best of two runs, 1 GiB: one run each.\n",
 		"| local disk | `etcdctl snapshot save` | 199 | 100 % | 344 | 100 % | | | |\n",
 		"| S3 | gzip | 130 | 66 % | 130 | 66 % | 524 MiB | 110 / 110 MiB | 62 / 62 MiB |\n",
-		"## Restore data path\n\nLast run: 2026-11-29, commit abc1234, 2 cores; `hack/bench/restore/run.sh`, a 512 MiB database (2,048 values of 256 KiB; a 520 MiB snapshot), an in-process S3 server, etcd 3.5.21 release binaries.\n",
-		"| the operator reads the backup through and checks it | 0.9 s (580 MiB/s) |\n| etcd starts on the restored data and serves all keys | 1.0 s |\n",
+		"## Restore data path\n\nLast run: 2026-11-29, commit abc1234, 2 cores; `hack/bench/restore/run.sh`, a 512 MiB database (2,048 values of 256 KiB; a 520 MiB snapshot), an in-process S3 server, etcd 3.5.21 release binaries; then, as a restore to a point, an archived hour of 10 writes/s (puts of 256 bytes, in chunks of a second, zstd) replayed from that store.\n",
+		"| the operator reads the backup through and checks it | 0.9 s (580 MiB/s) |\n| etcd starts on the restored data and serves all keys | 1.0 s |\n| the archive's hour of changes (10 writes/s, 36000 revisions) read from the store and replayed | 13.5 s |\n| the whole data path | 15.4 s |\n",
 		"## Go benchmarks of an idle cluster\n\nLast run: 2026-11-25, commit not recorded, a 2-core VM.\n",
 	} {
 		if !strings.Contains(page, want) {

@@ -50,12 +50,15 @@ type BackupRow struct {
 // RestoreDataPath is hack/bench/restore's report: the time of each step of a
 // restore's data path.
 type RestoreDataPath struct {
-	SizeMiB     int           `json:"sizeMiB"`
-	ValueKiB    int           `json:"valueKiB"`
-	Keys        int           `json:"keys"`
-	SnapshotMiB float64       `json:"snapshotMiB"`
-	EtcdVersion string        `json:"etcdVersion"`
-	Steps       []RestoreStep `json:"steps"`
+	SizeMiB     int     `json:"sizeMiB"`
+	ValueKiB    int     `json:"valueKiB"`
+	Keys        int     `json:"keys"`
+	SnapshotMiB float64 `json:"snapshotMiB"`
+	EtcdVersion string  `json:"etcdVersion"`
+	// HourWritesPerSecond is the rate of the archived hour replayed after
+	// the snapshot, as a restore to a point does; 0 when none was.
+	HourWritesPerSecond int           `json:"hourWritesPerSecond,omitempty"`
+	Steps               []RestoreStep `json:"steps"`
 }
 
 // RestoreStep is one step of the restore data path.

@@ -2,8 +2,9 @@
 // time the restore operator takes to read the backup through and check it before
 // it touches the cluster, the time a seed pod's fetch-backup takes to download
 // it through the operator's backup server and check it again, the time
-// `etcdutl snapshot restore` takes to unpack it, and the time etcd takes to
-// start on the restored data directory.
+// `etcdutl snapshot restore` takes to unpack it, the time etcd takes to
+// start on the restored data directory, and the time a restore to a point
+// then takes to replay an archived hour of changes from the store.
 //
 // Everything runs on this machine: an embedded etcd is filled and snapshotted
 // into an in-process S3 server (gofakes3, in memory, so the store itself is
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +45,7 @@ import (
 	"github.com/openetcd/etcd-operator/hack/bench/benchreport"
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/backup"
+	"github.com/openetcd/etcd-operator/pkg/backup/archive"
 	"github.com/openetcd/etcd-operator/pkg/backup/backuptest"
 	"github.com/openetcd/etcd-operator/pkg/backup/s3store"
 	"github.com/openetcd/etcd-operator/pkg/backup/storage"
@@ -56,14 +59,15 @@ func main() {
 	valueKiB := flag.Int("value-kib", 256, "size of each value")
 	binDir := flag.String("etcd-bin-dir", os.Getenv("ETCD_BIN_DIR_3_5"), "directory with the etcd and etcdutl binaries of etcd 3.5 (the local cluster's env file sets ETCD_BIN_DIR_3_5)")
 	reportPath := flag.String("report", "", "also write the steps' times as JSON to this file, for hack/gen-docs backup-restore (run.sh names it)")
+	hourRate := flag.Int("hour-writes-per-second", 10, "after etcd starts on the snapshot, replay from the store an archive of an hour of writes at this rate, as a restore to a point does (0: none)")
 	flag.Parse()
-	if err := bench(*sizeMiB, *valueKiB, *binDir, *reportPath); err != nil {
+	if err := bench(*sizeMiB, *valueKiB, *hourRate, *binDir, *reportPath); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
+func bench(sizeMiB, valueKiB, hourRate int, binDir, reportPath string) error {
 	if binDir == "" {
 		return fmt.Errorf("no -etcd-bin-dir: point it at an etcd 3.5 release (etcd and etcdutl)")
 	}
@@ -97,7 +101,7 @@ func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 
 	var total time.Duration
 	var vb restore.VerifiedBackup
-	rep := benchreport.RestoreDataPath{SizeMiB: sizeMiB, ValueKiB: valueKiB, Keys: keys}
+	rep := benchreport.RestoreDataPath{SizeMiB: sizeMiB, ValueKiB: valueKiB, Keys: keys, HourWritesPerSecond: hourRate}
 	// size is read after fn: the first step is what learns it.
 	step := func(name string, size *int64, fn func() error) error {
 		start := time.Now()
@@ -166,9 +170,40 @@ func bench(sizeMiB, valueKiB int, binDir, reportPath string) error {
 	}); err != nil {
 		return fmt.Errorf("%w\netcd log:\n%s", err, etcdLog.String())
 	}
-	_ = etcd.Process.Kill()
-	_ = etcd.Wait()
-	fmt.Printf("%-62s %8.2fs\n", "total data path", total.Seconds())
+	defer func() {
+		_ = etcd.Process.Kill()
+		_ = etcd.Wait()
+	}()
+
+	// 5. A restore to a point replays the archive after the snapshot.
+	if hourRate > 0 {
+		c, err := etcdutil.NewClientContext(ctx, etcdutil.ClientConfig{Endpoints: []string{client}})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		resp, err := c.Get(ctx, "/", clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		after := resp.Header.Revision
+		if err := archiveAnHour(ctx, store, after, hourRate); err != nil {
+			return err
+		}
+		revisions := int64(3600 * hourRate)
+		name := fmt.Sprintf("the archive's hour of changes (%d writes/s, %d revisions) read from the store and replayed", hourRate, revisions)
+		if err := step(name, nil, func() error {
+			done, err := archive.Replay(ctx, c, archive.ReplayOptions{Store: store, Prefix: hourPrefix, After: after, Log: quietLog()})
+			if err == nil && int64(done.Revisions) != revisions {
+				err = fmt.Errorf("replayed %d revisions, want %d", done.Revisions, revisions)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	rep.Steps = append(rep.Steps, benchreport.RestoreStep{Step: "the whole data path", Seconds: total.Seconds()})
+	fmt.Printf("%-62s %8.2fs\n", "the whole data path", total.Seconds())
 	if reportPath == "" {
 		return nil
 	}
@@ -197,6 +232,47 @@ func snapshotInto(ctx context.Context, dir string, store backup.Store, sizeMiB, 
 	}
 	fmt.Printf("backed up %.1f MiB in %.1fs (not part of the restore)\n", float64(snap.Size)/(1<<20), time.Since(start).Seconds())
 	return nil
+}
+
+// hourPrefix is where the archive of the hour after the snapshot is stored.
+const hourPrefix = "archive/"
+
+// archiveAnHour stores, as the archiver would, an hour of writes at rate per
+// second after revision after: puts of 256 bytes over 10 000 keys, one
+// revision each, in chunks of a second compressed with zstd.
+func archiveAnHour(ctx context.Context, store backup.Store, after int64, rate int) error {
+	start := time.Now()
+	value := []byte(strings.Repeat("v", 256))
+	codec := backup.Codec{Compression: backup.CompressionZstd}
+	begin := time.Now().Add(-time.Hour)
+	var evs []archive.Event
+	total := 3600 * rate
+	for i := range total {
+		rev := after + 1 + int64(i)
+		evs = append(evs, archive.Event{
+			Event:    mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: fmt.Appendf(nil, "/bench-hour/%05d", i%10000), Value: value, ModRevision: rev, CreateRevision: rev, Version: 1}},
+			Received: begin.Add(time.Duration(i) * time.Second / time.Duration(rate)),
+		})
+		if len(evs) < rate && i < total-1 {
+			continue
+		}
+		c, data, err := archive.BuildChunk(hourPrefix, codec, evs[0].Revision(), evs)
+		if err != nil {
+			return err
+		}
+		if _, _, err := store.Put(ctx, c.Key, bytes.NewReader(data)); err != nil {
+			return err
+		}
+		evs = nil
+	}
+	fmt.Printf("archived an hour of %d writes/s in %.1fs (not part of the restore)\n", rate, time.Since(start).Seconds())
+	return nil
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetLevel(logrus.WarnLevel)
+	return logrus.NewEntry(l)
 }
 
 // backupServer serves the backup the way the operator does, for an EtcdRestore in

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Measures the data path of a restore on a large snapshot (default 512 MiB):
 # checking the backup before the cluster is touched, the seed's download through
-# the backup server, `etcdutl snapshot restore`, and etcd starting on the result.
+# the backup server, `etcdutl snapshot restore`, etcd starting on the result, and,
+# as a restore to a point does, the replay of an archived hour of changes read from
+# the store (-hour-writes-per-second, default 10; 0 leaves it out).
 # Prints the time of each step, leaves them as JSON in
 # _output/bench/backup-restore/restore-data-path-<time>.json, and writes the Restore
 # data path section of docs/results/backup-restore.md and its data,
@@ -12,6 +14,7 @@
 #
 #   hack/bench/restore/run.sh
 #   SIZE_MIB=2048 hack/bench/restore/run.sh -etcd-bin-dir=/path/to/etcd-v3.5.21
+#   SIZE_MIB=1024 hack/bench/restore/run.sh     # make bench's 1 GiB plus an hour
 #
 # The whole restore on the local cluster (pods, members joining) is measured by
 #   E2E_RESTORE_BENCH_MIB=512 bash hack/e2e.sh -run TestMeasureRestore
