@@ -32,7 +32,8 @@ const archiveBenchAbout = "`BenchmarkArchiveUnderSteadyWrites`: 8 writers put va
 	"`BenchmarkReplayAnHourOfChanges`: an archive of an hour of writes at writes/s-in-the-hour (puts of 256 bytes, " +
 	"one revision each, in chunks of a second) decoded, checked and applied onto a real etcd as a restore to a point " +
 	"does, one transaction per revision; an hour at another rate takes its revisions divided by revisions/s. " +
-	"A restore to a point is the restore of its snapshot (for 1 GiB, the section above) followed by this replay."
+	"A restore to a point is the restore of its snapshot followed by this replay, with its chunks read from the store: " +
+	"the restore data path section above measures the two in one run."
 
 // archiveBenchSection is the data of the archive benchmarks in go test
 // output; ok is false when the output has none.
