@@ -14,8 +14,9 @@ import (
 // matrix and the tenant control plane's scenarios run together and both
 // sections of the page are written; CHAOS_ONLY=tenant runs only the tenant
 // scenarios, adds no nodes and leaves the matrix's section as it was (no
-// -in); CHAOS_ONLY=matrix leaves the tenant section alone; anything else is
-// refused before a test runs.
+// -in); CHAOS_ONLY=matrix leaves the tenant section alone; CHAOS_ONLY=nodes
+// runs the three-node scenarios alone and merges their rows (-merge);
+// anything else is refused before a test runs.
 func TestChaosRunsThePartsItIsAskedFor(t *testing.T) {
 	const (
 		matrixLine = `{"scenario":"leader-kill","ops":10,"acked":10,"failed":0,"indeterminate":0,"linearizable":"yes","ackedLost":0,"longestUnavailableSeconds":1.2,"recoverySeconds":9.5,"test":"TestChaosLeaderKill","passed":true}`
@@ -39,7 +40,10 @@ func TestChaosRunsThePartsItIsAskedFor(t *testing.T) {
 		{only: "matrix", ran: []string{"^TestChaos", "^TestNodes"},
 			docs:    []string{"-in _output/chaos/results.json -run 2 scenarios in "},
 			results: "[\n" + matrixLine + ",\n" + nodesLine + "\n]\n"},
-		{only: "nodes", refused: "want matrix or tenant"},
+		{only: "nodes", ran: []string{"^TestNodes"},
+			docs:    []string{"-merge -machine three local nodes in zones a, b, c on this machine -in _output/chaos/results.json -run 1 scenarios in "},
+			results: "[\n" + nodesLine + "\n]\n"},
+		{only: "bogus", refused: "want matrix, tenant or nodes"},
 	} {
 		t.Run("CHAOS_ONLY="+tc.only, func(t *testing.T) {
 			root := t.TempDir()
