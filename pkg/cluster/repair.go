@@ -176,6 +176,9 @@ func restartFromClaims(s *snapshot) (action, bool) {
 	case len(gone) == 0:
 		return waiting(strings.Join(held, "; ") + "; those members are restarted in place once their pods are gone"), true
 	}
+	if a, ok := survivorRestart(s, gone); ok {
+		return a, true
+	}
 	return action{kind: actRestartMembers, names: gone, version: restartVersion(s, gone), reason: "no member runs; their claims hold their data"}, true
 }
 
@@ -213,15 +216,28 @@ func restartInPlace(s *snapshot) (action, bool) {
 	if len(gone) == 0 {
 		return action{}, false
 	}
-	if r := s.recovering; r != nil && slices.Contains(gone, r.member) {
-		if r.flagRemoved {
-			return action{kind: actRestartMembers, names: []string{r.member}, version: restartVersion(s, []string{r.member}),
-				reason: "disaster recovery: the survivor runs without --force-new-cluster"}, true
-		}
-		return action{kind: actRestartMembers, names: []string{r.member}, version: restartVersion(s, []string{r.member}), force: true,
-			reason: "disaster recovery: the survivor becomes a one-member cluster with its data"}, true
+	if a, ok := survivorRestart(s, gone); ok {
+		return a, true
 	}
 	return action{kind: actRestartMembers, names: gone, version: restartVersion(s, gone), reason: "their pods are gone and their claims hold their data"}, true
+}
+
+// survivorRestart is the restart of a disaster recovery's survivor, when its
+// pod is among the gone ones: with --force-new-cluster until it has run with
+// it, then without. Whichever step restarts members from their claims must
+// ask it first: the forced restart forgets the membership, so the pass after
+// it may find none known and no member running.
+func survivorRestart(s *snapshot, gone []string) (action, bool) {
+	r := s.recovering
+	if r == nil || !slices.Contains(gone, r.member) {
+		return action{}, false
+	}
+	if r.flagRemoved {
+		return action{kind: actRestartMembers, names: []string{r.member}, version: restartVersion(s, []string{r.member}),
+			reason: "disaster recovery: the survivor runs without --force-new-cluster"}, true
+	}
+	return action{kind: actRestartMembers, names: []string{r.member}, version: restartVersion(s, []string{r.member}), force: true,
+		reason: "disaster recovery: the survivor becomes a one-member cluster with its data"}, true
 }
 
 // podDeletionForRestart is the action that deletes member name's pod, which
