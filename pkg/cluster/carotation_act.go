@@ -270,11 +270,17 @@ func (c *Cluster) updateLeafSecret(ctx context.Context, name string, change func
 	return nil
 }
 
-// restartForCA deletes the pod of member name, the one seen by the pass
-// (its UID as precondition), so that the pass makes it again and its etcd
-// reads its trusted CA: on its claim, in place; on an emptyDir, as a
-// replacement member.
+// restartForCA deletes the pod of member name, the one seen by the pass, so
+// that the pass makes it again and its etcd reads its trusted CA: on its
+// claim, in place; on an emptyDir, as a replacement member.
 func (c *Cluster) restartForCA(ctx context.Context, s *snapshot, name string) error {
+	return c.deleteSeenPod(ctx, s, name, "for its etcd to read its trusted CA")
+}
+
+// deleteSeenPod deletes the pod of member name that the pass saw (its UID as
+// precondition, so that a pod made again meanwhile is left alone); a pod
+// already gone is no error. why ends the error's message.
+func (c *Cluster) deleteSeenPod(ctx context.Context, s *snapshot, name, why string) error {
 	m, ok := s.views[name]
 	if !ok || m.pod == nil {
 		return nil
@@ -282,7 +288,7 @@ func (c *Cluster) restartForCA(ctx context.Context, s *snapshot, name string) er
 	uid := m.pod.UID
 	err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return kubeError("delete pod "+name+" for its etcd to read its trusted CA", err)
+		return kubeError("delete pod "+name+" "+why, err)
 	}
 	return nil
 }

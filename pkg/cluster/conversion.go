@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 )
@@ -222,10 +220,8 @@ func (c *Cluster) convertInPlace(ctx context.Context, s *snapshot, a action) out
 		return outcome{}
 	}
 	c.log.WithFields(map[string]any{"member": a.member, "why": a.reason}).Info("deleting the pod the original made, for a restart on its claim")
-	uid := m.pod.UID
-	err := c.cfg.KubeClient.CoreV1().Pods(c.namespace).Delete(ctx, a.member, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return outcome{err: kubeError("delete pod "+a.member+" for its conversion in place", err)}
+	if err := c.deleteSeenPod(ctx, s, a.member, "for its conversion in place"); err != nil {
+		return outcome{err: err}
 	}
 	c.tell(corev1.EventTypeNormal, eventConvertedInPlace, fmt.Sprintf("Member %s, made by coreos/etcd-operator, is restarted on its claim in this operator's layout", a.member))
 	return outcome{requeue: c.cfg.MinPassInterval, downed: a.member}
