@@ -269,6 +269,8 @@ func archiveAnHour(ctx context.Context, store backup.Store, after int64, rate in
 	return nil
 }
 
+// quietLog is a log of warnings and errors only: the bench prints its own
+// figures.
 func quietLog() *logrus.Entry {
 	l := logrus.New()
 	l.SetLevel(logrus.WarnLevel)
@@ -315,13 +317,12 @@ func backupServer(ctx context.Context, s3 *backuptest.S3, vb restore.VerifiedBac
 			Data: map[string][]byte{restore.TokenKey: []byte(token)},
 		})
 	etcdClient := fake.NewSimpleClientset(er)
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
+	log := quietLog()
 	tokens := restore.NewTokens()
-	restore.NewFlow(restore.Config{Kube: kube, Etcd: etcdClient, Log: logrus.NewEntry(log), Tokens: tokens}).
+	restore.NewFlow(restore.Config{Kube: kube, Etcd: etcdClient, Log: log, Tokens: tokens}).
 		LoadTokens(ctx, []*api.EtcdRestore{er})
 	h := &restore.BackupHandler{Client: etcdClient, Namespace: "ns", Tokens: tokens,
-		Open: restore.StoreOpener(kube.CoreV1(), storage.CloudIdentity{}), Log: logrus.NewEntry(log)}
+		Open: restore.StoreOpener(kube.CoreV1(), storage.CloudIdentity{}), Log: log}
 	mux := http.NewServeMux()
 	mux.Handle(restore.BackupPathPrefix, h)
 	srv := httptest.NewServer(mux)
