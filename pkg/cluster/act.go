@@ -86,6 +86,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.renewOneCertificate(ctx, s, a)
 	case actRotateCA:
 		return c.carryOutCAChange(ctx, s, caDecision{change: a.caChange, target: a.member, reason: a.reason})
+	case actSwitchTLS:
+		return c.carryOutTLSSwitch(ctx, s, a)
 	case actRecordCreating:
 		return c.recordCreating(s)
 	case actSeed:
@@ -148,8 +150,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 
 // newMember names a new member "<cluster>-<10 random characters>", as the
 // original did; the name is also its pod's and its claim's.
-func (c *Cluster) newMember(cl *api.EtcdCluster) *etcdutil.Member {
-	m := memberTemplate(cl)
+func (c *Cluster) newMember(s *snapshot) *etcdutil.Member {
+	m := *s.memberTemplate()
 	m.Name = c.name + "-" + c.randomSuffix()
 	return &m
 }

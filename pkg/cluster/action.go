@@ -31,6 +31,9 @@ const (
 	// actRotateCA makes one change of a CA rotation of issued TLS
 	// (carotation.go); caChange is which.
 	actRotateCA
+	// actSwitchTLS makes one change of TLS switched on or off in a running
+	// cluster (tlsswitch.go); tlsChange is which.
+	actSwitchTLS
 	// actSyncBudget makes, changes or deletes the cluster's
 	// PodDisruptionBudget.
 	actSyncBudget
@@ -128,6 +131,7 @@ var actionNames = map[actionKind]string{
 	actIssueCertificates: "issue certificates",
 	actRenewCertificate:  "renew certificate",
 	actRotateCA:          "rotate CA:",
+	actSwitchTLS:         "switch TLS:",
 	actRecordCreating:    "record phase Creating",
 	actSeed:              "seed",
 	actStartTogether:     "start together",
@@ -165,6 +169,10 @@ type action struct {
 	kind actionKind
 	// caChange is the change of a CA rotation actRotateCA makes.
 	caChange caChange
+	// tlsChange is the change of a TLS switch actSwitchTLS makes, and
+	// peerHTTPS the peer scheme it updates a member's peer URL to.
+	tlsChange tlsSwitchChange
+	peerHTTPS bool
 	// member is the member, pod or claim the action is about; names are
 	// the members of an action about several.
 	member string
@@ -200,6 +208,12 @@ type action struct {
 // example-b to 3.5.21 (a follower)".
 func (a action) String() string {
 	s := a.kind.String()
+	switch {
+	case a.kind == actSwitchTLS && a.tlsChange == tlsSwitchUpdatePeerURL:
+		s += " update the peer URL to " + scheme(a.peerHTTPS) + " of"
+	case a.kind == actSwitchTLS:
+		s += " restart"
+	}
 	if a.member != "" {
 		s += " " + a.member
 	}

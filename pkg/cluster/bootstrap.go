@@ -165,7 +165,7 @@ func (c *Cluster) recordCreating(s *snapshot) outcome {
 // seed creates the first member of a new cluster, once its phase says
 // Creating.
 func (c *Cluster) seed(ctx context.Context, s *snapshot, a action) outcome {
-	m := c.newMember(s.spec)
+	m := c.newMember(s)
 	if a.member != "" {
 		m.Name = a.member
 	}

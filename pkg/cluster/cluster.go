@@ -416,15 +416,22 @@ func (c *Cluster) event(eventType, reason, msg string) {
 // TLS and DNS are properties of the cluster.
 func memberTemplate(cl *api.EtcdCluster) etcdutil.Member { return k8sutil.MemberOf(cl, "") }
 
+// memberTemplate is a new member of the cluster as the pass makes it: in
+// the stage of a TLS switch under way (tlsswitch.go), else as the spec
+// says.
 func (s *snapshot) memberTemplate() *etcdutil.Member {
-	m := memberTemplate(s.spec)
+	m := withTLSSwitch(memberTemplate(s.spec), s.tlsSwitch)
 	return &m
 }
 
 // clientConfig reaches the cluster's etcd at endpoints, connecting to each
 // member at its pod's address in the cache rather than through DNS.
 func (c *Cluster) clientConfig(s *snapshot, endpoints []string) etcdutil.ClientConfig {
-	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig, Cache: c.clients, Addresses: podAddresses(s)}
+	cc := etcdutil.ClientConfig{Endpoints: endpoints, Cache: c.clients, Addresses: podAddresses(s)}
+	if s.memberTemplate().SecureClient {
+		cc.TLS = c.tlsConfig
+	}
+	return cc
 }
 
 // podAddresses map each member's DNS name to its pod's IP address.

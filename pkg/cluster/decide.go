@@ -95,6 +95,10 @@ import (
 //     (not-ready members first, the leader last after leadership moved away),
 //     one at a time, as etcd's rules for the cluster version allow (3.6 to 3.5
 //     through etcd's downgrade API).
+//     Then (step 16b) switchTLS (tlsswitch.go): TLS switched on or off in a
+//     running cluster, one member at a time through stages in which every
+//     two members can talk (certificates held, peers on https, clients on
+//     https alone), as an upgrade restarts members.
 //  17. routineMaintenance (maintenance.go): a cluster at rest is looked at
 //     every minute; a member whose free space passes the threshold, or whose
 //     scheduled run is due, is defragmented (followers first, the leader last).
@@ -146,6 +150,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	promoteLearners,
 	resize,
 	upgradeMembers,
+	switchTLS,
 	routineMaintenance,
 	renewCertificates,
 	rotateCA,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/k8sutil"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
 
@@ -431,6 +432,24 @@ func TestDecide(t *testing.T) {
 			want: "rotate CA: (the CA the operator made expires on 2027-02-28T12:00:00Z, within the last fifth of its lifetime: it is rotated unasked)"},
 		{name: "a CA the user brought is never rotated unasked, however near its expiry", mods: mods(issuedSecrets, caAged(9*365*day+300*day, false)), want: "idle"},
 		{name: "an unasked CA rotation comes after a scale-up", mods: mods(issuedSecrets, caAged(8*365*day+day, true), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
+
+		// 16b. TLS switched on or off in a running cluster.
+		{name: "TLS switched on gives a follower the certificates first, the leader last", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPlain, memberA, memberB, memberC), etcdLeader(memberA)), want: "switch TLS: restart " + memberB},
+		{name: "TLS switched on waits for every member to be ready", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPlain, memberA, memberB, memberC), podIs(memberC, notReady)), want: "wait (2 of 3 members are ready"},
+		{name: "TLS switched on asks etcd before a restart", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPlain, memberA, memberB, memberC)), want: "read etcd"},
+		{name: "TLS switched on moves the members still plain first", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPlain, memberA, memberB, memberC), inTLSStage(k8sutil.TLSCertificates, memberB), etcdLeader(memberA)), want: "switch TLS: restart " + memberC},
+		{name: "TLS switched on: a member on a claim has its peer URL updated before it restarts", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), issuedSecrets, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), etcdLeader(memberA)), want: "switch TLS: update the peer URL to https of " + memberB + " (switching TLS on: members move from stage certificates to peers secure)"},
+		{name: "TLS switched on: a member whose peer URL was updated restarts next", mods: mods(spec(withPVC), claims(memberA, memberB, memberC), issuedSecrets, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), peerURLOf(memberC, true), etcdLeader(memberA)), want: "switch TLS: restart " + memberC + " (switching TLS on: members move from stage certificates to peers secure; its peer URL is already https)"},
+		{name: "TLS switched on: a member on an emptyDir is replaced in the next stage, no update first", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), etcdLeader(memberA)), want: "switch TLS: restart " + memberB},
+		{name: "TLS switched on ends with clients served https alone", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC), inTLSStage(k8sutil.TLSSecure, memberB), etcdLeader(memberA)), want: "switch TLS: restart " + memberC},
+		{name: "TLS switched on holds before clients lose http while the user asks", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC), holdingClients, etcdLeader(memberA)), want: "wait (switching TLS on holds with clients served http and https"},
+		{name: "TLS switched off holds before clients lose https while the user asks", mods: mods(inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), holdingClients, etcdLeader(memberA)), want: "wait (switching TLS off holds with clients served http and https"},
+		{name: "a hold of clients does not hold the stages before", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), holdingClients, etcdLeader(memberA)), want: "switch TLS: restart " + memberB},
+		{name: "TLS switched on is done when every member serves https alone", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC), etcdLeader(memberA)), want: "idle"},
+		{name: "TLS switched off moves the members of the highest stage down", mods: mods(inTLSStage(k8sutil.TLSSecure, memberA, memberB), inTLSStage(k8sutil.TLSPeersSecure, memberC), etcdLeader(memberA)), want: "switch TLS: restart " + memberB},
+		{name: "TLS switched off is done when every member is plain", mods: mods(inTLSStage(k8sutil.TLSPlain, memberA, memberB, memberC), etcdLeader(memberA)), want: "idle"},
+		{name: "TLS switched off waits on a member of TLS of peers alone", mods: mods(inTLSStage(k8sutil.TLSPlain, memberA, memberB), peersOnlyPod(memberC), etcdLeader(memberA)), want: "wait (TLS cannot be switched: member " + memberC},
+		{name: "a scale-up comes before a TLS switch", mods: mods(issuedSecrets, inTLSStage(k8sutil.TLSPlain, memberA, memberB, memberC), spec(withSize(4)), etcdLeader(memberA)), want: "create joiner"},
 
 		// 19 and 20. At rest.
 		{name: "a complete healthy cluster is left alone", want: "idle"},

@@ -31,6 +31,8 @@ type EtcdAPI interface {
 	// MemberPromote makes a learner vote; etcd refuses while it catches up.
 	MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
 	// MemberRemove removes a member; one already gone is not an error.
+	// MemberUpdatePeerURL changes the peer URL etcd records for a member.
+	MemberUpdatePeerURL(ctx context.Context, cc etcdutil.ClientConfig, id uint64, peerURL string) error
 	MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error
 	// ClusterHealth reports leader, quorum and every member's own state:
 	// versions, database sizes, alarms.
@@ -70,6 +72,10 @@ func (etcdutilAPI) MemberAdd(ctx context.Context, cc etcdutil.ClientConfig, peer
 
 func (etcdutilAPI) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientConfig, peerURL string) (*etcdserverpb.Member, error) {
 	return etcdutil.AddLearner(ctx, cc, peerURL)
+}
+
+func (etcdutilAPI) MemberUpdatePeerURL(ctx context.Context, cc etcdutil.ClientConfig, id uint64, peerURL string) error {
+	return etcdutil.UpdateMemberPeerURL(ctx, cc, id, peerURL)
 }
 
 func (etcdutilAPI) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {

@@ -79,6 +79,13 @@ func (l *limitedEtcd) MemberPromote(ctx context.Context, cc etcdutil.ClientConfi
 	return err
 }
 
+func (l *limitedEtcd) MemberUpdatePeerURL(ctx context.Context, cc etcdutil.ClientConfig, id uint64, peerURL string) error {
+	_, err := limited(l, ctx, l.timeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, l.api.MemberUpdatePeerURL(ctx, cc, id, peerURL)
+	})
+	return err
+}
+
 func (l *limitedEtcd) MemberRemove(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
 	_, err := limited(l, ctx, l.timeout, func(ctx context.Context) (struct{}, error) { return struct{}{}, l.api.MemberRemove(ctx, cc, id) })
 	return err

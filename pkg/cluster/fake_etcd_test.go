@@ -115,6 +115,19 @@ func (f *fakeEtcd) MemberAddAsLearner(ctx context.Context, cc etcdutil.ClientCon
 	return m, nil
 }
 
+func (f *fakeEtcd) MemberUpdatePeerURL(ctx context.Context, cc etcdutil.ClientConfig, id uint64, peerURL string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(fmt.Sprintf("update %x %s", id, peerURL))
+	f.changedThrough = append(f.changedThrough, slices.Clone(cc.Endpoints))
+	for _, m := range f.members {
+		if m.ID == id {
+			m.PeerURLs = []string{peerURL}
+		}
+	}
+	return nil
+}
+
 func (f *fakeEtcd) MemberPromote(ctx context.Context, cc etcdutil.ClientConfig, id uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -47,7 +47,7 @@ func (c *Cluster) deleteStrayClaim(ctx context.Context, s *snapshot, a action) o
 // know yet; its wait-membership init container holds etcd back until the
 // member is added (join.go).
 func (c *Cluster) createJoiner(ctx context.Context, s *snapshot, a action) outcome {
-	m := c.newMember(s.spec)
+	m := c.newMember(s)
 	if err := c.createClaim(ctx, s, m.Name, a.version); err != nil {
 		return outcome{err: err}
 	}

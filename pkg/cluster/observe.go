@@ -37,6 +37,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		etcdReadAt:      c.etcdReadAt,
 		rotateRequest:   c.latest.Annotations[api.RotateCertificatesAnnotation],
 		rotateCARequest: c.latest.Annotations[rotateCAAnnotation],
+		holdClients:     c.latest.Annotations[api.HoldClientsAnnotation] == "true",
 	}
 	s.spec, s.specProblems = c.specInForce()
 	if s.spec == nil {
@@ -45,6 +46,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observePods(s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
+	s.tlsSwitch = tlsSwitchOf(s.spec, s.pods)
 	if seen := runningPodsKey(s.pods); seen != c.podsSeen {
 		c.clients.Close()
 		c.podsSeen = seen
@@ -73,7 +75,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 			s.certProblems = append(s.certProblems, newProblem(problemTLSCertificate, "TLS: %s", p))
 		}
 	}
-	s.membership = c.knownMembership.known()
+	s.membership = withClientsOf(c.knownMembership.known(), *s.memberTemplate())
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)
 	}
@@ -231,7 +233,7 @@ func (c *Cluster) observeBudget(s *snapshot) error {
 // (the original failed such a cluster for good).
 func (c *Cluster) loadTLS(ctx context.Context, s *snapshot) error {
 	cl, now := s.spec, s.now
-	if !cl.Spec.TLS.IsSecureClient() || c.tlsConfig != nil && !c.certs.due(now) {
+	if !s.memberTemplate().SecureClient || c.tlsConfig != nil && !c.certs.due(now) {
 		return nil
 	}
 	if s.issued != nil && slices.Contains(s.issued.missing, tlsissue.Operator) {
@@ -239,6 +241,11 @@ func (c *Cluster) loadTLS(ctx context.Context, s *snapshot) error {
 		return nil
 	}
 	names := cl.Spec.TLS.Secrets(cl.Name)
+	if cl.Spec.TLS.Mode() == "" {
+		// Issued TLS being switched off: members serve https until they
+		// move, and only issued TLS can be switched off.
+		names = (&api.TLSPolicy{Issued: &api.IssuedTLS{}}).Secrets(cl.Name)
+	}
 	name := names.Operator
 	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -281,7 +288,7 @@ func (c *Cluster) loadTLS(ctx context.Context, s *snapshot) error {
 // the last change yet. A membership read from the leader is learnt; without
 // a leader, the members' own lists say at least who is missing.
 func (c *Cluster) observeEtcd(ctx context.Context, s *snapshot) *etcdView {
-	tmpl := memberTemplate(s.spec)
+	tmpl := *s.memberTemplate()
 	endpoints := runningVoterEndpoints(tmpl, s.membership, s.pods)
 	if len(endpoints) == 0 {
 		return &etcdView{err: fmt.Errorf("no member pod runs")}

@@ -437,7 +437,7 @@ func restartMembership(s *snapshot, names []string) etcdutil.MemberSet {
 	}
 	for _, name := range names {
 		if membership[name] == nil {
-			m := memberTemplate(s.spec)
+			m := *s.memberTemplate()
 			m.Name = name
 			membership.Add(&m)
 		}

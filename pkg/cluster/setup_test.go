@@ -474,12 +474,13 @@ func TestSetup(t *testing.T) {
 				bad := f.cl.DeepCopy()
 				bad.Generation = 2
 				bad.Spec.Size = 5
-				withTLS(bad) // TLS cannot be turned on in place
+				// TLS is switched on for peers and clients together only.
+				bad.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{Member: &api.MemberSecret{PeerSecret: "peer-tls"}}}
 				f.c.take(bad)
 				f.mustPass()
 				expect(t, "etcd writes", f.etcdWrites(), nil)
 				s := f.mustStatus()
-				if !strings.Contains(s.Reason, "still reconciling generation 1") || !strings.Contains(s.Reason, "TLS cannot be turned on or off") {
+				if !strings.Contains(s.Reason, "still reconciling generation 1") || !strings.Contains(s.Reason, api.TLSSwitchedOnPartlyMessage) {
 					t.Errorf("reason = %q", s.Reason)
 				}
 				expectEvents(t, f.events(), "Warning InvalidSpec invalid spec update ignored")

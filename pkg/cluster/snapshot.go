@@ -61,6 +61,11 @@ type snapshot struct {
 	// certProblems are what is wrong with the certificates of the TLS
 	// secrets: members given them would fail their handshakes.
 	certProblems []problem
+	// tlsSwitch is the stage of TLS of each member pod; nil without any.
+	// holdClients: the user holds a switch before it drops a client
+	// scheme (api.HoldClientsAnnotation).
+	tlsSwitch   *tlsSwitchView
+	holdClients bool
 	// issued is what the secrets of issued TLS are; nil unless the
 	// cluster's TLS is issued.
 	issued *issuedView

@@ -637,3 +637,44 @@ func answeredBefore(name string, role api.MemberRole) snapMod {
 		s.status.MemberDetails = append(s.status.MemberDetails, api.MemberDetail{Name: name, Role: role})
 	}
 }
+
+// inTLSStage makes the pods of names those of members in stage st of a TLS
+// switch, etcd recording their peer URLs in its scheme, and reads the
+// stages of every pod as a pass does; the spec's TLS goes before it.
+func inTLSStage(st k8sutil.TLSStage, names ...string) snapMod {
+	return func(s *snapshot) {
+		for _, name := range names {
+			m := memberTemplate(s.spec)
+			m.Name = name
+			m.SecurePeer = st >= k8sutil.TLSPeersSecure
+			m.SwitchingTLS = st == k8sutil.TLSCertificates || st == k8sutil.TLSPeersSecure
+			m.SecureClient = st == k8sutil.TLSSecure
+			s.pods[name] = memberPod(s.spec, &m, testStart.Add(-time.Hour))
+			if em := s.membership[name]; em != nil {
+				em.SecurePeer = m.SecurePeer
+			}
+		}
+		s.tlsSwitch = tlsSwitchOf(s.spec, s.pods)
+	}
+}
+
+// peerURLOf: etcd records member name's peer URL with https or http.
+func peerURLOf(name string, https bool) snapMod {
+	return func(s *snapshot) { s.membership[name].SecurePeer = https }
+}
+
+// peersOnlyPod makes member name's pod one of static TLS of peers alone.
+func peersOnlyPod(name string) snapMod {
+	return func(s *snapshot) {
+		cl := s.spec.DeepCopy()
+		cl.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{Member: &api.MemberSecret{PeerSecret: "peer-tls"}}}
+		m := memberTemplate(cl)
+		m.Name = name
+		s.pods[name] = memberPod(cl, &m, testStart.Add(-time.Hour))
+		s.tlsSwitch = tlsSwitchOf(s.spec, s.pods)
+	}
+}
+
+// holdingClients: the user holds a TLS switch before it drops a client
+// scheme.
+func holdingClients(s *snapshot) { s.holdClients = true }

@@ -235,7 +235,7 @@ func runningOrStarting(s *snapshot, plan *togetherPlan) int {
 func (c *Cluster) startTogether(ctx context.Context, s *snapshot, a action) outcome {
 	members := etcdutil.MemberSet{}
 	for range s.spec.Spec.Size {
-		members.Add(c.newMember(s.spec))
+		members.Add(c.newMember(s))
 	}
 	// The CR's UID in the token keeps a cluster re-created under the same
 	// name from ever talking to its predecessor's members.

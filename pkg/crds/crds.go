@@ -167,6 +167,11 @@ func secureExpr(x string, peer bool) string {
 	return fmt.Sprintf("(%[2]s || has(%[1]s.TLS) && has(%[1]s.TLS.static) && has(%[1]s.TLS.static.operatorSecret) && %[1]s.TLS.static.operatorSecret != '')", x, issuedExpr(x))
 }
 
+// tlsOffExpr is the CEL form of TLSPolicy.Mode() == "" for a cluster spec x.
+func tlsOffExpr(x string) string {
+	return fmt.Sprintf("!(%s || %s)", secureExpr(x, false), secureExpr(x, true))
+}
+
 // issuedExpr is the CEL form of TLSPolicy.IsIssued for a cluster spec x.
 func issuedExpr(x string) string {
 	return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.issued))", x)
@@ -289,10 +294,18 @@ func clusterSpecSchema() schema {
 		"pod":    pod,
 		"TLS":    tls,
 	}, "size"), [2]string{
-		fmt.Sprintf("%s == %s && %s == %s", secureExpr("self", false), secureExpr("oldSelf", false), secureExpr("self", true), secureExpr("oldSelf", true)),
-		"TLS cannot be turned on or off for an existing cluster: every member's URLs are recorded in the etcd membership",
+		fmt.Sprintf("%s || %s || (%s == %s && %s == %s)",
+			tlsOffExpr("self"), tlsOffExpr("oldSelf"),
+			secureExpr("self", false), secureExpr("oldSelf", false), secureExpr("self", true), secureExpr("oldSelf", true)),
+		api.TLSOfPeersOrClientsChangedMessage,
 	}, [2]string{
-		fmt.Sprintf("%s == %s", issuedExpr("self"), issuedExpr("oldSelf")),
+		fmt.Sprintf("!%s || %s || (%s && %s)", tlsOffExpr("oldSelf"), tlsOffExpr("self"), secureExpr("self", false), secureExpr("self", true)),
+		api.TLSSwitchedOnPartlyMessage,
+	}, [2]string{
+		fmt.Sprintf("!%s || %s || %s", tlsOffExpr("self"), tlsOffExpr("oldSelf"), issuedExpr("oldSelf")),
+		api.StaticTLSSwitchedOffMessage,
+	}, [2]string{
+		fmt.Sprintf("%s == %s || %s || %s", issuedExpr("self"), issuedExpr("oldSelf"), tlsOffExpr("self"), tlsOffExpr("oldSelf")),
 		"TLS cannot be switched between static and issued for an existing cluster",
 	}, [2]string{
 		fmt.Sprintf("!%s || !%s || %s == %s", issuedExpr("self"), issuedExpr("oldSelf"), caSecretExpr("self"), caSecretExpr("oldSelf")),

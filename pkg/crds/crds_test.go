@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2/apitest"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -167,7 +168,7 @@ func TestSchemaAdmitsExamples(t *testing.T) {
 	}
 }
 
-func TestSchemaRefusesTurningTLSOnOrOff(t *testing.T) {
+func TestSchemaAllowsTLSSwitchedOnAndIssuedTLSSwitchedOff(t *testing.T) {
 	adm := admissions(t)["EtcdCluster"]
 	plain := map[string]any{"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdCluster",
 		"metadata": map[string]any{"name": "c"}, "spec": map[string]any{"size": 3}}
@@ -175,6 +176,10 @@ func TestSchemaRefusesTurningTLSOnOrOff(t *testing.T) {
 	secure["spec"].(map[string]any)["TLS"] = map[string]any{"static": map[string]any{
 		"member":         map[string]any{"peerSecret": "p", "serverSecret": "s"},
 		"operatorSecret": "o",
+	}}
+	peersOnly := roundTrip(t, plain)
+	peersOnly["spec"].(map[string]any)["TLS"] = map[string]any{"static": map[string]any{
+		"member": map[string]any{"peerSecret": "p"},
 	}}
 	resized := roundTrip(t, secure)
 	resized["spec"].(map[string]any)["size"] = 5
@@ -184,16 +189,19 @@ func TestSchemaRefusesTurningTLSOnOrOff(t *testing.T) {
 	otherCA["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{"caSecret": "another-ca"}}
 	issuedResized := roundTrip(t, issued)
 	issuedResized["spec"].(map[string]any)["size"] = 5
-	const onOff, mode, ca = "TLS cannot be turned on or off", "between static and issued", "the CA of an existing cluster cannot be changed"
+	const mode, ca = "between static and issued", "the CA of an existing cluster cannot be changed"
 	tests := []struct {
 		name     string
 		old, new map[string]any
 		refusal  string
 	}{
-		{"turning TLS on", plain, secure, onOff},
-		{"turning TLS off", secure, plain, onOff},
+		{"static TLS switched on", plain, secure, ""},
+		{"issued TLS switched on", plain, issued, ""},
+		{"issued TLS switched off", issued, plain, ""},
+		{"static TLS switched off", secure, plain, api.StaticTLSSwitchedOffMessage},
+		{"TLS of peers alone switched on", plain, peersOnly, api.TLSSwitchedOnPartlyMessage},
+		{"TLS of clients dropped", secure, peersOnly, api.TLSOfPeersOrClientsChangedMessage},
 		{"resizing a TLS cluster", secure, resized, ""},
-		{"turning issued TLS on", plain, issued, onOff},
 		{"switching from static to issued TLS", secure, issued, mode},
 		{"switching from issued to static TLS", issued, secure, mode},
 		{"changing the CA secret", issued, otherCA, ca},

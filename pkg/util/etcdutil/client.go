@@ -240,6 +240,18 @@ func PromoteMember(ctx context.Context, cfg ClientConfig, id uint64) error {
 	return nil
 }
 
+// UpdateMemberPeerURL changes the peer URL etcd records for member id: how
+// its peers reach it from then on.
+func UpdateMemberPeerURL(ctx context.Context, cfg ClientConfig, id uint64, peerURL string) error {
+	_, err := call(ctx, cfg, func(ctx context.Context, c *clientv3.Client) (*clientv3.MemberUpdateResponse, error) {
+		return c.MemberUpdate(ctx, id, []string{peerURL})
+	})
+	if err != nil {
+		return fmt.Errorf("member update %x to %s: %w", id, peerURL, err)
+	}
+	return nil
+}
+
 // RemoveMember removes a member by ID. A member that is already gone is not
 // an error, so a reconcile that retries after a timeout does not get stuck.
 // etcd refuses removals that would leave fewer than a quorum of members

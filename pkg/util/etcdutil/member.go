@@ -33,6 +33,12 @@ type Member struct {
 	// SecurePeer and SecureClient select https for the peer and client URLs.
 	SecurePeer   bool
 	SecureClient bool
+	// SwitchingTLS is a member of a cluster whose TLS is being switched on
+	// or off while it runs: it holds the peer and server certificates
+	// whatever its schemes, so that it can dial peers that listen https,
+	// and it serves clients http and https on its one client port, so that
+	// clients of either scheme keep working through the switch.
+	SwitchingTLS bool
 	// ClusterName is the EtcdCluster name, which is also the name of the
 	// headless service. When empty it is derived from Name, as the original
 	// operator did.
@@ -77,10 +83,23 @@ func (m Member) ListenPeerURL() string {
 }
 
 // ListenClientURL binds all interfaces so that both the probes (localhost)
-// and the services (pod IP) reach the member.
+// and the services (pod IP) reach the member. A member switching TLS
+// listens with both schemes on the one port: etcd then tells TLS
+// connections from plain ones on it.
 func (m Member) ListenClientURL() string {
+	if m.SwitchingTLS {
+		return fmt.Sprintf("http://0.0.0.0:%d,https://0.0.0.0:%d", ClientPort, ClientPort)
+	}
 	return fmt.Sprintf("%s://0.0.0.0:%d", scheme(m.SecureClient), ClientPort)
 }
+
+// HoldsPeerCertificates tells whether the member is given the peer
+// certificates: to listen https, or to dial peers that do.
+func (m Member) HoldsPeerCertificates() bool { return m.SecurePeer || m.SwitchingTLS }
+
+// HoldsServerCertificates tells whether the member is given the server
+// certificates: to serve clients https.
+func (m Member) HoldsServerCertificates() bool { return m.SecureClient || m.SwitchingTLS }
 
 func scheme(secure bool) string {
 	if secure {
@@ -105,8 +124,11 @@ func NewMemberSet(ms ...*Member) MemberSet {
 }
 
 // MembersFromEtcd turns an etcd member list into a MemberSet, taking every
-// field but Name and ID from template (namespace, TLS, cluster name and
-// domain are properties of the cluster, not of the member). The name comes
+// field but Name, ID and the peer scheme from template (namespace, client
+// TLS, cluster name and domain are properties of the cluster, not of the
+// member). The peer scheme is the one etcd records for the member: while
+// TLS is switched on or off in a running cluster, members differ in it,
+// and a member restarted or named in --initial-cluster must keep it. The name comes
 // from the peer URL, not from etcd's Name field, because etcd only learns a
 // member's name once it has started; an error here means a member was not
 // created by this operator and the cluster cannot be managed safely.
@@ -127,6 +149,7 @@ func MembersFromEtcd(members []*etcdserverpb.Member, template Member) (MemberSet
 		m.Name = name
 		m.ID = em.ID
 		m.IsLearner = em.IsLearner
+		m.SecurePeer = strings.HasPrefix(em.PeerURLs[0], "https://")
 		s[name] = &m
 	}
 	return s, nil

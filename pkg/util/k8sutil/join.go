@@ -86,8 +86,9 @@ func WithMembershipWait(m *etcdutil.Member, initialCluster []string, w Membershi
 		}
 	}
 	var mounts []corev1.VolumeMount
-	if m.SecurePeer {
-		// Peers demand a peer certificate of anyone reading their membership.
+	if m.HoldsPeerCertificates() {
+		// Peers demand a peer certificate of anyone reading their
+		// membership; while TLS is switched, some of them listen https.
 		args.Cert = path.Join(peerTLSDir, "peer.crt")
 		args.Key = path.Join(peerTLSDir, "peer.key")
 		args.CA = path.Join(peerTLSDir, "peer-ca.crt")

@@ -314,7 +314,7 @@ func etcdCommand(m *etcdutil.Member, initialCluster []string, state, token strin
 		// client certificate, and it serves no keys, only health and metrics.
 		cmd = append(cmd, fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", EtcdMetricsPort))
 	}
-	if m.SecurePeer {
+	if m.HoldsPeerCertificates() {
 		cmd = append(cmd,
 			"--peer-client-cert-auth=true",
 			"--peer-trusted-ca-file="+path.Join(peerTLSDir, "peer-ca.crt"),
@@ -322,7 +322,7 @@ func etcdCommand(m *etcdutil.Member, initialCluster []string, state, token strin
 			"--peer-key-file="+path.Join(peerTLSDir, "peer.key"),
 		)
 	}
-	if m.SecureClient {
+	if m.HoldsServerCertificates() {
 		cmd = append(cmd,
 			"--client-cert-auth=true",
 			"--trusted-ca-file="+path.Join(serverTLSDir, "server-ca.crt"),
@@ -361,10 +361,16 @@ func memberVolumes(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, operatorSec
 		mounts = append(mounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
 	}
 	secrets := cluster.Spec.TLS.Secrets(cluster.Name)
-	if m.SecurePeer {
+	if cluster.Spec.TLS.Mode() == "" {
+		// A member that still holds certificates in a cluster whose TLS
+		// is being switched off: only issued TLS can be, and its secrets
+		// are named after the cluster.
+		secrets = (&v1beta2.TLSPolicy{Issued: &v1beta2.IssuedTLS{}}).Secrets(cluster.Name)
+	}
+	if m.HoldsPeerCertificates() {
 		addSecret(peerTLSVolumeName, secrets.Peer, peerTLSDir)
 	}
-	if m.SecureClient {
+	if m.HoldsServerCertificates() {
 		addSecret(serverTLSVolumeName, secrets.Server, serverTLSDir)
 		if operatorSecret {
 			addSecret(operatorTLSVolumeName, secrets.Operator, operatorTLSDir)

@@ -43,6 +43,11 @@ const (
 	// rotation. The CA secret records the last one carried out to its end
 	// as etcd.database.coreos.com/ca-rotated.
 	RotateCAAnnotation = "etcd.database.coreos.com/rotate-ca"
+	// HoldClientsAnnotation, "true", holds a switch of TLS in a running
+	// cluster while members serve clients http and https on the client
+	// port: before its last stage, which drops the scheme clients leave,
+	// so that they can move meanwhile. Removing it lets the switch end.
+	HoldClientsAnnotation = "etcd.database.coreos.com/tls-switch-hold-clients"
 )
 
 // +genclient

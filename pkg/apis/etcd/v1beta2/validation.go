@@ -169,26 +169,46 @@ func (c *EtcdCluster) refusedVersion() field.ErrorList {
 		fmt.Sprintf("etcd %s is refused for new clusters and version changes: %s; choose a later patch release", v, why))}
 }
 
+// Why a change of spec.TLS of an existing cluster is refused. TLS is
+// switched on or off in a running cluster for peers and clients together;
+// the operator finds the secrets of issued TLS by the cluster's name while
+// members still use them, not those static TLS named.
+const (
+	TLSSwitchedOnPartlyMessage        = "TLS switched on in a running cluster covers peers and clients: give issued, or static with member.peerSecret, member.serverSecret and operatorSecret"
+	StaticTLSSwitchedOffMessage       = "static TLS cannot be switched off in a running cluster (only issued TLS can): the members use the secrets it names until each one has moved"
+	TLSOfPeersOrClientsChangedMessage = "TLS of peers alone or of clients alone cannot be changed in a running cluster: switch TLS off and on again, or make a new cluster"
+)
+
 // ValidateUpdate checks a spec change of a cluster that already exists.
 func (c *EtcdCluster) ValidateUpdate(old *EtcdCluster) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	var errs field.ErrorList
-	// Members cannot switch between http and https in place: the URLs of every member
-	// are recorded in the etcd membership.
-	if c.Spec.TLS.IsSecurePeer() != old.Spec.TLS.IsSecurePeer() ||
-		c.Spec.TLS.IsSecureClient() != old.Spec.TLS.IsSecureClient() {
-		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS"),
-			"TLS cannot be turned on or off for an existing cluster"))
+	tlsPath := field.NewPath("spec", "TLS")
+	oldMode, newMode := old.Spec.TLS.Mode(), c.Spec.TLS.Mode()
+	switch {
+	case oldMode == "" && newMode != "":
+		// Switched on member by member (the operator's TLS switch), which
+		// goes through stages of peers and clients together.
+		if !c.Spec.TLS.IsSecurePeer() || !c.Spec.TLS.IsSecureClient() {
+			errs = append(errs, field.Forbidden(tlsPath, TLSSwitchedOnPartlyMessage))
+		}
+	case oldMode != "" && newMode == "":
+		if oldMode != "issued" {
+			errs = append(errs, field.Forbidden(tlsPath, StaticTLSSwitchedOffMessage))
+		}
+	case c.Spec.TLS.IsSecurePeer() != old.Spec.TLS.IsSecurePeer() ||
+		c.Spec.TLS.IsSecureClient() != old.Spec.TLS.IsSecureClient():
+		errs = append(errs, field.Forbidden(tlsPath, TLSOfPeersOrClientsChangedMessage))
 	}
 	// The members' certificates stay those of the mode they started with:
 	// issued certificates are not renewed from another CA, nor replaced by
 	// the user's, in place yet.
-	if c.Spec.TLS.IsIssued() != old.Spec.TLS.IsIssued() {
+	if oldMode != "" && newMode != "" && c.Spec.TLS.IsIssued() != old.Spec.TLS.IsIssued() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS"),
 			"TLS cannot be switched between static and issued for an existing cluster"))
-	} else if c.Spec.TLS.IsIssued() && c.Spec.TLS.Secrets(c.Name).CA != old.Spec.TLS.Secrets(old.Name).CA {
+	} else if c.Spec.TLS.IsIssued() && old.Spec.TLS.IsIssued() && c.Spec.TLS.Secrets(c.Name).CA != old.Spec.TLS.Secrets(old.Name).CA {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS", "issued", "caSecret"),
 			"the CA of an existing cluster cannot be changed: its members' certificates were issued by the one it has"))
 	}

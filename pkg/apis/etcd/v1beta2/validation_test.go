@@ -93,18 +93,26 @@ func TestValidationAcceptsGoodSpecs(t *testing.T) {
 	}
 }
 
-func TestValidateUpdateRefusesTLSSwitch(t *testing.T) {
+func TestValidateUpdateOfTLS(t *testing.T) {
 	plain := &api.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: api.ClusterSpec{Size: 3}}
 	secure := plain.DeepCopy()
 	secure.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{
 		Member:         &api.MemberSecret{PeerSecret: "p", ServerSecret: "s"},
 		OperatorSecret: "o",
 	}}
-	if err := secure.ValidateUpdate(plain); err == nil || !strings.Contains(err.Error(), "TLS cannot be turned on or off") {
-		t.Fatalf("turning TLS on: got %v", err)
+	if err := secure.ValidateUpdate(plain); err != nil {
+		t.Fatalf("static TLS switched on was refused: %v", err)
 	}
-	if err := plain.ValidateUpdate(secure); err == nil {
-		t.Fatal("turning TLS off was accepted")
+	if err := plain.ValidateUpdate(secure); err == nil || !strings.Contains(err.Error(), api.StaticTLSSwitchedOffMessage) {
+		t.Fatalf("static TLS switched off: got %v", err)
+	}
+	peersOnly := plain.DeepCopy()
+	peersOnly.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{Member: &api.MemberSecret{PeerSecret: "p"}}}
+	if err := peersOnly.ValidateUpdate(plain); err == nil || !strings.Contains(err.Error(), api.TLSSwitchedOnPartlyMessage) {
+		t.Fatalf("TLS of peers alone switched on: got %v", err)
+	}
+	if err := peersOnly.ValidateUpdate(secure); err == nil || !strings.Contains(err.Error(), api.TLSOfPeersOrClientsChangedMessage) {
+		t.Fatalf("TLS of clients dropped: got %v", err)
 	}
 	grown := plain.DeepCopy()
 	grown.Spec.Size = 5
@@ -113,6 +121,12 @@ func TestValidateUpdateRefusesTLSSwitch(t *testing.T) {
 	}
 	issued := plain.DeepCopy()
 	issued.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+	if err := issued.ValidateUpdate(plain); err != nil {
+		t.Fatalf("issued TLS switched on was refused: %v", err)
+	}
+	if err := plain.ValidateUpdate(issued); err != nil {
+		t.Fatalf("issued TLS switched off was refused: %v", err)
+	}
 	if err := issued.ValidateUpdate(secure); err == nil || !strings.Contains(err.Error(), "between static and issued") {
 		t.Fatalf("switching from static to issued: got %v", err)
 	}
