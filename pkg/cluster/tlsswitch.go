@@ -133,7 +133,11 @@ func withTLSSwitch(m etcdutil.Member, v *tlsSwitchView) etcdutil.Member {
 
 // withClientsOf gives the members of ms the client side of template t:
 // the membership the goroutine learnt before is dialled as the members
-// serve now.
+// serve now, and a member restarted is made in the stage members move to.
+// A member whose peer scheme in etcd is not the one of that stage (its
+// peer URL not updated yet, or its pod gone while the others moved on)
+// keeps its scheme and holds the certificates, serving clients both ways:
+// peers of any stage reach it, and it reaches them.
 func withClientsOf(ms etcdutil.MemberSet, t etcdutil.Member) etcdutil.MemberSet {
 	if ms == nil {
 		return nil
@@ -141,7 +145,8 @@ func withClientsOf(ms etcdutil.MemberSet, t etcdutil.Member) etcdutil.MemberSet 
 	out := make(etcdutil.MemberSet, len(ms))
 	for name, m := range ms {
 		c := *m
-		c.SecureClient, c.SwitchingTLS = t.SecureClient, t.SwitchingTLS
+		c.SecureClient = t.SecureClient
+		c.SwitchingTLS = t.SwitchingTLS || c.SecurePeer != t.SecurePeer
 		out[name] = &c
 	}
 	return out
@@ -181,7 +186,10 @@ type tlsSwitchFacts struct {
 // nextTLSSwitchChange chooses the one change a switch makes next: a member
 // of the stage the switch moves from, followers first, the leader last; a
 // member whose peer URL already has the new scheme first of all (it is cut
-// off from its peers until it restarts).
+// off from its peers until it restarts). The last member of a stage,
+// restarted once the others moved, comes back in the stage after theirs
+// where its peer scheme allows: it can talk to them there too, and that
+// saves it a restart.
 func nextTLSSwitchChange(v *tlsSwitchView, f tlsSwitchFacts) tlsSwitchDecision {
 	from, to := v.from(), v.to()
 	if v.hi == k8sutil.TLSNoStage {

@@ -1,8 +1,13 @@
 package cluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clienttesting "k8s.io/client-go/testing"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
@@ -37,6 +42,7 @@ func TestPodsMadeDuringATLSSwitchAreInTheStageMembersMoveTo(t *testing.T) {
 		{"on: every member holds certificates", mods(on, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC)), k8sutil.TLSPeersSecure, k8sutil.TLSCertificates, true},
 		{"on: certificates and peers secure, a member etcd records on http restarted", mods(on, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), inTLSStage(k8sutil.TLSPeersSecure, memberA)), k8sutil.TLSPeersSecure, k8sutil.TLSCertificates, true},
 		{"on: every peer secure", mods(on, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC)), k8sutil.TLSSecure, k8sutil.TLSSecure, true},
+		{"on: a member etcd still records on http restarted once the others reached peers secure", mods(on, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC), peerURLOf(memberC, false)), k8sutil.TLSSecure, k8sutil.TLSCertificates, true},
 		{"on: done", mods(on, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC)), k8sutil.TLSSecure, k8sutil.TLSSecure, true},
 		{"off: every member secure", mods(off, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC)), k8sutil.TLSPeersSecure, k8sutil.TLSPeersSecure, true},
 		{"off: secure and peers secure", mods(off, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC), inTLSStage(k8sutil.TLSPeersSecure, memberA)), k8sutil.TLSPeersSecure, k8sutil.TLSPeersSecure, true},
@@ -76,5 +82,86 @@ func TestTheOriginalsShellCommandTellsItsTLS(t *testing.T) {
 	form, ok := k8sutil.MemberTLSOf(p)
 	if !ok || form.Stage() != k8sutil.TLSSecure {
 		t.Fatalf("stage %v (read: %v), want %s", form.Stage(), ok, k8sutil.TLSSecure)
+	}
+}
+
+// TestTLSSwitchedOnAndOffOnClaimsRunsToItsEnd drives passes on the fake
+// clients: issued TLS set on a running plaintext cluster on claims moves
+// every member to TLS and removing it moves them back, each member
+// restarted on its claim (the same member: etcd adds and removes none),
+// its peer URL updated in etcd just before the restart that changes its
+// peer scheme, one member at a time and the leader last.
+func TestTLSSwitchedOnAndOffOnClaimsRunsToItsEnd(t *testing.T) {
+	f := claimsFixture(t)
+	members := []string{memberA, memberB, memberC}
+	run := func(gen int64, tls *api.TLSPolicy, want k8sutil.TLSStage) (deleted, writes []string) {
+		t.Helper()
+		cl := f.cl.DeepCopy()
+		cl.Generation, cl.Spec.TLS = gen, tls
+		f.cl = cl
+		f.c.take(cl)
+		f.etcd.mu.Lock()
+		f.etcd.calls = nil
+		f.etcd.mu.Unlock()
+		for range 200 {
+			seen := len(f.kube.Actions())
+			_ = f.pass()
+			for _, a := range f.kube.Actions()[seen:] {
+				if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
+					deleted = append(deleted, a.(clienttesting.DeleteAction).GetName())
+				}
+			}
+			f.showCreatedPods()
+			f.now = f.now.Add(10 * time.Second)
+		}
+		for _, n := range members {
+			obj, exists, _ := f.indexer.GetByKey(testNS + "/" + n)
+			if !exists {
+				t.Fatalf("member %s has no pod", n)
+			}
+			form, _ := k8sutil.MemberTLSOf(obj.(*corev1.Pod))
+			if form.Stage() != want {
+				t.Errorf("member %s is in stage %s, want %s (status reason %q)", n, form.Stage(), want, f.mustStatus().Reason)
+			}
+			if podClaim(obj.(*corev1.Pod)) != n {
+				t.Errorf("member %s runs on claim %q, want its own", n, podClaim(obj.(*corev1.Pod)))
+			}
+		}
+		for _, c := range f.etcd.Calls(true) {
+			writes = append(writes, strings.Fields(c)[0])
+		}
+		return deleted, writes
+	}
+	deleted, writes := run(2, &api.TLSPolicy{Issued: &api.IssuedTLS{}}, k8sutil.TLSSecure)
+	// Three rounds (certificates, peers secure, secure), the leader last;
+	// the leader, restarted last in the second round, comes back in the
+	// third stage at once.
+	round := []string{memberB, memberC, memberA}
+	if want := slices.Concat(round, round, round[:2]); !slices.Equal(deleted, want) {
+		t.Errorf("switching on deleted pods %v, want %v", deleted, want)
+	}
+	if got := strings.Join(writes, " "); got != "update update update" {
+		t.Errorf("switching on wrote to etcd %q, want the three peer URL updates alone", got)
+	}
+	for _, m := range f.etcd.members {
+		if !strings.HasPrefix(m.PeerURLs[0], "https://") {
+			t.Errorf("etcd records peer URL %s once TLS is on", m.PeerURLs[0])
+		}
+	}
+
+	deleted, writes = run(3, nil, k8sutil.TLSPlain)
+	if want := slices.Concat(round, round, round[:2]); !slices.Equal(deleted, want) {
+		t.Errorf("switching off deleted pods %v, want %v", deleted, want)
+	}
+	if got := strings.Join(writes, " "); got != "update update update" {
+		t.Errorf("switching off wrote to etcd %q, want the three peer URL updates alone", got)
+	}
+	for _, m := range f.etcd.members {
+		if !strings.HasPrefix(m.PeerURLs[0], "http://") {
+			t.Errorf("etcd records peer URL %s once TLS is off", m.PeerURLs[0])
+		}
+	}
+	if st := f.mustStatus(); st.Reason != "" || st.Size != 3 {
+		t.Errorf("status size %d reason %q; want 3, no reason", st.Size, st.Reason)
 	}
 }
