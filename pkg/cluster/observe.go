@@ -46,7 +46,7 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observePods(s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
-	s.tlsSwitch = tlsSwitchOf(s.spec, s.pods)
+	s.tlsSwitch = tlsSwitchOf(s.spec, s.pods, s.holdClients)
 	if seen := runningPodsKey(s.pods); seen != c.podsSeen {
 		c.clients.Close()
 		c.podsSeen = seen

@@ -654,7 +654,7 @@ func inTLSStage(st k8sutil.TLSStage, names ...string) snapMod {
 				em.SecurePeer = m.SecurePeer
 			}
 		}
-		s.tlsSwitch = tlsSwitchOf(s.spec, s.pods)
+		s.tlsSwitch = tlsSwitchOf(s.spec, s.pods, s.holdClients)
 	}
 }
 
@@ -671,10 +671,15 @@ func peersOnlyPod(name string) snapMod {
 		m := memberTemplate(cl)
 		m.Name = name
 		s.pods[name] = memberPod(cl, &m, testStart.Add(-time.Hour))
-		s.tlsSwitch = tlsSwitchOf(s.spec, s.pods)
+		s.tlsSwitch = tlsSwitchOf(s.spec, s.pods, s.holdClients)
 	}
 }
 
 // holdingClients: the user holds a TLS switch before it drops a client
 // scheme.
-func holdingClients(s *snapshot) { s.holdClients = true }
+func holdingClients(s *snapshot) {
+	s.holdClients = true
+	if s.tlsSwitch != nil {
+		s.tlsSwitch.holdClients = true
+	}
+}

@@ -60,11 +60,14 @@ type tlsSwitchView struct {
 	stages map[string]k8sutil.TLSStage
 	// lo and hi are the lowest and highest stages of the members.
 	lo, hi k8sutil.TLSStage
+	// holdClients: the user holds the switch while both client schemes
+	// are served (HoldClientsAnnotation).
+	holdClients bool
 }
 
 // tlsSwitchOf reads the stages of the member pods; nil without any.
-func tlsSwitchOf(spec *api.EtcdCluster, pods map[string]*corev1.Pod) *tlsSwitchView {
-	v := &tlsSwitchView{target: targetStage(spec.Spec.TLS), stages: map[string]k8sutil.TLSStage{}}
+func tlsSwitchOf(spec *api.EtcdCluster, pods map[string]*corev1.Pod, holdClients bool) *tlsSwitchView {
+	v := &tlsSwitchView{target: targetStage(spec.Spec.TLS), stages: map[string]k8sutil.TLSStage{}, holdClients: holdClients}
 	for name, p := range pods {
 		t, ok := k8sutil.MemberTLSOf(p)
 		if !ok {
@@ -109,11 +112,29 @@ func (v *tlsSwitchView) to() k8sutil.TLSStage {
 	return v.hi - 1
 }
 
+// dropsAClientScheme tells whether stage st serves clients one scheme
+// alone: the stage a hold of clients keeps the switch out of.
+func dropsAClientScheme(st k8sutil.TLSStage) bool {
+	return st == k8sutil.TLSSecure || st == k8sutil.TLSPlain
+}
+
+// madeIn is the stage a pod made now is made in: the stage members move
+// to, but for one that drops a client scheme while the user holds the
+// switch (HoldClientsAnnotation), and so the last member of a stage,
+// restarted once the others moved, does not reach it either.
+func (v *tlsSwitchView) madeIn() k8sutil.TLSStage {
+	to := v.to()
+	if v.holdClients && dropsAClientScheme(to) {
+		return v.from()
+	}
+	return to
+}
+
 // operatorDialsHTTPS tells whether the operator (and every pod made now)
 // uses https for clients: once every member and the stage members move to
 // serve it.
 func (v *tlsSwitchView) operatorDialsHTTPS() bool {
-	return v.lo >= k8sutil.TLSCertificates && v.hi != k8sutil.TLSNoStage && v.to() >= k8sutil.TLSCertificates
+	return v.lo >= k8sutil.TLSCertificates && v.hi != k8sutil.TLSNoStage && v.madeIn() >= k8sutil.TLSCertificates
 }
 
 // withTLSSwitch gives template m the stage members move to, while a switch
@@ -124,7 +145,7 @@ func withTLSSwitch(m etcdutil.Member, v *tlsSwitchView) etcdutil.Member {
 	if !v.switching() || v.hi == k8sutil.TLSNoStage {
 		return m
 	}
-	to := v.to()
+	to := v.madeIn()
 	m.SecurePeer = to >= k8sutil.TLSPeersSecure
 	m.SwitchingTLS = to == k8sutil.TLSCertificates || to == k8sutil.TLSPeersSecure
 	m.SecureClient = v.operatorDialsHTTPS()
@@ -256,9 +277,9 @@ func switchTLS(s *snapshot) (action, bool) {
 	if !v.switching() {
 		return action{}, false
 	}
-	if to := v.to(); s.holdClients && (to == k8sutil.TLSSecure || to == k8sutil.TLSPlain) {
+	if v.holdClients && dropsAClientScheme(v.to()) {
 		return waiting(fmt.Sprintf("switching TLS %s holds with clients served http and https: annotation %s is \"true\"; remove it once clients use %s",
-			onOrOff(v), api.HoldClientsAnnotation, scheme(to == k8sutil.TLSSecure))), true
+			onOrOff(v), api.HoldClientsAnnotation, scheme(v.to() == k8sutil.TLSSecure))), true
 	}
 	if a, ok := readyForUpgrade(s); ok {
 		return a, true
@@ -300,8 +321,7 @@ func (c *Cluster) carryOutTLSSwitch(ctx context.Context, s *snapshot, a action) 
 		if err := c.deleteSeenPod(ctx, s, a.member, "to switch TLS"); err != nil {
 			return outcome{err: err}
 		}
-		to := s.tlsSwitch.to()
-		c.tell(corev1.EventTypeNormal, eventTLSSwitch, fmt.Sprintf("Member %s restarted to stage %s (%s)", a.member, to, a.reason))
+		c.tell(corev1.EventTypeNormal, eventTLSSwitch, fmt.Sprintf("Member %s restarted (%s)", a.member, a.reason))
 	}
 	return outcome{requeue: c.cfg.MinPassInterval}
 }

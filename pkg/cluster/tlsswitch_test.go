@@ -43,11 +43,13 @@ func TestPodsMadeDuringATLSSwitchAreInTheStageMembersMoveTo(t *testing.T) {
 		{"on: certificates and peers secure, a member etcd records on http restarted", mods(on, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), inTLSStage(k8sutil.TLSPeersSecure, memberA)), k8sutil.TLSPeersSecure, k8sutil.TLSCertificates, true},
 		{"on: every peer secure", mods(on, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC)), k8sutil.TLSSecure, k8sutil.TLSSecure, true},
 		{"on: a member etcd still records on http restarted once the others reached peers secure", mods(on, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC), peerURLOf(memberC, false)), k8sutil.TLSSecure, k8sutil.TLSCertificates, true},
+		{"on: every peer secure, clients held", mods(on, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC), holdingClients), k8sutil.TLSPeersSecure, k8sutil.TLSPeersSecure, true},
 		{"on: done", mods(on, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC)), k8sutil.TLSSecure, k8sutil.TLSSecure, true},
 		{"off: every member secure", mods(off, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC)), k8sutil.TLSPeersSecure, k8sutil.TLSPeersSecure, true},
 		{"off: secure and peers secure", mods(off, inTLSStage(k8sutil.TLSSecure, memberA, memberB, memberC), inTLSStage(k8sutil.TLSPeersSecure, memberA)), k8sutil.TLSPeersSecure, k8sutil.TLSPeersSecure, true},
 		{"off: every peer secure, a member etcd records on https restarted", mods(off, inTLSStage(k8sutil.TLSPeersSecure, memberA, memberB, memberC)), k8sutil.TLSCertificates, k8sutil.TLSPeersSecure, true},
 		{"off: every member holds certificates", mods(off, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC)), k8sutil.TLSPlain, k8sutil.TLSPlain, false},
+		{"off: every member holds certificates, clients held", mods(off, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), holdingClients), k8sutil.TLSCertificates, k8sutil.TLSCertificates, true},
 		{"off: certificates and plain", mods(off, inTLSStage(k8sutil.TLSCertificates, memberA, memberB, memberC), inTLSStage(k8sutil.TLSPlain, memberA)), k8sutil.TLSPlain, k8sutil.TLSPlain, false},
 	}
 	for _, tc := range tests {

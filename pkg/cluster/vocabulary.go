@@ -103,6 +103,7 @@ func ActionEvents() []Event {
 		{"Normal", eventNoSpaceDisarmed, "NOSPACE alarm disarmed: <why>", false},
 		{"Normal", eventDowngradeEnabled, "<what etcd's downgrade API was asked>", false},
 		{"Normal", eventCARotation, "CA rotation <change> <secret or member> (<why>)", false},
+		{"Normal", eventTLSSwitch, "Member <member> restarted (switching TLS on|off: members move from stage <stage> to <stage>), after, on a claim, Member <member>'s peer URL is now <url> (<why>); it restarts next", false},
 		{"Normal", eventCertificateRenewed, "Secret <secret> renewed from CA secret <ca>: it expired on <old notAfter>, now on <new notAfter> (<why>)", false},
 		{"Warning", eventDisasterRecovery, "<which member or backup the cluster is recovered from, and what may be lost>", false},
 		{"Warning", eventPodForceDeleted, "force-deleted pod <pod>: it is stuck terminating and node <node> has not been Ready since <time>, longer than spec.pod.nodeLostAfterSeconds (<bound>); <what etcd's leader confirmed>", false},
