@@ -425,13 +425,12 @@ func (s *snapshot) memberTemplate() *etcdutil.Member {
 }
 
 // clientConfig reaches the cluster's etcd at endpoints, connecting to each
-// member at its pod's address in the cache rather than through DNS.
+// member at its pod's address in the cache rather than through DNS. The
+// client TLS, once read, is given whatever the endpoints' scheme: etcd's
+// client uses it for https URLs only, and while TLS is switched a member
+// may advertise either scheme.
 func (c *Cluster) clientConfig(s *snapshot, endpoints []string) etcdutil.ClientConfig {
-	cc := etcdutil.ClientConfig{Endpoints: endpoints, Cache: c.clients, Addresses: podAddresses(s)}
-	if s.memberTemplate().SecureClient {
-		cc.TLS = c.tlsConfig
-	}
-	return cc
+	return etcdutil.ClientConfig{Endpoints: endpoints, TLS: c.tlsConfig, Cache: c.clients, Addresses: podAddresses(s)}
 }
 
 // podAddresses map each member's DNS name to its pod's IP address.

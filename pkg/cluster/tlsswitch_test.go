@@ -22,6 +22,13 @@ func stageOfPodFor(t *testing.T, s *snapshot, m *etcdutil.Member) k8sutil.TLSSta
 	if !ok {
 		t.Fatalf("the flags of pod %s say nothing of its TLS", m.Name)
 	}
+	// A member serving both schemes advertises http, which it serves
+	// whichever way the switch goes.
+	if st := form.Stage(); st == k8sutil.TLSCertificates || st == k8sutil.TLSPeersSecure {
+		if !slices.Contains(p.Spec.Containers[0].Command, "--advertise-client-urls=http://"+m.Addr()+":2379") {
+			t.Errorf("pod %s in stage %s advertises no http client URL: %v", m.Name, st, p.Spec.Containers[0].Command)
+		}
+	}
 	return form.Stage()
 }
 

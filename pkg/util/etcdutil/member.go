@@ -71,9 +71,20 @@ func (m Member) PeerURL() string {
 	return fmt.Sprintf("%s://%s:%d", scheme(m.SecurePeer), m.Addr(), PeerPort)
 }
 
-// ClientURL is what the member advertises to clients, the operator included.
+// ClientURL is the member's client URL in the scheme the operator dials.
 func (m Member) ClientURL() string {
 	return fmt.Sprintf("%s://%s:%d", scheme(m.SecureClient), m.Addr(), ClientPort)
+}
+
+// AdvertiseClientURL is what the member advertises to clients, who find it
+// in etcd's member list (the operator's health reads among them): its
+// ClientURL, but http while it switches TLS, a scheme it serves whichever
+// way the switch goes and whatever scheme the operator dials meanwhile.
+func (m Member) AdvertiseClientURL() string {
+	if m.SwitchingTLS {
+		return fmt.Sprintf("http://%s:%d", m.Addr(), ClientPort)
+	}
+	return m.ClientURL()
 }
 
 // ListenPeerURL binds all interfaces because the pod IP is not known when the

@@ -305,7 +305,7 @@ func etcdCommand(m *etcdutil.Member, initialCluster []string, state, token strin
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
 		"--listen-peer-urls=" + m.ListenPeerURL(),
 		"--listen-client-urls=" + m.ListenClientURL(),
-		"--advertise-client-urls=" + m.ClientURL(),
+		"--advertise-client-urls=" + m.AdvertiseClientURL(),
 		"--initial-cluster=" + strings.Join(initialCluster, ","),
 		"--initial-cluster-state=" + state,
 	}

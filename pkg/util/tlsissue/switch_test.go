@@ -370,10 +370,10 @@ func (c *switchCluster) serves(stage string, written *ackedWrites, secure *tls.C
 			if !slices.Contains(readVia.stage.clientSchemes(), scheme) {
 				continue
 			}
-			cfg := (*tls.Config)(nil)
-			if scheme == "https" {
-				cfg = secure
-			}
+			// The client configuration is given for http too: etcd's
+			// client uses it for https URLs only, as the operator relies
+			// on while members advertise either scheme.
+			cfg := secure
 			key := fmt.Sprintf("%s/%s/%s", stage, m.name, scheme)
 			deadline := time.Now().Add(60 * time.Second)
 			for {
