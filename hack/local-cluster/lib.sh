@@ -94,7 +94,7 @@ IMAGE_SHA_LABEL=etcd-operator-local.tar-sha256
 COMPONENTS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 APT_PACKAGES=(etcd-server etcd-client containerd runc containernetworking-plugins iptables
-	busybox-static conntrack socat ethtool openssl dash)
+	busybox-static conntrack socat ethtool openssl dash curl)
 
 # ---------------------------------------------------------------------------
 # Logging

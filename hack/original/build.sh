@@ -6,13 +6,18 @@
 #      (`go mod download`) and copies it into a throwaway directory under the
 #      cache, with the module file beside this script (v0.9.4.go.mod and
 #      .go.sum: the original used dep, see the comment in v0.9.4.go.mod);
-#   2. applies publish-not-ready-addresses.patch, the one change to its code:
-#      its Services ask for the DNS records of unready pods with the
-#      annotation service.alpha.kubernetes.io/tolerate-unready-endpoints,
-#      which Kubernetes 1.32 no longer reads; without
-#      spec.publishNotReadyAddresses a member pod's name never resolves while
-#      the pod is unready, so its check-dns init container waits for ever and
-#      the first member never starts;
+#   2. applies the two changes to its code:
+#      publish-not-ready-addresses.patch: its Services ask for the DNS records
+#      of unready pods with the annotation
+#      service.alpha.kubernetes.io/tolerate-unready-endpoints, which
+#      Kubernetes 1.32 no longer reads; without spec.publishNotReadyAddresses
+#      a member pod's name never resolves while the pod is unready, so its
+#      check-dns init container waits for ever and the first member never
+#      starts;
+#      fetch-backup-pull-policy.patch: the restore operator's seed pod runs
+#      its fetch-backup init container from the untagged image tutum/curl,
+#      which Kubernetes pulls Always, from a registry; the local image of
+#      step 6 is used when the pull policy is IfNotPresent;
 #   3. builds etcd-operator, etcd-backup-operator and etcd-restore-operator
 #      statically (CGO_ENABLED=0);
 #   4. writes the image quay.io/coreos/etcd-operator:v0.9.4, the tag of the
@@ -26,16 +31,15 @@
 #      `nslookup <pod>.<cluster>.<ns>.svc`, as its nslookup ignores the
 #      resolv.conf search list; the image has dash as /bin/sh and a Go
 #      nslookup that honours it. The tarball is the local cluster's own, so
-#      the two never disagree about that tag.
+#      the two never disagree about that tag;
+#   6. writes tutum/curl (latest), the image of the restore operator's
+#      fetch-backup init container: bash and curl from Debian with the
+#      libraries they load, and busybox's applets for the rest.
 #
 # Nothing of the original is written to the repository: its source, the
 # binaries and the tarballs live under $CACHE_DIR/original/v0.9.4. A second
 # run with the same inputs (this script, the module file, the patch, the Go
 # version) rebuilds nothing. Prints the paths it made, one per line, on stdout.
-#
-# Not built: tutum/curl, the image of the fetch-backup init container of the
-# original restore operator's seed pod; so a restore by the original does not
-# run on the local cluster.
 # shellcheck source-path=SCRIPTDIR disable=SC2034 # LOG_TAG is read by lib.sh
 set -euo pipefail
 
@@ -71,7 +75,8 @@ have_binaries() {
 build_binaries() {
 	local want have dir
 	want=$(stamp "$ORIG_HACK/build.sh" "$ORIG_HACK/common.sh" "$ORIG_HACK/$ORIG_VERSION.go.mod" \
-		"$ORIG_HACK/$ORIG_VERSION.go.sum" "$ORIG_HACK/publish-not-ready-addresses.patch")
+		"$ORIG_HACK/$ORIG_VERSION.go.sum" "$ORIG_HACK/publish-not-ready-addresses.patch" \
+		"$ORIG_HACK/fetch-backup-pull-policy.patch")
 	have=$(cat "$ORIG_BIN/.stamp" 2>/dev/null || true)
 	if [[ $want == "$have" ]] && have_binaries; then
 		log "binaries: up to date in $ORIG_BIN"
@@ -96,6 +101,9 @@ build_binaries() {
 		die "publish-not-ready-addresses.patch does not apply to $ORIG_MODULE@$ORIG_VERSION"
 	grep -q 'PublishNotReadyAddresses: true' "$ORIG_SRC/pkg/util/k8sutil/k8sutil.go" ||
 		die "the patch did not set PublishNotReadyAddresses"
+	log "step 2: applying fetch-backup-pull-policy.patch"
+	patch -s -p1 -d "$ORIG_SRC" --forward <"$ORIG_HACK/fetch-backup-pull-policy.patch" ||
+		die "fetch-backup-pull-policy.patch does not apply to $ORIG_MODULE@$ORIG_VERSION"
 
 	log "step 3: building ${BINARIES[*]} (CGO_ENABLED=0; a few minutes the first time)"
 	rm -rf "$ORIG_BIN.new"
@@ -152,6 +160,22 @@ image_original() {
 	rm -rf "$root"
 }
 
+# image_tutum_curl: step 6. The fetch-backup container runs
+# `/bin/bash -ec 'httpcode=$(curl --write-out ... --output FILE URL) ...'`
+# and cats the file into /dev/termination-log when the answer is not 200.
+image_tutum_curl() {
+	local root=$IMAGES_DIR/tutum-curl-rootfs
+	base_rootfs "$root"
+	sed -i 's#^root:.*#root:x:0:0:root:/root:/bin/bash#' "$root/etc/passwd"
+	busybox_applets "$root" '@(bin/sh|bin/bash|*/curl)'
+	copy_with_libs /usr/bin/bash "$root" /bin/bash
+	ln -sf bash "$root/bin/sh"
+	copy_with_libs /usr/bin/curl "$root" /usr/bin/curl
+	"$TOOLS_DIR/imagebuild" -rootfs "$root" -tag "$CURL_IMAGE" -cmd /bin/bash -env "PATH=$DEFAULT_PATH" \
+		-o "$IMAGES_DIR/tutum-curl.tar" >/dev/null
+	rm -rf "$root"
+}
+
 build_binaries
 
 # shellcheck source=../local-cluster/images.sh
@@ -176,6 +200,13 @@ done
 mkdir -p "$IMAGES_DIR"
 cached_image busybox image_busybox -- "$(busybox_path)" /usr/bin/dash "$TOOLS_DIR/nslookup"
 
+log "step 6: $CURL_IMAGE (the restore operator's fetch-backup init container)"
+for need in /usr/bin/bash /usr/bin/curl; do
+	[[ -x $need ]] || die "$need is missing: apt-get install bash curl (hack/local-cluster/up.sh installs curl)"
+done
+cached_image tutum-curl image_tutum_curl -- /usr/bin/bash /usr/bin/curl "$ORIG_HACK/build.sh"
+
 for b in "${BINARIES[@]}"; do echo "$ORIG_BIN/$b"; done
 echo "$ORIG_IMAGE_TAR"
 echo "$IMAGES_DIR/busybox.tar"
+echo "$IMAGES_DIR/tutum-curl.tar"

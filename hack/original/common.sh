@@ -4,6 +4,8 @@
 
 ORIG_VERSION=v0.9.4
 ORIG_IMAGE=quay.io/coreos/etcd-operator:$ORIG_VERSION
+# The image of the restore operator's fetch-backup init container.
+CURL_IMAGE=tutum/curl:latest
 # The original's example/ manifests, with only what Kubernetes 1.32 refuses
 # changed (see the README there).
 ORIGINAL_MANIFESTS=$REPO_ROOT/test/e2e/testdata/original

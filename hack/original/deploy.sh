@@ -30,8 +30,8 @@
 # 1.32; build.sh patches its source for that (publish-not-ready-addresses.patch).
 # Its member pods must run an etcd image with a shell (its probes run
 # /bin/sh): quay.io/coreos/etcd:v3.4.23 on the local cluster, so set
-# spec.version: 3.4.23. Its restore operator's seed pod needs tutum/curl,
-# which is not built: restores by the original do not run here.
+# spec.version: 3.4.23. Its restore operator's seed pod runs tutum/curl,
+# which build.sh makes from Debian's bash and curl.
 #
 # Environment: the local cluster's (/var/lib/etcd-operator-local/env gives
 # KUBECONFIG and KUBECTL); KUBECONFIG and KUBECTL already set win. Importing

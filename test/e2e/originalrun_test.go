@@ -193,7 +193,9 @@ func originalBackupStatus(ctx context.Context, ns, name string) (string, error) 
 // TestBackupsTheOriginalItselfWroteRestoreHere: the original v0.9.4 runs its
 // example cluster and its backup operator takes the walkthroughs' one-shot
 // backup and a periodic one (every 5 s instead of 125 s, none pruned), named
-// <path>_v<revision>_<time> by the original. The original is then removed,
+// <path>_v<revision>_<time> by the original. Its own restore operator
+// restores the one-shot backup over the cluster, as its walkthrough does:
+// the keys written before it, none written after. The original is then removed,
 // this operator is installed in the namespace, and an EtcdRestore names the
 // periodic object, colons and all: the restored cluster holds the keys
 // written before that backup and none written after it.
@@ -277,6 +279,43 @@ func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
 	}
 	// After the backup chosen: a restore from it must not have these.
 	putKeys(t, ns, name, "/e2e/after/", 10)
+
+	// The original's restore operator restores the one-shot backup over the
+	// running cluster, as its walkthrough does: the cluster is made again
+	// from the backup its seed pod fetches from the restore operator with
+	// the tutum/curl image (hack/original/build.sh makes one locally).
+	if err := f.CreateFromExample(ctx, ns, originalManifest("restore_cr.yaml"), walkthroughSed(srv, oneShot, secret, "")...); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, restoreTimeout, 2*time.Second, "the original's restore to succeed",
+		func(ctx context.Context) (bool, string, error) {
+			out, err := f.Kubectl(ctx, "-n", ns, "get", "etcdrestores.etcd.database.coreos.com", name,
+				"-o", "jsonpath={.status.succeeded} {.status.reason}")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return strings.HasPrefix(strings.TrimSpace(out), "true"), out, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Ready members of the cluster the original restored",
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, ns, name, "/e2e/before/"); n != keys {
+		t.Errorf("the cluster the original restored has %d keys written before its one-shot backup, want %d", n, keys)
+	}
+	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
+		t.Errorf("the cluster the original restored has %d keys written after its one-shot backup, want none", n)
+	}
 
 	// The original goes (its periodic EtcdBackup loses its finalizer while its
 	// backup operator still runs), and this tree's CRDs come back.
