@@ -100,17 +100,7 @@ func TestOriginalItselfRunsAThreeMemberCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The original adds one member per 8 s tick after the seed.
-	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Running and Ready members of the original's cluster",
-		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.ClusterPods(ctx, ns, name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitOriginalMembers(t, ns, name, "3 Running and Ready members of the original's cluster")
 	pods, err := f.ClusterPods(ctx, ns, name)
 	if err != nil {
 		t.Fatal(err)
@@ -211,17 +201,7 @@ func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
 		`s/"3.2.13"/"`+originalEtcdVersion+`"/`); err != nil {
 		t.Fatal(err)
 	}
-	err := framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Ready members of the original's cluster",
-		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.ClusterPods(ctx, ns, name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitOriginalMembers(t, ns, name, "3 Ready members of the original's cluster")
 	putKeys(t, ns, name, "/e2e/before/", keys)
 
 	bucket := "e2e-original-itself"
@@ -239,7 +219,7 @@ func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
 			"s/backupIntervalInSecond: 125/backupIntervalInSecond: 5/", "s/maxBackups: 4/maxBackups: 0/")...); err != nil {
 		t.Fatal(err)
 	}
-	err = framework.WaitFor(ctx, backupTimeout, 2*time.Second, "the original's one-shot backup to succeed",
+	err := framework.WaitFor(ctx, backupTimeout, 2*time.Second, "the original's one-shot backup to succeed",
 		func(ctx context.Context) (bool, string, error) {
 			st, err := originalBackupStatus(ctx, ns, exampleBackup)
 			if err != nil {
@@ -299,17 +279,7 @@ func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = framework.WaitFor(ctx, 5*time.Minute, 5*time.Second, "3 Ready members of the cluster the original restored",
-		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.ClusterPods(ctx, ns, name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitOriginalMembers(t, ns, name, "3 Ready members of the cluster the original restored")
 	if n := countKeys(t, ns, name, "/e2e/before/"); n != keys {
 		t.Errorf("the cluster the original restored has %d keys written before its one-shot backup, want %d", n, keys)
 	}
@@ -338,6 +308,23 @@ func TestBackupsTheOriginalItselfWroteRestoreHere(t *testing.T) {
 	}
 	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
 		t.Errorf("the restored cluster has %d keys written after the original's backup, want none", n)
+	}
+}
+
+// waitOriginalMembers waits up to 5 minutes until cluster name of ns, which
+// the original runs, has 3 pods, all Ready; what says what is waited for.
+func waitOriginalMembers(t *testing.T, ns, name, what string) {
+	t.Helper()
+	err := framework.WaitFor(t.Context(), 5*time.Minute, 5*time.Second, what,
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := f.ClusterPods(ctx, ns, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(framework.ReadyPods(pods)) == 3 && len(pods) == 3, framework.DescribePods(pods), nil
+		})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

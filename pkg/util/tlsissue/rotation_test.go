@@ -148,11 +148,55 @@ func (v *secretFiles) swap(secrets ...map[string][]byte) {
 	}
 }
 
+// etcdProcess is one etcd process of a test cluster.
+type etcdProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *etcdtest.Output
+}
+
+// run starts bin with args, its output kept for failure messages; name is
+// the member's, for them.
+func (p *etcdProcess) run(t *testing.T, name, bin string, args ...string) {
+	t.Helper()
+	p.log = &etcdtest.Output{}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+}
+
+// kill stops the process and waits for it; killing a stopped one does
+// nothing.
+func (p *etcdProcess) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.cmd = nil
+}
+
+// certificateFlags are etcd's flags for the peer and server certificates
+// of the volume, each side asking its peers and clients for one.
+func (v *secretFiles) certificateFlags() []string {
+	return []string{
+		"--peer-client-cert-auth=true", "--peer-trusted-ca-file=" + v.path(etcdutil.SecretPeerCA),
+		"--peer-cert-file=" + v.path(etcdutil.SecretPeerCert), "--peer-key-file=" + v.path(etcdutil.SecretPeerKey),
+		"--client-cert-auth=true", "--trusted-ca-file=" + v.path(etcdutil.SecretServerCA),
+		"--cert-file=" + v.path(etcdutil.SecretServerCert), "--key-file=" + v.path(etcdutil.SecretServerKey),
+	}
+}
+
 type tlsMember struct {
 	name, dir, peerURL, clientURL string
-	cmd                           *exec.Cmd
-	done                          chan struct{}
-	log                           *etcdtest.Output
+	etcdProcess
 }
 
 type tlsCluster struct {
@@ -195,37 +239,17 @@ func startTLSCluster(t *testing.T, bin string, vol *secretFiles, n int) *tlsClus
 func (c *tlsCluster) start(m *tlsMember) {
 	c.t.Helper()
 	v := c.vol
-	m.log = &etcdtest.Output{}
-	m.cmd = exec.Command(c.bin,
+	m.run(c.t, m.name, c.bin, append(v.certificateFlags(),
 		"--name="+m.name, "--data-dir="+m.dir,
 		"--listen-peer-urls="+m.peerURL, "--initial-advertise-peer-urls="+m.peerURL,
 		"--listen-client-urls="+m.clientURL, "--advertise-client-urls="+m.clientURL,
 		"--initial-cluster="+c.initial, "--initial-cluster-state=new",
 		"--initial-cluster-token=tlsissue-rotation-test", "--log-level=warn",
 		"--unsafe-no-fsync=true",
-		"--peer-client-cert-auth=true", "--peer-trusted-ca-file="+v.path(etcdutil.SecretPeerCA),
-		"--peer-cert-file="+v.path(etcdutil.SecretPeerCert), "--peer-key-file="+v.path(etcdutil.SecretPeerKey),
-		"--client-cert-auth=true", "--trusted-ca-file="+v.path(etcdutil.SecretServerCA),
-		"--cert-file="+v.path(etcdutil.SecretServerCert), "--key-file="+v.path(etcdutil.SecretServerKey),
-	)
-	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
-	if err := m.cmd.Start(); err != nil {
-		c.t.Fatalf("start %s: %v", m.name, err)
-	}
-	m.done = make(chan struct{})
-	go func() {
-		_ = m.cmd.Wait()
-		close(m.done)
-	}()
+	)...)
 }
 
-func (c *tlsCluster) stop(m *tlsMember) {
-	if m.cmd == nil || m.cmd.Process == nil {
-		return
-	}
-	_ = m.cmd.Process.Kill()
-	<-m.done
-}
+func (c *tlsCluster) stop(m *tlsMember) { m.kill() }
 
 // restart stops m and starts it again on its data: it reads its CA files
 // anew.

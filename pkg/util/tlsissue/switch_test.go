@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil/etcdtest"
 )
 
@@ -87,9 +85,7 @@ type switchMember struct {
 	peerPort, port int
 	stage          switchStage
 	id             uint64
-	cmd            *exec.Cmd
-	done           chan struct{}
-	log            *etcdtest.Output
+	etcdProcess
 }
 
 func (m *switchMember) peerURL() string {
@@ -330,34 +326,12 @@ func (c *switchCluster) start(m *switchMember, initial, state string) {
 		args = append(args, "--initial-cluster="+initial, "--initial-cluster-state="+state)
 	}
 	if m.stage != stagePlain {
-		args = append(args,
-			"--peer-client-cert-auth=true", "--peer-trusted-ca-file="+v.path(etcdutil.SecretPeerCA),
-			"--peer-cert-file="+v.path(etcdutil.SecretPeerCert), "--peer-key-file="+v.path(etcdutil.SecretPeerKey),
-			"--client-cert-auth=true", "--trusted-ca-file="+v.path(etcdutil.SecretServerCA),
-			"--cert-file="+v.path(etcdutil.SecretServerCert), "--key-file="+v.path(etcdutil.SecretServerKey),
-		)
+		args = append(args, v.certificateFlags()...)
 	}
-	m.log = &etcdtest.Output{}
-	m.cmd = exec.Command(c.bin, args...)
-	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
-	if err := m.cmd.Start(); err != nil {
-		c.t.Fatalf("start %s: %v", m.name, err)
-	}
-	m.done = make(chan struct{})
-	go func() {
-		_ = m.cmd.Wait()
-		close(m.done)
-	}()
+	m.run(c.t, m.name, c.bin, args...)
 }
 
-func (c *switchCluster) stop(m *switchMember) {
-	if m.cmd == nil || m.cmd.Process == nil {
-		return
-	}
-	_ = m.cmd.Process.Kill()
-	<-m.done
-	m.cmd = nil
-}
+func (c *switchCluster) stop(m *switchMember) { m.kill() }
 
 // serves waits until every member serves a write made through it and read
 // back linearizably through the next, in every scheme both serve (secure
