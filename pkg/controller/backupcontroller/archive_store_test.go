@@ -291,7 +291,10 @@ func testArchiveChunksGoWithTheSnapshots(t *testing.T, start func(*testing.T, *a
 
 	headA := burst("a", 10)
 	headB := burst("b", 10)
-	second := nextSnapshot(first.EtcdRevision)
+	// A snapshot after the second burst: the runner may have stored
+	// another one meanwhile (a retried attempt on a loaded machine), which
+	// retention then prunes as the older one.
+	second := nextSnapshot(headB - 1)
 	headC := burst("c", 10)
 	before, err := archive.List(ctx, store, prefix)
 	if err != nil {
