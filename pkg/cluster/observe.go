@@ -75,7 +75,8 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 			s.certProblems = append(s.certProblems, newProblem(problemTLSCertificate, "TLS: %s", p))
 		}
 	}
-	s.membership = withClientsOf(c.knownMembership.known(), *s.memberTemplate())
+	s.membership = c.knownMembership.known()
+	giveClientsOf(s.membership, *s.memberTemplate())
 	if withEtcd && s.tlsProblem == nil {
 		s.etcd = c.observeEtcd(ctx, s)
 	}
@@ -240,12 +241,8 @@ func (c *Cluster) loadTLS(ctx context.Context, s *snapshot) error {
 		// It is about to be issued: not a problem to report.
 		return nil
 	}
-	names := cl.Spec.TLS.Secrets(cl.Name)
-	if cl.Spec.TLS.Mode() == "" {
-		// Issued TLS being switched off: members serve https until they
-		// move, and only issued TLS can be switched off.
-		names = (&api.TLSPolicy{Issued: &api.IssuedTLS{}}).Secrets(cl.Name)
-	}
+	// Switching issued TLS off, members serve https until they move.
+	names := cl.Spec.TLS.SecretsInUse(cl.Name)
 	name := names.Operator
 	secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

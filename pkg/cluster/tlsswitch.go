@@ -152,25 +152,19 @@ func withTLSSwitch(m etcdutil.Member, v *tlsSwitchView) etcdutil.Member {
 	return m
 }
 
-// withClientsOf gives the members of ms the client side of template t:
+// giveClientsOf gives the members of ms, the pass's own copy, the client
+// side of template t:
 // the membership the goroutine learnt before is dialled as the members
 // serve now, and a member restarted is made in the stage members move to.
 // A member whose peer scheme in etcd is not the one of that stage (its
 // peer URL not updated yet, or its pod gone while the others moved on)
 // keeps its scheme and holds the certificates, serving clients both ways:
 // peers of any stage reach it, and it reaches them.
-func withClientsOf(ms etcdutil.MemberSet, t etcdutil.Member) etcdutil.MemberSet {
-	if ms == nil {
-		return nil
+func giveClientsOf(ms etcdutil.MemberSet, t etcdutil.Member) {
+	for _, m := range ms {
+		m.SecureClient = t.SecureClient
+		m.SwitchingTLS = t.SwitchingTLS || m.SecurePeer != t.SecurePeer
 	}
-	out := make(etcdutil.MemberSet, len(ms))
-	for name, m := range ms {
-		c := *m
-		c.SecureClient = t.SecureClient
-		c.SwitchingTLS = t.SwitchingTLS || c.SecurePeer != t.SecurePeer
-		out[name] = &c
-	}
-	return out
 }
 
 // tlsSwitchChange is one change of a TLS switch.

@@ -68,7 +68,7 @@ func TestPodsMadeDuringATLSSwitchAreInTheStageMembersMoveTo(t *testing.T) {
 			if got := stageOfPodFor(t, s, &m); got != tc.newMember {
 				t.Errorf("a new member's pod is in stage %s, want %s", got, tc.newMember)
 			}
-			s.membership = withClientsOf(s.membership, *tmpl)
+			giveClientsOf(s.membership, *tmpl)
 			restarted := restartMembership(s, []string{memberC})[memberC]
 			if got := stageOfPodFor(t, s, restarted); got != tc.restarted {
 				t.Errorf("%s restarted on its claim is in stage %s, want %s", memberC, got, tc.restarted)
@@ -141,33 +141,30 @@ func TestTLSSwitchedOnAndOffOnClaimsRunsToItsEnd(t *testing.T) {
 		}
 		return deleted, writes
 	}
-	deleted, writes := run(2, &api.TLSPolicy{Issued: &api.IssuedTLS{}}, k8sutil.TLSSecure)
-	// Three rounds (certificates, peers secure, secure), the leader last;
-	// the leader, restarted last in the second round, comes back in the
-	// third stage at once.
+	// Three rounds each way, the leader last; the leader, restarted last in
+	// the second round, comes back in the third stage at once.
 	round := []string{memberB, memberC, memberA}
-	if want := slices.Concat(round, round, round[:2]); !slices.Equal(deleted, want) {
-		t.Errorf("switching on deleted pods %v, want %v", deleted, want)
-	}
-	if got := strings.Join(writes, " "); got != "update update update" {
-		t.Errorf("switching on wrote to etcd %q, want the three peer URL updates alone", got)
-	}
-	for _, m := range f.etcd.members {
-		if !strings.HasPrefix(m.PeerURLs[0], "https://") {
-			t.Errorf("etcd records peer URL %s once TLS is on", m.PeerURLs[0])
+	for _, sw := range []struct {
+		way        string
+		generation int64
+		tls        *api.TLSPolicy
+		stage      k8sutil.TLSStage
+		peerScheme string
+	}{
+		{"on", 2, &api.TLSPolicy{Issued: &api.IssuedTLS{}}, k8sutil.TLSSecure, "https://"},
+		{"off", 3, nil, k8sutil.TLSPlain, "http://"},
+	} {
+		deleted, writes := run(sw.generation, sw.tls, sw.stage)
+		if want := slices.Concat(round, round, round[:2]); !slices.Equal(deleted, want) {
+			t.Errorf("switching %s deleted pods %v, want %v", sw.way, deleted, want)
 		}
-	}
-
-	deleted, writes = run(3, nil, k8sutil.TLSPlain)
-	if want := slices.Concat(round, round, round[:2]); !slices.Equal(deleted, want) {
-		t.Errorf("switching off deleted pods %v, want %v", deleted, want)
-	}
-	if got := strings.Join(writes, " "); got != "update update update" {
-		t.Errorf("switching off wrote to etcd %q, want the three peer URL updates alone", got)
-	}
-	for _, m := range f.etcd.members {
-		if !strings.HasPrefix(m.PeerURLs[0], "http://") {
-			t.Errorf("etcd records peer URL %s once TLS is off", m.PeerURLs[0])
+		if got := strings.Join(writes, " "); got != "update update update" {
+			t.Errorf("switching %s wrote to etcd %q, want the three peer URL updates alone", sw.way, got)
+		}
+		for _, m := range f.etcd.members {
+			if !strings.HasPrefix(m.PeerURLs[0], sw.peerScheme) {
+				t.Errorf("etcd records peer URL %s once TLS is %s", m.PeerURLs[0], sw.way)
+			}
 		}
 	}
 	if st := f.mustStatus(); st.Reason != "" || st.Size != 3 {

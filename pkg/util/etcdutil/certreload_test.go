@@ -24,17 +24,10 @@ import (
 func TestRenewedServerCertificateIsServedWithoutRestart(t *testing.T) {
 	t.Parallel()
 	const why = "renewed certificates are shown to be served without a restart on every supported etcd version"
-	for _, v := range []struct {
-		version string
-		bin     func(testing.TB, string, ...string) string
-	}{
-		{etcdtest.Version35, etcdtest.BinDir35},
-		{etcdtest.Version36, etcdtest.BinDir36},
-		{etcdtest.Version37, etcdtest.BinDir37},
-	} {
-		t.Run("etcd "+v.version, func(t *testing.T) {
+	for _, v := range etcdtest.SupportedReleases {
+		t.Run("etcd "+v.Version, func(t *testing.T) {
 			t.Parallel()
-			bin := filepath.Join(v.bin(t, why, "etcd"), "etcd")
+			bin := filepath.Join(v.BinDir(t, why, "etcd"), "etcd")
 			ca := etcdtest.NewCA(t, "cluster CA")
 			client, clientKey := etcdtest.Issue(t, ca.Cert, ca.Key, &x509.Certificate{SerialNumber: big.NewInt(3), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 			cfg, err := NewTLSConfig(client, clientKey, ca.PEM)

@@ -139,10 +139,11 @@ func NewMemberSet(ms ...*Member) MemberSet {
 // TLS, cluster name and domain are properties of the cluster, not of the
 // member). The peer scheme is the one etcd records for the member: while
 // TLS is switched on or off in a running cluster, members differ in it,
-// and a member restarted or named in --initial-cluster must keep it. The name comes
-// from the peer URL, not from etcd's Name field, because etcd only learns a
-// member's name once it has started; an error here means a member was not
-// created by this operator and the cluster cannot be managed safely.
+// and a member restarted or named in --initial-cluster must keep it. The
+// name comes from the peer URL, not from etcd's Name field, because etcd
+// only learns a member's name once it has started; an error here means a
+// member was not created by this operator and the cluster cannot be
+// managed safely.
 func MembersFromEtcd(members []*etcdserverpb.Member, template Member) (MemberSet, error) {
 	s := make(MemberSet, len(members))
 	for _, em := range members {

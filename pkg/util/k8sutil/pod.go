@@ -360,13 +360,7 @@ func memberVolumes(cluster *v1beta2.EtcdCluster, m *etcdutil.Member, operatorSec
 		})
 		mounts = append(mounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
 	}
-	secrets := cluster.Spec.TLS.Secrets(cluster.Name)
-	if cluster.Spec.TLS.Mode() == "" {
-		// A member that still holds certificates in a cluster whose TLS
-		// is being switched off: only issued TLS can be, and its secrets
-		// are named after the cluster.
-		secrets = (&v1beta2.TLSPolicy{Issued: &v1beta2.IssuedTLS{}}).Secrets(cluster.Name)
-	}
+	secrets := cluster.Spec.TLS.SecretsInUse(cluster.Name)
 	if m.HoldsPeerCertificates() {
 		addSecret(peerTLSVolumeName, secrets.Peer, peerTLSDir)
 	}

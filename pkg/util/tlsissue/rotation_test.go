@@ -34,17 +34,10 @@ import (
 // end a client of the old CA is refused while one of the new works.
 func TestCARotationKeepsAClusterServing(t *testing.T) {
 	t.Parallel()
-	for _, v := range []struct {
-		version string
-		bin     func(testing.TB, string, ...string) string
-	}{
-		{etcdtest.Version35, etcdtest.BinDir35},
-		{etcdtest.Version36, etcdtest.BinDir36},
-		{etcdtest.Version37, etcdtest.BinDir37},
-	} {
-		t.Run("etcd "+v.version, func(t *testing.T) {
+	for _, v := range etcdtest.SupportedReleases {
+		t.Run("etcd "+v.Version, func(t *testing.T) {
 			t.Parallel()
-			rotateCA(t, filepath.Join(v.bin(t, "a CA rotation is shown to keep a real cluster serving on every supported etcd version", "etcd"), "etcd"))
+			rotateCA(t, filepath.Join(v.BinDir(t, "a CA rotation is shown to keep a real cluster serving on every supported etcd version", "etcd"), "etcd"))
 		})
 	}
 }
@@ -104,7 +97,7 @@ func rotateCA(t *testing.T, bin string) {
 		c.serves("d: "+m.name+" restarted trusting the new CA only", clientTLS(t, client), written)
 	}
 
-	written.allThere(t, c, clientTLS(t, client))
+	written.allThere(t, c.members[0].clientURL, clientTLS(t, client))
 	for _, m := range c.members {
 		cfg := etcdutil.ClientConfig{TLS: clientTLS(t, oldClient), DialTimeout: time.Second, RequestTimeout: 2 * time.Second}
 		if _, err := etcdutil.EndpointStatus(t.Context(), cfg, m.clientURL); err == nil {
@@ -287,7 +280,7 @@ func (c *tlsCluster) serves(stage string, cfg *tls.Config, written *ackedWrites)
 				c.t.Fatalf("%s: %s exited: %s", stage, m.name, m.log.Tail(2000))
 			default:
 			}
-			if last = c.putAndRead(cfg, m.clientURL, readVia.clientURL, key); last == nil {
+			if last = putAndRead(c.t, cfg, m.clientURL, readVia.clientURL, key); last == nil {
 				written.add(key)
 				break
 			}
@@ -299,8 +292,10 @@ func (c *tlsCluster) serves(stage string, cfg *tls.Config, written *ackedWrites)
 	}
 }
 
-func (c *tlsCluster) putAndRead(cfg *tls.Config, via, readVia, key string) error {
-	ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
+// putAndRead writes key through the member at via and reads it back
+// linearizably through the one at readVia, with client TLS cfg.
+func putAndRead(t *testing.T, cfg *tls.Config, via, readVia, key string) error {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	w, err := clientv3.New(clientv3.Config{Endpoints: []string{via}, TLS: cfg, DialTimeout: 2 * time.Second, Context: ctx})
 	if err != nil {
@@ -325,12 +320,13 @@ func (c *tlsCluster) putAndRead(cfg *tls.Config, via, readVia, key string) error
 	return nil
 }
 
-// allThere checks that every acknowledged write is still there.
-func (w *ackedWrites) allThere(t *testing.T, c *tlsCluster, cfg *tls.Config) {
+// allThere checks, through the member at endpoint, that every acknowledged
+// write is still there.
+func (w *ackedWrites) allThere(t *testing.T, endpoint string, cfg *tls.Config) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[0].clientURL}, TLS: cfg, DialTimeout: 2 * time.Second, Context: ctx})
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: cfg, DialTimeout: 2 * time.Second, Context: ctx})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,17 +35,10 @@ import (
 // end every acknowledged write is there.
 func TestTLSSwitchedOnAndOffKeepsAClusterServing(t *testing.T) {
 	t.Parallel()
-	for _, v := range []struct {
-		version string
-		bin     func(testing.TB, string, ...string) string
-	}{
-		{etcdtest.Version35, etcdtest.BinDir35},
-		{etcdtest.Version36, etcdtest.BinDir36},
-		{etcdtest.Version37, etcdtest.BinDir37},
-	} {
-		t.Run("etcd "+v.version, func(t *testing.T) {
+	for _, v := range etcdtest.SupportedReleases {
+		t.Run("etcd "+v.Version, func(t *testing.T) {
 			t.Parallel()
-			switchTLS(t, filepath.Join(v.bin(t, "switching TLS in a running cluster is shown on every supported etcd version", "etcd"), "etcd"))
+			switchTLS(t, filepath.Join(v.BinDir(t, "switching TLS in a running cluster is shown on every supported etcd version", "etcd"), "etcd"))
 		})
 	}
 }
@@ -136,7 +129,7 @@ func switchTLS(t *testing.T, bin string) {
 	c.stage(stagePeersSecure, written, secure)
 	c.stage(stageSecure, written, secure)
 	for _, m := range c.members {
-		if err := c.putAndRead(nil, m.clientURL("http"), m.clientURL("http"), "refused"); err == nil {
+		if err := putAndRead(t, nil, m.clientURL("http"), m.clientURL("http"), "refused"); err == nil {
 			t.Errorf("%s still serves a plain client once TLS is on", m.name)
 		}
 	}
@@ -146,7 +139,7 @@ func switchTLS(t *testing.T, bin string) {
 	c.stage(stagePeersSecure, written, secure)
 	c.stage(stageCertificates, written, secure)
 	c.stage(stagePlain, written, secure)
-	written.allThere(t, &tlsCluster{members: []*tlsMember{{clientURL: c.members[0].clientURL("http")}}}, nil)
+	written.allThere(t, c.members[0].clientURL("http"), nil)
 }
 
 // stage moves every member to stage s: the first ones restarted on their
@@ -356,7 +349,7 @@ func (c *switchCluster) serves(stage string, written *ackedWrites, secure *tls.C
 					c.t.Fatalf("%s: %s exited: %s", stage, m.name, m.log.Tail(2000))
 				default:
 				}
-				last := c.putAndRead(cfg, m.clientURL(scheme), readVia.clientURL(scheme), key)
+				last := putAndRead(c.t, cfg, m.clientURL(scheme), readVia.clientURL(scheme), key)
 				if last == nil {
 					written.add(key)
 					break
@@ -368,9 +361,4 @@ func (c *switchCluster) serves(stage string, written *ackedWrites, secure *tls.C
 			}
 		}
 	}
-}
-
-func (c *switchCluster) putAndRead(cfg *tls.Config, via, readVia, key string) error {
-	tc := &tlsCluster{t: c.t}
-	return tc.putAndRead(cfg, via, readVia, key)
 }

@@ -107,6 +107,16 @@ func (tp *TLSPolicy) Secrets(cluster string) TLSSecrets {
 	return TLSSecrets{}
 }
 
+// SecretsInUse names the TLS secrets members may still mount: the policy's,
+// and without TLS those of issued TLS, which members keep using while it
+// is switched off (static TLS cannot be switched off).
+func (tp *TLSPolicy) SecretsInUse(cluster string) TLSSecrets {
+	if tp.Mode() == "" {
+		return (&TLSPolicy{Issued: &IssuedTLS{}}).Secrets(cluster)
+	}
+	return tp.Secrets(cluster)
+}
+
 // Validity is how long issued certificates are valid.
 func (it *IssuedTLS) Validity() time.Duration {
 	if it == nil || it.CertificateValidity == nil || it.CertificateValidity.Duration == 0 {

@@ -171,3 +171,18 @@ func (o *Output) Tail(n int) string {
 	}
 	return s
 }
+
+// Release is an etcd release the tests run as processes: its version and
+// where its tools are.
+type Release struct {
+	Version string
+	BinDir  func(t testing.TB, why string, tools ...string) string
+}
+
+// SupportedReleases are one release of each supported minor version, for
+// the tests that show what etcd itself does on every one of them.
+var SupportedReleases = []Release{
+	{Version35, BinDir35},
+	{Version36, BinDir36},
+	{Version37, BinDir37},
+}
