@@ -177,6 +177,12 @@ func issuedExpr(x string) string {
 	return fmt.Sprintf("(has(%[1]s.TLS) && has(%[1]s.TLS.issued))", x)
 }
 
+// fromCertManagerExpr is the CEL form of TLSPolicy.FromCertManager for an
+// issued cluster spec x.
+func fromCertManagerExpr(x string) string {
+	return fmt.Sprintf("has(%[1]s.TLS.issued.issuerRef)", x)
+}
+
 // caSecretExpr is the caSecret of an issued cluster spec x, empty for the default.
 func caSecretExpr(x string) string {
 	return fmt.Sprintf("(has(%[1]s.TLS.issued.caSecret) ? %[1]s.TLS.issued.caSecret : '')", x)
@@ -261,13 +267,22 @@ func clusterSpecSchema() schema {
 			"(has(self.operatorSecret) && self.operatorSecret != '') == (has(self.member) && has(self.member.serverSecret) && self.member.serverSecret != '')",
 			"operatorSecret and member.serverSecret go together: members that serve clients over https need the operator's client certificate, and the other way round",
 		}),
-		"issued": object(map[string]schema{
+		"issued": withRules(object(map[string]schema{
 			"caSecret": secretName(),
 			"certificateValidity": withRules(boundedStr(32), [2]string{
 				matches(api.DurationPattern) + fmt.Sprintf(" && (duration(self) == duration('0s') || duration(self) >= duration('%dh') && duration(self) <= duration('%dh'))",
 					int(api.MinCertificateValidity.Hours()), int(api.MaxCertificateValidity.Hours())),
 				`must be a duration like "2160h", ` + api.CertificateValidityRange}),
-		}),
+			"issuerRef": withRules(object(map[string]schema{
+				"name":  secretName(),
+				"kind":  boundedStr(63),
+				"group": boundedStr(253),
+			}, "name"), [2]string{
+				"has(self.group) && self.group != '" + api.CertManagerGroup + "' || !has(self.kind) || self.kind in ['', '" + api.IssuerKind + "', '" + api.ClusterIssuerKind + "']",
+				"kind must be " + api.IssuerKind + " or " + api.ClusterIssuerKind + " for a cert-manager issuer",
+			}),
+		}), [2]string{"!(has(self.issuerRef) && has(self.caSecret) && self.caSecret != '')",
+			"issuerRef and caSecret exclude each other: the certificates come either from a cert-manager issuer or from the operator's own CA"}),
 	})
 	tls = withRules(tls, [2]string{"!(has(self.static) && has(self.issued))",
 		"static and issued exclude each other: either the user's secrets or the operator's certificates"})
@@ -310,6 +325,9 @@ func clusterSpecSchema() schema {
 	}, [2]string{
 		fmt.Sprintf("!%s || !%s || %s == %s", issuedExpr("self"), issuedExpr("oldSelf"), caSecretExpr("self"), caSecretExpr("oldSelf")),
 		"the CA of an existing cluster cannot be changed: its members' certificates were issued by the one it has",
+	}, [2]string{
+		fmt.Sprintf("!%s || !%s || %s == %s", issuedExpr("self"), issuedExpr("oldSelf"), fromCertManagerExpr("self"), fromCertManagerExpr("oldSelf")),
+		api.IssuerSwitchedMessage,
 	})
 }
 

@@ -187,6 +187,10 @@ func TestSchemaAllowsTLSSwitchedOnAndIssuedTLSSwitchedOff(t *testing.T) {
 	issued["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{}}
 	otherCA := roundTrip(t, plain)
 	otherCA["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{"caSecret": "another-ca"}}
+	fromCertManager := roundTrip(t, plain)
+	fromCertManager["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{"issuerRef": map[string]any{"name": "etcd-ca"}}}
+	otherIssuer := roundTrip(t, plain)
+	otherIssuer["spec"].(map[string]any)["TLS"] = map[string]any{"issued": map[string]any{"issuerRef": map[string]any{"name": "other-ca", "kind": "ClusterIssuer"}}}
 	issuedResized := roundTrip(t, issued)
 	issuedResized["spec"].(map[string]any)["size"] = 5
 	const mode, ca = "between static and issued", "the CA of an existing cluster cannot be changed"
@@ -206,6 +210,10 @@ func TestSchemaAllowsTLSSwitchedOnAndIssuedTLSSwitchedOff(t *testing.T) {
 		{"switching from issued to static TLS", issued, secure, mode},
 		{"changing the CA secret", issued, otherCA, ca},
 		{"resizing an issued TLS cluster", issued, issuedResized, ""},
+		{"issued TLS from cert-manager switched on", plain, fromCertManager, ""},
+		{"moving from the operator's CA to a cert-manager issuer", issued, fromCertManager, api.IssuerSwitchedMessage},
+		{"moving from a cert-manager issuer to the operator's CA", fromCertManager, issued, api.IssuerSwitchedMessage},
+		{"naming another cert-manager issuer", fromCertManager, otherIssuer, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

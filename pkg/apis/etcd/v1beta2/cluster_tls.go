@@ -1,6 +1,7 @@
 package v1beta2
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,9 @@ type TLSPolicy struct {
 	// It renews each of those four certificates from the same CA, in place,
 	// once two thirds of its lifetime have passed, or when annotation
 	// etcd.database.coreos.com/rotate-certificates gets a new value; the CA
-	// is not renewed.
+	// is rotated on request (etcd.database.coreos.com/rotate-ca) and, when
+	// the operator made it, by itself long before it expires. With
+	// issuerRef, cert-manager issues and renews the certificates instead.
 	Issued *IssuedTLS `json:"issued,omitempty"`
 }
 
@@ -34,6 +37,61 @@ type IssuedTLS struct {
 	// are valid, like "2160h". Default 2160h (90 days); the CA it makes is
 	// valid for ten years.
 	CertificateValidity *metav1.Duration `json:"certificateValidity,omitempty"`
+	// IssuerRef names a cert-manager Issuer or ClusterIssuer that issues
+	// the certificates instead of a CA of the operator's own: the operator
+	// makes four cert-manager Certificates owned by the cluster
+	// (<cluster>-peer, -server, -operator and -client, each writing the
+	// Secret <certificate>-cert-manager), which cert-manager issues and
+	// renews (at two thirds of certificateValidity), and copies each issued
+	// certificate into the Secret of the operator's layout that members and
+	// clients mount, only once the members trust the CA that issued it.
+	// Excludes caSecret.
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+}
+
+// IssuerReference names a cert-manager issuer, as a cert-manager
+// Certificate's issuerRef does.
+type IssuerReference struct {
+	// Name is the issuer's name.
+	Name string `json:"name"`
+	// Kind is Issuer (default; in the cluster's namespace) or
+	// ClusterIssuer, or the kind of an external issuer of another group.
+	Kind string `json:"kind,omitempty"`
+	// Group is the issuer's API group; default cert-manager.io.
+	Group string `json:"group,omitempty"`
+}
+
+// Defaults of an issuer reference.
+const (
+	CertManagerGroup     = "cert-manager.io"
+	IssuerKind           = "Issuer"
+	ClusterIssuerKind    = "ClusterIssuer"
+	certManagerSecretEnd = "-cert-manager"
+)
+
+// WithDefaults is the reference with its kind and group filled in.
+func (r IssuerReference) WithDefaults() IssuerReference {
+	if r.Kind == "" {
+		r.Kind = IssuerKind
+	}
+	if r.Group == "" {
+		r.Group = CertManagerGroup
+	}
+	return r
+}
+
+// FromCertManager tells whether cert-manager issues the cluster's
+// certificates.
+func (tp *TLSPolicy) FromCertManager() bool {
+	return tp.IsIssued() && tp.Issued.IssuerRef != nil
+}
+
+// CertManagerCertificate names the cert-manager Certificate of the secret
+// named secret (one of TLSSecrets' Peer, Server, Operator or Client), and
+// the Secret cert-manager writes it into.
+func CertManagerCertificate(secret string) (certificate, issuedSecret string) {
+	certificate = strings.TrimSuffix(secret, "-tls")
+	return certificate, certificate + certManagerSecretEnd
 }
 
 // StaticTLS names the secrets holding the certificates.
@@ -72,7 +130,8 @@ type TLSSecrets struct {
 	// Client is the client certificate users and EtcdBackups present: the
 	// operator's under static TLS (the original had no other).
 	Client string
-	// CA is the issuing CA's secret, under issued TLS only.
+	// CA is the issuing CA's secret, under issued TLS from the operator's
+	// own CA only.
 	CA string
 	// Field is the spec field the names come from, for messages.
 	Field string
@@ -89,7 +148,11 @@ func (tp *TLSPolicy) Secrets(cluster string) TLSSecrets {
 	switch {
 	case tp.IsIssued():
 		ca := tp.Issued.CASecret
-		if ca == "" {
+		switch {
+		case tp.Issued.IssuerRef != nil:
+			// The CA is the issuer's.
+			ca = ""
+		case ca == "":
 			ca = cluster + "-ca"
 		}
 		return TLSSecrets{

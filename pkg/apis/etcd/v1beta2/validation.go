@@ -208,6 +208,9 @@ func (c *EtcdCluster) ValidateUpdate(old *EtcdCluster) error {
 	if oldMode != "" && newMode != "" && c.Spec.TLS.IsIssued() != old.Spec.TLS.IsIssued() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS"),
 			"TLS cannot be switched between static and issued for an existing cluster"))
+	} else if c.Spec.TLS.IsIssued() && old.Spec.TLS.IsIssued() && c.Spec.TLS.FromCertManager() != old.Spec.TLS.FromCertManager() {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS", "issued", "issuerRef"),
+			IssuerSwitchedMessage))
 	} else if c.Spec.TLS.IsIssued() && old.Spec.TLS.IsIssued() && c.Spec.TLS.Secrets(c.Name).CA != old.Spec.TLS.Secrets(old.Name).CA {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "TLS", "issued", "caSecret"),
 			"the CA of an existing cluster cannot be changed: its members' certificates were issued by the one it has"))
@@ -403,6 +406,27 @@ func validatePVCSpec(p *field.Path, s *corev1.PersistentVolumeClaimSpec) field.E
 	return errs
 }
 
+// IssuerSwitchedMessage refuses moving an existing cluster between the
+// operator's own CA and a cert-manager issuer: the members' certificates
+// would come from another CA, which they do not trust.
+const IssuerSwitchedMessage = "an existing cluster cannot move between the operator's own CA and a cert-manager issuer: its members trust the CA that issued their certificates"
+
+func (r *IssuerReference) validate(p *field.Path, withCASecret bool) field.ErrorList {
+	var errs field.ErrorList
+	if withCASecret {
+		errs = append(errs, field.Forbidden(p, "issuerRef and caSecret exclude each other: the certificates come either from a cert-manager issuer or from the operator's own CA"))
+	}
+	if r.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), "the name of the cert-manager Issuer or ClusterIssuer"))
+	} else {
+		errs = append(errs, validateSecretName(p.Child("name"), r.Name)...)
+	}
+	if d := r.WithDefaults(); d.Group == CertManagerGroup && d.Kind != IssuerKind && d.Kind != ClusterIssuerKind {
+		errs = append(errs, field.NotSupported(p.Child("kind"), r.Kind, []string{IssuerKind, ClusterIssuerKind}))
+	}
+	return errs
+}
+
 func (tp *TLSPolicy) validate(p *field.Path) field.ErrorList {
 	if it := tp.Issued; it != nil {
 		if tp.Static != nil {
@@ -411,6 +435,9 @@ func (tp *TLSPolicy) validate(p *field.Path) field.ErrorList {
 		}
 		ip := p.Child("issued")
 		errs := validateSecretName(ip.Child("caSecret"), it.CASecret)
+		if ref := it.IssuerRef; ref != nil {
+			errs = append(errs, ref.validate(ip.Child("issuerRef"), it.CASecret != "")...)
+		}
 		if v := it.CertificateValidity; v != nil && v.Duration != 0 &&
 			(v.Duration < MinCertificateValidity || v.Duration > MaxCertificateValidity) {
 			errs = append(errs, field.Invalid(ip.Child("certificateValidity"), v.Duration.String(),

@@ -73,6 +73,8 @@ func TestValidationAcceptsGoodSpecs(t *testing.T) {
 		{"an empty TLS block", `{"size":3,"TLS":{}}`},
 		{"issued TLS in one line", `{"size":3,"TLS":{"issued":{}}}`},
 		{"issued TLS with its CA secret and validity", `{"size":3,"TLS":{"issued":{"caSecret":"my-ca","certificateValidity":"720h"}}}`},
+		{"issued TLS from a cert-manager ClusterIssuer", `{"size":3,"TLS":{"issued":{"issuerRef":{"name":"etcd-ca","kind":"ClusterIssuer"}}}}`},
+		{"issued TLS from an external issuer", `{"size":3,"TLS":{"issued":{"issuerRef":{"name":"pca","kind":"AWSPCAClusterIssuer","group":"awspca.cert-manager.io"}}}}`},
 		{"a volume per member", `{"size":3,"pod":` + storage + `}`},
 		{"user labels, env and cluster domain", `{"size":5,"pod":{"labels":{"team":"a"},"etcdEnv":[{"name":"ETCD_AUTO_COMPACTION_RETENTION","value":"1"}],"ClusterDomain":".cluster.local","DNSTimeoutInSecond":60}}`},
 		{"members started together", `{"size":3,"bootstrap":{"mode":"Together"}}`},
@@ -141,6 +143,16 @@ func TestValidateUpdateOfTLS(t *testing.T) {
 	namedCA.Spec.TLS.Issued.CASecret = "another-ca"
 	if err := namedCA.ValidateUpdate(issued); err == nil || !strings.Contains(err.Error(), "the CA of an existing cluster cannot be changed") {
 		t.Fatalf("changing the CA secret: got %v", err)
+	}
+	fromCertManager := plain.DeepCopy()
+	fromCertManager.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{IssuerRef: &api.IssuerReference{Name: "etcd-ca"}}}
+	if err := fromCertManager.ValidateUpdate(plain); err != nil {
+		t.Fatalf("TLS from a cert-manager issuer switched on was refused: %v", err)
+	}
+	for _, tc := range []struct{ from, to *api.EtcdCluster }{{issued, fromCertManager}, {fromCertManager, issued}} {
+		if err := tc.to.ValidateUpdate(tc.from); err == nil || !strings.Contains(err.Error(), api.IssuerSwitchedMessage) {
+			t.Fatalf("moving between the operator's CA and a cert-manager issuer: got %v", err)
+		}
 	}
 }
 
