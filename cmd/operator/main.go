@@ -145,6 +145,7 @@ func serve(ctx context.Context, opts options, id operatorrun.Identity, log *logr
 			PendingTimeout:    opts.pendingTimeout,
 			MembershipWait:    join,
 			MayAct:            fence.Held,
+			Dynamic:           clients.Dynamic,
 		},
 		Log: log.WithField("pkg", "controller"),
 	})
@@ -215,6 +216,8 @@ func needs(ns string, opts options) []operatorrun.Need {
 		{Rule: rule(api.GroupName, "etcdbackups", "list"), Without: "a cluster that lost every member's data cannot find its newest backup (said in its status.reason)"},
 		operatorrun.SecretsNeed(watched, "TLS clusters cannot read their secrets (said in their status.reason)"),
 		{Rule: rule("", "secrets", "create", "update"), Without: "clusters with spec.TLS.issued get no certificates and wait, or have their certificates expire unrenewed (said in their status.reason)"},
+		{Rule: rule(api.CertManagerGroup, "certificates", "get", "create", "update"), Without: "clusters whose certificates a cert-manager issuer issues (spec.TLS.issued.issuerRef) get none and wait (said in their status.reason)"},
+		{Rule: rule(api.CertManagerGroup, "certificates/status", "update"), Without: "a rotation asked for of certificates a cert-manager issuer issues is not carried out (said in the cluster's status.reason)"},
 		operatorrun.EventsNeed(watched),
 		{Rule: operatorrun.Rule{Resource: "pods", Verbs: []string{"get"}, Namespace: ns}, Without: "the operator cannot read its own pod for its image: give -join-image"},
 		operatorrun.LeaderLabelNeed(ns, ""),

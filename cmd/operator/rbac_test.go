@@ -47,6 +47,10 @@ func TestWhatTheOriginalsRolesLack(t *testing.T) {
 		// Only clusters asking for issued TLS need it: they wait, or their
 		// renewals fail, and their status names the rule.
 		"secrets": {"pkg/cluster.TestIssuedTLS", "pkg/cluster.TestRenewal"},
+		// Only clusters whose certificates a cert-manager issuer issues
+		// need them: they wait, and their status names the rule.
+		"certificates":        {"pkg/cluster.TestCertManagerIssuesTheCertificates"},
+		"certificates/status": {"pkg/cluster.TestCertManagerIssuesTheCertificates"},
 	})
 	if err != nil {
 		t.Fatal(err)

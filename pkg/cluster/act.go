@@ -84,6 +84,12 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return outcome{err: c.makeIssuedSecrets(ctx, s), requeue: c.cfg.MinPassInterval}
 	case actRenewCertificate:
 		return c.renewOneCertificate(ctx, s, a)
+	case actMakeCertificates:
+		return c.makeCertificates(ctx, s)
+	case actCopyCertificate:
+		return c.copyCertificate(ctx, s, a)
+	case actReissueCertificate:
+		return c.reissueCertificate(ctx, s, a)
 	case actRotateCA:
 		return c.carryOutCAChange(ctx, s, caDecision{change: a.caChange, target: a.member, reason: a.reason})
 	case actSwitchTLS:

@@ -28,6 +28,15 @@ const (
 	// actRenewCertificate renews the certificate of one secret of issued
 	// TLS from its CA, in place.
 	actRenewCertificate
+	// actMakeCertificates creates or corrects the cert-manager
+	// Certificates of issued TLS from cert-manager (certmanager.go).
+	actMakeCertificates
+	// actCopyCertificate copies the certificate cert-manager issued for
+	// one kind (member names it) into the operator's secret.
+	actCopyCertificate
+	// actReissueCertificate asks cert-manager to issue one kind's
+	// Certificate again, for a rotation the user asked for.
+	actReissueCertificate
 	// actRotateCA makes one change of a CA rotation of issued TLS
 	// (carotation.go); caChange is which.
 	actRotateCA
@@ -123,43 +132,46 @@ const (
 )
 
 var actionNames = map[actionKind]string{
-	actIdle:              "idle",
-	actWait:              "wait",
-	actReadEtcd:          "read etcd",
-	actCreateServices:    "create services",
-	actSyncBudget:        "sync disruption budget",
-	actIssueCertificates: "issue certificates",
-	actRenewCertificate:  "renew certificate",
-	actRotateCA:          "rotate CA:",
-	actSwitchTLS:         "switch TLS:",
-	actRecordCreating:    "record phase Creating",
-	actSeed:              "seed",
-	actStartTogether:     "start together",
-	actResumeTogether:    "resume start together",
-	actRestartTogether:   "start together again",
-	actAdopt:             "adopt",
-	actAnnounceAdoption:  "announce adoption",
-	actReseed:            "reseed",
-	actDeleteStrayPod:    "delete stray pod",
-	actDeleteJoiner:      "delete joiner",
-	actDeleteStrayClaim:  "delete stray claim",
-	actRemoveDeadMember:  "remove dead member",
-	actDeleteFailedPod:   "delete failed pod",
-	actForceDeletePod:    "force-delete pod",
-	actRestartMembers:    "restart in place",
-	actConvertInPlace:    "convert in place",
-	actPromoteLearner:    "promote learner",
-	actCreateJoiner:      "create joiner",
-	actAddJoiner:         "add joiner",
-	actRemoveMember:      "remove member",
-	actUpgradeMember:     "upgrade member",
-	actEnableDowngrade:   "enable downgrade",
-	actMoveLeader:        "move leader to",
-	actCompact:           "compact",
-	actDefragment:        "defragment",
-	actDisarmNoSpace:     "disarm NOSPACE",
-	actForceNewCluster:   "force a new cluster from",
-	actRestoreFromBackup: "restore from the newest backup",
+	actIdle:               "idle",
+	actWait:               "wait",
+	actReadEtcd:           "read etcd",
+	actCreateServices:     "create services",
+	actSyncBudget:         "sync disruption budget",
+	actIssueCertificates:  "issue certificates",
+	actRenewCertificate:   "renew certificate",
+	actMakeCertificates:   "make certificates",
+	actCopyCertificate:    "copy certificate",
+	actReissueCertificate: "reissue certificate",
+	actRotateCA:           "rotate CA:",
+	actSwitchTLS:          "switch TLS:",
+	actRecordCreating:     "record phase Creating",
+	actSeed:               "seed",
+	actStartTogether:      "start together",
+	actResumeTogether:     "resume start together",
+	actRestartTogether:    "start together again",
+	actAdopt:              "adopt",
+	actAnnounceAdoption:   "announce adoption",
+	actReseed:             "reseed",
+	actDeleteStrayPod:     "delete stray pod",
+	actDeleteJoiner:       "delete joiner",
+	actDeleteStrayClaim:   "delete stray claim",
+	actRemoveDeadMember:   "remove dead member",
+	actDeleteFailedPod:    "delete failed pod",
+	actForceDeletePod:     "force-delete pod",
+	actRestartMembers:     "restart in place",
+	actConvertInPlace:     "convert in place",
+	actPromoteLearner:     "promote learner",
+	actCreateJoiner:       "create joiner",
+	actAddJoiner:          "add joiner",
+	actRemoveMember:       "remove member",
+	actUpgradeMember:      "upgrade member",
+	actEnableDowngrade:    "enable downgrade",
+	actMoveLeader:         "move leader to",
+	actCompact:            "compact",
+	actDefragment:         "defragment",
+	actDisarmNoSpace:      "disarm NOSPACE",
+	actForceNewCluster:    "force a new cluster from",
+	actRestoreFromBackup:  "restore from the newest backup",
 }
 
 func (k actionKind) String() string { return actionNames[k] }

@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -92,6 +93,10 @@ type Config struct {
 	// Status writes the EtcdCluster's status; nil means one of the cluster's
 	// own (statusutil.ForClusters).
 	Status *statusutil.ClusterWriter
+	// Dynamic reads and writes cert-manager's Certificates for clusters
+	// whose certificates cert-manager issues; nil leaves them waiting, and
+	// status.reason says why.
+	Dynamic dynamic.Interface
 	// Etcd talks to etcd; nil means the real thing (NewEtcdAPI).
 	Etcd EtcdAPI
 	// ReconcileInterval is the tick of the diff loop; pod events wake it earlier.
@@ -228,6 +233,9 @@ type Cluster struct {
 	certs certCache
 	// issued records the last read of the secrets of issued TLS (issue.go).
 	issued issuedCache
+	// certManager records the last read of cert-manager's certificates
+	// (certmanager.go).
+	certManager certManagerCache
 	// zones are the zones of the nodes members ran on, as last read.
 	zones zoneCache
 	// volumeNodes are the nodes the members' volumes are tied to, as read.

@@ -22,7 +22,10 @@ import (
 //     the peer service), and the PodDisruptionBudget keeps a quorum through
 //     voluntary disruptions (kubectl drain, evictions). Then, under issued
 //     TLS, issueCertificates (issue.go) makes the missing CA and certificate
-//     secrets, before any member pod, which would wait for them.
+//     secrets, before any member pod, which would wait for them; with
+//     an issuer of cert-manager, certificatesFromCertManager
+//     (certmanager.go) makes its Certificates and copies what it issues
+//     into those secrets, once members trust the CA that issued it.
 //  3. paused: nothing else is touched; nor without the operator's client TLS
 //     secret, when the cluster serves clients over TLS. Then (step 3a)
 //     renewExpiredCertificates (renew.go): under issued TLS, a certificate
@@ -133,6 +136,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	handsOff,
 	servicesAndBudget,
 	issueCertificates,
+	certificatesFromCertManager,
 	paused,
 	renewExpiredCertificates,
 	adoptedFromTheOriginal,

@@ -55,6 +55,14 @@ func TestDecide(t *testing.T) {
 			want: "issue certificates (example-ca, example-peer-tls, example-server-tls, example-operator-tls, example-client-tls)"},
 		{name: "the services of a new cluster of issued TLS come before its certificates", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, missingServices, noIssuedSecrets), want: "create services"},
 		{name: "a paused cluster of issued TLS still gets its certificates, for a restore seed to mount", mods: mods(spec(withPaused), noIssuedSecrets), want: "issue certificates (example-ca"},
+		{name: "a cluster whose certificates cert-manager issues gets its Certificates first", mods: mods(spec(withPhase(api.ClusterPhaseNone)), noMembership, noPods, certManagerCopies(func(l []certManagerLeaf) {
+			for i := range l {
+				l[i].exists, l[i].hasCopy = false, false
+			}
+		})), want: "make certificates (example-peer, example-server, example-operator, example-client)"},
+		{name: "a certificate cert-manager renewed is copied, even in a paused cluster", mods: mods(spec(withPaused), certManagerCopies(func(l []certManagerLeaf) { l[0].fresh = true })), want: "copy certificate peer (renewed by cert-manager)"},
+		{name: "a rotation asked for has cert-manager issue each certificate again", mods: mods(certManagerCopies(func([]certManagerLeaf) {}), func(s *snapshot) { s.rotateRequest = "r1" }), want: "reissue certificate peer"},
+		{name: "a cluster whose certificates cert-manager issues is left alone once its copies are up to date", mods: mods(certManagerCopies(func([]certManagerLeaf) {})), want: "idle"},
 		{name: "a certificate secret deleted from a running cluster is issued again from its CA", mods: mods(issuedSecrets, noIssuedSecret(tlsissue.Client)), want: "issue certificates (example-client-tls)"},
 		{name: "nothing is issued from a CA secret that cannot issue; the cluster waits for it to be fixed", mods: mods(issuedSecrets, noIssuedSecret(tlsissue.Client), unusableCA),
 			want: "wait (no certificate is issued while the TLS secrets that exist are not usable)"},

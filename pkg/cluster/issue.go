@@ -124,7 +124,7 @@ func secretOf(n api.TLSSecrets, k tlsissue.Kind) string {
 // cluster, and judges those that exist.
 func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 	tlsp := s.spec.Spec.TLS
-	if !tlsp.IsIssued() {
+	if !tlsp.IsIssued() || tlsp.FromCertManager() {
 		c.issued = issuedCache{}
 		return nil
 	}

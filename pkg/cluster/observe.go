@@ -65,6 +65,9 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 	if err := c.observeIssued(ctx, s); err != nil {
 		problems = append(problems, problemOf(err))
 	}
+	if err := c.observeCertManager(ctx, s); err != nil {
+		problems = append(problems, problemOf(err))
+	}
 	if err := c.loadTLS(ctx, s); err != nil {
 		p := problemOf(err)
 		s.tlsProblem = &p
@@ -74,6 +77,9 @@ func (c *Cluster) observe(ctx context.Context, withEtcd bool) (*snapshot, []prob
 		for _, p := range s.issued.problems {
 			s.certProblems = append(s.certProblems, newProblem(problemTLSCertificate, "TLS: %s", p))
 		}
+	}
+	for _, p := range certManagerProblems(s) {
+		s.certProblems = append(s.certProblems, newProblem(problemTLSCertificate, "TLS: %s", p))
 	}
 	s.membership = c.knownMembership.known()
 	giveClientsOf(s.membership, *s.memberTemplate())
@@ -239,6 +245,10 @@ func (c *Cluster) loadTLS(ctx context.Context, s *snapshot) error {
 	}
 	if s.issued != nil && slices.Contains(s.issued.missing, tlsissue.Operator) {
 		// It is about to be issued: not a problem to report.
+		return nil
+	}
+	if v := s.certManager; v != nil && !v.leaves[tlsissue.Operator].hasCopy {
+		// It is about to be copied once cert-manager issues it.
 		return nil
 	}
 	// Switching issued TLS off, members serve https until they move.

@@ -69,6 +69,10 @@ type snapshot struct {
 	// issued is what the secrets of issued TLS are; nil unless the
 	// cluster's TLS is issued.
 	issued *issuedView
+	// certManager is what cert-manager's Certificates and secrets and the
+	// operator's copies are; nil unless cert-manager issues the cluster's
+	// certificates (then issued is nil).
+	certManager *certManagerView
 	// certs are the certificates of the TLS secrets, for their expiry.
 	certs []etcdutil.Certificate
 	// rotateRequest is the cluster's RotateCertificatesAnnotation: a

@@ -99,6 +99,20 @@ func tlsMissing(s *snapshot) {
 // issuedSecrets makes the cluster's TLS issued, with its CA and
 // certificate secrets all there, their certificates of 90 days issued a
 // day ago.
+// certManagerCopies makes the cluster's TLS issued by a cert-manager
+// issuer, with every Certificate made and every copy up to date; change
+// alters the leaves.
+func certManagerCopies(change func([]certManagerLeaf)) snapMod {
+	return func(s *snapshot) {
+		withCertManagerIssuer(s.spec)
+		s.certManager = &certManagerView{}
+		for _, k := range tlsissue.Kinds {
+			s.certManager.leaves = append(s.certManager.leaves, certManagerLeaf{kind: k, certificate: certManagerNames[k], exists: true, current: true, hasCopy: true})
+		}
+		change(s.certManager.leaves)
+	}
+}
+
 func issuedSecrets(s *snapshot) {
 	withIssuedTLS(s.spec)
 	s.issued = &issuedView{}

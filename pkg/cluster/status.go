@@ -60,6 +60,9 @@ func statusOf(s *snapshot, prev api.ClusterStatus, phase api.ClusterPhase, gener
 	if done := rotationDone(s); done != "" {
 		st.CertificatesRotated = done
 	}
+	if done := certManagerRotationDone(s); done != "" {
+		st.CertificatesRotated = done
+	}
 	st.CARotation = caRotationStatus(s, st.CARotation)
 	st.Selector = k8sutil.ClusterSelector(s.spec.Name).String()
 	if len(s.missingServices) == 0 && s.serviceConflict == "" {

@@ -39,7 +39,7 @@ type Problem struct {
 var problemWhen = map[problemKind]string{
 	problemInvalidSpec:            "the spec does not validate, or a change of a running cluster is refused (the previous spec stays in force); reserved `pod.etcdEnv` variables that got past admission are named as ignored",
 	problemTLSSecret:              "a TLS secret named in `spec.TLS` cannot be read",
-	problemTLSCertificate:         "a certificate in the TLS secrets is unusable: missing keys, not PEM, expired, not signed by its CA, not naming the members' DNS names",
+	problemTLSCertificate:         "a certificate in the TLS secrets is unusable: missing keys, not PEM, expired, not signed by its CA, not naming the members' DNS names; under a cert-manager issuer (`spec.TLS.issued.issuerRef`), also what keeps cert-manager's certificates from the cluster: its API not served or not allowed by the operator's role, a certificate without the CA that issued it, or of a CA the members do not trust yet",
 	problemTLSCertificateExpiring: "a certificate in the TLS secrets (a leaf, or a CA of a bundle) expires within 30 days, or within the last third of its lifetime (at most 90 days ahead), whichever comes first; one event per certificate and expiry date, so a renewed certificate that also expires soon is announced again. The cluster carries on; renew the certificate as docs/user-guide/tls.md#renewing-static-certificates says. A certificate of issued TLS, which the operator renews at two thirds of its lifetime, is told only once its renewal is overdue (the last sixth of its lifetime): something holds the renewal up. The CA of issued TLS is told with how to rotate it: a CA the user brought is never rotated unasked, while one the operator made is rotated long before (at four fifths of its lifetime)",
 	problemKubeAPI:                "a Kubernetes API call failed (forbidden, conflict, unavailable)",
 	problemEtcdUnreachable:        "etcd does not answer; the message names what a closer look found (no such name, connection refused, a TLS handshake error, no leader)",
@@ -104,7 +104,8 @@ func ActionEvents() []Event {
 		{"Normal", eventDowngradeEnabled, "<what etcd's downgrade API was asked>", false},
 		{"Normal", eventCARotation, "CA rotation <change> <secret or member> (<why>)", false},
 		{"Normal", eventTLSSwitch, "Member <member> restarted (switching TLS on|off: members move from stage <stage> to <stage>), after, on a claim, Member <member>'s peer URL is now <url> (<why>); it restarts next", false},
-		{"Normal", eventCertificateRenewed, "Secret <secret> renewed from CA secret <ca>: it expired on <old notAfter>, now on <new notAfter> (<why>)", false},
+		{"Normal", eventCertificateRenewed, "Secret <secret> renewed from CA secret <ca>: it expired on <old notAfter>, now on <new notAfter> (<why>), or, under a cert-manager issuer, Secret <secret> now holds the certificate cert-manager issued in secret <secret>-cert-manager... (<why>)", false},
+		{"Normal", eventCertificateRequested, "Certificate <certificate> created for secret <issued secret>: cert-manager issues it, the operator copies it into secret <secret>", false},
 		{"Warning", eventDisasterRecovery, "<which member or backup the cluster is recovered from, and what may be lost>", false},
 		{"Warning", eventPodForceDeleted, "force-deleted pod <pod>: it is stuck terminating and node <node> has not been Ready since <time>, longer than spec.pod.nodeLostAfterSeconds (<bound>); <what etcd's leader confirmed>", false},
 		{"Warning", eventVersionNoLongerFixed, "etcd <minor> is no longer fixed upstream; ... set spec.version to a <next minor> release next", false},

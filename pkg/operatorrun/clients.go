@@ -14,6 +14,7 @@ import (
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -27,6 +28,9 @@ type Clients struct {
 	Kube   kubernetes.Interface
 	Etcd   versioned.Interface
 	APIExt apiextclient.Interface
+	// Dynamic reads and writes the objects of other projects' APIs the
+	// operator does not link (cert-manager's Certificates).
+	Dynamic dynamic.Interface
 	// Requests counts every request the clients make; register it with
 	// RegisterMetrics.
 	Requests *prometheus.CounterVec
@@ -67,6 +71,9 @@ func NewClients(kubeconfig, userAgent string, log *logrus.Entry) (*Clients, erro
 		return nil, err
 	}
 	if out.APIExt, err = apiextclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if out.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
 	return out, nil
