@@ -28,6 +28,9 @@ type CertsReport struct {
 	Certificates []CertificateReport `json:"certificates"`
 	// Unread are the secrets that could not be read, and why.
 	Unread []string `json:"unread,omitempty"`
+	// IssuedBy says who issues the certificates: the operator's own CA, a
+	// cert-manager issuer, or the user (static TLS).
+	IssuedBy string `json:"issuedBy,omitempty"`
 	// CARotation is the cluster's status.caRotation under issued TLS: the
 	// CA and where its rotation is, as the operator last read them.
 	CARotation *api.CARotationStatus `json:"caRotation,omitempty"`
@@ -100,8 +103,15 @@ func (p *Plugin) Certificates(ctx context.Context, w io.Writer, namespace, name,
 	for _, cert := range etcdutil.ListCertificates(peer, server, operator) {
 		r.Certificates = append(r.Certificates, CertificateReport{Certificate: cert, State: certState(cert, now)})
 	}
-	if tlsp.IsIssued() {
+	switch {
+	case tlsp.FromCertManager():
+		ref := tlsp.Issued.IssuerRef.WithDefaults()
+		r.IssuedBy = fmt.Sprintf("cert-manager %s %s (%s), copied by the operator from the secrets <certificate>-cert-manager", ref.Kind, ref.Name, ref.Group)
+	case tlsp.IsIssued():
+		r.IssuedBy = "the operator, from CA secret " + secrets.CA
 		r.CARotation = c.Status.CARotation
+	case tlsp.Mode() != "":
+		r.IssuedBy = "the user (static TLS): renewed by hand"
 	}
 	if output == "json" || output == "yaml" {
 		return printDocument(w, r, output)
@@ -147,6 +157,9 @@ func (r CertsReport) table(w io.Writer, wide bool, now time.Time) error {
 	}
 	for _, u := range r.Unread {
 		fmt.Fprintf(w, "not read: %s\n", u)
+	}
+	if r.IssuedBy != "" {
+		fmt.Fprintf(w, "issued by: %s\n", r.IssuedBy)
 	}
 	if r.CARotation != nil {
 		fmt.Fprintln(w)

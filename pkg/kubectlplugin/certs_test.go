@@ -49,6 +49,7 @@ func TestCertsListsEveryCertificateWithItsExpiryAndIssuer(t *testing.T) {
 		{"example-client", "etcd-client.crt", "CN=operator", "CN=example CA", "b2"},
 		{"example-client", "etcd-client-ca.crt", "CN=example CA", "CN=example CA", "1"},
 		{"not read: secret example-server does not exist"},
+		{"issued by: the user (static TLS): renewed by hand"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("printed %d lines, want %d:\n%s", len(lines), len(want), out)
@@ -179,5 +180,18 @@ func TestCertsShowsTheCARotation(t *testing.T) {
 				t.Errorf("-o json caRotation = %+v, want %+v", r.CARotation, tt.status)
 			}
 		})
+	}
+}
+
+func TestCertsNamesTheCertManagerIssuer(t *testing.T) {
+	f := newKubeFixture(t, func(c *api.EtcdCluster) {
+		c.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{IssuerRef: &api.IssuerReference{Name: "etcd-ca", Kind: api.ClusterIssuerKind}}}
+	})
+	out, _, err := cliRun(t, f.plugin, "certs", "example", "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "issued by: cert-manager ClusterIssuer etcd-ca (cert-manager.io)"; !strings.Contains(out, want) {
+		t.Errorf("printed:\n%s\nwant a line %q", out, want)
 	}
 }

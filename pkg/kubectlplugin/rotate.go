@@ -97,6 +97,9 @@ func (p *Plugin) RotateCA(ctx context.Context, w io.Writer, namespace, name stri
 	if err != nil {
 		return nil, err
 	}
+	if ref := before.Spec.TLS.Issued.IssuerRef; ref != nil {
+		return nil, fmt.Errorf("etcdcluster %s/%s takes its certificates from cert-manager %s %s, whose CA is rotated there: see docs/user-guide/tls.md#certificates-from-cert-manager", namespace, name, ref.WithDefaults().Kind, ref.Name)
+	}
 	value := at.UTC().Format(time.RFC3339Nano)
 	c, err := p.annotate(ctx, namespace, name, api.RotateCAAnnotation, value)
 	if err != nil {

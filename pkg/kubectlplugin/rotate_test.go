@@ -112,6 +112,9 @@ func TestRotateCA(t *testing.T) {
 			c.Spec.TLS = &api.TLSPolicy{Static: &api.StaticTLS{OperatorSecret: "operator-tls"}}
 		}, wantError: "the operator rotates only the CA of the certificates it issues"},
 		{name: "a cluster without TLS is refused", wantError: "does not have spec.TLS.issued"},
+		{name: "a cluster whose certificates cert-manager issues is refused: its CA is the issuer's", change: func(c *api.EtcdCluster) {
+			c.Spec.TLS = &api.TLSPolicy{Issued: &api.IssuedTLS{IssuerRef: &api.IssuerReference{Name: "etcd-ca"}}}
+		}, wantError: "takes its certificates from cert-manager Issuer etcd-ca, whose CA is rotated there"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
