@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,8 +48,11 @@ var certificatesGVR = schema.GroupVersionResource{Group: api.CertManagerGroup, V
 const (
 	// reissuedForAnnotation on a Certificate is the rotation request
 	// (api.RotateCertificatesAnnotation) cert-manager was last asked to
-	// issue it again for.
-	reissuedForAnnotation = "etcd.database.coreos.com/reissued-for"
+	// issue it again for, and reissuedAfterAnnotation the Certificate's
+	// status.revision then: the request is done once a later revision
+	// was issued (a failed issue leaves the revision as it was).
+	reissuedForAnnotation   = "etcd.database.coreos.com/reissued-for"
+	reissuedAfterAnnotation = "etcd.database.coreos.com/reissued-after-revision"
 	// copiedFromAnnotation on a copy names the secret cert-manager wrote
 	// its certificate into.
 	copiedFromAnnotation = "etcd.database.coreos.com/copied-from"
@@ -87,10 +91,12 @@ type certManagerLeaf struct {
 	foreign         string
 	// notReady is the Certificate's Ready condition's message while it is
 	// not ready, "" once it is. issuing: its Issuing condition is True.
-	// reissuedFor is its reissuedForAnnotation.
-	notReady    string
-	issuing     bool
-	reissuedFor string
+	// reissuedFor is its reissuedForAnnotation; revision its
+	// status.revision, reissuedAfter its reissuedAfterAnnotation.
+	notReady                string
+	issuing                 bool
+	reissuedFor             string
+	revision, reissuedAfter int64
 	// fresh: cert-manager's secret holds a usable certificate other than
 	// the copy's; held says why it is not copied (a CA the copies do not
 	// trust); unusable why cert-manager's secret cannot be copied at all.
@@ -121,7 +127,7 @@ func (v *certManagerView) settled(rotateRequest string) bool {
 		return false
 	}
 	for _, l := range v.leaves {
-		if !l.exists || !l.current || !l.hasCopy || l.fresh || l.issuing || rotateRequest != "" && l.reissuedFor != rotateRequest {
+		if !l.exists || !l.current || !l.hasCopy || l.fresh || l.issuing || rotateRequest != "" && (l.reissuedFor != rotateRequest || l.revision <= l.reissuedAfter) {
 			return false
 		}
 	}
@@ -238,6 +244,8 @@ func judgeCertificate(l *certManagerLeaf, got *unstructured.Unstructured, want m
 		}
 	}
 	l.reissuedFor = got.GetAnnotations()[reissuedForAnnotation]
+	l.reissuedAfter, _ = strconv.ParseInt(got.GetAnnotations()[reissuedAfterAnnotation], 10, 64)
+	l.revision, _, _ = unstructured.NestedInt64(got.Object, "status", "revision")
 	l.notReady = "cert-manager has not said it is ready yet"
 	conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 	for _, raw := range conditions {
@@ -397,7 +405,7 @@ func certificatesFromCertManager(s *snapshot) (action, bool) {
 	var waits []string
 	for _, l := range v.leaves {
 		switch {
-		case l.fresh && l.held == "" && l.unusable == "":
+		case l.fresh && l.held == "" && l.unusable == "" && l.foreign == "":
 			why := "issued by cert-manager"
 			if l.hasCopy {
 				why = "renewed by cert-manager"
@@ -611,6 +619,7 @@ func (c *Cluster) reissueCertificate(ctx context.Context, s *snapshot, a action)
 		annotations = map[string]string{}
 	}
 	annotations[reissuedForAnnotation] = s.rotateRequest
+	annotations[reissuedAfterAnnotation] = strconv.FormatInt(l.revision, 10)
 	got.SetAnnotations(annotations)
 	if _, err := client.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		return outcome{err: kubeError("update Certificate "+l.certificate, err)}

@@ -72,6 +72,10 @@ func issueAsCertManager(t *testing.T, f *fixture, dyn *dynamicfake.FakeDynamicCl
 		if err := unstructured.SetNestedSlice(cert.Object, conditions, "status", "conditions"); err != nil {
 			t.Fatal(err)
 		}
+		revision, _, _ := unstructured.NestedInt64(cert.Object, "status", "revision")
+		if err := unstructured.SetNestedField(cert.Object, revision+1, "status", "revision"); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := dyn.Resource(certificatesGVR).Namespace(testNS).UpdateStatus(t.Context(), cert, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -243,6 +247,22 @@ func TestCertManagerIssuesTheCertificates(t *testing.T) {
 		if done := f.mustStatus().CertificatesRotated; done != "" {
 			t.Fatalf("status.certificatesRotated = %q before cert-manager issued again", done)
 		}
+		// An issue that failed ends the Issuing condition without a new
+		// revision: the rotation is not done.
+		for _, name := range certManagerNames {
+			cert := certificate(t, dyn, name)
+			failed := []any{map[string]any{"type": "Issuing", "status": "False", "reason": "Failed", "message": "The certificate request has failed to complete"}}
+			if err := unstructured.SetNestedSlice(cert.Object, failed, "status", "conditions"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := dyn.Resource(certificatesGVR).Namespace(testNS).UpdateStatus(t.Context(), cert, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.mustPass()
+		if done := f.mustStatus().CertificatesRotated; done != "" {
+			t.Fatalf("status.certificatesRotated = %q after cert-manager failed to issue", done)
+		}
 		before := copiesOf(t, f)
 		// cert-manager issues again, and its Issuing condition goes.
 		issueAsCertManager(t, f, dyn, ca)
@@ -327,6 +347,7 @@ func TestCertificatesFromCertManagerDecidesOneStep(t *testing.T) {
 				l[0].foreign, l[0].hasCopy, l[0].current = "Certificate example-peer belongs to someone else", false, false
 			}),
 			want: actWait, waitFor: "belongs to someone else"},
+		{name: "nothing is copied from the secret of a Certificate of another owner", view: leaves(func(l []certManagerLeaf) { l[0].foreign, l[0].fresh = "belongs to someone else", true }), want: actIdle},
 		{name: "a certificate cert-manager issued is copied", view: leaves(func(l []certManagerLeaf) { l[1].fresh = true }), want: actCopyCertificate, member: "server"},
 		{name: "one of a CA the members do not trust is not, and the copy serves", view: leaves(func(l []certManagerLeaf) { l[1].fresh, l[1].held = true, "untrusted" }), want: actIdle},
 		{name: "one of a CA not trusted, with no copy, is waited for",
