@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-upgrade chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-cert-manager e2e-upgrade chaos bench bench-go try local-up local-down clean
 
 all: build
 
@@ -99,6 +99,12 @@ e2e:
 ## local cluster, and its backups restore here (root; it replaces the cluster-wide CRDs while it runs)
 e2e-original:
 	E2E_ORIGINAL=1 bash hack/e2e.sh -run '^TestOriginalItself|^TestBackupsTheOriginalItself'
+
+## e2e-cert-manager: clusters whose certificates cert-manager issues, on cert-manager v1.21.2 built from its Go module
+## and run on the local cluster by hack/cert-manager/deploy.sh (root; the cluster up)
+e2e-cert-manager:
+	bash hack/cert-manager/deploy.sh
+	E2E_CERT_MANAGER=1 bash hack/e2e.sh -run '^TestCertManager'
 
 ## e2e-upgrade: the operators of the previous release (hack/previous-release), built from its commit and
 ## installed from its manifests, upgraded to this tree's while a cluster scales, under the checker (root;

@@ -34,6 +34,8 @@
 #   E2E_CHAOS=1           also run the long fault scenarios (^TestChaosLong, ^TestNodesLong; make chaos)
 #   E2E_ORIGINAL=1        also run the tests of coreos/etcd-operator v0.9.4 itself (hack/original;
 #                         make e2e-original)
+#   E2E_CERT_MANAGER=1    also run the tests of clusters whose certificates cert-manager issues
+#                         (^TestCertManager), on cert-manager built by hack/cert-manager (make e2e-cert-manager)
 #   E2E_PREVIOUS_RELEASE=1  also build and import the previous release's image from its commit
 #                         (hack/previous-release.sh) and run the upgrade from it (make e2e-upgrade)
 #   LOCAL_CLUSTER_NODES   from the cluster's env file: the node events (^TestNodes) run
@@ -181,6 +183,11 @@ run_suite() {
 	# CRDs while it runs, so those tests run alone, when asked (make e2e-original).
 	if [[ ${E2E_ORIGINAL:-} != 1 ]]; then
 		skip+=('^TestOriginalItself' '^TestBackupsTheOriginalItself')
+	fi
+	# cert-manager is built from its Go module for these tests alone (minutes
+	# with a cold cache), so they run when asked (make e2e-cert-manager).
+	if [[ ${E2E_CERT_MANAGER:-} != 1 ]]; then
+		skip+=('^TestCertManager')
 	fi
 	# The previous release's operators install its CRDs over this tree's, so
 	# the upgrade from it runs alone, when asked (make e2e-upgrade).
