@@ -4,17 +4,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
-	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
-	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 	"github.com/openetcd/etcd-operator/test/e2e/framework"
 )
 
@@ -75,58 +68,6 @@ func TestCertManagerIssuesTheCertificatesAndRenewsThemUnderLoad(t *testing.T) {
 	}
 	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 
-	leaves := map[string]string{
-		name + "-peer-tls": etcdutil.SecretPeerCert, name + "-server-tls": etcdutil.SecretServerCert,
-		name + "-operator-tls": etcdutil.SecretClientCert, name + "-client-tls": etcdutil.SecretClientCert,
-	}
-	serials := func() map[string]string {
-		t.Helper()
-		out := map[string]string{}
-		for secret, key := range leaves {
-			s, err := f.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			block, _ := pem.Decode(s.Data[key])
-			if block == nil {
-				t.Fatalf("%s of secret %s is not PEM", key, secret)
-			}
-			cert, err := x509.ParseCertificate(block.Bytes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[secret] = fmt.Sprintf("%s (%s) until %s", cert.SerialNumber, cert.Issuer.CommonName, cert.NotAfter.UTC().Format(time.RFC3339))
-		}
-		return out
-	}
-	before := serials()
-	underLoadPod(t, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: "cert-manager-rotation", Duration: 90 * time.Second, TLSSecret: name + "-client-tls"},
-		func(ctx context.Context) {
-			patch := `{"metadata":{"annotations":{"` + api.RotateCertificatesAnnotation + `":"e2e-1"}}}`
-			if _, err := f.Kubectl(ctx, "-n", ns, "patch", "etcd", name, "--type=merge", "-p", patch); err != nil {
-				t.Fatal(err)
-			}
-			err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.certificatesRotated e2e-1",
-				func(ctx context.Context) (bool, string, error) {
-					cl, err := f.GetCluster(ctx, ns, name)
-					if err != nil {
-						return false, err.Error(), nil
-					}
-					return cl.Status.CertificatesRotated == "e2e-1", framework.DescribeStatus(cl), nil
-				})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	after := serials()
-	for secret := range leaves {
-		if before[secret] == after[secret] {
-			t.Errorf("secret %s still holds certificate %s after the rotation", secret, before[secret])
-		}
-	}
-	t.Logf("certificates before: %v; after: %v", before, after)
-	if n := strings.Count(eventsOf(t, ns, name), "CertificateRenewed"); n < len(leaves) {
-		t.Errorf("%d CertificateRenewed events, want %d", n, len(leaves))
-	}
+	certificatesRotatedUnderLoad(t, ns, name, "cert-manager-rotation")
 	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 }

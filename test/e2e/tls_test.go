@@ -241,6 +241,19 @@ func TestIssuedCertificatesRotatedOnRequestUnderLoad(t *testing.T) {
 	})
 	createCluster(t, cl)
 	waitReady(t, opNS, name, 3, bootstrapTimeout(3))
+	certificatesRotatedUnderLoad(t, opNS, name, "issued-rotation")
+	servesOnlyCertifiedClients(t, name, name+"-client-tls")
+}
+
+// certificatesRotatedUnderLoad asks cluster name, running in ns with issued
+// TLS, for new certificates (the rotate-certificates annotation, as `kubectl
+// etcd rotate-certs` sets it) while the checker writes and reads over https
+// with the client certificate it mounted before, waits for
+// status.certificatesRotated, and checks that every certificate Secret holds
+// a new certificate and that each renewal was told.
+func certificatesRotatedUnderLoad(t *testing.T, ns, name, scenario string) {
+	t.Helper()
+	ctx := t.Context()
 	leaves := map[string]string{
 		name + "-peer-tls": etcdutil.SecretPeerCert, name + "-server-tls": etcdutil.SecretServerCert,
 		name + "-operator-tls": etcdutil.SecretClientCert, name + "-client-tls": etcdutil.SecretClientCert,
@@ -249,7 +262,7 @@ func TestIssuedCertificatesRotatedOnRequestUnderLoad(t *testing.T) {
 		t.Helper()
 		out := map[string]string{}
 		for secret, key := range leaves {
-			s, err := f.Kube.CoreV1().Secrets(opNS).Get(ctx, secret, metav1.GetOptions{})
+			s, err := f.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,20 +274,20 @@ func TestIssuedCertificatesRotatedOnRequestUnderLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out[secret] = cert.SerialNumber.String() + " until " + cert.NotAfter.UTC().Format(time.RFC3339)
+			out[secret] = fmt.Sprintf("%s (%s) until %s", cert.SerialNumber, cert.Issuer.CommonName, cert.NotAfter.UTC().Format(time.RFC3339))
 		}
 		return out
 	}
 	before := serials()
-	underLoadPod(t, framework.CheckerPod{Namespace: opNS, Cluster: name, Scenario: "issued-rotation", Duration: 90 * time.Second, TLSSecret: name + "-client-tls"},
+	underLoadPod(t, framework.CheckerPod{Namespace: ns, Cluster: name, Scenario: scenario, Duration: 90 * time.Second, TLSSecret: name + "-client-tls"},
 		func(ctx context.Context) {
 			patch := `{"metadata":{"annotations":{"` + api.RotateCertificatesAnnotation + `":"e2e-1"}}}`
-			if _, err := f.Kubectl(ctx, "-n", opNS, "patch", "etcd", name, "--type=merge", "-p", patch); err != nil {
+			if _, err := f.Kubectl(ctx, "-n", ns, "patch", "etcd", name, "--type=merge", "-p", patch); err != nil {
 				t.Fatal(err)
 			}
 			err := framework.WaitFor(ctx, changeTimeout, framework.Poll, "status.certificatesRotated e2e-1",
 				func(ctx context.Context) (bool, string, error) {
-					cl, err := f.GetCluster(ctx, opNS, name)
+					cl, err := f.GetCluster(ctx, ns, name)
 					if err != nil {
 						return false, err.Error(), nil
 					}
@@ -291,8 +304,7 @@ func TestIssuedCertificatesRotatedOnRequestUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("certificates before: %v; after: %v", before, after)
-	if n := strings.Count(eventsOf(t, opNS, name), "CertificateRenewed"); n < len(leaves) {
+	if n := strings.Count(eventsOf(t, ns, name), "CertificateRenewed"); n < len(leaves) {
 		t.Errorf("%d CertificateRenewed events, want %d", n, len(leaves))
 	}
-	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 }
