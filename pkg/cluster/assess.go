@@ -45,7 +45,7 @@ func assess(s *snapshot) []problem {
 	ps = append(ps, adoptionProblems(s)...)
 	ps = append(ps, startProblems(s)...)
 	// Advisory last: what holds the cluster up is the more urgent.
-	ps = append(ps, expiringCertificates(s.certs, s.now, s.spec.Spec.TLS.IsIssued())...)
+	ps = append(ps, expiringCertificates(s.certs, s.now, s.spec.Spec.TLS)...)
 	if p, ok := placementProblem(s); ok {
 		ps = append(ps, p)
 	}

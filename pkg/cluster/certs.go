@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/etcdutil"
 )
 
@@ -116,6 +117,9 @@ const (
 	issuedGuide = "docs/user-guide/tls.md#renewal-of-issued-certificates"
 	// caRotationGuide says how the CA of issued TLS is rotated.
 	caRotationGuide = "docs/user-guide/tls.md#rotating-the-ca-of-issued-tls"
+	// certManagerGuide says what cert-manager and the operator each do
+	// with certificates a cert-manager issuer issues.
+	certManagerGuide = "docs/user-guide/tls.md#certificates-from-cert-manager"
 )
 
 // expiringCertificates reports each certificate that expires soon
@@ -128,7 +132,8 @@ const (
 // by it (renew.go) before the user would be asked to: it is told only once
 // its renewal is overdue (renewalOverdue), which says that something holds
 // the renewal up. The CA is not renewed: it is told with how to rotate it.
-func expiringCertificates(certs []etcdutil.Certificate, now time.Time, issued bool) []problem {
+func expiringCertificates(certs []etcdutil.Certificate, now time.Time, tlsp *api.TLSPolicy) []problem {
+	issued := tlsp.IsIssued()
 	var ps []problem
 	for _, cert := range certs {
 		renewed := issued && !cert.CA
@@ -150,7 +155,16 @@ func expiringCertificates(certs []etcdutil.Certificate, now time.Time, issued bo
 				"TLS: %s (serial %s, issuer %q) expires on %s: rotate it with a new value of annotation %s (`kubectl etcd rotate-ca`; see %s)",
 				cert.Where(), cert.Serial, cert.Issuer, expiry, rotateCAAnnotation, caRotationGuide)
 		}
-		if renewed {
+		switch {
+		case tlsp.FromCertManager() && cert.CA:
+			p = newProblem(problemTLSCertificateExpiring,
+				"TLS: %s (serial %s, issuer %q) expires on %s: it is the CA of cert-manager issuer %s, renewed there (see %s)",
+				cert.Where(), cert.Serial, cert.Issuer, expiry, tlsp.Issued.IssuerRef.Name, certManagerGuide)
+		case tlsp.FromCertManager():
+			p = newProblem(problemTLSCertificateExpiring,
+				"TLS: %s (serial %s, issuer %q) expires on %s and was due for renewal on %s: cert-manager renews it and the operator copies it; the Certificate's conditions and status.reason say what holds it up (see %s)",
+				cert.Where(), cert.Serial, cert.Issuer, expiry, renewAt(cert.NotBefore, cert.NotAfter).UTC().Format(time.RFC3339), certManagerGuide)
+		case renewed:
 			p = newProblem(problemTLSCertificateExpiring,
 				"TLS: %s (serial %s, issuer %q) expires on %s and was due for renewal on %s: the operator renews it once every member is ready and no problem holds the cluster up (see %s)",
 				cert.Where(), cert.Serial, cert.Issuer, expiry, renewAt(cert.NotBefore, cert.NotAfter).UTC().Format(time.RFC3339), issuedGuide)

@@ -254,11 +254,13 @@ func TestExpiringCertificates(t *testing.T) {
 		return etcdutil.Certificate{Secret: "example-peer-tls", Key: "peer.crt", Field: "spec.TLS.issued", CA: ca,
 			Subject: "CN=example-peer", Issuer: "CN=etcd CA", Serial: "b2", NotBefore: testStart.Add(-age), NotAfter: testStart.Add(90*day - age)}
 	}
+	issuedOwnCA := &api.TLSPolicy{Issued: &api.IssuedTLS{}}
+	fromCertManager := &api.TLSPolicy{Issued: &api.IssuedTLS{IssuerRef: &api.IssuerReference{Name: "etcd-ca"}}}
 	tests := []struct {
-		name   string
-		certs  []etcdutil.Certificate
-		issued bool
-		want   []string
+		name  string
+		certs []etcdutil.Certificate
+		tls   *api.TLSPolicy
+		want  []string
 	}{
 		{name: "no certificates, nothing to tell"},
 		{name: "certificates far from their expiry are not told", certs: []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, 200*day)}},
@@ -271,18 +273,24 @@ func TestExpiringCertificates(t *testing.T) {
 		{name: "an expired certificate is the unusable certificates' problem, not told here",
 			certs: []etcdutil.Certificate{cert("peer-tls", "peer.crt", "a1", false, -day)}},
 		{name: "an issued certificate due for its renewal is not told: the operator renews it",
-			certs: []etcdutil.Certificate{issuedCert(false, 61*day)}, issued: true},
+			certs: []etcdutil.Certificate{issuedCert(false, 61*day)}, tls: issuedOwnCA},
 		{name: "an issued certificate whose renewal is overdue is told, with the date it was due",
-			certs: []etcdutil.Certificate{issuedCert(false, 76*day)}, issued: true,
+			certs: []etcdutil.Certificate{issuedCert(false, 76*day)}, tls: issuedOwnCA,
 			want: []string{`TLS: certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-15T12:00:00Z and was due for renewal on 2025-02-13T12:00:00Z: the operator renews it once every member is ready and no problem holds the cluster up (see docs/user-guide/tls.md#renewal-of-issued-certificates)`}},
 		{name: "the CA of issued TLS is not renewed: it is told with how to rotate it, as a CA the user brought is never rotated unasked",
-			certs: []etcdutil.Certificate{issuedCert(true, 61*day)}, issued: true,
+			certs: []etcdutil.Certificate{issuedCert(true, 61*day)}, tls: issuedOwnCA,
 			want: []string{"TLS: CA certificate \"CN=example-peer\" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer \"CN=etcd CA\") expires on 2025-03-30T12:00:00Z: rotate it with a new value of annotation etcd.database.coreos.com/rotate-ca (`kubectl etcd rotate-ca`; see docs/user-guide/tls.md#rotating-the-ca-of-issued-tls)"}},
+		{name: "a certificate cert-manager issued whose renewal is overdue is told, with where to look",
+			certs: []etcdutil.Certificate{issuedCert(false, 76*day)}, tls: fromCertManager,
+			want: []string{`TLS: certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-15T12:00:00Z and was due for renewal on 2025-02-13T12:00:00Z: cert-manager renews it and the operator copies it; the Certificate's conditions and status.reason say what holds it up (see docs/user-guide/tls.md#certificates-from-cert-manager)`}},
+		{name: "the CA of a cert-manager issuer is told as the issuer's",
+			certs: []etcdutil.Certificate{issuedCert(true, 61*day)}, tls: fromCertManager,
+			want: []string{`TLS: CA certificate "CN=example-peer" in peer.crt of secret example-peer-tls (spec.TLS.issued) (serial b2, issuer "CN=etcd CA") expires on 2025-03-30T12:00:00Z: it is the CA of cert-manager issuer etcd-ca, renewed there (see docs/user-guide/tls.md#certificates-from-cert-manager)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, p := range expiringCertificates(tt.certs, testStart, tt.issued) {
+			for _, p := range expiringCertificates(tt.certs, testStart, tt.tls) {
 				if p.kind != problemTLSCertificateExpiring || p.topic == "" {
 					t.Errorf("problem %+v: want an expiring certificate with its topic", p)
 				}
