@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-upgrade chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-upgrade chaos bench bench-go try local-up local-down cert-manager clean
 
 all: build
 
@@ -137,6 +137,11 @@ local-up:
 
 local-down:
 	bash hack/local-cluster/down.sh
+
+## cert-manager: cert-manager v1.21.2's controllers for SelfSigned and CA issuers on the local cluster, built from the
+## module proxy (hack/cert-manager; root, the cluster up; docs/development/cert-manager.md)
+cert-manager:
+	bash hack/cert-manager/deploy.sh
 
 clean:
 	rm -rf _output
