@@ -18,7 +18,7 @@ PKG_etcd-restore-operator := ./cmd/restore-operator
 PKG_kubectl-etcd := ./cmd/kubectl-etcd
 PKG_etcd-checker := ./cmd/etcd-checker
 
-.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-cert-manager e2e-upgrade chaos bench bench-go try local-up local-down clean
+.PHONY: all build unit test fuzz verify generate docs vet lint fmt image release e2e e2e-nodes e2e-original e2e-cert-manager e2e-upgrade chaos bench bench-go try local-up local-down cert-manager clean
 
 all: build
 
@@ -101,9 +101,8 @@ e2e-original:
 	E2E_ORIGINAL=1 bash hack/e2e.sh -run '^TestOriginalItself|^TestBackupsTheOriginalItself'
 
 ## e2e-cert-manager: clusters whose certificates cert-manager issues, on cert-manager v1.21.2 built from its Go module
-## and run on the local cluster by hack/cert-manager/deploy.sh (root; the cluster up)
-e2e-cert-manager:
-	bash hack/cert-manager/deploy.sh
+## and run on the local cluster by `make cert-manager` (root; the cluster up)
+e2e-cert-manager: cert-manager
 	E2E_CERT_MANAGER=1 bash hack/e2e.sh -run '^TestCertManager'
 
 ## e2e-upgrade: the operators of the previous release (hack/previous-release), built from its commit and
@@ -143,6 +142,11 @@ local-up:
 
 local-down:
 	bash hack/local-cluster/down.sh
+
+## cert-manager: cert-manager v1.21.2's controllers for SelfSigned and CA issuers on the local cluster, built from the
+## module proxy (hack/cert-manager; root, the cluster up; docs/development/cert-manager.md)
+cert-manager:
+	bash hack/cert-manager/deploy.sh
 
 clean:
 	rm -rf _output
