@@ -32,18 +32,7 @@ source "$LC_DIR/images.sh"
 command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$CM_DIR"
 
-# stamp FILE...: a digest of the files and of the Go toolchain.
-stamp() { { cat "$@"; go version; } | sha256sum | cut -d' ' -f1; }
 
-# ensure_tool NAME PKG: the repository helper PKG as $TOOLS_DIR/NAME, built
-# the way hack/local-cluster/build.sh builds it when it is not there yet.
-ensure_tool() {
-	local name=$1 pkg=$2
-	[[ -x $TOOLS_DIR/$name ]] && return 0
-	log "building $pkg into $TOOLS_DIR"
-	mkdir -p "$TOOLS_DIR"
-	(cd "$REPO_ROOT" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/$name" "./$pkg")
-}
 
 # build_binary: step 1, unless the binary was built from the same inputs.
 build_binary() {

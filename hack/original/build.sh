@@ -61,8 +61,6 @@ BINARIES=(etcd-operator etcd-backup-operator etcd-restore-operator)
 command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$ORIG_DIR"
 
-# stamp FILE...: a digest of the files and of the Go toolchain.
-stamp() { { cat "$@"; go version; } | sha256sum | cut -d' ' -f1; }
 
 # have_binaries: whether all three binaries are in $ORIG_BIN.
 have_binaries() {
@@ -124,15 +122,6 @@ build_binaries() {
 	log "binaries: built in $ORIG_BIN"
 }
 
-# ensure_tool NAME: the repository helper hack/.../NAME in $TOOLS_DIR, built
-# the way hack/local-cluster/build.sh builds it when it is not there yet.
-ensure_tool() {
-	local name=$1 pkg=$2
-	[[ -x $TOOLS_DIR/$name ]] && return 0
-	log "building $pkg into $TOOLS_DIR"
-	mkdir -p "$TOOLS_DIR"
-	(cd "$REPO_ROOT" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/$name" "./$pkg")
-}
 
 # image_original: step 4.
 image_original() {

@@ -1,6 +1,9 @@
-# shellcheck shell=bash disable=SC2034 # the variables are used by the scripts that source this
+# shellcheck shell=bash source-path=SCRIPTDIR disable=SC2034 # the variables are used by the scripts that source this
 # common.sh: what build.sh, deploy.sh and undeploy.sh agree on. Sourced after
 # hack/local-cluster/lib.sh, never run.
+
+# shellcheck source=../local-cluster/addon.sh
+source "$LC_DIR/addon.sh"
 
 ORIG_VERSION=v0.9.4
 ORIG_IMAGE=quay.io/coreos/etcd-operator:$ORIG_VERSION
@@ -33,30 +36,6 @@ deployment_file() {
 	esac
 }
 
-# step TEXT: say which step runs, for a first run that is read as it goes.
-step() { printf '\n[%s] ==== %s\n' "$LOG_TAG" "$*" >&2; }
-
-# kc ARGS...: kubectl against the local cluster, the command line printed first.
-kc() {
-	log "+ kubectl $*"
-	"$KUBECTL" "$@"
-}
-
-# use_local_cluster: KUBECONFIG and KUBECTL as the environment gave them
-# (ENV_KUBECONFIG, ENV_KUBECTL, saved before lib.sh set KUBECTL), else from the
-# local cluster's env file; and the API answering.
-use_local_cluster() {
-	if [[ -n ${ENV_KUBECONFIG:-} && -n ${ENV_KUBECTL:-} ]]; then
-		KUBECONFIG=$ENV_KUBECONFIG KUBECTL=$ENV_KUBECTL
-	else
-		[[ -f $ENV_FILE ]] || die "$ENV_FILE not found: start the local cluster (make local-up), or set KUBECONFIG and KUBECTL"
-		# shellcheck source=/dev/null
-		source "$ENV_FILE"
-	fi
-	export KUBECONFIG
-	[[ -x $KUBECTL ]] || die "KUBECTL=$KUBECTL is not an executable"
-	"$KUBECTL" get --raw /readyz >/dev/null || die "the API server of $KUBECONFIG does not answer"
-}
 
 # crd_manifest NAME: the hand-made CRD NAME from crds.yaml.
 crd_manifest() {
