@@ -100,11 +100,12 @@ type certManagerLeaf struct {
 	// fresh: cert-manager's secret holds a usable certificate other than
 	// the copy's; held says why it is not copied (a CA the copies do not
 	// trust); unusable why cert-manager's secret cannot be copied at all.
-	fresh            bool
-	held, unusable   string
-	issuedNotAfter   time.Time
-	issuedCA         []byte
-	issuedResVersion string
+	fresh          bool
+	held, unusable string
+	// issuedNotAfter and issuedCert, issuedKey and issuedCA (PEM) are
+	// what cert-manager's secret held when judged: what a copy writes.
+	issuedNotAfter                  time.Time
+	issuedCert, issuedKey, issuedCA []byte
 	// hasCopy: the operator's secret exists; copyResVersion is its
 	// resourceVersion, copyCert its certificate and copyTrust the CAs
 	// (PEM) it trusts.
@@ -274,7 +275,7 @@ func judgeIssued(l *certManagerLeaf, issued *corev1.Secret, trusted [][]byte, no
 	if len(certPEM) == 0 || len(keyPEM) == 0 {
 		return
 	}
-	l.issuedResVersion, l.issuedCA = issued.ResourceVersion, caPEM
+	l.issuedCert, l.issuedKey, l.issuedCA = certPEM, keyPEM, caPEM
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		l.unusable = fmt.Sprintf("secret %s holds no usable certificate and key: %v", l.issuedSecret, err)
 		return
@@ -532,9 +533,9 @@ func (c *Cluster) makeCertificates(ctx context.Context, s *snapshot) outcome {
 	return outcome{requeue: c.cfg.MinPassInterval}
 }
 
-// copyCertificate copies the certificate cert-manager issued for one kind
-// into the operator's secret, trusting the CAs the copy trusted and the
-// issuer's, and writes the copy as it was observed.
+// copyCertificate copies the certificate cert-manager issued for one kind,
+// as the pass judged it, into the operator's secret, and writes the copy as
+// it was observed.
 func (c *Cluster) copyCertificate(ctx context.Context, s *snapshot, a action) outcome {
 	c.certManager = certManagerCache{}
 	// The operator dials with its client certificate read again.
@@ -543,24 +544,16 @@ func (c *Cluster) copyCertificate(ctx context.Context, s *snapshot, a action) ou
 	if l == nil {
 		return outcome{}
 	}
-	secrets := c.cfg.KubeClient.CoreV1().Secrets(c.namespace)
-	issued, err := secrets.Get(ctx, l.issuedSecret, metav1.GetOptions{})
-	if err != nil {
-		return outcome{err: kubeError("read secret "+l.issuedSecret, err)}
-	}
-	if issued.ResourceVersion != l.issuedResVersion {
-		// Written since it was judged: judged again by the next pass.
-		return outcome{requeue: c.cfg.MinPassInterval}
-	}
+	// A copy keeps the CAs it trusts: they hold the issuer's, or the
+	// certificate would have been held. A new copy trusts the issuer's.
 	trust := l.copyTrust
-	if ca := firstCertificate(l.issuedCA); !l.hasCopy || ca == nil || !bundleHolds(trust, ca) {
-		trust = tlsissue.Bundle(trust, l.issuedCA)
-		if !l.hasCopy {
-			trust = l.issuedCA
-		}
+	if !l.hasCopy {
+		trust = l.issuedCA
 	}
 	certKey, keyKey, caKey := l.kind.Keys()
-	data := map[string][]byte{certKey: issued.Data[issuedCertKey], keyKey: issued.Data[issuedKeyKey], caKey: trust}
+	data := map[string][]byte{certKey: l.issuedCert, keyKey: l.issuedKey, caKey: trust}
+	secrets := c.cfg.KubeClient.CoreV1().Secrets(c.namespace)
+	var err error
 	copied := c.newIssuedSecret(l.secret, data, []metav1.OwnerReference{k8sutil.AsOwner(s.spec)}, "")
 	copied.Annotations = map[string]string{copiedFromAnnotation: l.issuedSecret}
 	if l.hasCopy {

@@ -136,12 +136,9 @@ func (c *Cluster) observeIssued(ctx context.Context, s *snapshot) error {
 	names := tlsp.Secrets(c.name)
 	v := &issuedView{}
 	read := func(name string) (*corev1.Secret, bool, error) {
-		secret, err := c.cfg.KubeClient.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, false, nil
-		case err != nil:
-			return nil, false, kubeError("read secret "+name, err)
+		secret, err := c.readOptionalSecret(ctx, name)
+		if secret == nil || err != nil {
+			return nil, false, err
 		}
 		// A secret nobody controls is the user's, used as it is (a CA of
 		// their own); one another object controls is not ours to use.
