@@ -92,6 +92,8 @@ func (c *Cluster) act(ctx context.Context, s *snapshot, a action) outcome {
 		return c.reissueCertificate(ctx, s, a)
 	case actRotateCA:
 		return c.carryOutCAChange(ctx, s, caDecision{change: a.caChange, target: a.member, reason: a.reason})
+	case actCarryIssuerCA:
+		return c.carryIssuerCAChange(ctx, s, a)
 	case actSwitchTLS:
 		return c.carryOutTLSSwitch(ctx, s, a)
 	case actRecordCreating:

@@ -40,6 +40,10 @@ const (
 	// actRotateCA makes one change of a CA rotation of issued TLS
 	// (carotation.go); caChange is which.
 	actRotateCA
+	// actCarryIssuerCA makes one change that carries a CA changed at the
+	// cert-manager issuer into the cluster (certmanager_ca.go): caChange
+	// caWriteTrust for the copy of one kind, caRestartMember for a member.
+	actCarryIssuerCA
 	// actSwitchTLS makes one change of TLS switched on or off in a running
 	// cluster (tlsswitch.go); tlsChange is which.
 	actSwitchTLS
@@ -143,6 +147,7 @@ var actionNames = map[actionKind]string{
 	actCopyCertificate:    "copy certificate",
 	actReissueCertificate: "reissue certificate",
 	actRotateCA:           "rotate CA:",
+	actCarryIssuerCA:      "carry the issuer's CA:",
 	actSwitchTLS:          "switch TLS:",
 	actRecordCreating:     "record phase Creating",
 	actSeed:               "seed",
@@ -179,8 +184,13 @@ func (k actionKind) String() string { return actionNames[k] }
 // action is one decision of decide.
 type action struct {
 	kind actionKind
-	// caChange is the change of a CA rotation actRotateCA makes.
+	// caChange is the change of a CA rotation actRotateCA or
+	// actCarryIssuerCA makes.
 	caChange caChange
+	// request is the rotation request an actReissueCertificate is for;
+	// issuerCA, when set, the issuer's CA (caFingerprint) it is for
+	// instead.
+	request, issuerCA string
 	// tlsChange is the change of a TLS switch actSwitchTLS makes, and
 	// peerHTTPS the peer scheme it updates a member's peer URL to.
 	tlsChange tlsSwitchChange

@@ -36,8 +36,9 @@ import (
 // CA only when it starts, so a leaf from a CA the members do not trust yet
 // (the issuer's CA changed) would cut them off each other the moment
 // kubelet updated the files. A leaf is copied only when every copy already
-// trusts the CA that issued it; one that is not is held, and status.reason
-// says why. cert-manager renews the leaves (at two thirds of their
+// trusts the CA that issued it, and every member has started since; a CA
+// changed at the issuer is carried into the cluster in ordered steps
+// (certmanager_ca.go). cert-manager renews the leaves (at two thirds of their
 // lifetime); a copy follows within certRereadInterval, and etcd serves a
 // renewed leaf from its next connection on.
 
@@ -53,9 +54,18 @@ const (
 	// was issued (a failed issue leaves the revision as it was).
 	reissuedForAnnotation   = "etcd.database.coreos.com/reissued-for"
 	reissuedAfterAnnotation = "etcd.database.coreos.com/reissued-after-revision"
+	// reissuedForCAAnnotation on a Certificate is the issuer's CA
+	// (caFingerprint) cert-manager was last asked to issue it again from,
+	// when that CA changed.
+	reissuedForCAAnnotation = "etcd.database.coreos.com/reissued-for-ca"
 	// copiedFromAnnotation on a copy names the secret cert-manager wrote
-	// its certificate into.
+	// its certificate into; copiedAtAnnotation says when (RFC 3339).
 	copiedFromAnnotation = "etcd.database.coreos.com/copied-from"
+	copiedAtAnnotation   = "etcd.database.coreos.com/copied-at"
+	// trustWrittenAnnotation on a copy is when the CAs it trusts were last
+	// changed (RFC 3339): a member whose etcd started at least
+	// caBundleSettle after every copy's has read them.
+	trustWrittenAnnotation = "etcd.database.coreos.com/trust-written"
 )
 
 // eventCertificateRequested tells that a cert-manager Certificate was made.
@@ -97,21 +107,28 @@ type certManagerLeaf struct {
 	issuing                 bool
 	reissuedFor             string
 	revision, reissuedAfter int64
+	// reissuedForCA is its reissuedForCAAnnotation.
+	reissuedForCA string
 	// fresh: cert-manager's secret holds a usable certificate other than
-	// the copy's; held says why it is not copied (a CA the copies do not
-	// trust); unusable why cert-manager's secret cannot be copied at all.
-	fresh          bool
-	held, unusable string
-	// issuedNotAfter and issuedCert, issuedKey and issuedCA (PEM) are
-	// what cert-manager's secret held when judged: what a copy writes.
-	issuedNotAfter                  time.Time
+	// the copy's; unusable says why cert-manager's secret cannot be copied
+	// at all.
+	fresh    bool
+	unusable string
+	// issuedNotBefore, issuedNotAfter and issuedCert, issuedKey and
+	// issuedCA (PEM) are what cert-manager's secret held when judged: what
+	// a copy writes; issuingCA is the CA that signed it.
+	issuedNotBefore, issuedNotAfter time.Time
 	issuedCert, issuedKey, issuedCA []byte
+	issuingCA                       *x509.Certificate
 	// hasCopy: the operator's secret exists; copyResVersion is its
-	// resourceVersion, copyCert its certificate and copyTrust the CAs
-	// (PEM) it trusts.
-	hasCopy             bool
-	copyResVersion      string
-	copyCert, copyTrust []byte
+	// resourceVersion, copyCert its certificate (copyLeaf parsed) and
+	// copyTrust the CAs (PEM) it trusts; trustWritten and copiedAt are
+	// its trustWrittenAnnotation and copiedAtAnnotation.
+	hasCopy                bool
+	copyResVersion         string
+	copyCert, copyTrust    []byte
+	copyLeaf               *x509.Certificate
+	trustWritten, copiedAt time.Time
 }
 
 // certManagerCache keeps the last view while every copy is up to date:
@@ -150,7 +167,6 @@ func (c *Cluster) observeCertManager(ctx context.Context, s *snapshot) error {
 	names := tlsp.Secrets(c.name)
 	want := c.certificateWants(s)
 	v := &certManagerView{}
-	var trusted [][]byte
 	for _, k := range tlsissue.Kinds {
 		secret := secretOf(names, k)
 		certificate, issuedSecret := api.CertManagerCertificate(secret)
@@ -163,7 +179,8 @@ func (c *Cluster) observeCertManager(ctx context.Context, s *snapshot) error {
 			certKey, _, caKey := k.Keys()
 			l.hasCopy, l.copyResVersion = true, copied.ResourceVersion
 			l.copyCert, l.copyTrust = copied.Data[certKey], copied.Data[caKey]
-			trusted = append(trusted, copied.Data[caKey])
+			l.copyLeaf = firstCertificate(l.copyCert)
+			l.trustWritten, l.copiedAt = annotatedTime(copied, trustWrittenAnnotation), annotatedTime(copied, copiedAtAnnotation)
 		}
 		v.leaves = append(v.leaves, l)
 	}
@@ -191,7 +208,7 @@ func (c *Cluster) observeCertManager(ctx context.Context, s *snapshot) error {
 			return err
 		}
 		if issued != nil {
-			judgeIssued(l, issued, trusted, s.now)
+			judgeIssued(l, issued, s.now)
 		}
 	}
 	c.certManager = certManagerCache{readAt: s.now, view: v}
@@ -245,6 +262,7 @@ func judgeCertificate(l *certManagerLeaf, got *unstructured.Unstructured, want m
 		}
 	}
 	l.reissuedFor = got.GetAnnotations()[reissuedForAnnotation]
+	l.reissuedForCA = got.GetAnnotations()[reissuedForCAAnnotation]
 	l.reissuedAfter, _ = strconv.ParseInt(got.GetAnnotations()[reissuedAfterAnnotation], 10, 64)
 	l.revision, _, _ = unstructured.NestedInt64(got.Object, "status", "revision")
 	l.notReady = "cert-manager has not said it is ready yet"
@@ -268,9 +286,8 @@ func judgeCertificate(l *certManagerLeaf, got *unstructured.Unstructured, want m
 }
 
 // judgeIssued reads the secret cert-manager wrote: its certificate is
-// fresh when it differs from the copy's and is usable, and held when a
-// copy does not trust the CA that issued it.
-func judgeIssued(l *certManagerLeaf, issued *corev1.Secret, trusted [][]byte, now time.Time) {
+// fresh when it differs from the copy's and is usable.
+func judgeIssued(l *certManagerLeaf, issued *corev1.Secret, now time.Time) {
 	certPEM, keyPEM, caPEM := issued.Data[issuedCertKey], issued.Data[issuedKeyKey], issued.Data[issuedCAKey]
 	if len(certPEM) == 0 || len(keyPEM) == 0 {
 		return
@@ -285,7 +302,7 @@ func judgeIssued(l *certManagerLeaf, issued *corev1.Secret, trusted [][]byte, no
 		l.unusable = fmt.Sprintf("secret %s holds no certificate that parses", l.issuedSecret)
 		return
 	}
-	l.issuedNotAfter = leaf.NotAfter
+	l.issuedNotBefore, l.issuedNotAfter = leaf.NotBefore, leaf.NotAfter
 	if now.After(leaf.NotAfter) {
 		l.unusable = fmt.Sprintf("the certificate in secret %s expired on %s", l.issuedSecret, leaf.NotAfter.UTC().Format(time.RFC3339))
 		return
@@ -295,16 +312,23 @@ func judgeIssued(l *certManagerLeaf, issued *corev1.Secret, trusted [][]byte, no
 		l.unusable = fmt.Sprintf("secret %s has no %s that signed its certificate: members need the issuer's CA to trust each other, so the issuer must be one that gives it (a CA or Vault issuer, not ACME)", l.issuedSecret, issuedCAKey)
 		return
 	}
+	l.issuingCA = ca
 	l.fresh = !l.hasCopy || !bytes.Equal(certPEM, l.copyCert)
-	if !l.fresh {
-		return
+}
+
+// held says why the certificate cert-manager issued for l is not copied
+// yet: a copy does not trust the CA that issued it; "" when every copy
+// does.
+func (v *certManagerView) held(l *certManagerLeaf) string {
+	if !l.fresh || l.issuingCA == nil {
+		return ""
 	}
-	for _, bundle := range trusted {
-		if !bundleHolds(bundle, ca) {
-			l.held = fmt.Sprintf("cert-manager issued %s from CA %q, which the members do not trust yet; it is not used: a CA changed at the issuer is not carried into a running cluster (put the old CA back in the issuer, or make the cluster again from a backup)", l.issuedSecret, ca.Subject.CommonName)
-			return
+	for _, other := range v.leaves {
+		if other.hasCopy && !bundleHolds(other.copyTrust, l.issuingCA) {
+			return fmt.Sprintf("cert-manager issued %s from CA %q, which the members do not trust yet; it is used once they do", l.issuedSecret, l.issuingCA.Subject.CommonName)
 		}
 	}
+	return ""
 }
 
 // bundleHolds tells whether a bundle of CA certificates (PEM) holds ca.
@@ -404,19 +428,28 @@ func certificatesFromCertManager(s *snapshot) (action, bool) {
 		return action{kind: actMakeCertificates, reason: strings.Join(toMake, ", ")}, true
 	}
 	var waits []string
-	for _, l := range v.leaves {
+	_, settling := membersReadingTrust(s)
+	for i := range v.leaves {
+		l := &v.leaves[i]
+		held := v.held(l)
+		// A leaf of another CA than its copy's is copied only once every
+		// member has started since the copies came to trust that CA.
+		newCA := l.hasCopy && l.issuingCA != nil && !l.copyIssuedBy(l.issuingCA)
 		switch {
-		case l.fresh && l.held == "" && l.unusable == "" && l.foreign == "":
+		case l.fresh && held == "" && l.unusable == "" && l.foreign == "" && !(newCA && settling):
 			why := "issued by cert-manager"
-			if l.hasCopy {
+			switch {
+			case newCA:
+				why = "issued by cert-manager from the issuer's CA, which every member trusts now"
+			case l.hasCopy:
 				why = "renewed by cert-manager"
 			}
 			return action{kind: actCopyCertificate, member: l.kind.String(), reason: why}, true
 		case l.hasCopy:
 		case l.unusable != "":
 			waits = append(waits, l.unusable)
-		case l.held != "":
-			waits = append(waits, l.held)
+		case held != "":
+			waits = append(waits, held)
 		default:
 			waits = append(waits, fmt.Sprintf("waiting for cert-manager to issue Certificate %s (%s)", l.certificate, l.notReady))
 		}
@@ -427,7 +460,7 @@ func certificatesFromCertManager(s *snapshot) (action, bool) {
 	if r := s.rotateRequest; r != "" {
 		for _, l := range v.leaves {
 			if l.foreign == "" && l.reissuedFor != r {
-				return action{kind: actReissueCertificate, member: l.kind.String(), reason: "asked for by annotation " + api.RotateCertificatesAnnotation + "=" + r}, true
+				return action{kind: actReissueCertificate, member: l.kind.String(), request: r, reason: "asked for by annotation " + api.RotateCertificatesAnnotation + "=" + r}, true
 			}
 		}
 	}
@@ -449,11 +482,15 @@ func certManagerProblems(s *snapshot) []string {
 	if s.rotateCARequest != "" {
 		ps = append(ps, fmt.Sprintf("annotation %s is not carried out: the CA is cert-manager issuer %s's, rotated there", rotateCAAnnotation, s.spec.Spec.TLS.Issued.IssuerRef.Name))
 	}
-	for _, l := range v.leaves {
-		switch {
+	issuerCA, _ := v.issuerCA()
+	for i := range v.leaves {
+		l := &v.leaves[i]
+		switch held := v.held(l); {
 		case !l.hasCopy:
-		case l.held != "":
-			ps = append(ps, l.held)
+		case held != "" && !l.issuedBy(issuerCA):
+			// A leaf of the issuer's CA is carried in (carryIssuerCA);
+			// one of an older CA never is.
+			ps = append(ps, held+"; it is not the CA cert-manager issued the newest certificate from, so it never will be")
 		case l.unusable != "":
 			ps = append(ps, l.unusable)
 		case l.foreign != "":
@@ -469,6 +506,9 @@ func certManagerProblems(s *snapshot) []string {
 func certManagerRotationDone(s *snapshot) string {
 	v := s.certManager
 	if s.rotateRequest == "" || v == nil || !v.settled(s.rotateRequest) {
+		return ""
+	}
+	if _, carrying := carryIssuerCA(s); carrying {
 		return ""
 	}
 	return s.rotateRequest
@@ -555,7 +595,10 @@ func (c *Cluster) copyCertificate(ctx context.Context, s *snapshot, a action) ou
 	secrets := c.cfg.KubeClient.CoreV1().Secrets(c.namespace)
 	var err error
 	copied := c.newIssuedSecret(l.secret, data, []metav1.OwnerReference{k8sutil.AsOwner(s.spec)}, "")
-	copied.Annotations = map[string]string{copiedFromAnnotation: l.issuedSecret}
+	copied.Annotations = map[string]string{copiedFromAnnotation: l.issuedSecret, copiedAtAnnotation: s.now.UTC().Format(time.RFC3339)}
+	if !l.trustWritten.IsZero() {
+		copied.Annotations[trustWrittenAnnotation] = l.trustWritten.UTC().Format(time.RFC3339)
+	}
 	if l.hasCopy {
 		copied.ResourceVersion = l.copyResVersion
 		_, err = secrets.Update(ctx, copied, metav1.UpdateOptions{})
@@ -611,8 +654,12 @@ func (c *Cluster) reissueCertificate(ctx context.Context, s *snapshot, a action)
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[reissuedForAnnotation] = s.rotateRequest
-	annotations[reissuedAfterAnnotation] = strconv.FormatInt(l.revision, 10)
+	if a.issuerCA != "" {
+		annotations[reissuedForCAAnnotation] = a.issuerCA
+	} else {
+		annotations[reissuedForAnnotation] = a.request
+		annotations[reissuedAfterAnnotation] = strconv.FormatInt(l.revision, 10)
+	}
 	got.SetAnnotations(annotations)
 	if _, err := client.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		return outcome{err: kubeError("update Certificate "+l.certificate, err)}

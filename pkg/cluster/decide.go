@@ -113,6 +113,10 @@ import (
 //     or, unasked, of a CA the operator made once four fifths of its
 //     lifetime have passed, in steps recorded on the CA secret (both CAs trusted, members restarted
 //     one at a time, leaves issued again from the new CA, the old CA
+//     dropped, members restarted again). Then (step 18c) carryIssuerCA
+//     (certmanager_ca.go): under cert-manager, a CA changed at the issuer
+//     is carried in the same steps, read from the copies (the copies trust
+//     both, members restarted, leaves of the new CA copied, the old CA
 //     dropped, members restarted again).
 //  19. stuckPods: a pod stuck terminating (its node never confirms the
 //     deletion) is waited for, and said to be; it is never deleted again,
@@ -158,6 +162,7 @@ var decisionSteps = []func(*snapshot) (action, bool){
 	routineMaintenance,
 	renewCertificates,
 	rotateCA,
+	carryIssuerCA,
 	stuckPods,
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,8 +107,11 @@ func certManagerCopies(change func([]certManagerLeaf)) snapMod {
 	return func(s *snapshot) {
 		withCertManagerIssuer(s.spec)
 		s.certManager = &certManagerView{}
+		names := s.spec.Spec.TLS.Secrets(s.spec.Name)
 		for _, k := range tlsissue.Kinds {
-			s.certManager.leaves = append(s.certManager.leaves, certManagerLeaf{kind: k, certificate: certManagerNames[k], exists: true, current: true, hasCopy: true})
+			secret := secretOf(names, k)
+			certificate, issuedSecret := api.CertManagerCertificate(secret)
+			s.certManager.leaves = append(s.certManager.leaves, certManagerLeaf{kind: k, certificate: certificate, issuedSecret: issuedSecret, secret: secret, exists: true, current: true, hasCopy: true})
 		}
 		change(s.certManager.leaves)
 	}
@@ -695,5 +699,83 @@ func holdingClients(s *snapshot) {
 	s.holdClients = true
 	if s.tlsSwitch != nil {
 		s.tlsSwitch.holdClients = true
+	}
+}
+
+// issuerCAs are an issuer's CA before and after it changed, and
+// issuerLeafPEMs the certificates each issued, by CA and kind.
+var (
+	issuerCABefore, issuerCAAfter = mustIssuerCA("the issuer's CA before"), mustIssuerCA("the issuer's CA after")
+	issuerLeafPEMs                = map[*tlsissue.CA]map[tlsissue.Kind][]byte{}
+	issuerBothPEM                 = tlsissue.Bundle(issuerCABefore.CertPEM, issuerCAAfter.CertPEM)
+)
+
+func mustIssuerCA(name string) *tlsissue.CA {
+	ca, err := tlsissue.NewCA(name, testStart.Add(-48*time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	return ca
+}
+
+// issuerLeaf is the certificate (PEM) ca issued for kind k: a day before
+// the test starts from the CA before, an hour before from the CA after.
+func issuerLeaf(ca *tlsissue.CA, k tlsissue.Kind) []byte {
+	if issuerLeafPEMs[ca] == nil {
+		issuerLeafPEMs[ca] = map[tlsissue.Kind][]byte{}
+	}
+	if pem, ok := issuerLeafPEMs[ca][k]; ok {
+		return pem
+	}
+	at := testStart.Add(-24 * time.Hour)
+	if ca == issuerCAAfter {
+		at = testStart.Add(-time.Hour)
+	}
+	data, err := ca.Issue(k, tlsissue.Cluster{Name: testName, Namespace: testNS}, at, api.DefaultCertificateValidity)
+	if err != nil {
+		panic(err)
+	}
+	certKey, _, _ := k.Keys()
+	issuerLeafPEMs[ca][k] = data[certKey]
+	return data[certKey]
+}
+
+// issuedFrom: cert-manager's secrets of the kinds named hold a certificate
+// of ca (none named: every kind).
+func issuedFrom(ca *tlsissue.CA, kinds ...tlsissue.Kind) snapMod {
+	return func(s *snapshot) {
+		for i := range s.certManager.leaves {
+			l := &s.certManager.leaves[i]
+			if len(kinds) > 0 && !slices.Contains(kinds, l.kind) {
+				continue
+			}
+			l.issuedCert, l.issuedCA, l.issuingCA = issuerLeaf(ca, l.kind), ca.CertPEM, ca.Cert
+			leaf := firstCertificate(l.issuedCert)
+			l.issuedNotBefore, l.issuedNotAfter = leaf.NotBefore, leaf.NotAfter
+			l.fresh = !bytes.Equal(l.issuedCert, l.copyCert)
+		}
+	}
+}
+
+// copiesOfIssuer: every copy holds the certificate ca issued, copied at
+// copiedAt, and trusts trust (PEM), written at trustWritten (zero: never
+// rewritten since the copy was made). Goes before issuedFrom.
+func copiesOfIssuer(ca *tlsissue.CA, copiedAt time.Time, trust []byte, trustWritten time.Time) snapMod {
+	return func(s *snapshot) {
+		for i := range s.certManager.leaves {
+			l := &s.certManager.leaves[i]
+			l.copyCert = issuerLeaf(ca, l.kind)
+			l.copyLeaf, l.copyTrust = firstCertificate(l.copyCert), trust
+			l.copiedAt, l.trustWritten = copiedAt, trustWritten
+		}
+	}
+}
+
+// etcdStartedOn: every member's etcd started at t.
+func etcdStartedOn(t time.Time) snapMod {
+	return func(s *snapshot) {
+		for _, p := range s.pods {
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t)
+		}
 	}
 }

@@ -102,7 +102,7 @@ func ActionEvents() []Event {
 		{"Normal", eventDefragmented, "Member <member> defragmented: <why>", false},
 		{"Normal", eventNoSpaceDisarmed, "NOSPACE alarm disarmed: <why>", false},
 		{"Normal", eventDowngradeEnabled, "<what etcd's downgrade API was asked>", false},
-		{"Normal", eventCARotation, "CA rotation <change> <secret or member> (<why>)", false},
+		{"Normal", eventCARotation, "CA rotation <change> <secret or member> (<why>), or, under a cert-manager issuer whose CA changed, issuer's CA: trusted CAs written into <secret>|restarting member <member> (<why>)", false},
 		{"Normal", eventTLSSwitch, "Member <member> restarted (switching TLS on|off: members move from stage <stage> to <stage>), after, on a claim, Member <member>'s peer URL is now <url> (<why>); it restarts next", false},
 		{"Normal", eventCertificateRenewed, "Secret <secret> renewed from CA secret <ca>: it expired on <old notAfter>, now on <new notAfter> (<why>), or, under a cert-manager issuer, Secret <secret> now holds the certificate cert-manager issued in secret <secret>-cert-manager... (<why>)", false},
 		{"Normal", eventCertificateRequested, "Certificate <certificate> created for secret <issued secret>: cert-manager issues it, the operator copies it into secret <secret>", false},

@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
+	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
+)
+
+// issueWhereAsked does what cert-manager does for each Certificate whose
+// Issuing condition is True: issues its certificate from ca, at f.now,
+// into the secret it names, a revision later. It returns how many it
+// issued.
+func issueWhereAsked(t *testing.T, f *fixture, dyn *dynamicfake.FakeDynamicClient, ca *tlsissue.CA) int {
+	t.Helper()
+	issued := 0
+	for i, k := range tlsissue.Kinds {
+		cert := certificate(t, dyn, certManagerNames[i])
+		conditions, _, _ := unstructured.NestedSlice(cert.Object, "status", "conditions")
+		asked := false
+		for _, raw := range conditions {
+			c, _ := raw.(map[string]any)
+			asked = asked || c["type"] == "Issuing" && c["status"] == "True"
+		}
+		if !asked {
+			continue
+		}
+		leaf, err := ca.Issue(k, tlsissue.Cluster{Name: testName, Namespace: testNS}, f.now, api.DefaultCertificateValidity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certKey, keyKey, caKey := k.Keys()
+		secret := f.secret(certManagerNames[i] + "-cert-manager").DeepCopy()
+		secret.Data = map[string][]byte{issuedCertKey: leaf[certKey], issuedKeyKey: leaf[keyKey], issuedCAKey: leaf[caKey]}
+		if _, err := f.kube.CoreV1().Secrets(testNS).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		revision, _, _ := unstructured.NestedInt64(cert.Object, "status", "revision")
+		ready := []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready"}}
+		if err := unstructured.SetNestedSlice(cert.Object, ready, "status", "conditions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(cert.Object, revision+1, "status", "revision"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(certificatesGVR).Namespace(testNS).UpdateStatus(t.Context(), cert, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		issued++
+	}
+	return issued
+}
+
+// TestIssuerCAIsCarriedInToItsEnd changes the CA of a running cluster's
+// cert-manager issuer and asks for a rotation, then runs passes, each by an
+// operator started anew, as cert-manager and the kubelet would answer them:
+// after every pass, every member must still trust every certificate the
+// copies serve, and the users of the client copies the members' server
+// certificate; at the end every copy holds a certificate of the new CA and
+// trusts it alone, and every member restarted twice.
+func TestIssuerCAIsCarriedInToItsEnd(t *testing.T) {
+	cl := newTestCluster(withCertManagerIssuer)
+	cl.Annotations = map[string]string{api.RotateCertificatesAnnotation: "r0"}
+	f := newFixture(t, cl)
+	dyn := withCertManager(f)
+	members := []string{memberA, memberB, memberC}
+	f.withMembers(members...)
+	startAt := func(when time.Time) podOpt {
+		return func(p *corev1.Pod) { p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(when) }
+	}
+	for _, m := range members {
+		f.pod(m)
+		f.setReady(m, true, startAt(f.now.Add(-30*24*time.Hour)))
+	}
+	before, after := newIssuerCA(t, "the issuer's CA before"), newIssuerCA(t, "the issuer's CA after")
+	f.mustPass()
+	issueAsCertManager(t, f, dyn, before)
+	f.passes(len(tlsissue.Kinds) + len(certManagerNames) + 1)
+	issueWhereAsked(t, f, dyn, before)
+	f.passes(len(tlsissue.Kinds) + 1)
+	if done := f.mustStatus().CertificatesRotated; done != "r0" {
+		t.Fatalf("status.certificatesRotated = %q before the CA changed, want r0", done)
+	}
+
+	// loaded is what each member's etcd read at its last start: the CAs
+	// its peer and server copies trust.
+	type trust struct{ peer, client []byte }
+	loaded := map[string]trust{}
+	load := func(m string) {
+		loaded[m] = trust{peer: f.secret("example-peer-tls").Data["peer-ca.crt"], client: f.secret("example-server-tls").Data["server-ca.crt"]}
+	}
+	restarts := map[string]int{}
+	for _, m := range members {
+		load(m)
+	}
+	check := func(pass int) {
+		t.Helper()
+		peer, server := f.secret("example-peer-tls"), f.secret("example-server-tls")
+		for _, m := range members {
+			if !verifies(t, f.now, peer.Data["peer.crt"], loaded[m].peer) {
+				t.Fatalf("after pass %d: %s refuses the peer certificate", pass, m)
+			}
+			for _, name := range []string{"example-operator-tls", "example-client-tls"} {
+				if !verifies(t, f.now, f.secret(name).Data["etcd-client.crt"], loaded[m].client) {
+					t.Fatalf("after pass %d: %s refuses the certificate of %s", pass, m, name)
+				}
+			}
+		}
+		for _, name := range []string{"example-operator-tls", "example-client-tls"} {
+			if !verifies(t, f.now, server.Data["server.crt"], f.secret(name).Data["etcd-client-ca.crt"]) {
+				t.Fatalf("after pass %d: the users of %s do not trust the members' server certificate", pass, name)
+			}
+		}
+	}
+
+	// The issuer's CA changes; the user asks for a rotation, as the docs
+	// say, so that cert-manager issues from it now.
+	asked := f.c.latest.DeepCopy()
+	asked.Annotations[api.RotateCertificatesAnnotation] = "r1"
+	f.c.latest = asked
+	for pass := 0; ; pass++ {
+		if pass == 400 {
+			t.Fatalf("the issuer's CA was not carried in within 400 passes: status.reason %q", f.mustStatus().Reason)
+		}
+		f.c = newCluster(t.Context(), f.c.cfg, f.c.latest)
+		f.c.now = func() time.Time { return f.now }
+		f.syncEtcdWithPods()
+		f.mustPass()
+		issueWhereAsked(t, f, dyn, after)
+		for _, m := range members {
+			if _, err := f.kube.CoreV1().Pods(testNS).Get(t.Context(), m, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				// The next pass would make it again; its etcd reads the
+				// files the kubelet gives it.
+				f.podGone(m)
+				f.pod(m)
+				f.setReady(m, true, startAt(f.now))
+				load(m)
+				restarts[m]++
+			}
+		}
+		check(pass)
+		if f.mustStatus().CertificatesRotated == "r1" {
+			break
+		}
+		f.now = f.now.Add(20 * time.Second)
+	}
+	for _, m := range members {
+		if restarts[m] != 2 {
+			t.Errorf("%s restarted %d times, want twice: to trust both CAs, then the new one alone", m, restarts[m])
+		}
+		if !bytes.Equal(loaded[m].peer, after.CertPEM) || !bytes.Equal(loaded[m].client, after.CertPEM) {
+			t.Errorf("%s trusts more than the new CA at the end", m)
+		}
+	}
+	for _, name := range issuedNames[1:] {
+		certKey, _, caKey := kindOf(name).Keys()
+		sec := f.secret(name)
+		if !verifies(t, f.now, sec.Data[certKey], after.CertPEM) || !bytes.Equal(sec.Data[caKey], after.CertPEM) {
+			t.Errorf("copy %s is not of the new CA, or trusts more than it, at the end", name)
+		}
+	}
+	events := strings.Join(f.events(), "\n")
+	for _, want := range []string{`CARotation issuer's CA: trusted CAs written into example-peer-tls (cert-manager issued from CA "the issuer's CA after"`, "CARotation issuer's CA: restarting member example-a"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("no event %q in:\n%s", want, events)
+		}
+	}
+	if r := f.mustStatus().Reason; r != "" {
+		t.Errorf("status.reason = %q at the end", r)
+	}
+}
