@@ -152,38 +152,49 @@ func TestChaosLongCARotatedOnRequestUnderLoad(t *testing.T) {
 	}
 	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 
-	// A client certificate of the old CA, with the new CA to verify the
-	// members by, is refused by every member: the old CA is trusted by none.
-	newClient := secret(name + "-client-tls")
+	refusesClientCertificateOf(t, opNS, name, oldClient)
+}
+
+// refusesClientCertificateOf checks that no member of cluster name serves
+// the client certificate of secret old (a copy of the client Secret taken
+// before a CA changed), presented with the CAs the client Secret trusts
+// now: the old CA is trusted by none.
+func refusesClientCertificateOf(t *testing.T, ns, name string, old *corev1.Secret) {
+	t.Helper()
+	ctx := t.Context()
+	current, err := f.Kube.CoreV1().Secrets(ns).Get(ctx, name+"-client-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	stale := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-old-client", Namespace: opNS},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-old-client", Namespace: ns},
 		Data: map[string][]byte{
-			etcdutil.SecretClientCert: oldClient.Data[etcdutil.SecretClientCert],
-			etcdutil.SecretClientKey:  oldClient.Data[etcdutil.SecretClientKey],
-			etcdutil.SecretClientCA:   newClient.Data[etcdutil.SecretClientCA],
+			etcdutil.SecretClientCert: old.Data[etcdutil.SecretClientCert],
+			etcdutil.SecretClientKey:  old.Data[etcdutil.SecretClientKey],
+			etcdutil.SecretClientCA:   current.Data[etcdutil.SecretClientCA],
 		},
 	}
-	if _, err := f.Kube.CoreV1().Secrets(opNS).Create(ctx, stale, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Kube.CoreV1().Secrets(ns).Create(ctx, stale, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = f.Kube.CoreV1().Secrets(opNS).Delete(context.WithoutCancel(ctx), stale.Name, metav1.DeleteOptions{})
+		_ = f.Kube.CoreV1().Secrets(ns).Delete(context.WithoutCancel(ctx), stale.Name, metav1.DeleteOptions{})
 	})
-	pods, err := f.Kube.CoreV1().Pods(opNS).List(ctx, metav1.ListOptions{LabelSelector: api.LabelClusterName + "=" + name})
+	pods, err := f.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: api.LabelClusterName + "=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		endpoint := "https://" + p.Name + "." + name + "." + opNS + ".svc:2379"
+		endpoint := "https://" + p.Name + "." + name + "." + ns + ".svc:2379"
 		out, ok, err := f.RunEtcdctlPod(ctx, framework.EtcdctlPod{
-			Namespace: opNS, Image: framework.EtcdImage("3.5.21"), Secret: stale.Name,
+			Namespace: ns, Image: framework.EtcdImage("3.5.21"), Secret: stale.Name,
 			Args: slices.Concat([]string{"--endpoints=" + endpoint, "--command-timeout=10s"}, framework.ClientTLSArgs, []string{"get", "/e2e/tls"}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ok {
-			t.Errorf("member %s serves a client certificate of the old CA after the rotation: %s", p.Name, out)
+			t.Errorf("member %s serves a client certificate of the old CA after the CA changed: %s", p.Name, out)
 		}
 	}
 }
