@@ -30,6 +30,7 @@ require (
 	go.etcd.io/etcd/api/v3 v3.5.21
 	go.etcd.io/etcd/client/pkg/v3 v3.5.21
 	go.etcd.io/etcd/client/v3 v3.5.21
+	go.etcd.io/etcd/etcdutl/v3 v3.5.21
 	go.etcd.io/etcd/pkg/v3 v3.5.21
 	go.etcd.io/etcd/raft/v3 v3.5.21
 	go.etcd.io/etcd/server/v3 v3.5.21

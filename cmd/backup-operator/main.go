@@ -62,7 +62,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.IntVar(&o.maxConcurrentBackups, "max-concurrent-backups", backupcontroller.DefaultMaxConcurrentBackups,
 		"snapshots streamed at once, one-shot and periodic together; each holds about 32 MiB of upload buffers")
 	fs.StringVar(&o.verifyDir, "verify-dir", os.TempDir(),
-		"directory for the temporary copy of a backup being verified (EtcdBackup spec.verify); needs room for one snapshot per concurrent backup")
+		"directory for the temporary copy of a backup being verified (EtcdBackup spec.verify), and for an archive drill's snapshot and the scratch etcd it restores; needs room for one snapshot per concurrent backup, two for a drill")
 	o.cloudIdentity.Operator = binary
 	fs.Var(&o.cloudIdentity, storage.CloudIdentityFlag, "namespaces whose EtcdBackups may reach their store with this operator's own cloud identity (credentialSource: OperatorServiceAccount): a comma-separated list, or * for every namespace it watches; empty lends it to none. Whoever may create one in such a namespace may reach whatever that identity may (docs/user-guide/backup-cloud-identity.md)")
 	if err := fs.Parse(args); err != nil {

@@ -59,12 +59,28 @@ func Verify(ctx context.Context, store Store, key string, decodeKey []byte, dir 
 	return out, err
 }
 
-// withSnapshotDB streams the object at key, decoded and its trailer checked
-// (download), into a temporary file under dir named after pattern, strips
-// the sha256 trailer so that bbolt finds the bare database, and calls use
-// with the file's path and what download found; the file is removed before
-// it returns. what says, in the error, what the file is for.
+// WithSnapshotFile streams the object at key, decoded and its trailer
+// checked as Verify does, into a temporary file under dir, and calls use
+// with the file's path: the snapshot as etcd sent it, trailer included, for
+// etcd's own restore, which checks the trailer again. The file is removed
+// before WithSnapshotFile returns; dir needs room for one snapshot.
+func WithSnapshotFile(ctx context.Context, store Store, key string, decodeKey []byte, dir string, use func(path string) error) error {
+	return withSnapshotFile(ctx, store, key, decodeKey, dir, "restore-*.db", "restore the snapshot from", false,
+		func(path string, _ *Verification) error { return use(path) })
+}
+
+// withSnapshotDB is withSnapshotFile for bbolt, which wants the bare
+// database: the sha256 trailer is stripped.
 func withSnapshotDB(ctx context.Context, store Store, key string, decodeKey []byte, dir, pattern, what string, use func(path string, v *Verification) error) error {
+	return withSnapshotFile(ctx, store, key, decodeKey, dir, pattern, what, true, use)
+}
+
+// withSnapshotFile streams the object at key, decoded and its trailer
+// checked (download), into a temporary file under dir named after pattern,
+// strips the sha256 trailer when bare is set, and calls use with the file's
+// path and what download found; the file is removed before it returns. what
+// says, in the error, what the file is for.
+func withSnapshotFile(ctx context.Context, store Store, key string, decodeKey []byte, dir, pattern, what string, bare bool, use func(path string, v *Verification) error) error {
 	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return fmt.Errorf("create a temporary file to %s (it needs room for one snapshot): %w", what, err)
@@ -78,9 +94,10 @@ func withSnapshotDB(ctx context.Context, store Store, key string, decodeKey []by
 	if err != nil {
 		return err
 	}
-	// bbolt wants the bare database: the trailer goes.
-	if err := os.Truncate(path, snapshotSize-sha256.Size); err != nil {
-		return fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
+	if bare {
+		if err := os.Truncate(path, snapshotSize-sha256.Size); err != nil {
+			return fmt.Errorf("strip the sha256 trailer from %s: %w", path, err)
+		}
 	}
 	return use(path, v)
 }

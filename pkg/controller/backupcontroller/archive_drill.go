@@ -145,6 +145,11 @@ func (c *Controller) drillArchive(ctx context.Context, eb *api.EtcdBackup) bool 
 	if perr != nil {
 		err = perr
 	}
+	if err == nil && done.Revision > p.Revision {
+		// The snapshot held more than the archive had reached: the drill
+		// compared it at its own revision, the newest a restore gives.
+		p.Revision = done.Revision
+	}
 	st := drillStatus(p, done, err, c.clock.Now())
 	log := c.logFor(eb).WithFields(logrus.Fields{"snapshot": p.BackupPath, "revision": p.Revision})
 	switch st.Result {
@@ -189,7 +194,8 @@ func drillStatus(p DrillPoint, done archive.Drilled, err error, now time.Time) *
 
 // DrillArchive is the real DrillArchiveFunc: it opens the cluster and the
 // store an EtcdBackup names, as Backup does, and drills p through a
-// temporary copy of the snapshot in VerifyDir.
+// temporary copy of the snapshot and a scratch etcd restored from it, both
+// in VerifyDir.
 func (b *Backuper) DrillArchive(ctx context.Context, eb *api.EtcdBackup, p DrillPoint) (archive.Drilled, error) {
 	spec := &eb.Spec
 	// Reading the snapshot back costs what storing it did.
