@@ -138,3 +138,56 @@ func keepWriting(t *testing.T, ns, name, prefix string) {
 	}()
 	t.Cleanup(func() { stop(); writes.Wait() })
 }
+
+// TestBackupArchiveDrillRestoresTheRecoveryPointInTheBackupOperatorPod: a
+// periodic EtcdBackup with the archive and a drill at each snapshot, of a
+// 3-member cluster written to all along: the backup operator, in its pod
+// and within its limits, restores the recovery point into a scratch etcd
+// (the snapshot with etcd's own restore, the chunks after it replayed
+// through etcd) and finds it is what the cluster held there; the status and
+// a BackupArchiveDrilled event say so.
+func TestBackupArchiveDrillRestoresTheRecoveryPointInTheBackupOperatorPod(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bed := newBackupBed(t, "drill", false)
+	ns := bed.ns
+
+	name := framework.UniqueName("drill")
+	createClusterIn(t, ns, ns, framework.NewCluster(name, 3, "3.5.21"))
+	waitReady(t, ns, name, 3, bootstrapTimeout(3))
+	keepWriting(t, ns, name, "/e2e/drill/")
+
+	b := bed.createBackup(t, name, "drilled/"+name, &api.BackupPolicy{
+		BackupIntervalInSecond: 20,
+		Archive:                &api.BackupArchive{IntervalInSecond: 2, Drill: &api.BackupArchiveDrillPolicy{IntervalInSecond: 20}},
+	})
+	var drill *api.BackupArchiveDrill
+	err := framework.WaitFor(ctx, backupTimeout, framework.Poll, "a drill of EtcdBackup "+b.Name+" that replayed the archive", func(ctx context.Context) (bool, string, error) {
+		got, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if got.Status.Archive == nil || got.Status.Archive.Drill == nil {
+			return false, fmt.Sprintf("%+v", got.Status), nil
+		}
+		drill = got.Status.Archive.Drill
+		if drill.Result == api.BackupArchiveDrillFailed {
+			t.Fatalf("the drill failed: %+v", drill)
+		}
+		return drill.Result == api.BackupArchiveDrillPassed && drill.Revisions > 0, fmt.Sprintf("%+v", drill), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drill.Keys == 0 || drill.Revision <= drill.SnapshotRevision || drill.BackupPath == "" {
+		t.Errorf("the drill compared %d keys at revision %d from snapshot %s at %d, want the keys written by then, past the snapshot", drill.Keys, drill.Revision, drill.BackupPath, drill.SnapshotRevision)
+	}
+	t.Logf("drill: %d keys at revision %d, %d revisions replayed onto snapshot %s at %d", drill.Keys, drill.Revision, drill.Revisions, drill.BackupPath, drill.SnapshotRevision)
+	events, err := f.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + b.Name + ",reason=BackupArchiveDrilled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) == 0 {
+		t.Error("no BackupArchiveDrilled event on the EtcdBackup")
+	}
+}

@@ -101,7 +101,8 @@ func TestBackupStoreGCS(t *testing.T) {
 // storeRoundTrip runs, in a namespace of its own, the example backup and restore
 // operators against s: a one-shot backup, verified (spec.verify), of a cluster
 // with data; a periodic backup with maxBackups; then a restore of the cluster from
-// the one-shot backup, which brings back the data as it was.
+// the one-shot backup, which brings back the data as it was; then a restore
+// to a time from the continuous archive (restoreToATime).
 func storeRoundTrip(t *testing.T, s storeUnderTest) {
 	ctx := t.Context()
 	ns := newNamespace(t, "store-"+strings.ToLower(string(s.kind)))
@@ -258,5 +259,81 @@ func storeRoundTrip(t *testing.T, s storeUnderTest) {
 	}
 	if n := countKeys(t, ns, name, "/e2e/after/"); n != 0 {
 		t.Errorf("%d keys written after the backup are there; the cluster was not restored from it", n)
+	}
+	if t.Failed() {
+		return
+	}
+	restoreToATime(t, s, ns, name, create)
+}
+
+// restoreToATime is the store round trip's point in time: a periodic
+// EtcdBackup with the continuous archive on, keys written before a time
+// and after it, and a restore to that time, as "the cluster as of
+// 14:32:10" is asked for, which brings back every key written before it and
+// none after.
+func restoreToATime(t *testing.T, s storeUnderTest, ns, name string, create func(*api.EtcdBackup)) {
+	ctx := t.Context()
+	path := "pitr/" + name
+	create(&api.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-archived"},
+		Spec: api.BackupSpec{EtcdEndpoints: []string{framework.ClientURL(name, false)}, StorageType: s.kind, BackupSource: s.backup(path),
+			BackupPolicy: &api.BackupPolicy{BackupIntervalInSecond: 3600, Archive: &api.BackupArchive{IntervalInSecond: 1}}},
+	})
+	archived := func(ctx context.Context) (*api.BackupArchiveStatus, string, error) {
+		got, err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Get(ctx, name+"-archived", metav1.GetOptions{})
+		if err != nil {
+			return nil, err.Error(), nil
+		}
+		if got.Status.EtcdRevision == 0 || got.Status.Archive == nil {
+			return nil, fmt.Sprintf("%+v", got.Status), nil
+		}
+		return got.Status.Archive, fmt.Sprintf("%+v", got.Status.Archive), nil
+	}
+	err := framework.WaitFor(ctx, backupTimeout, framework.Poll, "the first snapshot of the archived backup to "+string(s.kind), func(ctx context.Context) (bool, string, error) {
+		a, said, err := archived(ctx)
+		return a != nil, said, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, ns, name, "/e2e/before-the-time/", 10)
+	// A second on either side of the time, so that the archive received
+	// every change clearly before it or after it.
+	time.Sleep(2 * time.Second)
+	point := time.Now().UTC().Truncate(time.Second)
+	time.Sleep(2 * time.Second)
+	putKeys(t, ns, name, "/e2e/after-the-time/", 10)
+	last := currentRevision(t, ns, name)
+	err = framework.WaitFor(ctx, backupTimeout, framework.Poll, fmt.Sprintf("the archive to hold revision %d", last), func(ctx context.Context) (bool, string, error) {
+		a, said, err := archived(ctx)
+		return a != nil && a.LastRevision >= last, said, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped before the restore replaces the cluster it backs up.
+	if err := f.Etcd.EtcdV1beta2().EtcdBackups(ns).Delete(ctx, name+"-archived", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleteRestore(t, ns, name)
+	er := &api.EtcdRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: api.RestoreSpec{BackupStorageType: s.kind, RestoreSource: s.restore(path),
+			EtcdCluster: api.EtcdClusterRef{Name: name}, PointInTime: &api.RestorePointInTime{Time: point.Format(time.RFC3339)}},
+	}
+	if _, err := f.Etcd.EtcdV1beta2().EtcdRestores(ns).Create(ctx, er, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	st := waitRestore(t, ns, name, restoreTimeout, api.RestorePhaseCompleted)
+	waitReady(t, ns, name, 1, changeTimeout)
+	t.Logf("restored %s from %s as of %s in %.1fs: %+v", name, s.kind, point.Format(time.RFC3339), time.Since(start).Seconds(), st.PointInTime)
+	if pit := st.PointInTime; pit == nil || !pit.Replayed {
+		t.Errorf("status.pointInTime %+v, want the archive replayed onto the snapshot", pit)
+	}
+	for prefix, want := range map[string]int{"/e2e/before/": storeKeys, "/e2e/before-the-time/": 10, "/e2e/after-the-time/": 0} {
+		if n := countKeys(t, ns, name, prefix); n != want {
+			t.Errorf("%d keys under %s after the restore as of %s, want %d", n, prefix, point.Format(time.RFC3339), want)
+		}
 	}
 }
