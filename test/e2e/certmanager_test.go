@@ -29,7 +29,8 @@ import (
 // reads over https with the client certificate it mounted before, a
 // rotation is asked for: cert-manager issues every certificate again, the
 // copies follow in place, the status records the request, and no
-// acknowledged write is lost.
+// acknowledged write is lost; a tenant kube-apiserver on the cluster
+// through the rotation sees every change it acknowledged, in order.
 func TestCertManagerIssuesTheCertificatesAndRenewsThemUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -58,7 +59,28 @@ func TestCertManagerIssuesTheCertificatesAndRenewsThemUnderLoad(t *testing.T) {
 	}
 	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 
+	// A tenant control plane on the cluster, with the client certificate
+	// and CA of the copy it was started with, through the rotation: its
+	// connections go on, and once every member serves its renewed
+	// certificate they are ended, so that it dials again and must accept
+	// the renewed serving certificates with its old client certificate.
+	client, err := f.Kube.CoreV1().Secrets(ns).Get(ctx, name+"-client-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, fwd := startTenantForwarded(t, ns, name, framework.TenantAPIServer{
+		ClientCert: client.Data[etcdutil.SecretClientCert],
+		ClientKey:  client.Data[etcdutil.SecretClientKey],
+		CA:         client.Data[etcdutil.SecretClientCA],
+	})
+	const d = 150 * time.Second
+	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "cert-manager-renewal", Duration: d})
+	pause(t, loadLead)
 	certificatesRotatedUnderLoad(t, ns, name, "cert-manager-rotation")
+	waitEveryMemberServes(t, ns, name, clientTLSConfig(t, client), secretCertSerial(t, ns, name+"-server-tls", etcdutil.SecretServerCert))
+	t.Logf("ended the tenant's %d connections to etcd once every member served the renewed certificate", fwd.DropConnections())
+	judgeTenantLoad(t, load, d+3*time.Minute)
+	judgeTenantLoad(t, startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "after-the-cert-manager-renewal", Namespace: "after-the-renewal", Duration: 30 * time.Second}), 3*time.Minute)
 	servesOnlyCertifiedClients(t, name, name+"-client-tls")
 }
 

@@ -333,33 +333,39 @@ func TestTenantControlPlaneThroughServingCertificateRenewal(t *testing.T) {
 	}
 	t.Logf("serving certificate renewed: serial %s, was %s", renewed, before)
 
-	// The kubelet updates the members' mounted Secret within about a minute;
-	// until every member serves the renewed certificate, a new connection
-	// may still get the old one and would prove nothing.
-	dial := clientTLSConfig(t, client)
-	err = framework.WaitFor(ctx, changeTimeout, framework.Poll, "every member to serve the renewed certificate "+renewed,
+	waitEveryMemberServes(t, opNS, name, clientTLSConfig(t, client), renewed)
+	t.Logf("ended the tenant's %d connections to etcd once every member served the renewed certificate", fwd.DropConnections())
+	judgeTenantLoad(t, load, d+3*time.Minute)
+	judgeTenantLoad(t, startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "after-the-renewal", Namespace: "after-the-renewal", Duration: 30 * time.Second}), 3*time.Minute)
+}
+
+// waitEveryMemberServes waits until every member of cluster ns/name
+// serves the certificate of serial, dialled with dial: the kubelet updates
+// the members' mounted Secret within about a minute, and until every member
+// serves the renewed certificate, a new connection may still get the old
+// one and would prove nothing.
+func waitEveryMemberServes(t *testing.T, ns, name string, dial *tls.Config, serial string) {
+	t.Helper()
+	err := framework.WaitFor(t.Context(), changeTimeout, framework.Poll, "every member to serve the renewed certificate "+serial,
 		func(ctx context.Context) (bool, string, error) {
-			pods, err := f.ClusterPods(ctx, opNS, name)
+			pods, err := f.ClusterPods(ctx, ns, name)
 			if err != nil {
 				return false, err.Error(), nil
 			}
 			var serials []string
 			for _, p := range framework.LivePods(pods) {
-				serial, err := servedCertSerial(ctx, net.JoinHostPort(p.Status.PodIP, "2379"), dial)
+				served, err := servedCertSerial(ctx, net.JoinHostPort(p.Status.PodIP, "2379"), dial)
 				if err != nil {
-					serial = err.Error()
+					served = err.Error()
 				}
-				serials = append(serials, p.Name+": "+serial)
+				serials = append(serials, p.Name+": "+served)
 			}
-			return len(serials) == 3 && !slices.ContainsFunc(serials, func(s string) bool { return !strings.HasSuffix(s, ": "+renewed) }),
+			return len(serials) == 3 && !slices.ContainsFunc(serials, func(s string) bool { return !strings.HasSuffix(s, ": "+serial) }),
 				strings.Join(serials, ", "), nil
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("ended the tenant's %d connections to etcd once every member served the renewed certificate", fwd.DropConnections())
-	judgeTenantLoad(t, load, d+3*time.Minute)
-	judgeTenantLoad(t, startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "after-the-renewal", Namespace: "after-the-renewal", Duration: 30 * time.Second}), 3*time.Minute)
 }
 
 // secretCertSerial is the serial number of the certificate under key in
