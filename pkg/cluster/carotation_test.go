@@ -229,34 +229,15 @@ func TestCARotationRunsToItsEnd(t *testing.T) {
 	for _, m := range members {
 		f.setReady(m, true, startAt(f.now.Add(-30*24*time.Hour)))
 	}
-	// loaded is what each member's etcd read at its last start: its
-	// trusted peer and client CAs.
-	type trust struct{ peer, client []byte }
-	loaded := map[string]trust{}
-	load := func(m string) {
-		loaded[m] = trust{peer: f.secret("example-peer-tls").Data["peer-ca.crt"], client: f.secret("example-server-tls").Data["server-ca.crt"]}
-	}
+	// loaded is what each member's etcd read at its last start.
+	loaded := map[string]memberTrust{}
+	load := func(m string) { loaded[m] = f.trustNow() }
 	for _, m := range members {
 		load(m)
 	}
 	check := func(after string) {
 		t.Helper()
-		peer, server := f.secret("example-peer-tls"), f.secret("example-server-tls")
-		for _, m := range members {
-			if !verifies(t, f.now, peer.Data["peer.crt"], loaded[m].peer) {
-				t.Fatalf("after %s: %s refuses the peer certificate", after, m)
-			}
-			for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
-				if !verifies(t, f.now, f.secret(cl).Data["etcd-client.crt"], loaded[m].client) {
-					t.Fatalf("after %s: %s refuses the certificate of %s", after, m, cl)
-				}
-			}
-		}
-		for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
-			if !verifies(t, f.now, server.Data["server.crt"], f.secret(cl).Data["etcd-client-ca.crt"]) {
-				t.Fatalf("after %s: the users of %s do not trust the members' server certificate", after, cl)
-			}
-		}
+		f.everyCertificateTrusted(loaded, after)
 	}
 	var changes []string
 	run := func() {
@@ -349,8 +330,42 @@ func TestCARotationRunsToItsEnd(t *testing.T) {
 	}
 }
 
+// memberTrust is what a member's etcd read at its last start: the CAs its
+// peer and server secrets trusted.
+type memberTrust struct{ peer, client []byte }
+
+// trustNow is what a member starting now reads.
+func (f *fixture) trustNow() memberTrust {
+	return memberTrust{peer: f.secret("example-peer-tls").Data["peer-ca.crt"], client: f.secret("example-server-tls").Data["server-ca.crt"]}
+}
+
+// everyCertificateTrusted fails the test unless every member, with the
+// CAs it read at its last start (loaded), trusts the peer certificate and
+// the client certificates the secrets hold now, and the users of the client
+// secrets trust the members' server certificate.
+func (f *fixture) everyCertificateTrusted(loaded map[string]memberTrust, after string) {
+	t := f.t
+	t.Helper()
+	peer, server := f.secret("example-peer-tls"), f.secret("example-server-tls")
+	for m, trust := range loaded {
+		if !verifies(t, f.now, peer.Data["peer.crt"], trust.peer) {
+			t.Fatalf("after %s: %s refuses the peer certificate", after, m)
+		}
+		for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
+			if !verifies(t, f.now, f.secret(cl).Data["etcd-client.crt"], trust.client) {
+				t.Fatalf("after %s: %s refuses the certificate of %s", after, m, cl)
+			}
+		}
+	}
+	for _, cl := range []string{"example-operator-tls", "example-client-tls"} {
+		if !verifies(t, f.now, server.Data["server.crt"], f.secret(cl).Data["etcd-client-ca.crt"]) {
+			t.Fatalf("after %s: the users of %s do not trust the members' server certificate", after, cl)
+		}
+	}
+}
+
 // verifies tells whether certPEM verifies against the CAs of trusted at at.
-func verifies(t *testing.T, at time.Time, certPEM, trusted []byte) bool {
+func verifies(t testing.TB, at time.Time, certPEM, trusted []byte) bool {
 	t.Helper()
 	block, _ := pem.Decode(certPEM)
 	if block == nil {

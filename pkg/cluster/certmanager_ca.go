@@ -77,21 +77,20 @@ func (l *certManagerLeaf) copyIssuedBy(ca *x509.Certificate) bool {
 // trustChangedAt is when a copy's trusted CAs last changed; zero when
 // none ever did.
 func (v *certManagerView) trustChangedAt() time.Time {
-	var at time.Time
-	for _, l := range v.leaves {
-		if l.trustWritten.After(at) {
-			at = l.trustWritten
-		}
-	}
-	return at
+	return v.latest(func(l certManagerLeaf) time.Time { return l.trustWritten })
 }
 
 // copiedAt is when a copy was last written.
 func (v *certManagerView) copiedAt() time.Time {
+	return v.latest(func(l certManagerLeaf) time.Time { return l.copiedAt })
+}
+
+// latest is the latest of a time of each copy.
+func (v *certManagerView) latest(of func(certManagerLeaf) time.Time) time.Time {
 	var at time.Time
 	for _, l := range v.leaves {
-		if l.copiedAt.After(at) {
-			at = l.copiedAt
+		if t := of(l); t.After(at) {
+			at = t
 		}
 	}
 	return at

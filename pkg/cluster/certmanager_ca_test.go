@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,36 +92,12 @@ func TestIssuerCAIsCarriedInToItsEnd(t *testing.T) {
 		t.Fatalf("status.certificatesRotated = %q before the CA changed, want r0", done)
 	}
 
-	// loaded is what each member's etcd read at its last start: the CAs
-	// its peer and server copies trust.
-	type trust struct{ peer, client []byte }
-	loaded := map[string]trust{}
-	load := func(m string) {
-		loaded[m] = trust{peer: f.secret("example-peer-tls").Data["peer-ca.crt"], client: f.secret("example-server-tls").Data["server-ca.crt"]}
+	// loaded is what each member's etcd read at its last start.
+	loaded := map[string]memberTrust{}
+	for _, m := range members {
+		loaded[m] = f.trustNow()
 	}
 	restarts := map[string]int{}
-	for _, m := range members {
-		load(m)
-	}
-	check := func(pass int) {
-		t.Helper()
-		peer, server := f.secret("example-peer-tls"), f.secret("example-server-tls")
-		for _, m := range members {
-			if !verifies(t, f.now, peer.Data["peer.crt"], loaded[m].peer) {
-				t.Fatalf("after pass %d: %s refuses the peer certificate", pass, m)
-			}
-			for _, name := range []string{"example-operator-tls", "example-client-tls"} {
-				if !verifies(t, f.now, f.secret(name).Data["etcd-client.crt"], loaded[m].client) {
-					t.Fatalf("after pass %d: %s refuses the certificate of %s", pass, m, name)
-				}
-			}
-		}
-		for _, name := range []string{"example-operator-tls", "example-client-tls"} {
-			if !verifies(t, f.now, server.Data["server.crt"], f.secret(name).Data["etcd-client-ca.crt"]) {
-				t.Fatalf("after pass %d: the users of %s do not trust the members' server certificate", pass, name)
-			}
-		}
-	}
 
 	// The issuer's CA changes; the user asks for a rotation, as the docs
 	// say, so that cert-manager issues from it now.
@@ -143,11 +120,11 @@ func TestIssuerCAIsCarriedInToItsEnd(t *testing.T) {
 				f.podGone(m)
 				f.pod(m)
 				f.setReady(m, true, startAt(f.now))
-				load(m)
+				loaded[m] = f.trustNow()
 				restarts[m]++
 			}
 		}
-		check(pass)
+		f.everyCertificateTrusted(loaded, fmt.Sprintf("pass %d", pass))
 		if f.mustStatus().CertificatesRotated == "r1" {
 			break
 		}

@@ -136,15 +136,7 @@ func TestChaosLongCARotatedOnRequestUnderLoad(t *testing.T) {
 	// message is the latest ("(combined from similar events): ..."), so
 	// the steps in the middle of a rotation (a dozen events) may not each
 	// keep their own: the first steps and the last are what must be there.
-	caEvents, err := clusterEvents(ctx, opNS, name, "CARotation")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var messages []string
-	for _, e := range caEvents {
-		messages = append(messages, e.Message)
-	}
-	told := strings.Join(messages, "\n")
+	told := clusterEventMessages(t, opNS, name, "CARotation")
 	for _, change := range []string{"began: a new CA is in", "the trusted CA written into", "restarting member", "done; the old CA is dropped from"} {
 		if !strings.Contains(told, "CA rotation "+change) {
 			t.Errorf("no CARotation event says %q:\n%s", change, told)

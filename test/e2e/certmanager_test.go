@@ -270,15 +270,7 @@ spec:
 		})
 	waitReady(t, ns, name, 3, changeTimeout)
 
-	caEvents, err := clusterEvents(ctx, ns, name, "CARotation")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var messages []string
-	for _, e := range caEvents {
-		messages = append(messages, e.Message)
-	}
-	told := strings.Join(messages, "\n")
+	told := clusterEventMessages(t, ns, name, "CARotation")
 	for _, change := range []string{"issuer's CA: trusted CAs written into", "issuer's CA: restarting member"} {
 		if !strings.Contains(told, change) {
 			t.Errorf("no CARotation event says %q:\n%s", change, told)

@@ -333,6 +333,21 @@ func clusterEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event
 	return list.Items, nil
 }
 
+// clusterEventMessages is the messages of the events of a reason on an
+// EtcdCluster, a line each.
+func clusterEventMessages(t *testing.T, ns, name, reason string) string {
+	t.Helper()
+	events, err := clusterEvents(t.Context(), ns, name, reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var messages []string
+	for _, e := range events {
+		messages = append(messages, e.Message)
+	}
+	return strings.Join(messages, "\n")
+}
+
 // waitClusterEvent waits for an event of the given type and reason on an
 // EtcdCluster and returns its message.
 func waitClusterEvent(t *testing.T, ns, name, typ, reason string, timeout time.Duration) string {
