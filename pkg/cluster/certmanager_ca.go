@@ -114,7 +114,9 @@ func membersReadingTrust(s *snapshot) (stale []string, settling bool) {
 	}
 	settled := since.Add(caBundleSettle)
 	for _, name := range sortedKeys(s.pods) {
-		if started := etcdStartedAt(s.pods[name]); started.IsZero() || started.Before(settled) {
+		// A pod whose etcd does not run reads the files when it starts,
+		// and settled has passed by the time anything waits on it.
+		if started := etcdStartedAt(s.pods[name]); !started.IsZero() && started.Before(settled) {
 			stale = append(stale, name)
 		}
 	}
@@ -234,9 +236,9 @@ func restartForIssuerTrust(s *snapshot, name string) (action, bool) {
 		return waiting(fmt.Sprintf("carrying the issuer's CA %s in: members are restarted from %s, once the kubelet has updated their files", name, settled.UTC().Format(time.RFC3339))), true
 	}
 	member := ""
-	for _, name := range stale {
-		if _, ok := s.views[name]; ok && member == "" {
-			member = name
+	for _, pod := range stale {
+		if _, ok := s.views[pod]; ok && member == "" {
+			member = pod
 		}
 	}
 	if member == "" {
