@@ -253,16 +253,9 @@ func ReplayArchive(ctx context.Context, a ReplayArgs, token string, key []byte, 
 // restored snapshot, and checks the result.
 func replayOnto(ctx context.Context, client *clientv3.Client, a ReplayArgs, chunks []archive.Chunk, src *archiveSource) (ReplayResult, error) {
 	var res ReplayResult
-	resp, err := client.Get(ctx, "\x00", clientv3.WithCountOnly())
-	if err != nil {
-		return res, fmt.Errorf("read the restored snapshot's revision: %w", err)
-	}
-	res.SnapshotRevision = resp.Header.Revision - a.RevisionBump
-	if res.SnapshotRevision == 0 && a.After == 1 {
-		// A keyspace nothing was ever written to: etcd counts its store
-		// from revision 1, which a backup taken then records, and etcdutl
-		// restores it at revision 0. The two are the same empty state.
-		res.SnapshotRevision = 1
+	var err error
+	if res.SnapshotRevision, err = archive.RestoredRevision(ctx, client, a.RevisionBump, a.After); err != nil {
+		return res, err
 	}
 	switch {
 	case a.Newest && res.SnapshotRevision >= a.Revision:

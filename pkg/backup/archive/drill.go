@@ -84,7 +84,7 @@ var ErrDrillMismatch = errors.New("the restored point differs from the cluster")
 func Drill(ctx context.Context, opts DrillOptions) (Drilled, error) {
 	done := Drilled{Revision: opts.Revision}
 	// A point the cluster has already compacted is not worth a restore.
-	if _, err := opts.Client.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(opts.Revision), clientv3.WithCountOnly()); err != nil {
+	if _, err := (&keyPages{client: opts.Client, rev: opts.Revision}).count(ctx); err != nil {
 		return liveReadFailed(done, err)
 	}
 	all, err := List(ctx, opts.Store, opts.Prefix)
@@ -116,16 +116,9 @@ func Drill(ctx context.Context, opts DrillOptions) (Drilled, error) {
 // compares the result with the live cluster.
 func drillOnto(ctx context.Context, restored *clientv3.Client, opts DrillOptions, chunks []Chunk) (Drilled, error) {
 	done := Drilled{Revision: opts.Revision}
-	resp, err := restored.Get(ctx, "\x00", clientv3.WithCountOnly())
+	at, err := RestoredRevision(ctx, restored, 0, opts.SnapshotRevision)
 	if err != nil {
-		return done, fmt.Errorf("read the restored snapshot's revision: %w", err)
-	}
-	at := resp.Header.Revision
-	if at == 0 && opts.SnapshotRevision == 1 {
-		// A keyspace nothing was ever written to: etcd counts its store
-		// from revision 1, which a backup taken then records, and etcd's
-		// restore gives revision 0. The two are the same empty state.
-		at = 1
+		return done, err
 	}
 	switch {
 	case at < opts.SnapshotRevision:

@@ -88,6 +88,24 @@ func Replay(ctx context.Context, client *clientv3.Client, opts ReplayOptions) (R
 	})
 }
 
+// RestoredRevision is the revision of the snapshot a member just restored
+// from it serves, read through client, less bump (the revision its restore
+// moved the store by). named is the revision the snapshot's name records.
+func RestoredRevision(ctx context.Context, client *clientv3.Client, bump, named int64) (int64, error) {
+	resp, err := client.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read the restored snapshot's revision: %w", err)
+	}
+	rev := resp.Header.Revision - bump
+	if rev == 0 && named == 1 {
+		// A keyspace nothing was ever written to: etcd counts its store
+		// from revision 1, which a backup taken then records, and etcd's
+		// restore gives revision 0. The two are the same empty state.
+		rev = 1
+	}
+	return rev, nil
+}
+
 // ApplyChunks is Replay's second half, for a reader that finds the chunks
 // elsewhere than in a store it lists (a restore's seed gets them from the
 // restore operator): it applies the events of chunks, which Covering chose,
