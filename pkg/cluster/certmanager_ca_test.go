@@ -10,56 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
 	"github.com/openetcd/etcd-operator/pkg/util/tlsissue"
 )
-
-// issueWhereAsked does what cert-manager does for each Certificate whose
-// Issuing condition is True: issues its certificate from ca, at f.now,
-// into the secret it names, a revision later. It returns how many it
-// issued.
-func issueWhereAsked(t *testing.T, f *fixture, dyn *dynamicfake.FakeDynamicClient, ca *tlsissue.CA) int {
-	t.Helper()
-	issued := 0
-	for i, k := range tlsissue.Kinds {
-		cert := certificate(t, dyn, certManagerNames[i])
-		conditions, _, _ := unstructured.NestedSlice(cert.Object, "status", "conditions")
-		asked := false
-		for _, raw := range conditions {
-			c, _ := raw.(map[string]any)
-			asked = asked || c["type"] == "Issuing" && c["status"] == "True"
-		}
-		if !asked {
-			continue
-		}
-		leaf, err := ca.Issue(k, tlsissue.Cluster{Name: testName, Namespace: testNS}, f.now, api.DefaultCertificateValidity)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certKey, keyKey, caKey := k.Keys()
-		secret := f.secret(certManagerNames[i] + "-cert-manager").DeepCopy()
-		secret.Data = map[string][]byte{issuedCertKey: leaf[certKey], issuedKeyKey: leaf[keyKey], issuedCAKey: leaf[caKey]}
-		if _, err := f.kube.CoreV1().Secrets(testNS).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		revision, _, _ := unstructured.NestedInt64(cert.Object, "status", "revision")
-		ready := []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready"}}
-		if err := unstructured.SetNestedSlice(cert.Object, ready, "status", "conditions"); err != nil {
-			t.Fatal(err)
-		}
-		if err := unstructured.SetNestedField(cert.Object, revision+1, "status", "revision"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dyn.Resource(certificatesGVR).Namespace(testNS).UpdateStatus(t.Context(), cert, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		issued++
-	}
-	return issued
-}
 
 // TestIssuerCAIsCarriedInToItsEnd changes the CA of a running cluster's
 // cert-manager issuer and asks for a rotation, then runs passes, each by an

@@ -47,11 +47,35 @@ func certificate(t *testing.T, dyn *dynamicfake.FakeDynamicClient, name string) 
 
 // issueAsCertManager does what cert-manager's CA issuer does for each
 // Certificate: issues its certificate from ca into the secret it names,
-// and marks it Ready.
+// and marks it Ready, a revision later.
 func issueAsCertManager(t *testing.T, f *fixture, dyn *dynamicfake.FakeDynamicClient, ca *tlsissue.CA) {
+	t.Helper()
+	issueLikeCertManager(t, f, dyn, ca, func(*unstructured.Unstructured) bool { return true })
+}
+
+// issueWhereAsked is issueAsCertManager for the Certificates whose Issuing
+// condition is True alone, as cert-manager issues after a renewal was asked.
+func issueWhereAsked(t *testing.T, f *fixture, dyn *dynamicfake.FakeDynamicClient, ca *tlsissue.CA) {
+	t.Helper()
+	issueLikeCertManager(t, f, dyn, ca, func(cert *unstructured.Unstructured) bool {
+		conditions, _, _ := unstructured.NestedSlice(cert.Object, "status", "conditions")
+		return slices.ContainsFunc(conditions, func(raw any) bool {
+			c, _ := raw.(map[string]any)
+			return c["type"] == "Issuing" && c["status"] == "True"
+		})
+	})
+}
+
+// issueLikeCertManager issues, at f.now, the certificate of each Certificate
+// issue says to from ca, into the secret it names, and marks it Ready a
+// revision later (the Issuing condition gone).
+func issueLikeCertManager(t *testing.T, f *fixture, dyn *dynamicfake.FakeDynamicClient, ca *tlsissue.CA, issue func(*unstructured.Unstructured) bool) {
 	t.Helper()
 	for i, k := range tlsissue.Kinds {
 		cert := certificate(t, dyn, certManagerNames[i])
+		if !issue(cert) {
+			continue
+		}
 		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 		leaf, err := ca.Issue(k, tlsissue.Cluster{Name: testName, Namespace: testNS}, f.now, api.DefaultCertificateValidity)
 		if err != nil {
