@@ -68,11 +68,7 @@ func TestCertManagerIssuesTheCertificatesAndRenewsThemUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenant, fwd := startTenantForwarded(t, ns, name, framework.TenantAPIServer{
-		ClientCert: client.Data[etcdutil.SecretClientCert],
-		ClientKey:  client.Data[etcdutil.SecretClientKey],
-		CA:         client.Data[etcdutil.SecretClientCA],
-	})
+	tenant, fwd := startTenantForwarded(t, ns, name, tenantWithClientSecret(client))
 	const d = 150 * time.Second
 	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "cert-manager-renewal", Duration: d})
 	pause(t, loadLead)

@@ -300,11 +300,7 @@ func TestTenantControlPlaneThroughServingCertificateRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenant, fwd := startTenantForwarded(t, opNS, name, framework.TenantAPIServer{
-		ClientCert: client.Data[etcdutil.SecretClientCert],
-		ClientKey:  client.Data[etcdutil.SecretClientKey],
-		CA:         client.Data[etcdutil.SecretClientCA],
-	})
+	tenant, fwd := startTenantForwarded(t, opNS, name, tenantWithClientSecret(client))
 	serving := name + "-server-tls"
 	before := secretCertSerial(t, opNS, serving, etcdutil.SecretServerCert)
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/openetcd/etcd-operator/pkg/apis/etcd/v1beta2"
@@ -77,6 +78,16 @@ func startTenantForwarded(t *testing.T, ns, name string, s framework.TenantAPISe
 	}
 	s.Endpoints = []string{endpoint}
 	return runTenant(t, ns, name, s), fwd
+}
+
+// tenantWithClientSecret is a tenant apiserver that reaches a TLS cluster
+// with the client certificate, key and CA of secret (etcd-client.* keys).
+func tenantWithClientSecret(secret *corev1.Secret) framework.TenantAPIServer {
+	return framework.TenantAPIServer{
+		ClientCert: secret.Data[etcdutil.SecretClientCert],
+		ClientKey:  secret.Data[etcdutil.SecretClientKey],
+		CA:         secret.Data[etcdutil.SecretClientCA],
+	}
 }
 
 // runTenant starts the tenant apiserver s on cluster name in ns, stopped
@@ -231,11 +242,7 @@ func TestTenantControlPlaneOverClientTLSThroughMemberAndLeaderKill(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenant := startTenant(t, name, framework.TenantAPIServer{
-		ClientCert: client.Data[etcdutil.SecretClientCert],
-		ClientKey:  client.Data[etcdutil.SecretClientKey],
-		CA:         client.Data[etcdutil.SecretClientCA],
-	})
+	tenant := startTenant(t, name, tenantWithClientSecret(client))
 
 	const d = 90 * time.Second
 	load := startTenantLoad(t, tenant, framework.TenantLoad{Scenario: "tls-member-and-leader-kill", Duration: d})
